@@ -1,0 +1,156 @@
+//! Configuration of the `weir` binary: one clap struct whose every field can come
+//! from a flag or an environment variable (mirrored in `.env.sample`).
+//!
+//! Values are validated here, at start, so that a wrong value fails with one clear
+//! line before anything is opened. The rest of the crate receives typed values only.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+
+/// Settings shared by every subcommand (`serve`, `migrate`, `keys …`).
+#[derive(Debug, Clone, Args)]
+pub struct Config {
+    /// Address the API listens on.
+    #[arg(long, env = "HOST", default_value = "0.0.0.0", global = true)]
+    pub host: IpAddr,
+
+    /// Port the API listens on.
+    #[arg(long, env = "PORT", default_value_t = 3000, global = true)]
+    pub port: u16,
+
+    /// Directory of the embedded store, the initial API key and other local state.
+    #[arg(long, env = "WEIR_DATA_DIR", default_value = "./data", global = true)]
+    pub data_dir: PathBuf,
+
+    /// `postgres://…` selects PostgreSQL; unset means the SQLite file
+    /// `$WEIR_DATA_DIR/weir.db`.
+    #[arg(long, env = "DATABASE_URL", value_parser = parse_database_url, global = true)]
+    pub database_url: Option<String>,
+
+    /// PostgreSQL schema holding weir's tables (created when absent). Lets several
+    /// installations, or test runs, share one database.
+    #[arg(long, env = "DATABASE_SCHEMA", value_parser = parse_schema_name, global = true)]
+    pub database_schema: Option<String>,
+
+    /// Address of the Python tool runtime.
+    #[arg(
+        long,
+        env = "PYTHON_RUNTIME",
+        default_value = "http://127.0.0.1:8000",
+        value_parser = parse_http_url,
+        global = true
+    )]
+    pub python_runtime: String,
+
+    /// Log line format.
+    #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
+    pub log_format: LogFormat,
+
+    /// Log level or filter directive (`info`, `debug`, `weir_api=debug,tower_http=info`).
+    #[arg(long, env = "LOG_LEVEL", default_value = "info", value_parser = parse_log_level, global = true)]
+    pub log_level: String,
+
+    /// Trust `X-Forwarded-For` to name the client (only behind a proxy you run).
+    #[arg(long, env = "TRUST_PROXY", default_value_t = false, global = true)]
+    pub trust_proxy: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Where the store lives, decided once from the configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreLocation {
+    Sqlite(PathBuf),
+    Postgres { url: String, schema: Option<String> },
+}
+
+impl Config {
+    pub fn store_location(&self) -> StoreLocation {
+        match &self.database_url {
+            Some(url) => StoreLocation::Postgres {
+                url: url.clone(),
+                schema: self.database_schema.clone(),
+            },
+            None => StoreLocation::Sqlite(self.data_dir.join("weir.db")),
+        }
+    }
+}
+
+fn parse_database_url(value: &str) -> Result<String, String> {
+    if value.starts_with("postgres://") || value.starts_with("postgresql://") {
+        value
+            .parse::<tokio_postgres::Config>()
+            .map_err(|e| format!("not a valid PostgreSQL URL: {e}"))?;
+        Ok(value.to_owned())
+    } else {
+        Err("must start with postgres:// or postgresql:// (leave it unset for SQLite)".into())
+    }
+}
+
+fn parse_schema_name(value: &str) -> Result<String, String> {
+    let valid = !value.is_empty()
+        && value.len() <= 63
+        && value.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
+        && value
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if valid {
+        Ok(value.to_owned())
+    } else {
+        Err("must be 1-63 characters of a-z, 0-9 and _, not starting with a digit".into())
+    }
+}
+
+fn parse_http_url(value: &str) -> Result<String, String> {
+    let rest = value
+        .strip_prefix("http://")
+        .or_else(|| value.strip_prefix("https://"))
+        .ok_or("must start with http:// or https://")?;
+    if rest.is_empty() || rest.starts_with('/') {
+        return Err("has no host".into());
+    }
+    Ok(value.trim_end_matches('/').to_owned())
+}
+
+fn parse_log_level(value: &str) -> Result<String, String> {
+    tracing_subscriber::EnvFilter::builder()
+        .parse(value)
+        .map_err(|e| format!("not a log level or filter: {e}"))?;
+    Ok(value.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn database_url_must_be_postgres() {
+        assert!(parse_database_url("postgres://postgres@127.0.0.1:5432/test").is_ok());
+        assert!(parse_database_url("mysql://x").is_err());
+        assert!(parse_database_url("sqlite:weir.db").is_err());
+    }
+
+    #[test]
+    fn schema_names_are_plain_identifiers() {
+        assert!(parse_schema_name("weir_test_1").is_ok());
+        for bad in ["", "1abc", "Bad", "a;drop", "a-b", &"x".repeat(64)] {
+            assert!(parse_schema_name(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn runtime_url_is_http_and_loses_trailing_slash() {
+        assert_eq!(
+            parse_http_url("http://127.0.0.1:8000/").as_deref(),
+            Ok("http://127.0.0.1:8000")
+        );
+        assert!(parse_http_url("ftp://x").is_err());
+        assert!(parse_http_url("http://").is_err());
+    }
+}

@@ -1,0 +1,60 @@
+//! Domain types: the records weir keeps (workspaces, API keys, chatflows, variables)
+//! and the rules that hold for them whatever the store or the HTTP edge.
+//!
+//! Nothing here performs I/O. The store persists these types, the routes validate
+//! input into them and serialise them out.
+
+pub mod apikey;
+pub mod chatflow;
+pub mod time;
+pub mod variable;
+
+pub use apikey::{ApiKey, NewApiKey, Permission};
+pub use chatflow::{Chatflow, ChatflowPatch, ChatflowType, NewChatflow};
+pub use variable::{NewVariable, Variable, VariablePatch, VariableType};
+
+use uuid::Uuid;
+
+/// A tenant: every key and every resource belongs to exactly one workspace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Workspace {
+    pub id: Uuid,
+    pub name: String,
+}
+
+/// The workspace created on first start and used when none is named.
+pub const DEFAULT_WORKSPACE: &str = "default";
+
+/// One page of a list, 1-based.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Page {
+    pub page: u32,
+    pub limit: u32,
+}
+
+impl Page {
+    pub const DEFAULT_LIMIT: u32 = 20;
+    pub const MAX_LIMIT: u32 = 100;
+
+    pub fn offset(self) -> u64 {
+        u64::from(self.page.saturating_sub(1)) * u64::from(self.limit)
+    }
+}
+
+impl Default for Page {
+    fn default() -> Self {
+        Page {
+            page: 1,
+            limit: Self::DEFAULT_LIMIT,
+        }
+    }
+}
+
+/// Patch helper: tells "field absent" (`None`) from "field set to null" (`Some(None)`).
+pub(crate) fn nullable<'de, T, D>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
+where
+    T: serde::Deserialize<'de>,
+    D: serde::Deserializer<'de>,
+{
+    serde::Deserialize::deserialize(deserializer).map(Some)
+}

@@ -1,0 +1,26 @@
+//! weir's API server: chatflows, predictions and triggers over HTTP.
+//!
+//! # Layout
+//!
+//! - [`config`]: the env-backed configuration, validated at start.
+//! - [`http`]: the edge — state, router, middleware, auth extractor, error type.
+//! - [`routes`]: one module per API area; thin handlers documented for OpenAPI.
+//! - [`domain`]: the records and their rules (keys, chatflows, variables, times).
+//! - [`store`]: the `Store` trait with its SQLite and PostgreSQL implementations.
+//! - [`keys`]: operator actions on API keys (CLI and first-start bootstrap).
+//! - [`telemetry`]: logging setup.
+//!
+//! The binary (`main.rs`) only parses arguments and calls into this library, so the
+//! integration tests drive exactly the code the binary runs.
+
+pub mod config;
+pub mod domain;
+pub mod http;
+pub mod keys;
+pub mod routes;
+pub mod store;
+pub mod telemetry;
+
+pub use config::Config;
+pub use http::{AppState, router, serve};
+pub use store::Store;

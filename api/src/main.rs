@@ -1,0 +1,198 @@
+//! The `weir` binary: parses the command line and hands off to the library.
+//!
+//! `weir serve` runs the API; `weir migrate` applies migrations; `weir keys
+//! create|list|revoke` manages API keys. Configuration errors print one line and
+//! exit with status 2.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand};
+use uuid::Uuid;
+
+use weir_api::domain::{DEFAULT_WORKSPACE, Permission, time};
+use weir_api::{AppState, Config, keys, store, telemetry};
+
+#[derive(Parser)]
+#[command(name = "weir", version, about = "weir: a self-hosted server for AI workflows")]
+struct Cli {
+    #[command(flatten)]
+    config: Config,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the API (applies migrations first).
+    Serve,
+    /// Apply database migrations and exit.
+    Migrate,
+    /// Manage API keys.
+    #[command(subcommand)]
+    Keys(KeysCommand),
+}
+
+#[derive(Subcommand)]
+enum KeysCommand {
+    /// Create a key; its plaintext is the last line printed.
+    Create {
+        /// Workspace of the key (created when absent).
+        #[arg(long, default_value = DEFAULT_WORKSPACE)]
+        workspace: String,
+        /// Display name.
+        #[arg(long, default_value = "cli")]
+        name: String,
+        /// Permission to grant (repeatable); default: all.
+        #[arg(long = "permission")]
+        permissions: Vec<Permission>,
+    },
+    /// List keys (never the keys themselves).
+    List,
+    /// Revoke a key by id.
+    Revoke { id: Uuid },
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => {
+            // --help and --version
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            let text = e.to_string();
+            let line = text.lines().next().unwrap_or("invalid arguments");
+            eprintln!("weir: {}", line.trim_start_matches("error: "));
+            return ExitCode::from(2);
+        }
+    };
+    telemetry::init(&cli.config);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("weir: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("weir: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<(), String> {
+    let config = cli.config;
+    let store = store::open(&config.store_location())
+        .await
+        .map_err(|e| format!("cannot open the store: {e}"))?;
+    match cli.command {
+        Command::Migrate => {
+            tracing::info!(backend = store.backend(), "migrations applied");
+            Ok(())
+        }
+        Command::Serve => serve(config, store).await,
+        Command::Keys(cmd) => keys_command(cmd, &*store).await,
+    }
+}
+
+async fn serve(config: Config, store: Arc<dyn weir_api::Store>) -> Result<(), String> {
+    if let Some(key) = keys::bootstrap(&*store, &config.data_dir).await? {
+        println!(
+            "Created workspace '{DEFAULT_WORKSPACE}' and its first API key (saved to {}):",
+            config.data_dir.join("initial-api-key").display()
+        );
+        println!("{key}");
+    }
+    let addr = std::net::SocketAddr::new(config.host, config.port);
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    tracing::info!(%addr, backend = store.backend(), "weir is serving");
+    let state = AppState {
+        store,
+        config: Arc::new(config),
+    };
+    weir_api::serve(listener, state, shutdown_signal())
+        .await
+        .map_err(|e| format!("server failed: {e}"))?;
+    tracing::info!("shut down cleanly");
+    Ok(())
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+    tracing::info!("shutdown requested; finishing in-flight requests");
+}
+
+async fn keys_command(cmd: KeysCommand, store: &dyn weir_api::Store) -> Result<(), String> {
+    match cmd {
+        KeysCommand::Create {
+            workspace,
+            name,
+            permissions,
+        } => {
+            let permissions = if permissions.is_empty() {
+                Permission::ALL.to_vec()
+            } else {
+                permissions
+            };
+            let (key, plaintext) = keys::create(store, &workspace, &name, permissions)
+                .await
+                .map_err(|e| e.to_string())?;
+            println!(
+                "Created API key {} '{}' in workspace '{}' with: {}",
+                key.id,
+                key.name,
+                key.workspace_name,
+                Permission::join(&key.permissions)
+            );
+            println!("{plaintext}");
+        }
+        KeysCommand::List => {
+            let keys = store.list_api_keys(None).await.map_err(|e| e.to_string())?;
+            println!("id\tname\tworkspace\tpermissions\tcreated\tlast_used");
+            for k in keys {
+                println!(
+                    "{}\t{}\t{}\t{}\t{}\t{}",
+                    k.id,
+                    k.name,
+                    k.workspace_name,
+                    Permission::join(&k.permissions),
+                    time::format(&k.created_date),
+                    k.last_used_date
+                        .as_ref()
+                        .map_or_else(|| "-".to_owned(), time::format)
+                );
+            }
+        }
+        KeysCommand::Revoke { id } => {
+            if !keys::revoke(store, id).await.map_err(|e| e.to_string())? {
+                return Err(format!("no API key with id {id}"));
+            }
+            println!("Revoked API key {id}");
+        }
+    }
+    Ok(())
+}

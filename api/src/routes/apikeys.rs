@@ -1,0 +1,170 @@
+//! `/api/v1/apikey`: list, create and revoke the workspace's API keys (needs
+//! `apikeys:manage`). The plaintext of a key appears once, in the create answer.
+//! A key can only grant permissions it holds itself.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use uuid::Uuid;
+
+use super::CommonErrors;
+use crate::domain::apikey::generate_key;
+use crate::domain::time::{self, Timestamp};
+use crate::domain::{ApiKey, NewApiKey, Permission};
+use crate::http::AppState;
+use crate::http::auth::AuthUser;
+use crate::http::error::{ApiError, ApiResult, ErrorBody};
+use crate::http::extract::{Json, Path, required};
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_keys, create_key))
+        .routes(routes!(delete_key))
+}
+
+/// A key as listed: never the key itself.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct KeyView {
+    id: Uuid,
+    key_name: String,
+    workspace: String,
+    permissions: Vec<Permission>,
+    #[serde(serialize_with = "time::serialize")]
+    #[schema(value_type = String, format = DateTime)]
+    created_date: Timestamp,
+    #[serde(serialize_with = "time::serialize_opt")]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    last_used_date: Option<Timestamp>,
+}
+
+impl From<ApiKey> for KeyView {
+    fn from(k: ApiKey) -> Self {
+        KeyView {
+            id: k.id,
+            key_name: k.name,
+            workspace: k.workspace_name,
+            permissions: k.permissions,
+            created_date: k.created_date,
+            last_used_date: k.last_used_date,
+        }
+    }
+}
+
+/// The create answer: the listing fields plus the plaintext key, shown this once.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct CreatedKey {
+    #[serde(flatten)]
+    key: KeyView,
+    /// The key itself. It is not stored and cannot be shown again.
+    api_key: String,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct CreateKey {
+    /// Display name of the key (required).
+    key_name: Option<String>,
+    /// Permissions to grant; default: all of the caller's except `apikeys:manage`.
+    permissions: Option<Vec<Permission>>,
+}
+
+/// Lists the workspace's keys (without the keys themselves).
+#[utoipa::path(
+    get,
+    path = "/api/v1/apikey",
+    tag = "apikeys",
+    responses((status = 200, description = "The workspace's keys", body = [KeyView]), CommonErrors)
+)]
+async fn list_keys(auth: AuthUser, State(state): State<AppState>) -> ApiResult<Json<Vec<KeyView>>> {
+    auth.require(Permission::ApikeysManage)?;
+    let keys = state.store.list_api_keys(Some(auth.workspace())).await?;
+    Ok(Json(keys.into_iter().map(KeyView::from).collect()))
+}
+
+/// Creates a key in the caller's workspace and shows its plaintext once.
+#[utoipa::path(
+    post,
+    path = "/api/v1/apikey",
+    tag = "apikeys",
+    request_body = CreateKey,
+    responses(
+        (status = 201, description = "The new key, with its plaintext", body = CreatedKey),
+        (status = 412, description = "keyName is missing", body = ErrorBody),
+        CommonErrors
+    )
+)]
+async fn create_key(
+    auth: AuthUser,
+    State(state): State<AppState>,
+    Json(body): Json<CreateKey>,
+) -> ApiResult<(StatusCode, Json<CreatedKey>)> {
+    auth.require(Permission::ApikeysManage)?;
+    let name = required(body.key_name, "keyName")?.trim().to_owned();
+    if name.is_empty() {
+        return Err(ApiError::BadRequest("'keyName' must not be empty".into()));
+    }
+    let mut permissions = match body.permissions {
+        Some(p) => p,
+        None => auth
+            .key
+            .permissions
+            .iter()
+            .copied()
+            .filter(|p| *p != Permission::ApikeysManage)
+            .collect(),
+    };
+    permissions.sort();
+    permissions.dedup();
+    if let Some(p) = permissions.iter().find(|p| !auth.key.has(**p)) {
+        return Err(ApiError::Forbidden(format!(
+            "cannot grant '{p}': this API key does not hold it"
+        )));
+    }
+    let (plaintext, key_hash) = generate_key();
+    let key = state
+        .store
+        .create_api_key(NewApiKey {
+            workspace_id: auth.workspace(),
+            name,
+            permissions,
+            key_hash,
+        })
+        .await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(CreatedKey {
+            key: key.into(),
+            api_key: plaintext,
+        }),
+    ))
+}
+
+/// Revokes a key of the workspace; it stops working at once.
+#[utoipa::path(
+    delete,
+    path = "/api/v1/apikey/{id}",
+    tag = "apikeys",
+    params(("id" = Uuid, Path, description = "Key id")),
+    responses(
+        (status = 204, description = "Revoked"),
+        (status = 404, description = "No such key in this workspace", body = ErrorBody),
+        CommonErrors
+    )
+)]
+async fn delete_key(
+    auth: AuthUser,
+    State(state): State<AppState>,
+    Path(id): Path<Uuid>,
+) -> ApiResult<StatusCode> {
+    auth.require(Permission::ApikeysManage)?;
+    if state.store.delete_api_key(Some(auth.workspace()), id).await? {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::not_found("API key"))
+    }
+}

@@ -1,0 +1,245 @@
+//! `/api/v1/chatflows`: create, read, list (paginated, newest first), update and
+//! delete chatflow records in the caller's workspace.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use serde::Deserialize;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use uuid::Uuid;
+
+use super::{CommonErrors, JsonText};
+use crate::domain::chatflow::{validate_config_object, validate_flow_data};
+use crate::domain::{Chatflow, ChatflowPatch, ChatflowType, NewChatflow, Permission, nullable};
+use crate::http::auth::AuthUser;
+use crate::http::error::{ApiError, ApiResult, ErrorBody};
+use crate::http::extract::{Json, Path, Query, required};
+use crate::http::pagination::{PageQuery, total_count};
+use crate::http::AppState;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_chatflows, create_chatflow))
+        .routes(routes!(get_chatflow, update_chatflow, delete_chatflow))
+}
+
+/// Fields of a chatflow as sent by clients; on update every field is optional.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct ChatflowBody {
+    /// Display name (required on create).
+    name: Option<String>,
+    /// The graph: JSON text or object with `nodes` and `edges` (required on create).
+    flow_data: Option<JsonText>,
+    deployed: Option<bool>,
+    is_public: Option<bool>,
+    /// Id of the only API key allowed to run predictions; null clears it.
+    #[serde(default, deserialize_with = "nullable")]
+    apikeyid: Option<Option<String>>,
+    #[serde(default, deserialize_with = "nullable")]
+    chatbot_config: Option<Option<JsonText>>,
+    #[serde(default, deserialize_with = "nullable")]
+    api_config: Option<Option<JsonText>>,
+    #[serde(default, deserialize_with = "nullable")]
+    category: Option<Option<String>>,
+    #[serde(rename = "type")]
+    flow_type: Option<ChatflowType>,
+}
+
+impl ChatflowBody {
+    /// Validates every given field into a patch.
+    async fn into_patch(self, state: &AppState, workspace: Uuid) -> ApiResult<ChatflowPatch> {
+        let name = self.name.map(|n| n.trim().to_owned());
+        if name.as_deref() == Some("") {
+            return Err(ApiError::BadRequest("'name' must not be empty".into()));
+        }
+        let flow_data = self.flow_data.map(|t| t.0);
+        if let Some(text) = &flow_data {
+            validate_flow_data(text).map_err(ApiError::BadRequest)?;
+        }
+        let config = |field: &str, value: Option<Option<JsonText>>| -> ApiResult<_> {
+            let value = value.map(|v| v.map(|t| t.0));
+            if let Some(Some(text)) = &value {
+                validate_config_object(field, text).map_err(ApiError::BadRequest)?;
+            }
+            Ok(value)
+        };
+        let chatbot_config = config("chatbotConfig", self.chatbot_config)?;
+        let api_config = config("apiConfig", self.api_config)?;
+        let apikeyid = match self.apikeyid {
+            Some(Some(id)) if !id.trim().is_empty() => {
+                Some(Some(check_key_id(state, workspace, id.trim()).await?))
+            }
+            Some(_) => Some(None),
+            None => None,
+        };
+        Ok(ChatflowPatch {
+            name,
+            flow_data,
+            deployed: self.deployed,
+            is_public: self.is_public,
+            apikeyid,
+            chatbot_config,
+            api_config,
+            category: self.category,
+            flow_type: self.flow_type,
+        })
+    }
+}
+
+/// `apikeyid` must name a key of the same workspace.
+async fn check_key_id(state: &AppState, workspace: Uuid, id: &str) -> ApiResult<String> {
+    let bad = || ApiError::BadRequest(format!("'apikeyid' {id} is not an API key of this workspace"));
+    let id = Uuid::parse_str(id).map_err(|_| bad())?;
+    let keys = state.store.list_api_keys(Some(workspace)).await?;
+    if keys.iter().any(|k| k.id == id) {
+        Ok(id.to_string())
+    } else {
+        Err(bad())
+    }
+}
+
+/// Lists the workspace's chatflows, newest `updatedDate` first.
+#[utoipa::path(
+    get,
+    path = "/api/v1/chatflows",
+    tag = "chatflows",
+    params(PageQuery),
+    responses(
+        (status = 200, description = "One page of chatflows; the total is in X-Total-Count",
+         body = [Chatflow], headers(("X-Total-Count" = u64, description = "Number of chatflows in all pages"))),
+        CommonErrors
+    )
+)]
+async fn list_chatflows(
+    auth: AuthUser,
+    State(state): State<AppState>,
+    Query(query): Query<PageQuery>,
+) -> ApiResult<impl IntoResponse> {
+    auth.require(Permission::ChatflowsRead)?;
+    let listing = state
+        .store
+        .list_chatflows(auth.workspace(), query.page()?)
+        .await?;
+    Ok((total_count(listing.total), Json(listing.items)))
+}
+
+/// Creates a chatflow.
+#[utoipa::path(
+    post,
+    path = "/api/v1/chatflows",
+    tag = "chatflows",
+    request_body = ChatflowBody,
+    responses(
+        (status = 201, description = "The created chatflow", body = Chatflow),
+        (status = 412, description = "A required field is missing", body = ErrorBody),
+        CommonErrors
+    )
+)]
+async fn create_chatflow(
+    auth: AuthUser,
+    State(state): State<AppState>,
+    Json(body): Json<ChatflowBody>,
+) -> ApiResult<(StatusCode, Json<Chatflow>)> {
+    auth.require(Permission::ChatflowsWrite)?;
+    let workspace = auth.workspace();
+    required(body.name.as_ref(), "name")?;
+    required(body.flow_data.as_ref(), "flowData")?;
+    let patch = body.into_patch(&state, workspace).await?;
+    let flow = NewChatflow {
+        workspace_id: workspace,
+        name: required(patch.name, "name")?,
+        flow_data: required(patch.flow_data, "flowData")?,
+        deployed: patch.deployed.unwrap_or(false),
+        is_public: patch.is_public.unwrap_or(false),
+        apikeyid: patch.apikeyid.flatten(),
+        chatbot_config: patch.chatbot_config.flatten(),
+        api_config: patch.api_config.flatten(),
+        category: patch.category.flatten(),
+        flow_type: patch.flow_type.unwrap_or_default(),
+    };
+    let created = state.store.create_chatflow(flow).await?;
+    Ok((StatusCode::CREATED, Json(created)))
+}
+
+/// Reads one chatflow.
+#[utoipa::path(
+    get,
+    path = "/api/v1/chatflows/{id}",
+    tag = "chatflows",
+    params(("id" = Uuid, Path, description = "Chatflow id")),
+    responses(
+        (status = 200, description = "The chatflow", body = Chatflow),
+        (status = 404, description = "No such chatflow in this workspace", body = ErrorBody),
+        CommonErrors
+    )
+)]
+async fn get_chatflow(
+    auth: AuthUser,
+    State(state): State<AppState>,
+    Path(id): Path<Uuid>,
+) -> ApiResult<Json<Chatflow>> {
+    auth.require(Permission::ChatflowsRead)?;
+    state
+        .store
+        .get_chatflow(auth.workspace(), id)
+        .await?
+        .map(Json)
+        .ok_or_else(|| ApiError::not_found("chatflow"))
+}
+
+/// Changes the given fields of a chatflow.
+#[utoipa::path(
+    put,
+    path = "/api/v1/chatflows/{id}",
+    tag = "chatflows",
+    params(("id" = Uuid, Path, description = "Chatflow id")),
+    request_body = ChatflowBody,
+    responses(
+        (status = 200, description = "The updated chatflow", body = Chatflow),
+        (status = 404, description = "No such chatflow in this workspace", body = ErrorBody),
+        CommonErrors
+    )
+)]
+async fn update_chatflow(
+    auth: AuthUser,
+    State(state): State<AppState>,
+    Path(id): Path<Uuid>,
+    Json(body): Json<ChatflowBody>,
+) -> ApiResult<Json<Chatflow>> {
+    auth.require(Permission::ChatflowsWrite)?;
+    let patch = body.into_patch(&state, auth.workspace()).await?;
+    state
+        .store
+        .update_chatflow(auth.workspace(), id, patch)
+        .await?
+        .map(Json)
+        .ok_or_else(|| ApiError::not_found("chatflow"))
+}
+
+/// Deletes a chatflow.
+#[utoipa::path(
+    delete,
+    path = "/api/v1/chatflows/{id}",
+    tag = "chatflows",
+    params(("id" = Uuid, Path, description = "Chatflow id")),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 404, description = "No such chatflow in this workspace", body = ErrorBody),
+        CommonErrors
+    )
+)]
+async fn delete_chatflow(
+    auth: AuthUser,
+    State(state): State<AppState>,
+    Path(id): Path<Uuid>,
+) -> ApiResult<StatusCode> {
+    auth.require(Permission::ChatflowsWrite)?;
+    if state.store.delete_chatflow(auth.workspace(), id).await? {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::not_found("chatflow"))
+    }
+}

@@ -1,0 +1,104 @@
+//! Route handlers, one module per area, each owning its `router()` and its private
+//! request bodies. A handler extracts its inputs, checks the caller's permission,
+//! calls the store (or an engine) once, and shapes the answer.
+//!
+//! Every handler carries a `#[utoipa::path]` annotation: routes are registered
+//! through `utoipa_axum::routes!`, so a route cannot exist without being in the
+//! OpenAPI document.
+
+pub mod apikeys;
+pub mod chatflows;
+pub mod health;
+pub mod variables;
+
+use serde::{Deserialize, Deserializer};
+use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+use utoipa_axum::router::OpenApiRouter;
+
+use crate::http::AppState;
+use crate::http::error::ErrorBody;
+
+/// The document's frame; paths are added by the routers below.
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "weir",
+        description = "Chatflows, predictions and triggers over HTTP. Every error is `{\"message\"}`."
+    ),
+    components(schemas(ErrorBody)),
+    modifiers(&Security),
+    security(("bearer" = []), ("apiKey" = []))
+)]
+pub struct ApiDoc;
+
+struct Security;
+
+impl Modify for Security {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+        components.add_security_scheme(
+            "apiKey",
+            SecurityScheme::ApiKey(ApiKey::Query(ApiKeyValue::new("apiKey"))),
+        );
+    }
+}
+
+/// Every API route with its documentation.
+pub fn api() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .merge(health::router())
+        .merge(apikeys::router())
+        .merge(chatflows::router())
+        .merge(variables::router())
+}
+
+/// A JSON-text field that clients send either as a string or as the JSON value
+/// itself; kept as text (what Flowise stores and returns).
+#[derive(Debug, Clone)]
+pub struct JsonText(pub String);
+
+impl<'de> Deserialize<'de> for JsonText {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        // Keep an object's text byte for byte as the client wrote it.
+        let raw = Box::<serde_json::value::RawValue>::deserialize(d)?;
+        if raw.get().starts_with('"') {
+            serde_json::from_str::<String>(raw.get())
+                .map(JsonText)
+                .map_err(serde::de::Error::custom)
+        } else {
+            Ok(JsonText(raw.get().to_owned()))
+        }
+    }
+}
+
+impl utoipa::PartialSchema for JsonText {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::ObjectBuilder::new()
+            .description(Some("JSON text, or the JSON value itself"))
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for JsonText {}
+
+/// Error answers shared by authenticated routes, for the documentation.
+#[derive(utoipa::IntoResponses)]
+pub enum CommonErrors {
+    /// Malformed or invalid parameters.
+    #[response(status = 400)]
+    BadRequest(ErrorBody),
+    /// Missing or invalid API key.
+    #[response(status = 401)]
+    Unauthorized(ErrorBody),
+    /// The key lacks the permission.
+    #[response(status = 403)]
+    Forbidden(ErrorBody),
+    /// Server-side failure.
+    #[response(status = 500)]
+    Internal(ErrorBody),
+}

@@ -1,0 +1,38 @@
+//! The numbered schema migrations of each backend, embedded in the binary.
+//!
+//! A migration is applied once, in order, inside a transaction, and recorded in
+//! `schema_migrations`. Published migrations are never edited: a change is a new
+//! file with the next number.
+
+pub struct Migration {
+    pub version: i64,
+    pub name: &'static str,
+    pub sql: &'static str,
+}
+
+pub const SQLITE: &[Migration] = &[Migration {
+    version: 1,
+    name: "init",
+    sql: include_str!("migrations/sqlite/0001_init.sql"),
+}];
+
+pub const POSTGRES: &[Migration] = &[Migration {
+    version: 1,
+    name: "init",
+    sql: include_str!("migrations/postgres/0001_init.sql"),
+}];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_are_consecutive_from_one() {
+        for set in [SQLITE, POSTGRES] {
+            for (i, m) in set.iter().enumerate() {
+                assert_eq!(m.version, i as i64 + 1, "{}", m.name);
+            }
+        }
+        assert_eq!(SQLITE.len(), POSTGRES.len(), "backends must stay in step");
+    }
+}
