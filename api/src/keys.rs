@@ -38,9 +38,14 @@ pub async fn bootstrap(store: &dyn Store, data_dir: &Path) -> Result<Option<Stri
     if store.count_api_keys().await.map_err(|e| e.to_string())? > 0 {
         return Ok(None);
     }
-    let (_, plaintext) = create(store, DEFAULT_WORKSPACE, "initial", Permission::ALL.to_vec())
-        .await
-        .map_err(|e| e.to_string())?;
+    let (_, plaintext) = create(
+        store,
+        DEFAULT_WORKSPACE,
+        "initial",
+        Permission::ALL.to_vec(),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
     write_secret_file(&data_dir.join("initial-api-key"), &plaintext)
         .map_err(|e| format!("cannot write the initial API key file: {e}"))?;
     Ok(Some(plaintext))

@@ -14,7 +14,11 @@ use weir_api::domain::{DEFAULT_WORKSPACE, Permission, time};
 use weir_api::{AppState, Config, keys, store, telemetry};
 
 #[derive(Parser)]
-#[command(name = "weir", version, about = "weir: a self-hosted server for AI workflows")]
+#[command(
+    name = "weir",
+    version,
+    about = "weir: a self-hosted server for AI workflows"
+)]
 struct Cli {
     #[command(flatten)]
     config: Config,
@@ -69,7 +73,10 @@ fn main() -> ExitCode {
         }
     };
     telemetry::init(&cli.config);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("weir: cannot start the async runtime: {e}");

@@ -23,7 +23,9 @@ pub const KEY_PREFIX: &str = "weir_";
 const KEY_RANDOM_CHARS: usize = 43;
 
 /// What a key may do. Names are `area:action`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ToSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ToSchema,
+)]
 pub enum Permission {
     #[serde(rename = "chatflows:read")]
     ChatflowsRead,

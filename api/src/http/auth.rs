@@ -96,9 +96,9 @@ impl AuthUser {
         if !key.matches(presented) {
             return Err(invalid());
         }
-        let stale = key.last_used_date.is_none_or(|at| {
-            (time::now() - at).to_std().unwrap_or_default() >= TOUCH_INTERVAL
-        });
+        let stale = key
+            .last_used_date
+            .is_none_or(|at| (time::now() - at).to_std().unwrap_or_default() >= TOUCH_INTERVAL);
         if stale {
             let store = state.store.clone();
             let id = key.id;
@@ -135,14 +135,22 @@ mod tests {
         if let Some(a) = auth {
             req = req.header(AUTHORIZATION, a);
         }
-        req.body(()).map(|r| r.into_parts().0).unwrap_or_else(|e| panic!("{e}"))
+        req.body(())
+            .map(|r| r.into_parts().0)
+            .unwrap_or_else(|e| panic!("{e}"))
     }
 
     #[test]
     fn key_sources() {
         let got = |auth, uri| presented_key(&parts(auth, uri)).ok().flatten();
-        assert_eq!(got(Some("Bearer weir_abc"), "/x").as_deref(), Some("weir_abc"));
-        assert_eq!(got(Some("bearer  weir_abc "), "/x").as_deref(), Some("weir_abc"));
+        assert_eq!(
+            got(Some("Bearer weir_abc"), "/x").as_deref(),
+            Some("weir_abc")
+        );
+        assert_eq!(
+            got(Some("bearer  weir_abc "), "/x").as_deref(),
+            Some("weir_abc")
+        );
         assert_eq!(got(Some("weir_abc"), "/x").as_deref(), Some("weir_abc"));
         assert_eq!(got(None, "/x?apiKey=weir_q&a=1").as_deref(), Some("weir_q"));
         assert_eq!(got(None, "/x?page=1").as_deref(), None);

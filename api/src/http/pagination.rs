@@ -52,7 +52,13 @@ mod tests {
     #[test]
     fn defaults_and_bounds() {
         assert_eq!(q(None, None).page().ok(), Some(Page { page: 1, limit: 20 }));
-        assert_eq!(q(Some(3), Some(100)).page().ok(), Some(Page { page: 3, limit: 100 }));
+        assert_eq!(
+            q(Some(3), Some(100)).page().ok(),
+            Some(Page {
+                page: 3,
+                limit: 100
+            })
+        );
         assert!(q(Some(0), None).page().is_err());
         assert!(q(None, Some(0)).page().is_err());
         assert!(q(None, Some(101)).page().is_err());

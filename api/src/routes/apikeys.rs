@@ -162,7 +162,11 @@ async fn delete_key(
     Path(id): Path<Uuid>,
 ) -> ApiResult<StatusCode> {
     auth.require(Permission::ApikeysManage)?;
-    if state.store.delete_api_key(Some(auth.workspace()), id).await? {
+    if state
+        .store
+        .delete_api_key(Some(auth.workspace()), id)
+        .await?
+    {
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(ApiError::not_found("API key"))

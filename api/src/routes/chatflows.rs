@@ -13,11 +13,11 @@ use uuid::Uuid;
 use super::{CommonErrors, JsonText};
 use crate::domain::chatflow::{validate_config_object, validate_flow_data};
 use crate::domain::{Chatflow, ChatflowPatch, ChatflowType, NewChatflow, Permission, nullable};
+use crate::http::AppState;
 use crate::http::auth::AuthUser;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::{Json, Path, Query, required};
 use crate::http::pagination::{PageQuery, total_count};
-use crate::http::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -91,7 +91,11 @@ impl ChatflowBody {
 
 /// `apikeyid` must name a key of the same workspace.
 async fn check_key_id(state: &AppState, workspace: Uuid, id: &str) -> ApiResult<String> {
-    let bad = || ApiError::BadRequest(format!("'apikeyid' {id} is not an API key of this workspace"));
+    let bad = || {
+        ApiError::BadRequest(format!(
+            "'apikeyid' {id} is not an API key of this workspace"
+        ))
+    };
     let id = Uuid::parse_str(id).map_err(|_| bad())?;
     let keys = state.store.list_api_keys(Some(workspace)).await?;
     if keys.iter().any(|k| k.id == id) {

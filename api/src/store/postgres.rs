@@ -97,7 +97,10 @@ impl PostgresStore {
         let client = self.client().await?;
         let stmt = client.prepare_cached(sql).await.map_err(backend)?;
         let rows = client.query(&stmt, params).await.map_err(backend)?;
-        rows.iter().map(map).collect::<PgResult<_>>().map_err(backend)
+        rows.iter()
+            .map(map)
+            .collect::<PgResult<_>>()
+            .map_err(backend)
     }
 
     async fn execute(
@@ -132,7 +135,11 @@ impl PostgresStore {
             .await
             .map_err(backend)?;
         Ok(Listing {
-            items: rows.iter().map(map).collect::<PgResult<_>>().map_err(backend)?,
+            items: rows
+                .iter()
+                .map(map)
+                .collect::<PgResult<_>>()
+                .map_err(backend)?,
             total: u64::try_from(total).unwrap_or(0),
         })
     }
@@ -148,7 +155,10 @@ async fn migrate(client: &mut deadpool_postgres::Client, set: &[Migration]) -> P
     )
     .await?;
     let current: i64 = tx
-        .query_one("SELECT COALESCE(MAX(version), 0) FROM schema_migrations", &[])
+        .query_one(
+            "SELECT COALESCE(MAX(version), 0) FROM schema_migrations",
+            &[],
+        )
         .await?
         .try_get(0)?;
     for m in set.iter().filter(|m| m.version > current) {
@@ -158,7 +168,11 @@ async fn migrate(client: &mut deadpool_postgres::Client, set: &[Migration]) -> P
             &[&m.version, &m.name, &time::now()],
         )
         .await?;
-        tracing::info!(version = m.version, name = m.name, "applied postgres migration");
+        tracing::info!(
+            version = m.version,
+            name = m.name,
+            "applied postgres migration"
+        );
     }
     tx.commit().await
 }
@@ -170,7 +184,6 @@ fn backend(e: tokio_postgres::Error) -> StoreError {
         StoreError::Backend(e.to_string())
     }
 }
-
 
 const API_KEY_SELECT: &str = "SELECT k.id, k.workspace_id, w.name, k.name, k.permissions, \
      k.key_hash, k.created_at, k.last_used_at FROM api_keys k JOIN workspaces w ON w.id = k.workspace_id";
@@ -372,7 +385,9 @@ impl Store for PostgresStore {
 
     async fn get_chatflow(&self, workspace: Uuid, id: Uuid) -> StoreResult<Option<Chatflow>> {
         self.query_opt(
-            &format!("SELECT {CHATFLOW_COLUMNS} FROM chatflows WHERE id = $1 AND workspace_id = $2"),
+            &format!(
+                "SELECT {CHATFLOW_COLUMNS} FROM chatflows WHERE id = $1 AND workspace_id = $2"
+            ),
             &[&id, &workspace],
             chatflow_from_row,
         )
@@ -469,7 +484,9 @@ impl Store for PostgresStore {
 
     async fn get_variable(&self, workspace: Uuid, id: Uuid) -> StoreResult<Option<Variable>> {
         self.query_opt(
-            &format!("SELECT {VARIABLE_COLUMNS} FROM variables WHERE id = $1 AND workspace_id = $2"),
+            &format!(
+                "SELECT {VARIABLE_COLUMNS} FROM variables WHERE id = $1 AND workspace_id = $2"
+            ),
             &[&id, &workspace],
             variable_from_row,
         )

@@ -34,9 +34,8 @@ impl SqliteStore {
                     StoreError::Backend(format!("cannot create {}: {e}", dir.display()))
                 })?;
             }
-            let mut conn = Connection::open(&path).map_err(|e| {
-                StoreError::Backend(format!("cannot open {}: {e}", path.display()))
-            })?;
+            let mut conn = Connection::open(&path)
+                .map_err(|e| StoreError::Backend(format!("cannot open {}: {e}", path.display())))?;
             conn.execute_batch(
                 "PRAGMA journal_mode = WAL;
                  PRAGMA synchronous = NORMAL;
@@ -90,7 +89,11 @@ fn migrate(conn: &mut Connection, set: &[Migration]) -> rusqlite::Result<()> {
             "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?1, ?2, ?3)",
             params![m.version, m.name, to_millis(&time::now())],
         )?;
-        tracing::info!(version = m.version, name = m.name, "applied sqlite migration");
+        tracing::info!(
+            version = m.version,
+            name = m.name,
+            "applied sqlite migration"
+        );
     }
     tx.commit()
 }
@@ -101,7 +104,6 @@ fn backend(e: rusqlite::Error) -> StoreError {
         _ => StoreError::Backend(e.to_string()),
     }
 }
-
 
 fn uuid_at(row: &Row<'_>, idx: usize) -> rusqlite::Result<Uuid> {
     let text: String = row.get(idx)?;
@@ -246,11 +248,7 @@ impl Store for SqliteStore {
             conn.execute(
                 "INSERT INTO workspaces (id, name, created_at) VALUES (?1, ?2, ?3)
                  ON CONFLICT (name) DO NOTHING",
-                params![
-                    Uuid::new_v4().to_string(),
-                    name,
-                    to_millis(&time::now())
-                ],
+                params![Uuid::new_v4().to_string(), name, to_millis(&time::now())],
             )?;
             find_workspace(conn, &name)?.ok_or(rusqlite::Error::QueryReturnedNoRows)
         })
