@@ -178,10 +178,18 @@ async fn migrate(client: &mut deadpool_postgres::Client, set: &[Migration]) -> P
 }
 
 fn backend(e: tokio_postgres::Error) -> StoreError {
+    // tokio-postgres displays only "db error"; the server's own words are in the source.
+    let detail = match e.as_db_error() {
+        Some(db) => format!("{} ({}): {}", e, db.code().code(), db.message()),
+        None => match std::error::Error::source(&e) {
+            Some(source) => format!("{e}: {source}"),
+            None => e.to_string(),
+        },
+    };
     if e.code() == Some(&SqlState::UNIQUE_VIOLATION) {
-        StoreError::Conflict(e.to_string())
+        StoreError::Conflict(detail)
     } else {
-        StoreError::Backend(e.to_string())
+        StoreError::Backend(detail)
     }
 }
 
