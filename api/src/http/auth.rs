@@ -72,14 +72,12 @@ fn presented_key(parts: &Parts) -> Result<Option<String>, ApiError> {
             return Ok(Some(key.to_owned()));
         }
     }
-    if parts.uri.query().is_some() {
-        if let Ok(axum::extract::Query(KeyParam { api_key: Some(key) })) =
+    if parts.uri.query().is_some()
+        && let Ok(axum::extract::Query(KeyParam { api_key: Some(key) })) =
             axum::extract::Query::<KeyParam>::try_from_uri(&parts.uri)
-        {
-            if !key.is_empty() {
-                return Ok(Some(key));
-            }
-        }
+        && !key.is_empty()
+    {
+        return Ok(Some(key));
     }
     Ok(None)
 }
