@@ -1,0 +1,172 @@
+"""Code analysis run inside the server's embedded CPython (loaded by py.rs).
+
+Only trusted, side-effect-free work happens here: tokenizing and parsing tool code,
+looking up module specs and distribution metadata in a venv's site-packages. Tool code
+itself is never imported, compiled or executed in this interpreter.
+"""
+
+import ast
+import io
+import json
+import os
+import re
+import sys
+import sysconfig
+import tokenize
+from importlib import metadata
+from importlib.machinery import PathFinder
+
+_QUOTED = re.compile(r"([A-Za-z]*)('''|\"\"\"|'|\")")
+_IGNORED_MODULES = {"__future__", "__main__", "weir_runtime"}
+
+
+def _lines(code):
+    return io.StringIO(code).readlines()
+
+
+def _literal_spans(code):
+    """(start, end, kind, token text) of every STRING and COMMENT token, in char offsets."""
+    offsets = [0]
+    for line in _lines(code):
+        offsets.append(offsets[-1] + len(line))
+    spans = []
+    for tok in tokenize.generate_tokens(io.StringIO(code).readline):
+        if tok.type in (tokenize.STRING, tokenize.COMMENT):
+            start = offsets[tok.start[0] - 1] + tok.start[1]
+            end = offsets[tok.end[0] - 1] + tok.end[1]
+            spans.append((start, end, tok.type, tok.string))
+    return spans
+
+
+def _escape_for_literal(text, quote, is_bytes, is_fstring):
+    out = []
+    data = text.encode("utf-8") if is_bytes else text
+    for item in data:
+        ch = chr(item) if is_bytes else item
+        code = ord(ch)
+        if ch == "\\":
+            out.append("\\\\")
+        elif ch == quote[0]:
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ch == "\t":
+            out.append("\\t")
+        elif code < 0x20 or code == 0x7F or (is_bytes and code > 0x7F):
+            out.append("\\x%02x" % code)
+        elif is_fstring and ch in "{}":
+            out.append(ch * 2)
+        elif not is_bytes and (code in (0x85, 0x2028, 0x2029) or 0xD800 <= code <= 0xDFFF):
+            out.append("\\u%04x" % code)
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _in_string(token_text, text):
+    """The replacement for a template inside the string literal `token_text`."""
+    match = _QUOTED.match(token_text)
+    if match is None:  # not expected from tokenize; stay safe
+        return repr(text)
+    prefix, quote = match.group(1).lower(), match.group(2)
+    is_bytes, is_raw, is_fstring = "b" in prefix, "r" in prefix, "f" in prefix
+    if not is_raw:
+        return _escape_for_literal(text, quote, is_bytes, is_fstring)
+    harmless = not any(c in text for c in "\\'\"\r\n{}") and text.isprintable()
+    if harmless and (not is_bytes or text.isascii()):
+        return text
+    # A raw literal cannot escape anything: close it, add a separate literal holding the
+    # value (adjacent literals concatenate), and reopen it.
+    value = repr(text.encode("utf-8")) if is_bytes else repr(text)
+    return "%s %s %s%s" % (quote, value, match.group(1), quote)
+
+
+def _in_comment(text):
+    return text.encode("unicode_escape").decode("ascii")
+
+
+def _as_literal(json_text):
+    return "(%s)" % repr(json.loads(json_text))
+
+
+def substitute(code, replacements):
+    """Replaces each (start, end, text, json) in `code`; None if `code` cannot be tokenized."""
+    try:
+        spans = _literal_spans(code)
+    except (tokenize.TokenError, SyntaxError):
+        return None
+    out = []
+    cursor = 0
+    span_index = 0
+    for start, end, text, json_text in sorted(replacements):
+        if start < cursor:
+            continue
+        while span_index < len(spans) and spans[span_index][1] <= start:
+            span_index += 1
+        span = spans[span_index] if span_index < len(spans) else None
+        inside = span is not None and span[0] <= start and end <= span[1]
+        if inside and span[2] == tokenize.STRING:
+            replacement = _in_string(span[3], text)
+        elif inside:
+            replacement = _in_comment(text)
+        else:
+            replacement = _as_literal(json_text)
+        out.append(code[cursor:start])
+        out.append(replacement)
+        cursor = end
+    out.append(code[cursor:])
+    return "".join(out)
+
+
+def imports(code):
+    """Top-level names of absolute imports that are not part of the standard library."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return []
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        else:
+            continue
+        for name in names:
+            found.append((node.lineno, node.col_offset, name.split(".")[0]))
+    result = []
+    for _, _, name in sorted(found):
+        if name in result or name in _IGNORED_MODULES or name in sys.stdlib_module_names:
+            continue
+        result.append(name)
+    return result
+
+
+def missing_modules(site_packages, names):
+    """The names that cannot be found as modules in `site_packages` (nothing is imported)."""
+    return [name for name in names if PathFinder.find_spec(name, [site_packages]) is None]
+
+
+def distributions(site_packages):
+    """{normalized name: version} of the distributions installed in `site_packages`."""
+    found = {}
+    for dist in metadata.distributions(path=[site_packages]):
+        name = dist.metadata["Name"]
+        if name:
+            found[re.sub(r"[-_.]+", "-", name).lower()] = dist.version
+    return found
+
+
+def interpreter():
+    """Facts about this interpreter: version, base executable, scripts directory."""
+    version = "%d.%d" % sys.version_info[:2]
+    bindir = sysconfig.get_config_var("BINDIR") or ""
+    candidates = [bindir + "/python" + version, bindir + "/python3", sys.executable or ""]
+    base = next((c for c in candidates if c and os.access(c, os.X_OK)), "")
+    return {
+        "version": sys.version.split()[0],
+        "executable": base,
+        "scripts": sysconfig.get_path("scripts") or "",
+    }

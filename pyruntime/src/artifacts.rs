@@ -1,0 +1,321 @@
+//! Artifacts: files a run wrote, kept per workspace and served back by name.
+//!
+//! `Artifacts` owns `PY_TOOL_ARTIFACTS/<workspace>/` (and `.runs/`, where `sandbox`
+//! places run directories on the same file system). `collect` copies every regular file
+//! a run left in its working directory into the workspace's directory under a
+//! collision-free name; `open` serves one back after checking that the name is a plain
+//! basename, and never follows a symlink or leaves the workspace's directory.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::error::ApiError;
+use crate::sandbox::FILE_SIZE_LIMIT;
+use crate::workspace;
+
+/// At most this many files are kept from one run.
+const MAX_FILES_PER_RUN: usize = 200;
+/// How deep `collect` looks into subdirectories of the working directory.
+const MAX_DEPTH: usize = 8;
+
+/// One collected file, as listed in an execution response.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Artifact {
+    pub filename: String,
+    pub url: String,
+    #[serde(rename = "mimeType")]
+    pub mime_type: String,
+    pub size: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct Artifacts {
+    root: PathBuf,
+}
+
+impl Artifacts {
+    pub fn new(root: PathBuf) -> Self {
+        Self { root }
+    }
+
+    /// Where run directories are created (inside the artifact root, so collected files
+    /// stay on one file system; `.runs` can never be a workspace id).
+    pub fn runs_dir(&self) -> PathBuf {
+        self.root.join(".runs")
+    }
+
+    /// Copies the files in `work_dir` into the workspace's directory. Returns what was
+    /// kept and warnings about what was not. Blocking: call it off the async runtime.
+    pub fn collect(
+        &self,
+        workspace: &str,
+        work_dir: &Path,
+    ) -> io::Result<(Vec<Artifact>, Vec<String>)> {
+        let mut found = Vec::new();
+        let mut warnings = Vec::new();
+        walk(work_dir, 0, &mut found, &mut warnings)?;
+        if found.is_empty() {
+            return Ok((Vec::new(), warnings));
+        }
+        let target = self.root.join(workspace);
+        std::fs::create_dir_all(&target)?;
+        let mut artifacts = Vec::new();
+        for (path, size) in found {
+            if size >= FILE_SIZE_LIMIT {
+                warnings.push(format!(
+                    "{} reached the file size limit of {} MiB and was cut off; it was not kept",
+                    display_name(work_dir, &path),
+                    FILE_SIZE_LIMIT >> 20
+                ));
+                continue;
+            }
+            if artifacts.len() == MAX_FILES_PER_RUN {
+                warnings.push(format!(
+                    "only the first {MAX_FILES_PER_RUN} files were kept as artifacts"
+                ));
+                break;
+            }
+            let name = sanitize(
+                &path
+                    .file_name()
+                    .map(|n| n.to_string_lossy())
+                    .unwrap_or_default(),
+            );
+            let (filename, mut dest) = create_unique(&target, &name)?;
+            let mut source = open_no_follow(&path)?;
+            let size = io::copy(&mut source, &mut dest)?;
+            artifacts.push(Artifact {
+                url: format!("/tools/artifacts/{workspace}/{filename}"),
+                mime_type: mime_for(&filename),
+                filename,
+                size,
+            });
+        }
+        Ok((artifacts, warnings))
+    }
+
+    /// Reads one artifact for the download endpoint.
+    pub async fn read(&self, workspace: &str, filename: &str) -> Result<Vec<u8>, ApiError> {
+        if !workspace::is_valid(workspace) {
+            return Err(ApiError::BadRequest(workspace::invalid_message(
+                "workspace_id",
+            )));
+        }
+        if !is_plain_basename(filename) {
+            return Err(ApiError::BadRequest(
+                "the file name must be a plain file name".to_owned(),
+            ));
+        }
+        let path = self.root.join(workspace).join(filename);
+        let not_found = || ApiError::NotFound(format!("artifact {filename} not found"));
+        let meta = match tokio::fs::symlink_metadata(&path).await {
+            Ok(meta) => meta,
+            Err(err) if err.kind() == io::ErrorKind::NotFound => return Err(not_found()),
+            Err(err) => return Err(ApiError::internal(err)),
+        };
+        if meta.file_type().is_symlink() {
+            return Err(ApiError::BadRequest(
+                "the file name must not be a symbolic link".to_owned(),
+            ));
+        }
+        if !meta.is_file() {
+            return Err(not_found());
+        }
+        tokio::task::spawn_blocking(move || {
+            let mut file = open_no_follow(&path)?;
+            let mut bytes = Vec::new();
+            io::Read::read_to_end(&mut file, &mut bytes)?;
+            Ok::<_, io::Error>(bytes)
+        })
+        .await
+        .map_err(ApiError::internal)?
+        .map_err(|err| match err.raw_os_error() {
+            Some(libc::ELOOP) => {
+                ApiError::BadRequest("the file name must not be a symbolic link".to_owned())
+            }
+            _ => ApiError::internal(err),
+        })
+    }
+}
+
+/// A name that stays inside one directory: not empty, not `.`/`..`, no separators or NUL.
+pub fn is_plain_basename(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 255
+        && name != "."
+        && name != ".."
+        && !name.contains(['/', '\\', '\0'])
+}
+
+/// Content-Type for a file name, from its extension.
+pub fn mime_for(filename: &str) -> String {
+    mime_guess::from_path(filename)
+        .first_or_octet_stream()
+        .essence_str()
+        .to_owned()
+}
+
+/// A file name safe in a URL and a directory: `[A-Za-z0-9._-]`, other characters become
+/// `_`, no leading dot.
+pub fn sanitize(name: &str) -> String {
+    let mut clean: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(200)
+        .collect();
+    if clean.starts_with('.') || clean.is_empty() {
+        clean.insert(0, '_');
+    }
+    clean
+}
+
+/// `name`, or `stem-1.ext`, `stem-2.ext`, … : the first that does not exist yet, created
+/// atomically so concurrent runs never overwrite each other.
+fn create_unique(dir: &Path, name: &str) -> io::Result<(String, File)> {
+    let (stem, extension) = match name.rfind('.') {
+        Some(dot) if dot > 0 => (&name[..dot], &name[dot..]),
+        _ => (name, ""),
+    };
+    for attempt in 0..1000 {
+        let candidate = if attempt == 0 {
+            name.to_owned()
+        } else {
+            format!("{stem}-{attempt}{extension}")
+        };
+        match OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(dir.join(&candidate))
+        {
+            Ok(file) => return Ok((candidate, file)),
+            Err(err) if err.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(err) => return Err(err),
+        }
+    }
+    let candidate = format!("{stem}-{}{extension}", uuid::Uuid::new_v4().simple());
+    let file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(dir.join(&candidate))?;
+    Ok((candidate, file))
+}
+
+fn open_no_follow(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+}
+
+/// Regular files under `dir` (hidden entries and symlinks skipped), in name order.
+fn walk(
+    dir: &Path,
+    depth: usize,
+    found: &mut Vec<(PathBuf, u64)>,
+    warnings: &mut Vec<String>,
+) -> io::Result<()> {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)?.filter_map(Result::ok).collect();
+    entries.sort_by_key(|e| e.file_name());
+    for entry in entries {
+        if entry.file_name().to_string_lossy().starts_with('.') {
+            continue;
+        }
+        let meta = match std::fs::symlink_metadata(entry.path()) {
+            Ok(meta) => meta,
+            Err(_) => continue,
+        };
+        if meta.is_file() {
+            found.push((entry.path(), meta.len()));
+        } else if meta.is_dir() {
+            if depth + 1 < MAX_DEPTH {
+                walk(&entry.path(), depth + 1, found, warnings)?;
+            } else {
+                warnings.push("files nested deeper than 8 directories were not kept".to_owned());
+            }
+        }
+    }
+    Ok(())
+}
+
+fn display_name(base: &Path, path: &Path) -> String {
+    path.strip_prefix(base)
+        .unwrap_or(path)
+        .display()
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn basenames_are_validated() {
+        for good in ["plot.png", "a b.csv", "..hidden", "x..y"] {
+            assert!(is_plain_basename(good), "{good}");
+        }
+        for bad in [
+            "",
+            ".",
+            "..",
+            "../x",
+            "a/b",
+            "a\\b",
+            "a\0b",
+            "/etc/passwd",
+            &"x".repeat(256),
+        ] {
+            assert!(!is_plain_basename(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn names_are_sanitized() {
+        assert_eq!(sanitize("plot.png"), "plot.png");
+        assert_eq!(sanitize("my plot (1).png"), "my_plot__1_.png");
+        assert_eq!(sanitize(".env"), "_.env");
+        assert_eq!(sanitize("données.csv"), "donn_es.csv");
+        assert_eq!(sanitize(""), "_");
+    }
+
+    #[test]
+    fn mime_types_come_from_extensions() {
+        assert_eq!(mime_for("a.png"), "image/png");
+        assert_eq!(mime_for("a.csv"), "text/csv");
+        assert_eq!(mime_for("a.json"), "application/json");
+        assert_eq!(mime_for("a.pdf"), "application/pdf");
+        assert_eq!(mime_for("noext"), "application/octet-stream");
+    }
+
+    #[test]
+    fn collect_copies_files_under_unique_names() -> io::Result<()> {
+        let tmp = tempfile::tempdir()?;
+        let work = tmp.path().join("work");
+        std::fs::create_dir_all(work.join("sub"))?;
+        std::fs::write(work.join("out.csv"), "a,b\n")?;
+        std::fs::write(work.join("sub").join("out.csv"), "c,d\n")?;
+        std::fs::write(work.join(".cache"), "hidden")?;
+        std::os::unix::fs::symlink("/etc/passwd", work.join("link.txt"))?;
+        let artifacts = Artifacts::new(tmp.path().join("artifacts"));
+        let (kept, warnings) = artifacts.collect("ws", &work)?;
+        assert!(warnings.is_empty());
+        let names: Vec<_> = kept.iter().map(|a| a.filename.as_str()).collect();
+        assert_eq!(names, vec!["out.csv", "out-1.csv"]);
+        assert_eq!(kept[0].url, "/tools/artifacts/ws/out.csv");
+        assert_eq!(kept[0].size, 4);
+        assert_eq!(
+            std::fs::read_to_string(tmp.path().join("artifacts/ws/out-1.csv"))?,
+            "c,d\n"
+        );
+        Ok(())
+    }
+}

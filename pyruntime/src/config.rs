@@ -1,0 +1,123 @@
+//! Runtime configuration: one `clap` struct, every field settable by flag or environment.
+//!
+//! Owns the names and defaults of the runtime's settings (`PY_TOOL_*`) and the parsing of
+//! human-friendly values such as `512M`. It does not touch the file system or the
+//! interpreter; `server::serve` turns a `Config` into running state.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+use clap::Parser;
+
+/// 1 GiB, SPEC.md's default address-space limit for one Python execution.
+pub const DEFAULT_MAX_MEM: u64 = 1 << 30;
+
+/// Settings of the Python tool runtime.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "weir-pyruntime", version, about = "weir's Python tool runtime")]
+pub struct Config {
+    /// Address to listen on. Loopback by default: this server executes arbitrary code.
+    #[arg(long, env = "PY_TOOL_HOST", default_value = "127.0.0.1")]
+    pub host: IpAddr,
+
+    /// TCP port (0 picks a free one; the chosen address is printed on stdout).
+    #[arg(long, env = "PY_TOOL_PORT", default_value_t = 8000)]
+    pub port: u16,
+
+    /// Directory holding one virtual environment per workspace.
+    #[arg(long, env = "PY_TOOL_VENVS", default_value = "./data/venvs")]
+    pub venvs: PathBuf,
+
+    /// Directory holding one artifact directory per workspace.
+    #[arg(long, env = "PY_TOOL_ARTIFACTS", default_value = "./data/artifacts")]
+    pub artifacts: PathBuf,
+
+    /// Address-space limit of one execution: bytes, or a number with K, M, G (powers of 1024).
+    #[arg(long, env = "PY_TOOL_MAX_MEM", default_value = "1G", value_parser = parse_mem_size)]
+    pub max_mem: u64,
+
+    /// Upper bound (seconds) for the `timeout` of one execution.
+    #[arg(long, env = "PY_TOOL_MAX_TIMEOUT", default_value_t = 300)]
+    pub max_timeout: u64,
+
+    /// When set, every endpoint except /tools/health requires `Authorization: Bearer <key>`.
+    #[arg(long, env = "PY_TOOL_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
+
+    /// Path of the `uv` binary; by default `uv` is looked up on PATH and beside the interpreter.
+    #[arg(long, env = "PY_TOOL_UV")]
+    pub uv: Option<PathBuf>,
+
+    /// Base interpreter for new virtual environments; by default the embedded CPython's.
+    #[arg(long, env = "PY_TOOL_PYTHON")]
+    pub python: Option<PathBuf>,
+}
+
+impl Config {
+    /// Upper bound (bytes) of a request body.
+    pub const MAX_BODY_BYTES: usize = 10 << 20;
+    /// Default `timeout` of an execution when the request sends none.
+    pub const DEFAULT_TIMEOUT_SECS: f64 = 30.0;
+}
+
+/// Parses a memory size: plain bytes (`1073741824`) or a number with a binary suffix
+/// (`512K`, `512M`, `2G`, also `512MiB`, `2gb`). Zero and overflow are rejected.
+pub fn parse_mem_size(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (digits, suffix) = text.split_at(split);
+    let number: u64 = digits.parse().map_err(|_| {
+        format!("`{text}` is not a memory size (expected e.g. 1073741824, 512M, 2G)")
+    })?;
+    let shift = match suffix.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        _ => return Err(format!("`{text}` has an unknown unit (use K, M, G or T)")),
+    };
+    let bytes = number
+        .checked_mul(1u64 << shift)
+        .ok_or_else(|| format!("`{text}` is too large"))?;
+    if bytes == 0 {
+        return Err("the memory limit must be greater than zero".to_owned());
+    }
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mem_sizes_accept_bytes_and_binary_suffixes() {
+        assert_eq!(parse_mem_size("1073741824"), Ok(1 << 30));
+        assert_eq!(parse_mem_size("512M"), Ok(512 << 20));
+        assert_eq!(parse_mem_size("2G"), Ok(2 << 30));
+        assert_eq!(parse_mem_size("2g"), Ok(2 << 30));
+        assert_eq!(parse_mem_size("64KiB"), Ok(64 << 10));
+        assert_eq!(parse_mem_size(" 3 GB "), Ok(3 << 30));
+    }
+
+    #[test]
+    fn mem_sizes_reject_nonsense() {
+        assert!(parse_mem_size("").is_err());
+        assert!(parse_mem_size("G").is_err());
+        assert!(parse_mem_size("0").is_err());
+        assert!(parse_mem_size("12X").is_err());
+        assert!(parse_mem_size("-5M").is_err());
+        assert!(parse_mem_size("1.5G").is_err());
+        assert!(parse_mem_size("99999999999T").is_err());
+    }
+
+    #[test]
+    fn defaults_are_safe() {
+        let config = Config::parse_from(["weir-pyruntime"]);
+        assert!(config.host.is_loopback());
+        assert_eq!(config.max_mem, DEFAULT_MAX_MEM);
+        assert_eq!(config.max_timeout, 300);
+    }
+}

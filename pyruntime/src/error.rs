@@ -1,0 +1,86 @@
+//! The runtime's one client-facing error type and its JSON form.
+//!
+//! Every failure that leaves the server is an `ApiError`: one variant per HTTP outcome,
+//! one `status_code()`, and a `{"message": "..."}` body. Internal failures are logged
+//! here with their detail and answered with a generic text, so a 500 never exposes paths,
+//! interpreter state or installer internals. axum's own (plain-text) rejections are
+//! converted by `From<JsonRejection>` and the router's fallbacks in `server`.
+
+use axum::Json;
+use axum::extract::rejection::JsonRejection;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+/// Result alias for handlers and the domain modules they call.
+pub type Result<T, E = ApiError> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// Malformed JSON, wrong types, invalid values (400).
+    #[error("{0}")]
+    BadRequest(String),
+    /// Missing or wrong API key (401).
+    #[error("missing or invalid API key")]
+    Unauthorized,
+    /// Unknown route or absent file (404).
+    #[error("{0}")]
+    NotFound(String),
+    /// Route exists, method does not (405).
+    #[error("method not allowed")]
+    MethodNotAllowed,
+    /// A required body field was not provided (412).
+    #[error("`{0}` is required")]
+    MissingField(&'static str),
+    /// Body larger than the server accepts (413).
+    #[error("request body too large")]
+    PayloadTooLarge,
+    /// Body is not `application/json` (415).
+    #[error("expected a JSON body with `Content-Type: application/json`")]
+    UnsupportedMediaType,
+    /// Anything else: logged with its detail, answered generically (500).
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl ApiError {
+    pub fn internal(detail: impl std::fmt::Display) -> Self {
+        Self::Internal(detail.to_string())
+    }
+
+    pub fn status_code(&self) -> StatusCode {
+        match self {
+            Self::BadRequest(_) => StatusCode::BAD_REQUEST,
+            Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::NotFound(_) => StatusCode::NOT_FOUND,
+            Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Self::MissingField(_) => StatusCode::PRECONDITION_FAILED,
+            Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let message = match &self {
+            Self::Internal(detail) => {
+                tracing::error!(%detail, "internal error");
+                "internal server error".to_owned()
+            }
+            other => other.to_string(),
+        };
+        (self.status_code(), Json(json!({ "message": message }))).into_response()
+    }
+}
+
+impl From<JsonRejection> for ApiError {
+    fn from(rejection: JsonRejection) -> Self {
+        match rejection.status() {
+            StatusCode::PAYLOAD_TOO_LARGE => Self::PayloadTooLarge,
+            StatusCode::UNSUPPORTED_MEDIA_TYPE => Self::UnsupportedMediaType,
+            _ => Self::BadRequest(rejection.body_text()),
+        }
+    }
+}

@@ -1,0 +1,346 @@
+//! The execution pipeline behind `/tools/execute-python` and `/tools/install-packages`.
+//!
+//! `Executor::execute` validates a request, substitutes templates (`templates`), detects
+//! imports (`py`), installs what is missing under the workspace lock (`imports`,
+//! `venvs`), runs the code in a sandboxed child (`sandbox`), collects the files it wrote
+//! (`artifacts`) and shapes the response. Anything the user's code did is a successful
+//! response with `success: false`; only bad input and infrastructure failures are
+//! `ApiError`s. HTTP concerns (routing, auth, extraction) stay in `server`.
+
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::artifacts::{Artifact, Artifacts};
+use crate::config::Config;
+use crate::error::{ApiError, Result};
+use crate::imports::{self, Requirement};
+use crate::sandbox::{self, Entry, Job, Limits, Outcome, RunDir, ToolError};
+use crate::templates::{self, Variables};
+use crate::venvs::{InstallReport, VenvError, Venvs};
+use crate::{py, workspace};
+
+/// Body of `POST /tools/execute-python`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecuteRequest {
+    pub code: Option<String>,
+    pub variables: Option<Value>,
+    pub requirements: Option<Vec<String>>,
+    pub timeout: Option<f64>,
+    #[serde(alias = "workspace_id")]
+    pub workspace_id: Option<String>,
+}
+
+/// Response of `POST /tools/execute-python`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecuteResponse {
+    pub success: bool,
+    pub result: Value,
+    pub output: String,
+    pub stdout: String,
+    pub stderr: String,
+    pub error: Option<ToolError>,
+    pub artifacts: Vec<Artifact>,
+    pub installed_packages: Vec<String>,
+    pub warnings: Vec<String>,
+    pub duration_ms: u64,
+    pub timed_out: bool,
+    pub truncated: bool,
+    pub entry: Option<Entry>,
+    pub workspace_id: String,
+}
+
+/// Body of `POST /tools/install-packages`.
+#[derive(Debug, Deserialize)]
+pub struct InstallRequest {
+    pub packages: Option<Vec<String>>,
+    #[serde(alias = "workspaceId")]
+    pub workspace_id: Option<String>,
+}
+
+/// Response of `POST /tools/install-packages`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InstallResponse {
+    pub success: bool,
+    pub workspace_id: String,
+    #[serde(flatten)]
+    pub report: InstallReport,
+}
+
+pub struct Executor {
+    venvs: Venvs,
+    artifacts: Artifacts,
+    max_mem: u64,
+    max_timeout: u64,
+}
+
+impl Executor {
+    pub fn new(venvs: Venvs, artifacts: Artifacts, config: &Config) -> Self {
+        Self {
+            venvs,
+            artifacts,
+            max_mem: config.max_mem,
+            max_timeout: config.max_timeout,
+        }
+    }
+
+    pub fn venvs(&self) -> &Venvs {
+        &self.venvs
+    }
+
+    pub fn artifacts(&self) -> &Artifacts {
+        &self.artifacts
+    }
+
+    pub async fn execute(&self, request: ExecuteRequest) -> Result<ExecuteResponse> {
+        let started = Instant::now();
+        let workspace = workspace_of(request.workspace_id, "workspaceId")?;
+        let code = request.code.ok_or(ApiError::MissingField("code"))?;
+        let variables = Variables::from_json(request.variables).map_err(ApiError::BadRequest)?;
+        let requirements = parse_requirements(request.requirements.unwrap_or_default())?;
+        let mut warnings = Vec::new();
+        let limits = Limits {
+            timeout: self.timeout(request.timeout, &mut warnings)?,
+            max_mem: self.max_mem,
+        };
+
+        let params = variables.params.clone();
+        let (code, imported, template_warnings) = blocking(move || {
+            let substituted = templates::substitute(&code, &variables, chrono::Utc::now())?;
+            let imported = py::imports(&substituted.code)?;
+            Ok::<_, py::PyFailure>((substituted.code, imported, substituted.warnings))
+        })
+        .await?
+        .map_err(ApiError::internal)?;
+        warnings.extend(template_warnings);
+
+        let (venv, installed) = {
+            let _guard = self.venvs.lock(&workspace).await;
+            let venv = self.venvs.ensure(&workspace).await.map_err(venv_error)?;
+            let site = venv.site_packages.to_string_lossy().into_owned();
+            let (missing, present) = blocking(move || {
+                Ok::<_, py::PyFailure>((
+                    py::missing_modules(&site, &imported)?,
+                    py::distributions(&site)?,
+                ))
+            })
+            .await?
+            .map_err(ApiError::internal)?;
+            let specs = imports::plan(&requirements, &missing, &present);
+            let report = self
+                .venvs
+                .install(&venv, &specs)
+                .await
+                .map_err(venv_error)?;
+            (venv, report.installed)
+        };
+
+        let runs = self.artifacts.runs_dir();
+        let run_dir = blocking(move || {
+            std::fs::create_dir_all(&runs)?;
+            RunDir::create(&runs)
+        })
+        .await?
+        .map_err(ApiError::internal)?;
+        let cache_dir = self.venvs.root().join(".cache").join(&workspace);
+        let job = Job {
+            python: &venv.python,
+            venv_dir: &venv.dir,
+            cache_dir: &cache_dir,
+            code: &code,
+            params: &params,
+            limits,
+        };
+        let outcome = sandbox::run(&job, &run_dir)
+            .await
+            .map_err(ApiError::internal)?;
+
+        let artifacts = self.artifacts.clone();
+        let work = run_dir.work();
+        let ws = workspace.clone();
+        let (artifacts, artifact_warnings) = blocking(move || artifacts.collect(&ws, &work))
+            .await?
+            .map_err(ApiError::internal)?;
+        drop(run_dir);
+        warnings.extend(artifact_warnings);
+
+        let mut response = shape(outcome, &limits, warnings);
+        response.artifacts = artifacts;
+        response.installed_packages = installed;
+        response.duration_ms = started.elapsed().as_millis() as u64;
+        response.workspace_id = workspace;
+        tracing::info!(
+            workspace = %response.workspace_id,
+            success = response.success,
+            timed_out = response.timed_out,
+            duration_ms = response.duration_ms,
+            "execution finished"
+        );
+        Ok(response)
+    }
+
+    pub async fn install(&self, request: InstallRequest) -> Result<InstallResponse> {
+        let workspace = workspace_of(request.workspace_id, "workspace_id")?;
+        let packages = request.packages.ok_or(ApiError::MissingField("packages"))?;
+        let requirements = parse_requirements(packages)?;
+        let specs: Vec<String> = requirements.into_iter().map(|r| r.spec).collect();
+        let _guard = self.venvs.lock(&workspace).await;
+        let venv = self.venvs.ensure(&workspace).await.map_err(venv_error)?;
+        let report = self
+            .venvs
+            .install(&venv, &specs)
+            .await
+            .map_err(venv_error)?;
+        Ok(InstallResponse {
+            success: true,
+            workspace_id: workspace,
+            report,
+        })
+    }
+
+    /// The run's timeout: default 30 s, capped at `PY_TOOL_MAX_TIMEOUT` (with a warning).
+    fn timeout(&self, requested: Option<f64>, warnings: &mut Vec<String>) -> Result<Duration> {
+        let seconds = requested.unwrap_or(Config::DEFAULT_TIMEOUT_SECS);
+        if !seconds.is_finite() || seconds <= 0.0 {
+            return Err(ApiError::BadRequest(
+                "`timeout` must be a positive number of seconds".to_owned(),
+            ));
+        }
+        let max = self.max_timeout as f64;
+        if seconds > max {
+            warnings.push(format!("timeout {seconds} s was capped at {max} s"));
+            return Ok(Duration::from_secs_f64(max));
+        }
+        Ok(Duration::from_secs_f64(seconds))
+    }
+}
+
+/// Turns the child's outcome into the response (artifacts, installs, timing filled later).
+fn shape(outcome: Outcome, limits: &Limits, mut warnings: Vec<String>) -> ExecuteResponse {
+    let Outcome {
+        stdout,
+        stderr,
+        truncated,
+        timed_out,
+        exit_code,
+        signal,
+        report,
+        report_problem,
+    } = outcome;
+    let printed = stdout.trim_end().to_owned();
+    let (entry, result, output, error) = match report {
+        Some(report) if !timed_out => {
+            let (result, output) = if report.entry.kind == "stdout" && report.error.is_none() {
+                (Value::String(printed.clone()), printed.clone())
+            } else {
+                let output = report.output.unwrap_or_else(|| printed.clone());
+                (report.result, output)
+            };
+            (Some(report.entry), result, output, report.error)
+        }
+        _ => {
+            let (kind, message) = if timed_out {
+                (
+                    "TimeoutError",
+                    format!(
+                        "the execution did not finish within {} s and was killed",
+                        limits.timeout.as_secs_f64()
+                    ),
+                )
+            } else if let Some(signal) = signal {
+                ("Killed", sandbox::describe_signal(signal, limits, false))
+            } else if let Some(problem) = report_problem {
+                ("ResultError", problem)
+            } else {
+                (
+                    "ProcessExit",
+                    format!(
+                        "the process exited with status {} before returning a result",
+                        exit_code.unwrap_or(-1)
+                    ),
+                )
+            };
+            let error = ToolError {
+                kind: kind.to_owned(),
+                message,
+                traceback: String::new(),
+            };
+            (None, Value::Null, String::new(), Some(error))
+        }
+    };
+    if let Some(error) = &error {
+        if error.kind == "MemoryError" {
+            warnings.push(format!(
+                "the memory limit of {} MiB was reached",
+                limits.max_mem >> 20
+            ));
+        }
+        if error.message.contains("File too large") {
+            warnings.push(format!(
+                "a file reached the file size limit of {} MiB",
+                sandbox::FILE_SIZE_LIMIT >> 20
+            ));
+        }
+    }
+    if truncated {
+        warnings.push(format!(
+            "output was cut at {} MiB per stream",
+            sandbox::OUTPUT_CAP >> 20
+        ));
+    }
+    ExecuteResponse {
+        success: error.is_none() && !timed_out,
+        result,
+        output,
+        stdout,
+        stderr,
+        error,
+        artifacts: Vec::new(),
+        installed_packages: Vec::new(),
+        warnings,
+        duration_ms: 0,
+        timed_out,
+        truncated,
+        entry,
+        workspace_id: String::new(),
+    }
+}
+
+fn workspace_of(id: Option<String>, field: &str) -> Result<String> {
+    let id = id.unwrap_or_else(|| workspace::DEFAULT_WORKSPACE.to_owned());
+    if workspace::is_valid(&id) {
+        Ok(id)
+    } else {
+        Err(ApiError::BadRequest(workspace::invalid_message(field)))
+    }
+}
+
+fn parse_requirements(specs: Vec<String>) -> Result<Vec<Requirement>> {
+    if specs.len() > 100 {
+        return Err(ApiError::BadRequest(
+            "at most 100 packages per request".to_owned(),
+        ));
+    }
+    specs
+        .iter()
+        .map(|spec| imports::parse_requirement(spec).map_err(ApiError::BadRequest))
+        .collect()
+}
+
+fn venv_error(err: VenvError) -> ApiError {
+    match err {
+        VenvError::Install(_) => ApiError::BadRequest(err.to_string()),
+        VenvError::Internal(detail) => ApiError::Internal(detail),
+    }
+}
+
+/// Runs blocking work (the interpreter, file copies) off the async workers.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(ApiError::internal)
+}

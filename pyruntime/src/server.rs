@@ -1,0 +1,274 @@
+//! The HTTP edge: router, API-key check, handlers, startup and graceful shutdown.
+//!
+//! Entry points: `run` (build a tokio runtime, serve until Ctrl-C/SIGTERM; used by the
+//! binary and by the wheel's `serve`) and `serve` (an axum server on a bound listener,
+//! stopping when `shutdown` resolves; tests call it). Handlers only extract, call the
+//! `Executor` or `Artifacts`, and serialise. When `PY_TOOL_API_KEY` is set, a middleware
+//! checks `Authorization: Bearer` in constant time before any body is read; /tools/health
+//! stays open. axum's plain-text rejections and fallbacks become JSON `ApiError`s.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{DefaultBodyLimit, Path, Request, State};
+use axum::http::{HeaderValue, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+use tokio::net::TcpListener;
+
+use crate::artifacts::{self, Artifacts};
+use crate::config::Config;
+use crate::error::{ApiError, Result};
+use crate::execute::{ExecuteRequest, ExecuteResponse, Executor, InstallRequest, InstallResponse};
+use crate::py::{self, InterpreterInfo};
+use crate::sandbox;
+use crate::venvs::{self, Installer, Venvs};
+
+/// Shared, cheaply cloned state of the handlers.
+#[derive(Clone)]
+pub struct AppState {
+    executor: Arc<Executor>,
+    /// SHA-256 of `PY_TOOL_API_KEY`, compared in constant time; `None` = open.
+    api_key_hash: Option<[u8; 32]>,
+    python: Arc<InterpreterInfo>,
+    max_mem: u64,
+    max_timeout: u64,
+}
+
+/// Builds the tokio runtime and serves `config` until Ctrl-C or SIGTERM.
+pub fn run(config: Config) -> std::io::Result<()> {
+    init_tracing();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let listener = TcpListener::bind(SocketAddr::new(config.host, config.port)).await?;
+        serve(config, listener, shutdown_signal()).await
+    })
+}
+
+/// Serves on `listener` until `shutdown` resolves.
+pub async fn serve(
+    config: Config,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let state = prepare(&config).await?;
+    let address = listener.local_addr()?;
+    if !config.host.is_loopback() && config.api_key.is_none() {
+        tracing::warn!(
+            %address,
+            "LISTENING ON A NON-LOOPBACK ADDRESS WITHOUT PY_TOOL_API_KEY: anyone who can reach \
+             this port can run arbitrary code on this machine"
+        );
+    }
+    tracing::info!(%address, python = %state.python.version, "weir-pyruntime listening");
+    // A machine-readable line for supervisors and tests that start us on port 0.
+    println!("weir-pyruntime listening on http://{address}");
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+/// Interpreter facts, installer detection, directories.
+async fn prepare(config: &Config) -> std::io::Result<AppState> {
+    let python = tokio::task::spawn_blocking(py::interpreter)
+        .await
+        .map_err(std::io::Error::other)?
+        .map_err(std::io::Error::other)?;
+    let base_python = config
+        .python
+        .clone()
+        .unwrap_or_else(|| python.executable.clone().into());
+    let installer = venvs::detect_installer(config.uv.as_deref(), &python.scripts).await;
+    if matches!(installer, Installer::Pip) {
+        tracing::warn!("uv not found: falling back to `python -m venv` and pip (slower)");
+    }
+    tokio::fs::create_dir_all(&config.venvs).await?;
+    tokio::fs::create_dir_all(&config.artifacts).await?;
+    let venvs_root = std::path::absolute(&config.venvs)?;
+    let artifacts = Artifacts::new(std::path::absolute(&config.artifacts)?);
+    // Run directories left by a previous process that was killed mid-run.
+    if let Err(err) = tokio::fs::remove_dir_all(artifacts.runs_dir()).await
+        && err.kind() != std::io::ErrorKind::NotFound
+    {
+        tracing::warn!(%err, "cannot clean stale run directories");
+    }
+    let venvs = Venvs::new(venvs_root, base_python, installer);
+    Ok(AppState {
+        executor: Arc::new(Executor::new(venvs, artifacts, config)),
+        api_key_hash: config
+            .api_key
+            .as_deref()
+            .map(|key| Sha256::digest(key).into()),
+        python: Arc::new(python),
+        max_mem: config.max_mem,
+        max_timeout: config.max_timeout,
+    })
+}
+
+pub fn router(state: AppState) -> Router {
+    let protected = Router::new()
+        .route("/tools/execute-python", post(execute_python))
+        .route("/tools/install-packages", post(install_packages))
+        .route(
+            "/tools/artifacts/{workspace_id}/{filename}",
+            get(get_artifact),
+        )
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            require_api_key,
+        ));
+    Router::new()
+        .route("/tools/health", get(health))
+        .merge(protected)
+        .fallback(|| async { ApiError::NotFound("no such endpoint".to_owned()) })
+        .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
+        .layer(DefaultBodyLimit::max(Config::MAX_BODY_BYTES))
+        .with_state(state)
+}
+
+async fn require_api_key(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    if let Some(expected) = &state.api_key_hash {
+        let given = request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.strip_prefix("Bearer "))
+            .map(|key| -> [u8; 32] { Sha256::digest(key.trim()).into() });
+        let ok = given.is_some_and(|given| bool::from(given.ct_eq(expected)));
+        if !ok {
+            return ApiError::Unauthorized.into_response();
+        }
+    }
+    next.run(request).await
+}
+
+async fn execute_python(
+    State(state): State<AppState>,
+    body: std::result::Result<Json<ExecuteRequest>, JsonRejection>,
+) -> Result<Json<ExecuteResponse>> {
+    let Json(request) = body?;
+    Ok(Json(state.executor.execute(request).await?))
+}
+
+async fn install_packages(
+    State(state): State<AppState>,
+    body: std::result::Result<Json<InstallRequest>, JsonRejection>,
+) -> Result<Json<InstallResponse>> {
+    let Json(request) = body?;
+    Ok(Json(state.executor.install(request).await?))
+}
+
+async fn get_artifact(
+    State(state): State<AppState>,
+    Path((workspace_id, filename)): Path<(String, String)>,
+) -> Result<Response> {
+    let bytes = state
+        .executor
+        .artifacts()
+        .read(&workspace_id, &filename)
+        .await?;
+    let content_type = HeaderValue::from_str(&artifacts::mime_for(&filename))
+        .unwrap_or(HeaderValue::from_static("application/octet-stream"));
+    Ok((
+        [
+            (header::CONTENT_TYPE, content_type),
+            (
+                header::X_CONTENT_TYPE_OPTIONS,
+                HeaderValue::from_static("nosniff"),
+            ),
+            // HTML or SVG written by tool code must not run scripts in this origin.
+            (
+                header::CONTENT_SECURITY_POLICY,
+                HeaderValue::from_static("sandbox"),
+            ),
+        ],
+        bytes,
+    )
+        .into_response())
+}
+
+async fn health(State(state): State<AppState>) -> Json<Value> {
+    let uv = match state.executor.venvs().installer() {
+        Installer::Uv { path, version } => json!({
+            "available": true,
+            "path": path.display().to_string(),
+            "version": version,
+        }),
+        Installer::Pip => json!({
+            "available": false,
+            "fallback": "python -m venv --without-pip + pip --python",
+        }),
+    };
+    Json(json!({
+        "status": "ok",
+        "python": {"version": state.python.version, "executable": state.python.executable},
+        "uv": uv,
+        "workspaces": state.executor.venvs().count(),
+        "limits": {
+            "defaultTimeoutSeconds": Config::DEFAULT_TIMEOUT_SECS,
+            "maxTimeoutSeconds": state.max_timeout,
+        },
+        "isolation": {
+            "childProcess": true,
+            "processGroup": true,
+            "scrubbedEnvironment": true,
+            "rlimits": {
+                "cpuSeconds": format!("timeout + {}", sandbox::CPU_GRACE_SECS),
+                "addressSpaceBytes": state.max_mem,
+                "fileSizeBytes": sandbox::FILE_SIZE_LIMIT,
+                "coreBytes": 0,
+            },
+            "outputCapBytes": sandbox::OUTPUT_CAP,
+            "namespaces": false,
+            "landlock": false,
+            "seccomp": false,
+        },
+    }))
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(err) = tokio::signal::ctrl_c().await {
+            tracing::error!(%err, "cannot listen for Ctrl-C");
+            std::future::pending::<()>().await;
+        }
+    };
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(err) => {
+                tracing::error!(%err, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    tokio::select! {
+        () = ctrl_c => {},
+        () = terminate => {},
+    }
+    tracing::info!("shutting down");
+}
+
+/// Logs to stderr; `RUST_LOG` overrides the default `info`. A second call (the wheel's
+/// `serve` run twice in one process) keeps the first subscriber.
+fn init_tracing() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    // Ignoring the error is right: it only says a subscriber is already installed.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
