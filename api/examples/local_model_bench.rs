@@ -86,6 +86,8 @@ fn main() {
     }
 
     let (mut p_tok, mut p_ms, mut g_tok, mut g_ms) = (0usize, 0f64, 0usize, 0f64);
+    let cpu_start = cpu_seconds();
+    let wall_start = Instant::now();
     for round in 0..rounds {
         for prompt in PROMPTS {
             let messages = [ChatMessage::new(Role::User, *prompt)];
@@ -116,6 +118,17 @@ fn main() {
             g_ms += stats.generate_ms;
         }
     }
+    // CPU time per token is what other processes on the machine cannot disturb
+    // much; wall-clock tokens/s is what a user sees.
+    let (cpu, wall) = (
+        cpu_seconds() - cpu_start,
+        wall_start.elapsed().as_secs_f64(),
+    );
+    println!(
+        "CPU {cpu:.2} s over {wall:.2} s wall ({:.0}% of one core) = {:.2} ms CPU per token (prompt and generated)",
+        cpu / wall * 100.0,
+        cpu * 1e3 / (p_tok + g_tok) as f64
+    );
     println!(
         "TOTAL prompt {:.1} tok/s ({} tokens) | generation {:.1} tok/s ({} tokens)",
         p_tok as f64 / p_ms * 1e3,
@@ -123,4 +136,22 @@ fn main() {
         g_tok as f64 / g_ms * 1e3,
         g_tok
     );
+}
+
+/// User + system CPU seconds of this process so far (Linux; 0 elsewhere).
+fn cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    // Fields after the parenthesised command name; utime and stime are the
+    // 12th and 13th of them, in clock ticks (100 per second on Linux).
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(11) + ticks(12)) / 100.0
 }

@@ -2,10 +2,10 @@
 //! GGUF with candle, and a forward pass written for small models on few cores.
 //!
 //! [`Model::load`] reads the hyper-parameters and tensors (candle's GGUF reader),
-//! keeps `Q4_1`/`Q8_0` matrices in their file layout (anything else is
-//! requantised to `Q8_0`), fuses Q/K/V into one matrix and interleaves the gate
-//! and up rows so one row range gives both halves of the SwiGLU, and precomputes
-//! the rotary tables. [`Model::forward`] runs a chunk of tokens through the
+//! keeps `Q4_1`/`Q8_0` matrices in their file's blocks (anything else is
+//! requantised to `Q8_0`; `Q4_1` is regrouped by four rows for the AVX2 kernel),
+//! fuses Q/K/V into one matrix and interleaves the gate and up rows so one row
+//! range gives both halves of the SwiGLU, and precomputes the rotary tables. [`Model::forward`] runs a chunk of tokens through the
 //! network, writing keys and values into a caller-owned [`Session`] (the KV
 //! cache and every scratch buffer, allocated once per generation) and returning
 //! the logits of the chunk's last token.
@@ -310,7 +310,7 @@ impl Model {
         let embed = rd.matrix("token_embd.weight", vocab, dim, false)?;
         let out_norm = rd.vector("output_norm.weight", dim)?;
         let output = if rd.has("output.weight") {
-            Some(rd.matrix("output.weight", vocab, dim, false)?)
+            Some(rd.matrix("output.weight", vocab, dim, false)?.repack4())
         } else {
             None
         };
@@ -332,11 +332,11 @@ impl Model {
             let gu = rd.matrices(&[(&g, cfg.ffn_dim, dim), (&u, cfg.ffn_dim, dim)])?;
             layers.push(Layer {
                 attn_norm: rd.vector(&format!("{p}.attn_norm.weight"), dim)?,
-                wqkv: stack(qkv),
-                wo: rd.matrix(&o, dim, dim, false)?,
+                wqkv: stack(qkv).repack4(),
+                wo: rd.matrix(&o, dim, dim, false)?.repack4(),
                 ffn_norm: rd.vector(&format!("{p}.ffn_norm.weight"), dim)?,
-                w_gate_up: interleave(&gu[0], &gu[1]),
-                w_down: rd.matrix(&d, dim, cfg.ffn_dim, false)?,
+                w_gate_up: interleave(&gu[0], &gu[1]).repack4(),
+                w_down: rd.matrix(&d, dim, cfg.ffn_dim, false)?.repack4(),
             });
         }
 
