@@ -51,6 +51,8 @@ pub enum WeightType {
     Q8_0,
     /// `Q4_1` repacked by groups of four rows (see [`QMatrix::repack4`]).
     Q4_1x4,
+    /// `Q8_0` repacked by groups of four rows (see [`QMatrix::repack4`]).
+    Q8_0x4,
 }
 
 impl WeightType {
@@ -58,14 +60,17 @@ impl WeightType {
     pub fn block_bytes(self) -> usize {
         match self {
             WeightType::Q4_1 | WeightType::Q4_1x4 => 20,
-            WeightType::Q8_0 => 34,
+            WeightType::Q8_0 | WeightType::Q8_0x4 => 34,
         }
     }
 }
 
-/// Bytes of one block of a four-row group: four f16 scales, four f16 minimums,
-/// then the 16 nibble bytes of each row.
-const X4_BYTES: usize = 80;
+/// Bytes of one block of a `Q4_1x4` four-row group: four f16 scales, four f16
+/// minimums, then the 16 nibble bytes of each row.
+const Q4X4_BYTES: usize = 80;
+/// Bytes of one block of a `Q8_0x4` four-row group: four f16 scales, then the
+/// 32 bytes of each row.
+const Q8X4_BYTES: usize = 136;
 
 /// A quantised matrix, row-major, each row `cols / QK` blocks.
 pub struct QMatrix {
@@ -86,44 +91,53 @@ impl QMatrix {
         &self.data[r * rb..(r + 1) * rb]
     }
 
-    /// Interleaves a `Q4_1` matrix by groups of four rows so that one block
-    /// column of four rows is 80 contiguous bytes: `[d0..d3, m0..m3]` (f16)
-    /// then the nibbles of rows 0..3. The AVX2 kernel then loads the four
-    /// scales at once and the nibbles of two rows with one 32-byte load.
-    /// Other matrices, and row counts that are not a multiple of four, are
-    /// returned unchanged.
+    /// Interleaves a matrix by groups of four rows so that one block column of
+    /// four rows is contiguous: for `Q4_1`, `[d0..d3, m0..m3]` (f16) then the
+    /// nibbles of rows 0..3 (80 bytes); for `Q8_0`, `[d0..d3]` then the bytes of
+    /// rows 0..3 (136 bytes). The AVX2 kernels then load four scales at once,
+    /// read one linear stream, and (`Q4_1`) take two rows' nibbles in one
+    /// 32-byte load. Row counts that are not a multiple of four stay as they are.
     pub fn repack4(self) -> QMatrix {
-        if self.ty != WeightType::Q4_1 || self.rows % 4 != 0 {
+        if self.rows % 4 != 0 {
             return self;
         }
+        let (ty, parts): (WeightType, &[std::ops::Range<usize>]) = match self.ty {
+            WeightType::Q4_1 => (WeightType::Q4_1x4, &[0..2, 2..4, 4..20]),
+            WeightType::Q8_0 => (WeightType::Q8_0x4, &[0..2, 2..34]),
+            WeightType::Q4_1x4 | WeightType::Q8_0x4 => return self,
+        };
+        let bb = self.ty.block_bytes();
         let nb = self.cols / QK;
         let mut data = Vec::with_capacity(self.data.len());
         for g in 0..self.rows / 4 {
             let rows: Vec<&[u8]> = (0..4).map(|k| self.row(4 * g + k)).collect();
             for b in 0..nb {
-                let blocks: Vec<&[u8]> = rows.iter().map(|r| &r[b * 20..(b + 1) * 20]).collect();
-                for blk in &blocks {
-                    data.extend_from_slice(&blk[0..2]);
-                }
-                for blk in &blocks {
-                    data.extend_from_slice(&blk[2..4]);
-                }
-                for blk in &blocks {
-                    data.extend_from_slice(&blk[4..20]);
+                for part in parts {
+                    for row in &rows {
+                        data.extend_from_slice(&row[b * bb..(b + 1) * bb][part.clone()]);
+                    }
                 }
             }
         }
-        QMatrix {
-            ty: WeightType::Q4_1x4,
-            data,
-            ..self
-        }
+        QMatrix { ty, data, ..self }
+    }
+
+    /// Scale and bytes of block `b` of row `r` of a `Q8_0x4` matrix.
+    fn q8x4_block(&self, r: usize, b: usize) -> (f32, &[u8]) {
+        let nb = self.cols / QK;
+        let base = ((r / 4) * nb + b) * Q8X4_BYTES;
+        let k = r % 4;
+        let d = f16_to_f32(u16::from_le_bytes([
+            self.data[base + 2 * k],
+            self.data[base + 2 * k + 1],
+        ]));
+        (d, &self.data[base + 8 + 32 * k..base + 40 + 32 * k])
     }
 
     /// Scale, minimum and nibbles of block `b` of row `r` of a `Q4_1x4` matrix.
     fn x4_block(&self, r: usize, b: usize) -> (f32, f32, &[u8]) {
         let nb = self.cols / QK;
-        let base = ((r / 4) * nb + b) * X4_BYTES;
+        let base = ((r / 4) * nb + b) * Q4X4_BYTES;
         let k = r % 4;
         let half = |at: usize| f16_to_f32(u16::from_le_bytes([self.data[at], self.data[at + 1]]));
         (
@@ -135,6 +149,15 @@ impl QMatrix {
 
     /// Row `r` as f32 (the embedding lookup).
     pub fn dequantize_row(&self, r: usize, out: &mut [f32]) {
+        if self.ty == WeightType::Q8_0x4 {
+            for b in 0..self.cols / QK {
+                let (d, qs) = self.q8x4_block(r, b);
+                for (o, &q) in out[b * QK..(b + 1) * QK].iter_mut().zip(qs) {
+                    *o = d * f32::from(q as i8);
+                }
+            }
+            return;
+        }
         if self.ty == WeightType::Q4_1x4 {
             for b in 0..self.cols / QK {
                 let (d, m, qs) = self.x4_block(r, b);
@@ -151,7 +174,7 @@ impl QMatrix {
             let out = &mut out[b * QK..(b + 1) * QK];
             let d = f16_to_f32(u16::from_le_bytes([block[0], block[1]]));
             match self.ty {
-                WeightType::Q8_0 => {
+                WeightType::Q8_0 | WeightType::Q8_0x4 => {
                     for (o, &q) in out.iter_mut().zip(&block[2..34]) {
                         *o = d * f32::from(q as i8);
                     }
@@ -233,6 +256,7 @@ pub fn matmul(
                         WeightType::Q4_1 => dot_q4_1_scalar(row, a),
                         WeightType::Q8_0 => dot_q8_0_scalar(row, a),
                         WeightType::Q4_1x4 => dot_q4_1x4_scalar(w, r, a),
+                        WeightType::Q8_0x4 => dot_q8_0x4_scalar(w, r, a),
                     };
                 }
             }
@@ -265,6 +289,20 @@ fn dot_q4_1x4_scalar(w: &QMatrix, r: usize, acts: &[BlockQ8]) -> f32 {
             isum += i32::from(q >> 4) * i32::from(a.qs[j + 16]);
         }
         sum += d * a.d * isum as f32 + m * a.s;
+    }
+    sum
+}
+
+fn dot_q8_0x4_scalar(w: &QMatrix, r: usize, acts: &[BlockQ8]) -> f32 {
+    let mut sum = 0f32;
+    for (b, a) in acts.iter().enumerate().take(w.cols / QK) {
+        let (d, qs) = w.q8x4_block(r, b);
+        let isum: i32 = qs
+            .iter()
+            .zip(&a.qs)
+            .map(|(&w, &x)| i32::from(w as i8) * i32::from(x))
+            .sum();
+        sum += d * a.d * isum as f32;
     }
     sum
 }
@@ -467,7 +505,7 @@ mod avx2 {
             let mut mins = _mm256_setzero_ps();
             for b in 0..nb {
                 let a = acts.add(b);
-                let blk = group.add(b * super::X4_BYTES);
+                let blk = group.add(b * super::Q4X4_BYTES);
                 let qs = (*a).qs.as_ptr();
                 // Activation halves, each in both 128-bit lanes.
                 let alo = _mm256_broadcastsi128_si256(_mm_loadu_si128(qs as *const __m128i));
@@ -495,6 +533,34 @@ mod avx2 {
             let h = _mm256_hadd_ps(h, h);
             let sums = _mm_unpacklo_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
             _mm_add_ps(sums, _mm256_extractf128_ps(mins, 1))
+        }
+    }
+
+    /// A four-row group of a `Q8_0x4` matrix times one activation.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn dot_q8_0x4(group: *const u8, acts: *const BlockQ8, nb: usize) -> __m128 {
+        unsafe {
+            let ones = _mm256_set1_epi16(1);
+            let mut acc = [_mm256_setzero_ps(); 4];
+            for b in 0..nb {
+                let a = acts.add(b);
+                let blk = group.add(b * super::Q8X4_BYTES);
+                let qa = _mm256_loadu_si256((*a).qs.as_ptr() as *const __m256i);
+                let d = _mm_cvtph_ps(_mm_loadl_epi64(blk as *const __m128i));
+                let scales = _mm_mul_ps(d, _mm_set1_ps((*a).d));
+                let scales = _mm256_set_m128(scales, scales);
+                for (r, acc) in acc.iter_mut().enumerate() {
+                    let qw = _mm256_loadu_si256(blk.add(8 + 32 * r) as *const __m256i);
+                    // maddubs needs an unsigned operand: |w| and a carrying w's sign.
+                    let p16 =
+                        _mm256_maddubs_epi16(_mm256_sign_epi8(qw, qw), _mm256_sign_epi8(qa, qw));
+                    let p32 = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones));
+                    let scale = _mm256_permutevar8x32_ps(scales, _mm256_set1_epi32(r as i32));
+                    *acc = _mm256_fmadd_ps(scale, p32, *acc);
+                }
+            }
+            hsum4(acc)
         }
     }
 
@@ -564,6 +630,7 @@ mod avx2 {
                         WeightType::Q8_0 => dot4_q8_0(row, rb, ap.add(t * nb), nb),
                         // A group is four rows' worth of bytes, like four plain rows.
                         WeightType::Q4_1x4 => dot_q4_1x4(row, ap.add(t * nb), nb),
+                        WeightType::Q8_0x4 => dot_q8_0x4(row, ap.add(t * nb), nb),
                     };
                     _mm_storeu_ps(op.add(t * len + i), v);
                 }
@@ -576,7 +643,7 @@ mod avx2 {
                         WeightType::Q4_1 => dot_q4_1(row, ap.add(t * nb), nb),
                         WeightType::Q8_0 => dot_q8_0(row, ap.add(t * nb), nb),
                         // Unreachable: `matmul` asserts whole groups of four.
-                        WeightType::Q4_1x4 => 0.0,
+                        WeightType::Q4_1x4 | WeightType::Q8_0x4 => 0.0,
                     };
                     *op.add(t * len + i) = v;
                 }
@@ -670,7 +737,9 @@ mod tests {
                     data.extend_from_slice(&m.to_le_bytes());
                     data.extend((0..16).map(|_| lcg(seed) as u8));
                 }
-                WeightType::Q8_0 => data.extend((0..32).map(|_| lcg(seed) as u8)),
+                WeightType::Q8_0 | WeightType::Q8_0x4 => {
+                    data.extend((0..32).map(|_| lcg(seed) as u8))
+                }
             }
         }
         QMatrix {
@@ -716,11 +785,12 @@ mod tests {
                 let plain = random_matrix(WeightType::Q4_1, rows, cols, &mut seed);
                 let mut before = vec![0f32; cols];
                 plain.dequantize_row(6, &mut before);
-                let packed = plain.repack4();
+                let repacked = plain.repack4();
+                assert_eq!(repacked.ty, ty);
                 let mut after = vec![0f32; cols];
-                packed.dequantize_row(6, &mut after);
+                repacked.dequantize_row(6, &mut after);
                 assert_eq!(before, after, "repacking keeps every weight");
-                packed
+                repacked
             } else {
                 random_matrix(ty, rows, cols, &mut seed)
             };

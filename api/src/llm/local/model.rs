@@ -11,9 +11,11 @@
 //! the logits of the chunk's last token.
 //!
 //! Threads: a forward pass runs on `threads` OS threads (scoped, so they borrow
-//! the session) in lock-step: each thread computes its own range of output rows
-//! of every matrix product, or its own attention heads, and a spin barrier
-//! separates the phases. Within a phase a buffer is either only read by every
+//! the session) in lock-step: in each phase the threads claim units of work
+//! (64 output rows of a matrix product, one attention head) from an atomic
+//! counter until none is left, and a spin barrier separates the phases. Claiming
+//! instead of a fixed split keeps both cores busy when one thread is preempted
+//! by another process or a phase does not divide evenly (9 heads on 2 cores). Within a phase a buffer is either only read by every
 //! thread or written in disjoint ranges, each read back only by its writer; the
 //! [`Shared`] views encode that rule. Small steps (RMS norm, quantising the
 //! activation) are repeated by every thread on private copies: cheaper than one
@@ -307,7 +309,7 @@ impl Model {
         let kv_dim = cfg.kv_dim();
 
         let mut rd = Reader { content, file };
-        let embed = rd.matrix("token_embd.weight", vocab, dim, false)?;
+        let embed = rd.matrix("token_embd.weight", vocab, dim, false)?.repack4();
         let out_norm = rd.vector("output_norm.weight", dim)?;
         let output = if rd.has("output.weight") {
             Some(rd.matrix("output.weight", vocab, dim, false)?.repack4())
@@ -399,11 +401,14 @@ impl Model {
         }
 
         let barrier = SpinBarrier::new(self.threads);
+        for c in &session.counters {
+            c.store(0, Ordering::Relaxed);
+        }
         let ctx = Ctx {
             n,
             pos: session.pos,
-            nth: self.threads,
             barrier: &barrier,
+            counters: &session.counters,
             x: Shared::new(&mut session.x),
             q: Shared::new(&mut session.q),
             attn: Shared::new(&mut session.attn),
@@ -414,28 +419,24 @@ impl Model {
         };
         let (first, rest) = session.locals.split_at_mut(1);
         std::thread::scope(|s| {
-            for (i, local) in rest.iter_mut().enumerate() {
+            for local in rest.iter_mut() {
                 let ctx = &ctx;
-                s.spawn(move || self.run_thread(ctx, i + 1, local));
+                s.spawn(move || self.run_thread(ctx, local));
             }
-            self.run_thread(&ctx, 0, &mut first[0]);
+            self.run_thread(&ctx, &mut first[0]);
         });
         session.pos += n;
         Ok(&session.logits)
     }
 
     /// One thread's share of a forward pass (see the module doc).
-    fn run_thread(&self, ctx: &Ctx<'_>, tid: usize, local: &mut Local) {
+    fn run_thread(&self, ctx: &Ctx<'_>, local: &mut Local) {
         let _poison = PoisonOnPanic(ctx.barrier);
         let cfg = &self.cfg;
         let (n, pos, dim, hd) = (ctx.n, ctx.pos, cfg.dim, cfg.head_dim);
-        let kv_dim = cfg.kv_dim();
+        let (kv_dim, ff) = (cfg.kv_dim(), cfg.ffn_dim);
         let half = hd / 2;
         let isa = self.isa;
-        let qkv_rows = part(dim + 2 * kv_dim, tid, ctx.nth, 16);
-        let dim_rows = part(dim, tid, ctx.nth, 16);
-        let ffn_rows = part(cfg.ffn_dim, tid, ctx.nth, 8);
-        let heads = part(n * cfg.n_head, tid, ctx.nth, 1);
         let group = cfg.n_head / cfg.n_kv_head;
         let scale = 1.0 / (hd as f32).sqrt();
         let Local {
@@ -444,6 +445,8 @@ impl Model {
             norm,
             scores,
         } = local;
+        // Counter of phase `ph` (0..PHASES) of layer `l`; the logits use the last.
+        let counter = |l: usize, ph: usize| &ctx.counters[l * PHASES + ph];
 
         for (l, layer) in self.layers.iter().enumerate() {
             // A: normalise and quantise every token's input (private copy).
@@ -452,58 +455,61 @@ impl Model {
                 let x = unsafe { ctx.x.read() };
                 self.norm_quantize(&x[..n * dim], &layer.attn_norm, norm, acts);
             }
-            // B: this thread's Q/K/V rows, rotated; K and V go to the cache.
-            kernels::matmul(isa, &layer.wqkv, qkv_rows.clone(), acts, n, tmp);
-            let len = qkv_rows.len();
-            let (q_part, k_part, v_part) = (
-                clip(&qkv_rows, 0..dim),
-                clip(&qkv_rows, dim..dim + kv_dim),
-                clip(&qkv_rows, dim + kv_dim..dim + 2 * kv_dim),
-            );
-            for t in 0..n {
-                let p = pos + t;
-                let (cos, sin) = (
-                    &self.rope_cos[p * half..(p + 1) * half],
-                    &self.rope_sin[p * half..(p + 1) * half],
+            // B: Q/K/V rows, rotated; K and V go to the cache.
+            for rows in claim(counter(l, 0), dim + 2 * kv_dim, ROWS_PER_CHUNK) {
+                kernels::matmul(isa, &layer.wqkv, rows.clone(), acts, n, tmp);
+                let len = rows.len();
+                let (q_part, k_part, v_part) = (
+                    clip(&rows, 0..dim),
+                    clip(&rows, dim..dim + kv_dim),
+                    clip(&rows, dim + kv_dim..dim + 2 * kv_dim),
                 );
-                let src = &tmp[t * len..(t + 1) * len];
-                let off = qkv_rows.start;
-                if !q_part.is_empty() {
-                    // SAFETY: rows `q_part` of token `t` are this thread's.
-                    let q = unsafe { ctx.q.write(t * dim + q_part.start..t * dim + q_part.end) };
-                    rope(
-                        &src[q_part.start - off..q_part.end - off],
-                        q,
-                        q_part.start,
-                        hd,
-                        cos,
-                        sin,
+                for t in 0..n {
+                    let p = pos + t;
+                    let (cos, sin) = (
+                        &self.rope_cos[p * half..(p + 1) * half],
+                        &self.rope_sin[p * half..(p + 1) * half],
                     );
-                }
-                if !k_part.is_empty() {
-                    let (ks, ke) = (k_part.start - dim, k_part.end - dim);
-                    // SAFETY: this thread owns these K rows at position `p`.
-                    let k = unsafe { ctx.k[l].write(p * kv_dim + ks..p * kv_dim + ke) };
-                    rope(
-                        &src[k_part.start - off..k_part.end - off],
-                        k,
-                        ks,
-                        hd,
-                        cos,
-                        sin,
-                    );
-                }
-                if !v_part.is_empty() {
-                    let (vs, ve) = (v_part.start - dim - kv_dim, v_part.end - dim - kv_dim);
-                    // SAFETY: this thread owns these V rows at position `p`.
-                    let v = unsafe { ctx.v[l].write(p * kv_dim + vs..p * kv_dim + ve) };
-                    v.copy_from_slice(&src[v_part.start - off..v_part.end - off]);
+                    let src = &tmp[t * len..(t + 1) * len];
+                    let off = rows.start;
+                    if !q_part.is_empty() {
+                        // SAFETY: rows `q_part` of token `t` are this thread's.
+                        let q =
+                            unsafe { ctx.q.write(t * dim + q_part.start..t * dim + q_part.end) };
+                        rope(
+                            &src[q_part.start - off..q_part.end - off],
+                            q,
+                            q_part.start,
+                            hd,
+                            cos,
+                            sin,
+                        );
+                    }
+                    if !k_part.is_empty() {
+                        let (ks, ke) = (k_part.start - dim, k_part.end - dim);
+                        // SAFETY: this thread owns these K rows at position `p`.
+                        let k = unsafe { ctx.k[l].write(p * kv_dim + ks..p * kv_dim + ke) };
+                        rope(
+                            &src[k_part.start - off..k_part.end - off],
+                            k,
+                            ks,
+                            hd,
+                            cos,
+                            sin,
+                        );
+                    }
+                    if !v_part.is_empty() {
+                        let (vs, ve) = (v_part.start - dim - kv_dim, v_part.end - dim - kv_dim);
+                        // SAFETY: this thread owns these V rows at position `p`.
+                        let v = unsafe { ctx.v[l].write(p * kv_dim + vs..p * kv_dim + ve) };
+                        v.copy_from_slice(&src[v_part.start - off..v_part.end - off]);
+                    }
                 }
             }
             ctx.barrier.wait();
 
-            // C: attention for this thread's (token, head) pairs.
-            if !heads.is_empty() {
+            // C: attention, one (token, head) pair at a time.
+            for items in claim(counter(l, 1), n * cfg.n_head, 1) {
                 // SAFETY: `q` and the caches are only read in this phase; the
                 // `attn` range of these heads is this thread's.
                 let (q, kc, vc, out) = unsafe {
@@ -511,10 +517,10 @@ impl Model {
                         ctx.q.read(),
                         ctx.k[l].read(),
                         ctx.v[l].read(),
-                        ctx.attn.write(heads.start * hd..heads.end * hd),
+                        ctx.attn.write(items.start * hd..items.end * hd),
                     )
                 };
-                for (i, item) in heads.clone().enumerate() {
+                for (i, item) in items.enumerate() {
                     let (t, h) = (item / cfg.n_head, item % cfg.n_head);
                     let g = h / group;
                     let seen = pos + t + 1;
@@ -541,8 +547,10 @@ impl Model {
                 let attn = unsafe { ctx.attn.read() };
                 kernels::quantize_row(&attn[..n * dim], &mut acts[..n * dim / QK]);
             }
-            kernels::matmul(isa, &layer.wo, dim_rows.clone(), acts, n, tmp);
-            self.add_rows(ctx, &dim_rows, tmp);
+            for rows in claim(counter(l, 2), dim, ROWS_PER_CHUNK) {
+                kernels::matmul(isa, &layer.wo, rows.clone(), acts, n, tmp);
+                self.add_rows(ctx, &rows, tmp);
+            }
             ctx.barrier.wait();
 
             // E: feed-forward gate and up, fused into SiLU(gate) * up.
@@ -551,17 +559,18 @@ impl Model {
                 let x = unsafe { ctx.x.read() };
                 self.norm_quantize(&x[..n * dim], &layer.ffn_norm, norm, acts);
             }
-            let gu_rows = ffn_rows.start * 2..ffn_rows.end * 2;
-            kernels::matmul(isa, &layer.w_gate_up, gu_rows.clone(), acts, n, tmp);
-            let len = gu_rows.len();
-            for t in 0..n {
-                let ff = cfg.ffn_dim;
-                // SAFETY: these `h` rows of token `t` are this thread's.
-                let h = unsafe { ctx.h.write(t * ff + ffn_rows.start..t * ff + ffn_rows.end) };
-                for (i, hv) in h.iter_mut().enumerate() {
-                    let g = tmp[t * len + 2 * i];
-                    let u = tmp[t * len + 2 * i + 1];
-                    *hv = g / (1.0 + (-g).exp()) * u;
+            for units in claim(counter(l, 3), ff, ROWS_PER_CHUNK) {
+                let rows = units.start * 2..units.end * 2;
+                kernels::matmul(isa, &layer.w_gate_up, rows.clone(), acts, n, tmp);
+                let len = rows.len();
+                for t in 0..n {
+                    // SAFETY: these `h` entries of token `t` are this thread's.
+                    let h = unsafe { ctx.h.write(t * ff + units.start..t * ff + units.end) };
+                    let gu = &tmp[t * len..(t + 1) * len];
+                    for (hv, pair) in h.iter_mut().zip(gu.chunks_exact(2)) {
+                        let (g, u) = (pair[0], pair[1]);
+                        *hv = g / (1.0 + (-g).exp()) * u;
+                    }
                 }
             }
             ctx.barrier.wait();
@@ -570,11 +579,12 @@ impl Model {
             {
                 // SAFETY: nobody writes `h` in this phase.
                 let h = unsafe { ctx.h.read() };
-                let ff = cfg.ffn_dim;
                 kernels::quantize_row(&h[..n * ff], &mut acts[..n * ff / QK]);
             }
-            kernels::matmul(isa, &layer.w_down, dim_rows.clone(), acts, n, tmp);
-            self.add_rows(ctx, &dim_rows, tmp);
+            for rows in claim(counter(l, 4), dim, ROWS_PER_CHUNK) {
+                kernels::matmul(isa, &layer.w_down, rows.clone(), acts, n, tmp);
+                self.add_rows(ctx, &rows, tmp);
+            }
             ctx.barrier.wait();
         }
 
@@ -586,11 +596,10 @@ impl Model {
             self.norm_quantize(last, &self.out_norm, norm, acts);
         }
         let out = self.output();
-        let vocab_rows = part(out.rows, tid, ctx.nth, 16);
-        if !vocab_rows.is_empty() {
+        for rows in claim(counter(self.layers.len(), 0), out.rows, LOGITS_PER_CHUNK) {
             // SAFETY: these logits are this thread's.
-            let logits = unsafe { ctx.logits.write(vocab_rows.clone()) };
-            kernels::matmul(isa, out, vocab_rows, acts, 1, logits);
+            let logits = unsafe { ctx.logits.write(rows.clone()) };
+            kernels::matmul(isa, out, rows, acts, 1, logits);
         }
     }
 
@@ -650,11 +659,26 @@ fn softmax(s: &mut [f32]) {
     }
 }
 
-/// Thread `tid`'s share of `0..total`, split at multiples of `align`.
-fn part(total: usize, tid: usize, nth: usize, align: usize) -> Range<usize> {
-    let chunk = total.div_ceil(nth).div_ceil(align) * align;
-    let start = (tid * chunk).min(total);
-    start..(start + chunk).min(total)
+/// Matrix rows per unit of work (a multiple of 16: rotary pairs and the
+/// four-row weight groups never straddle two units).
+const ROWS_PER_CHUNK: usize = 64;
+/// Output-projection rows per unit of work.
+const LOGITS_PER_CHUNK: usize = 1024;
+/// Phases with a work counter in each layer (B to F in `run_thread`).
+const PHASES: usize = 5;
+
+/// Units of `0..total`, `size` at a time, handed out to whichever thread asks
+/// first: a thread that falls behind (preempted by another process, say) has
+/// its remaining work taken over instead of being waited for.
+fn claim(
+    counter: &AtomicUsize,
+    total: usize,
+    size: usize,
+) -> impl Iterator<Item = Range<usize>> + '_ {
+    std::iter::from_fn(move || {
+        let start = counter.fetch_add(1, Ordering::Relaxed).saturating_mul(size);
+        (start < total).then(|| start..(start + size).min(total))
+    })
 }
 
 fn clip(r: &Range<usize>, to: Range<usize>) -> Range<usize> {
@@ -681,6 +705,8 @@ pub struct Session {
     attn: Vec<f32>,
     h: Vec<f32>,
     logits: Vec<f32>,
+    /// Work counters of the phases of one pass (see `claim`).
+    counters: Vec<AtomicUsize>,
     locals: Vec<Local>,
 }
 
@@ -699,7 +725,6 @@ impl Session {
         let capacity = capacity.clamp(1, cfg.context);
         let kv = capacity * cfg.kv_dim();
         let c = PROMPT_CHUNK;
-        let widest = (cfg.dim + 2 * cfg.kv_dim()).max(2 * cfg.ffn_dim);
         Session {
             k_cache: (0..cfg.n_layer).map(|_| vec![0.0; kv]).collect(),
             v_cache: (0..cfg.n_layer).map(|_| vec![0.0; kv]).collect(),
@@ -710,10 +735,13 @@ impl Session {
             attn: vec![0.0; c * cfg.dim],
             h: vec![0.0; c * cfg.ffn_dim],
             logits: vec![0.0; model.output().rows],
+            counters: (0..cfg.n_layer * PHASES + 1)
+                .map(|_| AtomicUsize::new(0))
+                .collect(),
             locals: (0..model.threads)
                 .map(|_| Local {
                     acts: vec![BlockQ8::default(); c * cfg.ffn_dim.max(cfg.dim) / QK],
-                    tmp: vec![0.0; (c * widest).max(model.output().rows)],
+                    tmp: vec![0.0; c * 2 * ROWS_PER_CHUNK.max(LOGITS_PER_CHUNK)],
                     norm: vec![0.0; cfg.dim],
                     scores: vec![0.0; capacity],
                 })
@@ -730,8 +758,9 @@ impl Session {
 struct Ctx<'a> {
     n: usize,
     pos: usize,
-    nth: usize,
     barrier: &'a SpinBarrier,
+    /// One work counter per phase of the pass, zeroed before it starts.
+    counters: &'a [AtomicUsize],
     x: Shared<'a>,
     q: Shared<'a>,
     attn: Shared<'a>,
@@ -841,23 +870,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parts_cover_the_range_at_aligned_boundaries() {
-        for (total, nth, align) in [
-            (960, 2, 16),
-            (49152, 3, 16),
-            (9, 2, 1),
-            (5, 8, 1),
-            (1536, 2, 8),
-        ] {
-            let mut next = 0;
-            for tid in 0..nth {
-                let r = part(total, tid, nth, align);
-                assert_eq!(r.start, next);
-                assert!(r.start % align == 0 || r.start == total);
-                next = r.end;
-            }
-            assert_eq!(next, total);
-        }
+    fn claimed_units_cover_the_range_once() {
+        let counter = AtomicUsize::new(0);
+        let units: Vec<_> = claim(&counter, 150, 64).collect();
+        assert_eq!(units, vec![0..64, 64..128, 128..150]);
+        assert_eq!(claim(&counter, 150, 64).count(), 0, "all handed out");
     }
 
     #[test]
