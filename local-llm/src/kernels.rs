@@ -98,7 +98,7 @@ impl QMatrix {
     /// read one linear stream, and (`Q4_1`) take two rows' nibbles in one
     /// 32-byte load. Row counts that are not a multiple of four stay as they are.
     pub fn repack4(self) -> QMatrix {
-        if self.rows % 4 != 0 {
+        if !self.rows.is_multiple_of(4) {
             return self;
         }
         let (ty, parts): (WeightType, &[std::ops::Range<usize>]) = match self.ty {
@@ -233,7 +233,7 @@ pub fn matmul(
     assert!(rows.end <= w.rows && acts.len() >= n_tok * nb && out.len() >= n_tok * rows.len());
     if w.ty == WeightType::Q4_1x4 {
         assert!(
-            rows.start % 4 == 0 && rows.end % 4 == 0,
+            rows.start.is_multiple_of(4) && rows.end.is_multiple_of(4),
             "Q4_1x4 rows come in fours"
         );
     }
@@ -703,11 +703,12 @@ mod avx2 {
     }
 }
 
+/// Random matrices for the tests of this crate.
 #[cfg(test)]
-mod tests {
+pub(crate) mod testutil {
     use super::*;
 
-    fn f32_to_f16_bits(v: f32) -> u16 {
+    pub fn f32_to_f16_bits(v: f32) -> u16 {
         // Exact for the small values the tests use (normal range, 10-bit mantissa).
         let b = v.to_bits();
         let sign = ((b >> 16) & 0x8000) as u16;
@@ -719,14 +720,14 @@ mod tests {
         sign | ((exp as u16) << 10) | man
     }
 
-    fn lcg(seed: &mut u64) -> u32 {
+    pub fn lcg(seed: &mut u64) -> u32 {
         *seed = seed
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
         (*seed >> 33) as u32
     }
 
-    fn random_matrix(ty: WeightType, rows: usize, cols: usize, seed: &mut u64) -> QMatrix {
+    pub fn random_matrix(ty: WeightType, rows: usize, cols: usize, seed: &mut u64) -> QMatrix {
         let mut data = Vec::new();
         for _ in 0..rows * cols / QK {
             let d = f32_to_f16_bits(0.0078125 * (1 + lcg(seed) % 8) as f32);
@@ -749,6 +750,12 @@ mod tests {
             data,
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testutil::*;
+    use super::*;
 
     #[test]
     fn f16_conversion_is_exact() {

@@ -1,12 +1,12 @@
-//! The llama-architecture transformer of the local model: weights read from the
-//! GGUF with candle, and a forward pass written for small models on few cores.
+//! The llama-architecture transformer: its weights in memory and a forward
+//! pass written for small models on few cores.
 //!
-//! [`Model::load`] reads the hyper-parameters and tensors (candle's GGUF reader),
-//! keeps `Q4_1`/`Q8_0` matrices in their file's blocks (anything else is
-//! requantised to `Q8_0`; `Q4_1` is regrouped by four rows for the AVX2 kernel),
-//! fuses Q/K/V into one matrix and interleaves the gate and up rows so one row
-//! range gives both halves of the SwiGLU, and precomputes the rotary tables. [`Model::forward`] runs a chunk of tokens through the
-//! network, writing keys and values into a caller-owned [`Session`] (the KV
+//! [`Transformer::new`] takes the hyper-parameters and the weight matrices (in
+//! their GGUF blocks: `Q4_1` or `Q8_0`), fuses Q/K/V into one matrix,
+//! interleaves the gate and up rows so one row range gives both halves of the
+//! SwiGLU, regroups matrices by four rows for the AVX2 kernels, and precomputes
+//! the rotary tables. [`Transformer::forward`] runs a chunk of tokens through
+//! the network, writing keys and values into a caller-owned [`Session`] (the KV
 //! cache and every scratch buffer, allocated once per generation) and returning
 //! the logits of the chunk's last token.
 //!
@@ -23,22 +23,17 @@
 //! generations each bring their own `Session` and never wait for each other
 //! (they only compete for cores).
 
-use std::fs::File;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use candle_core::Device;
-use candle_core::quantized::gguf_file::{Content, Value};
-use candle_core::quantized::{GgmlDType, QTensor};
-
-use super::kernels::{self, BlockQ8, Isa, QK, QMatrix, WeightType};
-use crate::llm::LlmError;
+use crate::Error;
+use crate::kernels::{self, BlockQ8, Isa, QK, QMatrix, WeightType};
 
 /// Prompt tokens processed per forward pass: bounds the scratch memory and keeps
 /// each chunk's activations in cache.
 pub const PROMPT_CHUNK: usize = 64;
 
-/// Hyper-parameters read from the GGUF metadata.
+/// Hyper-parameters of a llama-architecture model.
 #[derive(Debug, Clone)]
 pub struct Config {
     pub n_layer: usize,
@@ -55,7 +50,7 @@ pub struct Config {
 }
 
 impl Config {
-    fn kv_dim(&self) -> usize {
+    pub fn kv_dim(&self) -> usize {
         self.n_kv_head * self.head_dim
     }
 }
@@ -71,7 +66,7 @@ struct Layer {
     w_down: QMatrix,
 }
 
-pub struct Model {
+pub struct Transformer {
     pub cfg: Config,
     layers: Vec<Layer>,
     embed: QMatrix,
@@ -81,159 +76,30 @@ pub struct Model {
     /// `cos`/`sin` of every (position, pair) of the rotary embedding.
     rope_cos: Vec<f32>,
     rope_sin: Vec<f32>,
-    pub isa: Isa,
-    pub threads: usize,
+    isa: Isa,
+    threads: usize,
 }
 
-fn err(what: impl std::fmt::Display) -> LlmError {
-    LlmError::new(format!("cannot load the local model: {what}"))
+/// One block's weights as read from the file, before fusing and regrouping.
+pub struct LayerWeights {
+    pub attn_norm: Vec<f32>,
+    pub wq: QMatrix,
+    pub wk: QMatrix,
+    pub wv: QMatrix,
+    pub wo: QMatrix,
+    pub ffn_norm: Vec<f32>,
+    pub w_gate: QMatrix,
+    pub w_up: QMatrix,
+    pub w_down: QMatrix,
 }
 
-fn meta<'a>(content: &'a Content, key: &str) -> Result<&'a Value, LlmError> {
-    content
-        .metadata
-        .get(key)
-        .ok_or_else(|| err(format!("the model file has no `{key}`")))
-}
-
-fn meta_usize(content: &Content, key: &str) -> Result<usize, LlmError> {
-    let v = meta(content, key)?;
-    v.to_u64()
-        .or_else(|_| v.to_u32().map(u64::from))
-        .or_else(|_| v.to_i32().map(|x| x.max(0) as u64))
-        .map(|x| x as usize)
-        .map_err(|e| err(format!("`{key}`: {e}")))
-}
-
-fn meta_f32(content: &Content, key: &str) -> Result<f32, LlmError> {
-    meta(content, key)?
-        .to_f32()
-        .map_err(|e| err(format!("`{key}`: {e}")))
-}
-
-struct Reader<'a> {
-    content: &'a Content,
-    file: &'a mut File,
-}
-
-impl Reader<'_> {
-    fn qtensor(&mut self, name: &str) -> Result<QTensor, LlmError> {
-        self.content
-            .tensor(self.file, name, &Device::Cpu)
-            .map_err(|e| err(format!("tensor `{name}`: {e}")))
+/// Stacks `b` and `c` under `a` (one type and row length, checked by the caller).
+fn stack(mut a: QMatrix, b: QMatrix, c: QMatrix) -> QMatrix {
+    for m in [b, c] {
+        a.rows += m.rows;
+        a.data.extend_from_slice(&m.data);
     }
-
-    fn has(&self, name: &str) -> bool {
-        self.content.tensor_infos.contains_key(name)
-    }
-
-    fn vector(&mut self, name: &str, len: usize) -> Result<Vec<f32>, LlmError> {
-        let v = self
-            .qtensor(name)?
-            .dequantize(&Device::Cpu)
-            .and_then(|t| t.flatten_all())
-            .and_then(|t| t.to_vec1::<f32>())
-            .map_err(|e| err(format!("tensor `{name}`: {e}")))?;
-        if v.len() != len {
-            return Err(err(format!(
-                "tensor `{name}` has {} values, expected {len}",
-                v.len()
-            )));
-        }
-        Ok(v)
-    }
-
-    /// A `rows × cols` matrix in a layout the kernels multiply; `force_q8`
-    /// requantises even the directly supported types.
-    fn matrix(
-        &mut self,
-        name: &str,
-        rows: usize,
-        cols: usize,
-        force_q8: bool,
-    ) -> Result<QMatrix, LlmError> {
-        let qt = self.qtensor(name)?;
-        let dims = qt.shape().dims().to_vec();
-        if dims != [rows, cols] {
-            return Err(err(format!(
-                "tensor `{name}` has shape {dims:?}, expected [{rows}, {cols}]"
-            )));
-        }
-        if cols % QK != 0 {
-            return Err(err(format!(
-                "tensor `{name}`: rows of {cols} are not whole blocks"
-            )));
-        }
-        let ty = match qt.dtype() {
-            GgmlDType::Q4_1 if !force_q8 => WeightType::Q4_1,
-            GgmlDType::Q8_0 => WeightType::Q8_0,
-            _ => {
-                let requantised = qt
-                    .dequantize(&Device::Cpu)
-                    .and_then(|t| QTensor::quantize(&t, GgmlDType::Q8_0))
-                    .map_err(|e| err(format!("requantising `{name}`: {e}")))?;
-                return to_qmatrix(&requantised, WeightType::Q8_0, rows, cols, name);
-            }
-        };
-        to_qmatrix(&qt, ty, rows, cols, name)
-    }
-
-    /// Loads the named matrices in one weight type (the first one's, when all
-    /// are directly supported and alike; else `Q8_0`).
-    fn matrices(&mut self, specs: &[(&str, usize, usize)]) -> Result<Vec<QMatrix>, LlmError> {
-        let types: Vec<Option<GgmlDType>> = specs
-            .iter()
-            .map(|(n, _, _)| self.content.tensor_infos.get(*n).map(|i| i.ggml_dtype))
-            .collect();
-        let alike = types.windows(2).all(|w| w[0] == w[1]);
-        specs
-            .iter()
-            .map(|&(n, r, c)| self.matrix(n, r, c, !alike))
-            .collect()
-    }
-}
-
-fn to_qmatrix(
-    qt: &QTensor,
-    ty: WeightType,
-    rows: usize,
-    cols: usize,
-    name: &str,
-) -> Result<QMatrix, LlmError> {
-    let data = qt
-        .data()
-        .map_err(|e| err(format!("tensor `{name}`: {e}")))?
-        .into_owned();
-    let m = QMatrix {
-        ty,
-        rows,
-        cols,
-        data,
-    };
-    if m.data.len() != rows * m.row_bytes() {
-        return Err(err(format!(
-            "tensor `{name}` has {} bytes, expected {}",
-            m.data.len(),
-            rows * m.row_bytes()
-        )));
-    }
-    Ok(m)
-}
-
-/// Stacks matrices of one type and row length.
-fn stack(parts: Vec<QMatrix>) -> QMatrix {
-    let mut iter = parts.into_iter();
-    let mut first = iter.next().unwrap_or(QMatrix {
-        ty: WeightType::Q8_0,
-        rows: 0,
-        cols: QK,
-        data: Vec::new(),
-    });
-    for m in iter {
-        first.rows += m.rows;
-        first.data.extend_from_slice(&m.data);
-    }
-    first
+    a
 }
 
 /// Interleaves the rows of two matrices of one type and shape.
@@ -251,94 +117,93 @@ fn interleave(a: &QMatrix, b: &QMatrix) -> QMatrix {
     }
 }
 
-impl Model {
-    /// Reads hyper-parameters and weights of a llama-architecture GGUF.
-    pub fn load(content: &Content, file: &mut File, threads: usize) -> Result<Self, LlmError> {
-        let arch = meta(content, "general.architecture")?
-            .to_string()
-            .map_err(err)?
-            .clone();
-        if arch != "llama" {
-            return Err(err(format!(
-                "architecture `{arch}` is not supported (only llama)"
-            )));
-        }
-        let dim = meta_usize(content, "llama.embedding_length")?;
-        let n_head = meta_usize(content, "llama.attention.head_count")?;
-        let n_kv_head = match meta_usize(content, "llama.attention.head_count_kv") {
-            Ok(n) => n,
-            Err(_) => n_head,
-        };
-        let head_dim = if n_head > 0 { dim / n_head } else { 0 };
-        let cfg = Config {
-            n_layer: meta_usize(content, "llama.block_count")?,
-            dim,
-            n_head,
-            n_kv_head,
-            head_dim,
-            ffn_dim: meta_usize(content, "llama.feed_forward_length")?,
-            vocab: 0,
-            context: meta_usize(content, "llama.context_length")?,
-            eps: meta_f32(content, "llama.attention.layer_norm_rms_epsilon")?,
-            rope_base: meta_f32(content, "llama.rope.freq_base").unwrap_or(10_000.0),
-        };
-        if n_head == 0
-            || n_kv_head == 0
-            || n_head % n_kv_head != 0
-            || dim % n_head != 0
+/// Checks that `m` is a plain `rows × cols` matrix the kernels multiply.
+fn check(m: &QMatrix, rows: usize, cols: usize, what: &str) -> Result<(), Error> {
+    let plain = matches!(m.ty, WeightType::Q4_1 | WeightType::Q8_0);
+    if !plain
+        || m.rows != rows
+        || m.cols != cols
+        || !cols.is_multiple_of(QK)
+        || m.data.len() != rows * m.row_bytes()
+    {
+        return Err(Error(format!(
+            "{what}: expected a {rows}×{cols} Q4_1 or Q8_0 matrix, got {}×{} {:?} ({} bytes)",
+            m.rows,
+            m.cols,
+            m.ty,
+            m.data.len()
+        )));
+    }
+    Ok(())
+}
+
+fn check_vec(v: &[f32], len: usize, what: &str) -> Result<(), Error> {
+    if v.len() != len {
+        return Err(Error(format!(
+            "{what}: expected {len} values, got {}",
+            v.len()
+        )));
+    }
+    Ok(())
+}
+
+impl Transformer {
+    /// Validates the shapes against `cfg` and prepares the weights (see the
+    /// module doc). `output` is `None` when the output projection is tied to the
+    /// embedding. Runs forward passes on `threads` threads.
+    pub fn new(
+        cfg: Config,
+        embed: QMatrix,
+        layers: Vec<LayerWeights>,
+        out_norm: Vec<f32>,
+        output: Option<QMatrix>,
+        threads: usize,
+    ) -> Result<Self, Error> {
+        let (dim, head_dim) = (cfg.dim, cfg.head_dim);
+        if cfg.n_head == 0
+            || cfg.n_kv_head == 0
+            || !cfg.n_head.is_multiple_of(cfg.n_kv_head)
+            || cfg.n_head * head_dim != dim
             || head_dim % 2 != 0
             || dim % QK != 0
-            || cfg.ffn_dim % QK != 0
+            || !cfg.ffn_dim.is_multiple_of(QK)
             || cfg.context == 0
+            || cfg.vocab == 0
+            || layers.len() != cfg.n_layer
         {
-            return Err(err(format!("unsupported shape {cfg:?}")));
-        }
-        if let Ok(rope_dims) = meta_usize(content, "llama.rope.dimension_count")
-            && rope_dims != head_dim
-        {
-            return Err(err(format!(
-                "partial rotary embedding ({rope_dims} of {head_dim}) is not supported"
+            return Err(Error(format!(
+                "unsupported shape {cfg:?} with {} layers",
+                layers.len()
             )));
         }
-        let vocab = content
-            .tensor_infos
-            .get("token_embd.weight")
-            .map(|i| i.shape.dims().first().copied().unwrap_or(0))
-            .ok_or_else(|| err("the model file has no `token_embd.weight`"))?;
-        let cfg = Config { vocab, ..cfg };
-        let kv_dim = cfg.kv_dim();
-
-        let mut rd = Reader { content, file };
-        let embed = rd.matrix("token_embd.weight", vocab, dim, false)?.repack4();
-        let out_norm = rd.vector("output_norm.weight", dim)?;
-        let output = if rd.has("output.weight") {
-            Some(rd.matrix("output.weight", vocab, dim, false)?.repack4())
-        } else {
-            None
-        };
-        let mut layers = Vec::with_capacity(cfg.n_layer);
-        for l in 0..cfg.n_layer {
-            let p = format!("blk.{l}");
-            let (q, k, v, o) = (
-                format!("{p}.attn_q.weight"),
-                format!("{p}.attn_k.weight"),
-                format!("{p}.attn_v.weight"),
-                format!("{p}.attn_output.weight"),
-            );
-            let qkv = rd.matrices(&[(&q, dim, dim), (&k, kv_dim, dim), (&v, kv_dim, dim)])?;
-            let (g, u, d) = (
-                format!("{p}.ffn_gate.weight"),
-                format!("{p}.ffn_up.weight"),
-                format!("{p}.ffn_down.weight"),
-            );
-            let gu = rd.matrices(&[(&g, cfg.ffn_dim, dim), (&u, cfg.ffn_dim, dim)])?;
-            layers.push(Layer {
-                attn_norm: rd.vector(&format!("{p}.attn_norm.weight"), dim)?,
-                wqkv: stack(qkv).repack4(),
-                wo: rd.matrix(&o, dim, dim, false)?.repack4(),
-                ffn_norm: rd.vector(&format!("{p}.ffn_norm.weight"), dim)?,
-                w_gate_up: interleave(&gu[0], &gu[1]).repack4(),
-                w_down: rd.matrix(&d, dim, cfg.ffn_dim, false)?.repack4(),
+        let (kv_dim, ff) = (cfg.kv_dim(), cfg.ffn_dim);
+        check(&embed, cfg.vocab, dim, "token embedding")?;
+        check_vec(&out_norm, dim, "output norm")?;
+        if let Some(o) = &output {
+            check(o, cfg.vocab, dim, "output projection")?;
+        }
+        let mut prepared = Vec::with_capacity(layers.len());
+        for (l, w) in layers.into_iter().enumerate() {
+            let name = |m: &str| format!("layer {l} {m}");
+            check_vec(&w.attn_norm, dim, &name("attention norm"))?;
+            check_vec(&w.ffn_norm, dim, &name("feed-forward norm"))?;
+            check(&w.wq, dim, dim, &name("Q"))?;
+            check(&w.wk, kv_dim, dim, &name("K"))?;
+            check(&w.wv, kv_dim, dim, &name("V"))?;
+            check(&w.wo, dim, dim, &name("attention output"))?;
+            check(&w.w_gate, ff, dim, &name("gate"))?;
+            check(&w.w_up, ff, dim, &name("up"))?;
+            check(&w.w_down, dim, ff, &name("down"))?;
+            if w.wq.ty != w.wk.ty || w.wq.ty != w.wv.ty || w.w_gate.ty != w.w_up.ty {
+                return Err(Error(name("Q/K/V or gate/up are not of one type")));
+            }
+            prepared.push(Layer {
+                attn_norm: w.attn_norm,
+                wqkv: stack(w.wq, w.wk, w.wv).repack4(),
+                wo: w.wo.repack4(),
+                ffn_norm: w.ffn_norm,
+                w_gate_up: interleave(&w.w_gate, &w.w_up).repack4(),
+                w_down: w.w_down.repack4(),
             });
         }
 
@@ -353,17 +218,41 @@ impl Model {
                 rope_sin.push(s as f32);
             }
         }
-        Ok(Model {
+        Ok(Transformer {
             cfg,
-            layers,
-            embed,
+            layers: prepared,
+            embed: embed.repack4(),
             out_norm,
-            output,
+            output: output.map(QMatrix::repack4),
             rope_cos,
             rope_sin,
             isa: Isa::detect(),
-            threads: threads.max(1),
+            threads: threads.clamp(1, 64),
         })
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// Threads per forward pass.
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    pub fn set_threads(&mut self, threads: usize) {
+        self.threads = threads.clamp(1, 64);
+    }
+
+    /// The kernels in use (`avx2` or `scalar`).
+    pub fn kernels(&self) -> &'static str {
+        self.isa.name()
+    }
+
+    /// Uses the portable kernels even where AVX2 is available (to compare the
+    /// two).
+    pub fn use_scalar_kernels(&mut self) {
+        self.isa = Isa::Scalar;
     }
 
     fn output(&self) -> &QMatrix {
@@ -376,23 +265,23 @@ impl Model {
         &self,
         session: &'s mut Session,
         tokens: &[u32],
-    ) -> Result<&'s [f32], LlmError> {
+    ) -> Result<&'s [f32], Error> {
         let cfg = &self.cfg;
         let n = tokens.len();
         if n == 0 || n > PROMPT_CHUNK {
-            return Err(LlmError::new(format!(
+            return Err(Error(format!(
                 "internal: a forward pass takes 1..={PROMPT_CHUNK} tokens, got {n}"
             )));
         }
         if session.pos + n > session.capacity {
-            return Err(LlmError::new(format!(
+            return Err(Error(format!(
                 "the conversation needs more than the {} tokens reserved for it",
                 session.capacity
             )));
         }
         for (t, &tok) in tokens.iter().enumerate() {
             if tok as usize >= cfg.vocab {
-                return Err(LlmError::new(format!(
+                return Err(Error(format!(
                     "internal: token id {tok} is outside the vocabulary"
                 )));
             }
@@ -720,7 +609,7 @@ struct Local {
 
 impl Session {
     /// A session for up to `capacity` tokens (clamped to the model's context).
-    pub fn new(model: &Model, capacity: usize) -> Session {
+    pub fn new(model: &Transformer, capacity: usize) -> Session {
         let cfg = &model.cfg;
         let capacity = capacity.clamp(1, cfg.context);
         let kv = capacity * cfg.kv_dim();
@@ -868,6 +757,112 @@ impl Drop for PoisonOnPanic<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernels::testutil::{lcg, random_matrix};
+
+    /// A two-layer model with random weights: 4 heads of 16, 2 KV heads.
+    fn tiny(threads: usize) -> Transformer {
+        let mut seed = 11u64;
+        let cfg = Config {
+            n_layer: 2,
+            dim: 64,
+            n_head: 4,
+            n_kv_head: 2,
+            head_dim: 16,
+            ffn_dim: 96,
+            vocab: 100,
+            context: 256,
+            eps: 1e-5,
+            rope_base: 10_000.0,
+        };
+        let mut m = |ty, rows, cols| random_matrix(ty, rows, cols, &mut seed);
+        let layers = (0..cfg.n_layer)
+            .map(|_| LayerWeights {
+                attn_norm: vec![1.0; 64],
+                wq: m(WeightType::Q4_1, 64, 64),
+                wk: m(WeightType::Q4_1, 32, 64),
+                wv: m(WeightType::Q4_1, 32, 64),
+                wo: m(WeightType::Q4_1, 64, 64),
+                ffn_norm: vec![1.0; 64],
+                w_gate: m(WeightType::Q4_1, 96, 64),
+                w_up: m(WeightType::Q4_1, 96, 64),
+                w_down: m(WeightType::Q8_0, 64, 96),
+            })
+            .collect();
+        let embed = m(WeightType::Q8_0, 100, 64);
+        Transformer::new(cfg, embed, layers, vec![1.0; 64], None, threads).unwrap()
+    }
+
+    fn tokens(n: usize) -> Vec<u32> {
+        let mut seed = 5u64;
+        (0..n).map(|_| lcg(&mut seed) % 100).collect()
+    }
+
+    /// Runs `toks` in chunks of `chunk` and returns the last logits.
+    fn run(model: &Transformer, toks: &[u32], chunk: usize) -> Vec<f32> {
+        let mut s = Session::new(model, toks.len());
+        let mut last = Vec::new();
+        for c in toks.chunks(chunk) {
+            last = model.forward(&mut s, c).unwrap().to_vec();
+        }
+        last
+    }
+
+    #[test]
+    fn chunking_and_thread_count_do_not_change_the_result() {
+        // Every output row is computed by the same instructions whichever
+        // thread claims it, and every token likewise in a batch or alone: the
+        // logits are bit-identical.
+        let toks = tokens(150);
+        let one = tiny(1);
+        let reference = run(&one, &toks, PROMPT_CHUNK);
+        assert_eq!(run(&one, &toks, 1), reference);
+        assert_eq!(run(&one, &toks, 7), reference);
+        assert_eq!(run(&tiny(3), &toks, PROMPT_CHUNK), reference);
+        assert!(reference.iter().all(|v| v.is_finite()));
+    }
+
+    #[test]
+    fn simd_and_scalar_kernels_agree() {
+        let toks = tokens(40);
+        let fast = tiny(2);
+        let mut slow = tiny(2);
+        slow.use_scalar_kernels();
+        let (a, b) = (
+            run(&fast, &toks, PROMPT_CHUNK),
+            run(&slow, &toks, PROMPT_CHUNK),
+        );
+        let diff: f32 = a.iter().zip(&b).map(|(x, y)| (x - y) * (x - y)).sum();
+        let norm: f32 = b.iter().map(|y| y * y).sum();
+        assert!(
+            (diff / norm).sqrt() < 0.05,
+            "relative error {}",
+            (diff / norm).sqrt()
+        );
+    }
+
+    #[test]
+    fn bad_shapes_and_full_sessions_are_errors() {
+        let model = tiny(1);
+        let mut s = Session::new(&model, 2);
+        assert!(model.forward(&mut s, &[1, 2, 3]).is_err(), "over capacity");
+        assert!(
+            model.forward(&mut s, &[1000]).is_err(),
+            "outside the vocabulary"
+        );
+        assert!(model.forward(&mut s, &[]).is_err(), "empty");
+        assert!(model.forward(&mut s, &[1, 2]).is_ok());
+        let mut seed = 1;
+        let cfg = model.config().clone();
+        let bad = Transformer::new(
+            cfg,
+            random_matrix(WeightType::Q8_0, 99, 64, &mut seed),
+            Vec::new(),
+            vec![1.0; 64],
+            None,
+            1,
+        );
+        assert!(bad.is_err());
+    }
 
     #[test]
     fn claimed_units_cover_the_range_once() {
