@@ -289,7 +289,11 @@ impl Transformer {
                 .dequantize_row(tok as usize, &mut session.x[t * cfg.dim..(t + 1) * cfg.dim]);
         }
 
-        let barrier = SpinBarrier::new(self.threads);
+        // The session brought one scratch area per thread it was made for.
+        let Some((first, rest)) = session.locals.split_first_mut() else {
+            return Err(Error("internal: a session without scratch space".into()));
+        };
+        let barrier = SpinBarrier::new(1 + rest.len());
         for c in &session.counters {
             c.store(0, Ordering::Relaxed);
         }
@@ -306,13 +310,12 @@ impl Transformer {
             k: session.k_cache.iter_mut().map(|c| Shared::new(c)).collect(),
             v: session.v_cache.iter_mut().map(|c| Shared::new(c)).collect(),
         };
-        let (first, rest) = session.locals.split_at_mut(1);
         std::thread::scope(|s| {
             for local in rest.iter_mut() {
                 let ctx = &ctx;
                 s.spawn(move || self.run_thread(ctx, local));
             }
-            self.run_thread(&ctx, &mut first[0]);
+            self.run_thread(&ctx, first);
         });
         session.pos += n;
         Ok(&session.logits)
@@ -630,7 +633,7 @@ impl Session {
             locals: (0..model.threads)
                 .map(|_| Local {
                     acts: vec![BlockQ8::default(); c * cfg.ffn_dim.max(cfg.dim) / QK],
-                    tmp: vec![0.0; c * 2 * ROWS_PER_CHUNK.max(LOGITS_PER_CHUNK)],
+                    tmp: vec![0.0; (c * 2 * ROWS_PER_CHUNK).max(LOGITS_PER_CHUNK)],
                     norm: vec![0.0; cfg.dim],
                     scores: vec![0.0; capacity],
                 })
