@@ -134,6 +134,29 @@ fn concurrent_generations_do_not_interfere() {
 }
 
 #[test]
+fn long_conversations_span_several_prompt_chunks() {
+    let model = model_or_skip!();
+    let system = "You are a patient geography teacher. You answer questions about \
+                  countries, their capitals, rivers and mountains. You always answer \
+                  in one short, correct sentence, and you never invent facts.";
+    let messages = [
+        ChatMessage::new(Role::System, system),
+        ChatMessage::new(Role::User, "What is the capital of Italy?"),
+        ChatMessage::new(Role::Assistant, "The capital of Italy is Rome."),
+        ChatMessage::new(Role::User, QUESTION),
+    ];
+    let mut text = String::new();
+    let stats = model
+        .generate(&messages, &greedy(20), &mut |piece| {
+            text.push_str(piece);
+            true
+        })
+        .expect("generation succeeds");
+    assert!(stats.prompt_tokens > 64, "{stats:?}");
+    assert!(text.contains("Paris"), "answer: {text:?}");
+}
+
+#[test]
 fn a_missing_model_is_a_clear_error() {
     let err = match LocalModel::load(std::path::Path::new("/nonexistent/models/smollm2")) {
         Err(e) => e,
