@@ -1,0 +1,122 @@
+"""Templates in tool code: every group, and values that try to become code."""
+
+import datetime
+import textwrap
+
+import pytest
+
+VARIABLES = {
+    "$city": "Paris",
+    "count": 3,
+    "$vars": {"greeting": "hello", "limits": {"max": 10}},
+    "$flow": {
+        "input": "What is the weather?",
+        "chatHistory": [{"type": "userMessage", "message": "hi"}],
+        "sessionId": "session-1",
+        "workspaceId": "ws-flow",
+    },
+    "$form": {"email": "a@example.com"},
+}
+
+
+def run(runtime, workspace, code, variables=VARIABLES):
+    return runtime.execute(textwrap.dedent(code).lstrip(), variables=variables, workspaceId=workspace)
+
+
+def test_every_template_group_is_substituted(runtime, shared_workspace):
+    body = run(
+        runtime,
+        shared_workspace,
+        """
+        result = {
+            "param": "{{$city}}",
+            "param_literal": {{$count}} * 2,
+            "vars": "{{$vars.greeting}} world",
+            "vars_nested": {{$vars.limits.max}},
+            "vars_whole": {{$vars}},
+            "flow": '{{$flow.sessionId}}',
+            "form": "{{$form.email}}",
+            "question": "{{question}}",
+            "history": {{chat_history}},
+            "now": "{{current_date_time}}",
+            "spaced": "{{ $city }}",
+        }
+        """,
+    )
+    assert body["success"], body
+    r = body["result"]
+    assert r["param"] == "Paris"
+    assert r["param_literal"] == 6
+    assert r["vars"] == "hello world"
+    assert r["vars_nested"] == 10
+    assert r["vars_whole"] == {"greeting": "hello", "limits": {"max": 10}}
+    assert r["flow"] == "session-1"
+    assert r["form"] == "a@example.com"
+    assert r["question"] == "What is the weather?"
+    assert r["history"] == [{"type": "userMessage", "message": "hi"}]
+    assert r["spaced"] == "Paris"
+    now = datetime.datetime.fromisoformat(r["now"].replace("Z", "+00:00"))
+    assert abs((datetime.datetime.now(datetime.timezone.utc) - now).total_seconds()) < 60
+    assert body["warnings"] == []
+
+
+def test_unknown_templates_become_none_with_a_warning(runtime, shared_workspace):
+    body = run(runtime, shared_workspace, 'result = [{{$nope}}, "{{$vars.absent}}"]\n')
+    assert body["success"], body
+    assert body["result"] == [None, ""]
+    assert any("{{$nope}}" in w for w in body["warnings"])
+    assert any("{{$vars.absent}}" in w for w in body["warnings"])
+
+
+def test_other_braces_are_left_alone(runtime, shared_workspace):
+    body = run(runtime, shared_workspace, 'name = "x"\nresult = f"{{literal}} {name}"\n')
+    assert body["result"] == "{literal} x"
+
+
+INJECTIONS = [
+    "\"; import os; open('pwned', 'w').write('x'); \"",
+    "'; import os; open('pwned', 'w').write('x'); '",
+    '""" + open("pwned", "w").write("x") + """',
+    "''' + open('pwned', 'w').write('x') + '''",
+    "\\\"; open('pwned','w') #",
+    "{open('pwned', 'w')}",
+    "x\nopen('pwned', 'w').write('x')\n",
+    "\r\nimport os\r\nopen('pwned', 'w')",
+    "\u2028open('pwned','w')\x00\x0c",
+]
+
+SITES = {
+    "double": 'result = "{{question}}"\n',
+    "single": "result = '{{question}}'\n",
+    "triple": 'result = """{{question}}"""\n',
+    "triple_single": "result = '''{{question}}'''\n",
+    "fstring": 'result = f"{{question}}"\n',
+    "raw": 'result = r"{{question}}"\n',
+    "raw_triple": 'result = r"""{{question}}"""\n',
+    "bare": "result = {{question}}\n",
+    "prefixed": 'result = "Q: {{question}}!"\n',
+}
+
+
+@pytest.mark.parametrize("site", sorted(SITES))
+@pytest.mark.parametrize("payload", INJECTIONS, ids=range(len(INJECTIONS)))
+def test_injection_attempts_stay_text(runtime, shared_workspace, site, payload):
+    body = run(runtime, shared_workspace, SITES[site], variables={"$flow": {"input": payload}})
+    assert body["success"], body
+    expected = f"Q: {payload}!" if site == "prefixed" else payload
+    assert body["result"] == expected
+    assert body["artifacts"] == [], "the payload must not have run"
+
+
+def test_injection_in_a_comment_stays_in_the_comment(runtime, shared_workspace):
+    payload = "x\nopen('pwned', 'w').write('x')\nresult = 'owned'"
+    body = run(runtime, shared_workspace, "# asked: {{question}}\nresult = 'safe'\n", variables={"question": payload})
+    assert body["result"] == "safe"
+    assert body["artifacts"] == []
+
+
+def test_injection_through_a_parameter_used_as_code(runtime, shared_workspace):
+    payload = "__import__('os').system('touch pwned')"
+    body = run(runtime, shared_workspace, "result = {{$cmd}}\n", variables={"cmd": payload})
+    assert body["result"] == payload
+    assert body["artifacts"] == []
