@@ -7,6 +7,7 @@
 //! - [`routes`]: one module per API area; thin handlers documented for OpenAPI.
 //! - [`domain`]: the records and their rules (keys, chatflows, variables, times).
 //! - [`store`]: the `Store` trait with its SQLite and PostgreSQL implementations.
+//! - [`flow`]: the chatflow engine: graph, registry, plans, runs.
 //! - [`llm`]: language-model providers behind one streaming interface.
 //! - [`keys`]: operator actions on API keys (CLI and first-start bootstrap).
 //! - [`telemetry`]: logging setup.
@@ -16,6 +17,7 @@
 
 pub mod config;
 pub mod domain;
+pub mod flow;
 pub mod http;
 pub mod keys;
 pub mod llm;
