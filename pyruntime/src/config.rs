@@ -44,7 +44,8 @@ pub struct Config {
     #[arg(long, env = "PY_TOOL_API_KEY", hide_env_values = true)]
     pub api_key: Option<String>,
 
-    /// Path of the `uv` binary; by default `uv` is looked up on PATH and beside the interpreter.
+    /// Path of the `uv` binary; by default `uv` is looked up on PATH and beside the
+    /// interpreter. `none` forces the fallback (`python -m venv` + pip).
     #[arg(long, env = "PY_TOOL_UV")]
     pub uv: Option<PathBuf>,
 

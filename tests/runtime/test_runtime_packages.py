@@ -110,3 +110,17 @@ def test_concurrent_runs_in_one_workspace(runtime, workspace):
     assert all(b["success"] for b in bodies), bodies
     # Exactly one of them installed six; the others found it installed.
     assert sum(1 for b in bodies if b["installedPackages"]) == 1
+
+
+def test_without_uv_venvs_and_installs_fall_back_to_pip(start_runtime):
+    # A PATH with the system's python3 first, too: the binary still runs its own CPython.
+    fallback = start_runtime({"PY_TOOL_UV": "none", "PATH": "/usr/bin:/bin"})
+    health = fallback.get("/tools/health").json()
+    assert health["uv"]["available"] is False
+    assert "pip" in health["uv"]["fallback"]
+    body = fallback.execute("import six, sys\nresult = [six.__name__, sys.version_info[:2]]\n", workspaceId="pip")
+    assert body["success"], body
+    assert body["result"][0] == "six"
+    assert [p.split("==")[0] for p in body["installedPackages"]] == ["six"]
+    unknown = fallback.post("/tools/install-packages", {"packages": ["weir-no-such-package-xyz"], "workspace_id": "pip"})
+    assert unknown.status_code == 400
