@@ -74,6 +74,8 @@ pub struct InstallResponse {
 pub struct Executor {
     venvs: Venvs,
     artifacts: Artifacts,
+    /// Caps the number of child processes alive at once (`PY_TOOL_MAX_CONCURRENCY`).
+    slots: tokio::sync::Semaphore,
     max_mem: u64,
     max_timeout: u64,
 }
@@ -83,6 +85,7 @@ impl Executor {
         Self {
             venvs,
             artifacts,
+            slots: tokio::sync::Semaphore::new(config.concurrency()),
             max_mem: config.max_mem,
             max_timeout: config.max_timeout,
         }
@@ -155,9 +158,12 @@ impl Executor {
             params: &params,
             limits,
         };
-        let outcome = sandbox::run(&job, &run_dir)
-            .await
-            .map_err(ApiError::internal)?;
+        let outcome = {
+            let _slot = self.slots.acquire().await.map_err(ApiError::internal)?;
+            sandbox::run(&job, &run_dir)
+                .await
+                .map_err(ApiError::internal)?
+        };
 
         let artifacts = self.artifacts.clone();
         let work = run_dir.work();

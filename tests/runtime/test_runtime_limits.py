@@ -196,3 +196,17 @@ def test_environment_is_scrubbed(start_runtime, tmp_path):
     # The child runs in its own working directory, not the server's.
     cwd = secured.execute("import os\nresult = os.getcwd()\n")["result"]
     assert cwd != str(secured.data)
+
+
+def test_executions_beyond_the_concurrency_cap_wait_their_turn(start_runtime):
+    import concurrent.futures
+
+    serial = start_runtime({"PY_TOOL_MAX_CONCURRENCY": "1"})
+    code = "import time\ntime.sleep(1)\nresult = 'slept'\n"
+    started = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
+        bodies = list(pool.map(lambda _: serial.execute(code, timeout=1.8), range(3)))
+    elapsed = time.monotonic() - started
+    assert [b["result"] for b in bodies] == ["slept"] * 3, bodies
+    assert not any(b["timedOut"] for b in bodies), "the timeout starts when the run starts"
+    assert elapsed >= 3, f"runs overlapped: {elapsed:.1f} s"

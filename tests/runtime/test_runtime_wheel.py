@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, Runtime, uv_binary
+from runtime_harness import REPO, Runtime, uv_binary
 
 
 @pytest.fixture(scope="module")
