@@ -11,7 +11,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::extract::rejection::JsonRejection;
+use axum::extract::rejection::{JsonRejection, PathRejection};
 use axum::extract::{DefaultBodyLimit, Path, Request, State};
 use axum::http::{HeaderValue, header};
 use axum::middleware::{self, Next};
@@ -169,8 +169,10 @@ async fn install_packages(
 
 async fn get_artifact(
     State(state): State<AppState>,
-    Path((workspace_id, filename)): Path<(String, String)>,
+    path: std::result::Result<Path<(String, String)>, PathRejection>,
 ) -> Result<Response> {
+    let Path((workspace_id, filename)) =
+        path.map_err(|rejection| ApiError::BadRequest(rejection.body_text()))?;
     let bytes = state
         .executor
         .artifacts()

@@ -127,6 +127,7 @@ def test_save_image_artifact_refuses_paths(runtime, shared_workspace):
         ("/tools/artifacts/..%2F..%2Fetc/passwd", 400),
         ("/tools/artifacts/.runs/anything", 400),
         ("/tools/artifacts/{ws}/link.txt", 400),
+        ("/tools/artifacts/{ws}/%FF%FE", 400),
         ("/tools/artifacts/{ws}/absent.txt", 404),
         ("/tools/artifacts/{ws}/subdir", 404),
     ],
