@@ -18,7 +18,7 @@ use crate::error::{ApiError, Result};
 use crate::imports::{self, Requirement};
 use crate::sandbox::{self, Entry, Job, Limits, Outcome, RunDir, ToolError};
 use crate::templates::{self, Variables};
-use crate::venvs::{InstallReport, VenvError, Venvs};
+use crate::venvs::{InstallReport, Venv, VenvError, Venvs};
 use crate::{py, workspace};
 
 /// Body of `POST /tools/execute-python`.
@@ -110,69 +110,23 @@ impl Executor {
             timeout: self.timeout(request.timeout, &mut warnings)?,
             max_mem: self.max_mem,
         };
-
         let params = variables.params.clone();
-        let (code, imported, template_warnings) = blocking(move || {
-            let substituted = templates::substitute(&code, &variables, chrono::Utc::now())?;
-            let imported = py::imports(&substituted.code)?;
-            Ok::<_, py::PyFailure>((substituted.code, imported, substituted.warnings))
-        })
-        .await?
-        .map_err(ApiError::internal)?;
-        warnings.extend(template_warnings);
 
-        let (venv, installed) = {
-            let _guard = self.venvs.lock(&workspace).await;
-            let venv = self.venvs.ensure(&workspace).await.map_err(venv_error)?;
-            let site = venv.site_packages.to_string_lossy().into_owned();
-            let (missing, present) = blocking(move || {
-                Ok::<_, py::PyFailure>((
-                    py::missing_modules(&site, &imported)?,
-                    py::distributions(&site)?,
-                ))
-            })
-            .await?
-            .map_err(ApiError::internal)?;
-            let specs = imports::plan(&requirements, &missing, &present);
-            let report = self
-                .venvs
-                .install(&venv, &specs)
-                .await
-                .map_err(venv_error)?;
-            (venv, report.installed)
-        };
-
-        let runs = self.artifacts.runs_dir();
-        let run_dir = blocking(move || {
-            std::fs::create_dir_all(&runs)?;
-            RunDir::create(&runs)
-        })
-        .await?
-        .map_err(ApiError::internal)?;
-        let cache_dir = self.venvs.root().join(".cache").join(&workspace);
+        let (code, imported) = prepare_code(code, variables, &mut warnings).await?;
+        let (venv, installed) = self
+            .prepare_venv(&workspace, &requirements, imported)
+            .await?;
         let job = Job {
             python: &venv.python,
             venv_dir: &venv.dir,
-            cache_dir: &cache_dir,
+            cache_dir: &self.venvs.root().join(".cache").join(&workspace),
             code: &code,
             params: &params,
             limits,
         };
-        let outcome = {
-            let _slot = self.slots.acquire().await.map_err(ApiError::internal)?;
-            sandbox::run(&job, &run_dir)
-                .await
-                .map_err(ApiError::internal)?
-        };
-
-        let artifacts = self.artifacts.clone();
-        let work = run_dir.work();
-        let ws = workspace.clone();
-        let (artifacts, artifact_warnings) = blocking(move || artifacts.collect(&ws, &work))
-            .await?
-            .map_err(ApiError::internal)?;
-        drop(run_dir);
-        warnings.extend(artifact_warnings);
+        let (outcome, artifacts) = self
+            .run_and_collect(&job, &workspace, &mut warnings)
+            .await?;
 
         let mut response = shape(outcome, &limits, warnings);
         response.artifacts = artifacts;
@@ -187,6 +141,68 @@ impl Executor {
             "execution finished"
         );
         Ok(response)
+    }
+
+    /// Under the workspace lock: the venv, created if needed, with every missing import
+    /// and requirement installed. Returns the venv and what was installed.
+    async fn prepare_venv(
+        &self,
+        workspace: &str,
+        requirements: &[Requirement],
+        imported: Vec<String>,
+    ) -> Result<(Venv, Vec<String>)> {
+        let _guard = self.venvs.lock(workspace).await;
+        let venv = self.venvs.ensure(workspace).await.map_err(venv_error)?;
+        let site = venv.site_packages.to_string_lossy().into_owned();
+        let (missing, present) = blocking(move || {
+            Ok::<_, py::PyFailure>((
+                py::missing_modules(&site, &imported)?,
+                py::distributions(&site)?,
+            ))
+        })
+        .await?
+        .map_err(ApiError::internal)?;
+        let specs = imports::plan(requirements, &missing, &present);
+        let report = self
+            .venvs
+            .install(&venv, &specs)
+            .await
+            .map_err(venv_error)?;
+        Ok((venv, report.installed))
+    }
+
+    /// Runs `job` in a fresh run directory (waiting for a free slot first), then keeps
+    /// the files it wrote.
+    async fn run_and_collect(
+        &self,
+        job: &Job<'_>,
+        workspace: &str,
+        warnings: &mut Vec<String>,
+    ) -> Result<(Outcome, Vec<Artifact>)> {
+        let runs = self.artifacts.runs_dir();
+        let run_dir = blocking(move || {
+            std::fs::create_dir_all(&runs)?;
+            RunDir::create(&runs)
+        })
+        .await?
+        .map_err(ApiError::internal)?;
+        let outcome = {
+            let _slot = self.slots.acquire().await.map_err(ApiError::internal)?;
+            sandbox::run(job, &run_dir)
+                .await
+                .map_err(ApiError::internal)?
+        };
+        let artifacts = self.artifacts.clone();
+        let workspace = workspace.to_owned();
+        let (kept, artifact_warnings) = blocking(move || {
+            let collected = artifacts.collect(&workspace, &run_dir.work());
+            drop(run_dir); // removing the tree can take a while: not on an async worker
+            collected
+        })
+        .await?
+        .map_err(ApiError::internal)?;
+        warnings.extend(artifact_warnings);
+        Ok((outcome, kept))
     }
 
     pub async fn install(&self, request: InstallRequest) -> Result<InstallResponse> {
@@ -223,6 +239,23 @@ impl Executor {
         }
         Ok(Duration::from_secs_f64(seconds))
     }
+}
+
+/// Substitutes templates and detects imports (CPython's tokenizer and `ast`).
+async fn prepare_code(
+    code: String,
+    variables: Variables,
+    warnings: &mut Vec<String>,
+) -> Result<(String, Vec<String>)> {
+    let (substituted, imported) = blocking(move || {
+        let substituted = templates::substitute(&code, &variables, chrono::Utc::now())?;
+        let imported = py::imports(&substituted.code)?;
+        Ok::<_, py::PyFailure>((substituted, imported))
+    })
+    .await?
+    .map_err(ApiError::internal)?;
+    warnings.extend(substituted.warnings);
+    Ok((substituted.code, imported))
 }
 
 /// Turns the child's outcome into the response (artifacts, installs, timing filled later).
