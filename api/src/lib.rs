@@ -9,6 +9,8 @@
 //! - [`store`]: the `Store` trait with its SQLite and PostgreSQL implementations.
 //! - [`flow`]: the chatflow engine: graph, registry, plans, runs.
 //! - [`llm`]: language-model providers behind one streaming interface.
+//! - [`prediction`]: asking a chatflow: sessions, memory, the run, leads, uploads.
+//! - [`ratelimit`]: per-chatflow rate limits counted in the store.
 //! - [`keys`]: operator actions on API keys (CLI and first-start bootstrap).
 //! - [`telemetry`]: logging setup.
 //!
@@ -21,6 +23,8 @@ pub mod flow;
 pub mod http;
 pub mod keys;
 pub mod llm;
+pub mod prediction;
+pub mod ratelimit;
 pub mod routes;
 pub mod store;
 pub mod telemetry;

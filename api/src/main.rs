@@ -120,10 +120,7 @@ async fn serve(config: Config, store: Arc<dyn weir_api::Store>) -> Result<(), St
         .await
         .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     tracing::info!(%addr, backend = store.backend(), "weir is serving");
-    let state = AppState {
-        store,
-        config: Arc::new(config),
-    };
+    let state = AppState::new(store, config)?;
     weir_api::serve(listener, state, shutdown_signal())
         .await
         .map_err(|e| format!("server failed: {e}"))?;

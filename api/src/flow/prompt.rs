@@ -17,22 +17,21 @@ pub fn format(
     while let Some(pos) = rest.find(['{', '}']) {
         out.push_str(&rest[..pos]);
         let tail = &rest[pos..];
-        if tail.starts_with("{{") {
+        if let Some(after) = tail.strip_prefix("{{") {
             out.push('{');
-            rest = &tail[2..];
-        } else if tail.starts_with("}}") {
+            rest = after;
+        } else if let Some(after) = tail.strip_prefix("}}") {
             out.push('}');
-            rest = &tail[2..];
-        } else if tail.starts_with('{') {
-            match tail[1..].find('}') {
-                Some(end) if is_variable(&tail[1..1 + end]) => {
-                    let name = &tail[1..1 + end];
-                    out.push_str(&value_of(name, values, question, history));
-                    rest = &tail[end + 2..];
+            rest = after;
+        } else if let Some(after) = tail.strip_prefix('{') {
+            match after.find('}') {
+                Some(end) if is_variable(&after[..end]) => {
+                    out.push_str(&value_of(&after[..end], values, question, history));
+                    rest = &after[end + 1..];
                 }
                 _ => {
                     out.push('{');
-                    rest = &tail[1..];
+                    rest = after;
                 }
             }
         } else {

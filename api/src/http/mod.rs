@@ -24,6 +24,8 @@ use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use utoipa_swagger_ui::SwaggerUi;
 
 use crate::config::Config;
+use crate::flow::PlanCache;
+use crate::flow::run::Models;
 use crate::routes;
 use crate::store::Store;
 use error::{ApiError, error_response};
@@ -38,6 +40,26 @@ const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 pub struct AppState {
     pub store: Arc<dyn Store>,
     pub config: Arc<Config>,
+    /// Validated flow plans, per chatflow version.
+    pub plans: Arc<PlanCache>,
+    /// Chat model providers (one pooled HTTP client) and the embedded model.
+    pub models: Models,
+}
+
+impl AppState {
+    pub fn new(store: Arc<dyn Store>, config: Config) -> Result<Self, String> {
+        let http = crate::llm::http::client().map_err(|e| e.message)?;
+        let local = crate::llm::embedded::Embedded::new(config.data_dir.join("models"));
+        Ok(AppState {
+            store,
+            config: Arc::new(config),
+            plans: Arc::default(),
+            models: Models {
+                http,
+                local: Arc::new(local),
+            },
+        })
+    }
 }
 
 /// The complete application: every `/api/v1` route, the OpenAPI document, the

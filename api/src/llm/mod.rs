@@ -78,6 +78,7 @@ impl fmt::Display for LlmError {
 impl std::error::Error for LlmError {}
 
 pub mod anthropic;
+pub mod embedded;
 pub mod http;
 pub mod ollama;
 pub mod openai;

@@ -24,12 +24,15 @@ use crate::domain::{
 /// Windows kept in memory before expired ones are swept.
 const RATE_WINDOWS_SWEEP_AT: usize = 10_000;
 
+/// (window start ms, window length ms, hits)
+type RateWindow = (i64, i64, u64);
+
 #[derive(Clone)]
 pub struct SqliteStore {
     conn: Arc<Mutex<Connection>>,
     /// Rate-limit counters: one process owns an SQLite store, so they live here,
     /// keyed by bucket, holding (window start, window length, hits).
-    rate_windows: Arc<Mutex<HashMap<String, (i64, i64, u64)>>>,
+    rate_windows: Arc<Mutex<HashMap<String, RateWindow>>>,
 }
 
 impl SqliteStore {
