@@ -105,3 +105,18 @@ class Runtime:
                 self.process.kill()
                 self.process.wait()
         self.log.close()
+
+
+def processes_with(marker: str) -> list[str]:
+    """Command lines of the processes on this machine whose arguments contain `marker`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker in cmdline:
+            found.append(f"{entry.name}: {cmdline}")
+    return found

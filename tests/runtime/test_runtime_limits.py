@@ -1,24 +1,10 @@
 """Limits and isolation of a run: timeout, memory, file size, processes, output, env."""
 
-import os
 import textwrap
 import time
 import uuid
-from pathlib import Path
 
-
-def processes_with(marker: str) -> list[str]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if marker in cmdline:
-            found.append(f"{entry.name}: {cmdline}")
-    return found
+from runtime_harness import processes_with
 
 
 def assert_healthy(runtime):
