@@ -2,6 +2,7 @@
 //!
 //! # Layout
 //!
+//! - [`demo`]: the demo chatflow `scripts/start` installs.
 //! - [`config`]: the env-backed configuration, validated at start.
 //! - [`http`]: the edge — state, router, middleware, auth extractor, error type.
 //! - [`routes`]: one module per API area; thin handlers documented for OpenAPI.
@@ -18,6 +19,7 @@
 //! integration tests drive exactly the code the binary runs.
 
 pub mod config;
+pub mod demo;
 pub mod domain;
 pub mod flow;
 pub mod http;

@@ -35,6 +35,9 @@ enum Command {
     /// Manage API keys.
     #[command(subcommand)]
     Keys(KeysCommand),
+    /// Install the demo chatflow (local model, conversation, memory) in the
+    /// default workspace when absent; prints its id.
+    Demo,
 }
 
 #[derive(Subcommand)]
@@ -104,6 +107,13 @@ async fn run(cli: Cli) -> Result<(), String> {
         }
         Command::Serve => serve(config, store).await,
         Command::Keys(cmd) => keys_command(cmd, &*store).await,
+        Command::Demo => {
+            let flow = weir_api::demo::ensure(&*store)
+                .await
+                .map_err(|e| format!("cannot install the demo chatflow: {e}"))?;
+            println!("{}", flow.id);
+            Ok(())
+        }
     }
 }
 
