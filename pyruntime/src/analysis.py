@@ -120,14 +120,39 @@ def substitute(code, replacements):
     return "".join(out)
 
 
+_GUARDS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
+
+
+def _guards_imports(node):
+    """Whether a `try` statement catches a failed import (optional dependency)."""
+    for handler in node.handlers:
+        kinds = handler.type
+        if kinds is None:
+            return True
+        names = kinds.elts if isinstance(kinds, ast.Tuple) else [kinds]
+        if any(isinstance(n, ast.Name) and n.id in _GUARDS for n in names):
+            return True
+    return False
+
+
 def imports(code):
-    """Top-level names of absolute imports that are not part of the standard library."""
+    """Top-level names of absolute imports that are not part of the standard library.
+
+    Imports inside the body of a `try` that catches ImportError are optional and skipped.
+    """
     try:
         tree = ast.parse(code)
     except (SyntaxError, ValueError):
         return []
+    optional = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Try) and _guards_imports(node):
+            for statement in node.body:
+                optional.update(id(inner) for inner in ast.walk(statement))
     found = []
     for node in ast.walk(tree):
+        if id(node) in optional:
+            continue
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:

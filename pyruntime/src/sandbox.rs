@@ -391,12 +391,24 @@ impl Capture {
     }
 }
 
+/// Reads the harness report; the file is the child's, so no symlink is followed.
 async fn read_report(path: &Path) -> (Option<Report>, Option<String>) {
-    let size = match tokio::fs::metadata(path).await {
-        Ok(meta) => meta.len(),
-        Err(_) => return (None, None),
+    let opened = tokio::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .await;
+    let file = match opened {
+        Ok(file) => file,
+        Err(err) if err.kind() == io::ErrorKind::NotFound => return (None, None),
+        Err(err) => return (None, Some(format!("the run's report is unreadable: {err}"))),
     };
-    if size > REPORT_CAP {
+    let mut bytes = Vec::new();
+    let read = file.take(REPORT_CAP + 1).read_to_end(&mut bytes).await;
+    if let Err(err) = read {
+        return (None, Some(format!("the run's report is unreadable: {err}")));
+    }
+    if bytes.len() as u64 > REPORT_CAP {
         return (
             None,
             Some(format!(
@@ -405,11 +417,8 @@ async fn read_report(path: &Path) -> (Option<Report>, Option<String>) {
             )),
         );
     }
-    match tokio::fs::read(path).await {
-        Ok(bytes) => match serde_json::from_slice(&bytes) {
-            Ok(report) => (Some(report), None),
-            Err(err) => (None, Some(format!("the run's report is unreadable: {err}"))),
-        },
+    match serde_json::from_slice(&bytes) {
+        Ok(report) => (Some(report), None),
         Err(err) => (None, Some(format!("the run's report is unreadable: {err}"))),
     }
 }

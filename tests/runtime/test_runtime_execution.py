@@ -234,3 +234,20 @@ def test_health_reports_interpreter_installer_and_isolation(runtime):
     assert rlimits["addressSpaceBytes"] == 1 << 30
     assert rlimits["fileSizeBytes"] == 100 << 20
     assert rlimits["coreBytes"] == 0
+
+
+def test_oversized_results_are_refused_cleanly(runtime, shared_workspace):
+    body = runtime.execute("result = 'x' * (40 << 20)\n", workspaceId=shared_workspace)
+    assert body["success"] is False
+    assert body["error"]["type"] == "ResultError"
+    assert "larger than" in body["error"]["message"]
+    assert runtime.alive()
+
+
+def test_a_forged_report_link_is_not_followed(runtime, shared_workspace):
+    body = runtime.execute(
+        "import os\nos.symlink('/etc/hostname', '../report.json')\nos._exit(0)\n",
+        workspaceId=shared_workspace,
+    )
+    assert body["success"] is False
+    assert body["error"]["type"] == "ResultError"

@@ -124,3 +124,14 @@ def test_without_uv_venvs_and_installs_fall_back_to_pip(start_runtime):
     assert [p.split("==")[0] for p in body["installedPackages"]] == ["six"]
     unknown = fallback.post("/tools/install-packages", {"packages": ["weir-no-such-package-xyz"], "workspace_id": "pip"})
     assert unknown.status_code == 400
+
+
+def test_optional_imports_guarded_by_import_error_are_not_installed(runtime, workspace):
+    body = runtime.execute(
+        "try:\n    import weir_no_such_package_xyz as fast\nexcept ImportError:\n    fast = None\n"
+        "result = fast is None\n",
+        workspaceId=workspace,
+    )
+    assert body["success"], body
+    assert body["result"] is True
+    assert body["installedPackages"] == []
