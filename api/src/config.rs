@@ -52,6 +52,10 @@ pub struct Config {
     #[arg(long, env = "LOG_LEVEL", default_value = "info", value_parser = parse_log_level, global = true)]
     pub log_level: String,
 
+    /// Seconds in-flight requests get to finish after SIGTERM/Ctrl-C.
+    #[arg(long, env = "SHUTDOWN_GRACE_SECS", default_value_t = 30, global = true)]
+    pub shutdown_grace_secs: u64,
+
     /// Trust `X-Forwarded-For` to name the client (only behind a proxy you run).
     #[arg(long, env = "TRUST_PROXY", default_value_t = false, global = true)]
     pub trust_proxy: bool,

@@ -130,8 +130,9 @@ async fn serve(config: Config, store: Arc<dyn weir_api::Store>) -> Result<(), St
         .await
         .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     tracing::info!(%addr, backend = store.backend(), "weir is serving");
+    let grace = std::time::Duration::from_secs(config.shutdown_grace_secs);
     let state = AppState::new(store, config)?;
-    weir_api::serve(listener, state, shutdown_signal())
+    weir_api::serve(listener, state, shutdown_signal(), grace)
         .await
         .map_err(|e| format!("server failed: {e}"))?;
     tracing::info!("shut down cleanly");

@@ -5,7 +5,8 @@ messages a flow built (memory, prompts, overrides).
 
 The answer to a conversation is `Echo: <last user message>`, sent word by word.
 Special questions: `FAIL_MIDWAY` sends two chunks then a provider error;
-`SLOW` sends a chunk every 0.2 s for 20 s (to observe a disconnect)."""
+`SLOW` sends a chunk every 0.2 s for 20 s (to observe a disconnect), `SLOWISH`
+one every 0.1 s for 1 s."""
 
 import json
 import threading
@@ -91,6 +92,8 @@ class FakeProviders:
 
     def script(self, messages):
         question = next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
+        if question.endswith("SLOWISH"):
+            return ["tick "] * 10, 0.1, False
         if question.endswith("SLOW"):
             return ["tick "] * 100, 0.2, False
         if question.endswith("FAIL_MIDWAY"):

@@ -339,3 +339,25 @@ def test_concurrent_predictions(api, fake):
     for t in threads:
         t.join()
     assert results == {i: f"Echo: q{i}" for i in range(8)}
+
+
+def test_sigterm_lets_in_flight_requests_finish(make_weir, fake):
+    w = make_weir()
+    w.env["SHUTDOWN_GRACE_SECS"] = "3"
+    w.start()
+    api = Api(w.url, w.create_key())
+    flow = create_flow(api, flows.conversation(flows.openai_model(fake.url)))
+    results = {}
+    finishing = threading.Thread(target=lambda: results.update(r=predict(api, flow, "SLOWISH")))
+    finishing.start()
+    endless = api.post(f"/prediction/{flow}", json={"question": "SLOW", "streaming": True}, stream=True)
+    time.sleep(0.3)
+    started = time.monotonic()
+    assert w.stop() == 0
+    finishing.join()
+    assert results["r"].status_code == 200 and results["r"].json()["text"].startswith("tick")
+    # The endless stream is cut after the grace period, not waited for.
+    assert time.monotonic() - started < 8
+    endless.close()
+    with pytest.raises(requests.ConnectionError):
+        requests.get(f"{w.url}/api/v1/ping", timeout=2)

@@ -121,17 +121,36 @@ async fn json_errors(req: Request, next: Next) -> Response {
     rewritten
 }
 
-/// Serves the API on `listener` until `shutdown` resolves, then lets in-flight
-/// requests finish.
+/// Serves the API on `listener` until `shutdown` resolves, then stops accepting
+/// and lets in-flight requests finish — for at most `grace`, after which the
+/// remaining connections (long streams) are dropped.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
+    grace: std::time::Duration,
 ) -> std::io::Result<()> {
-    axum::serve(
+    let stopping = Arc::new(tokio::sync::Notify::new());
+    let signal = {
+        let stopping = Arc::clone(&stopping);
+        async move {
+            shutdown.await;
+            stopping.notify_one();
+        }
+    };
+    let server = axum::serve(
         listener,
         router(state).into_make_service_with_connect_info::<std::net::SocketAddr>(),
     )
-    .with_graceful_shutdown(shutdown)
-    .await
+    .with_graceful_shutdown(signal);
+    tokio::select! {
+        result = server => result,
+        () = async {
+            stopping.notified().await;
+            tokio::time::sleep(grace).await;
+        } => {
+            tracing::warn!(grace_secs = grace.as_secs(), "requests still running after the grace period; closing them");
+            Ok(())
+        }
+    }
 }
