@@ -6,6 +6,8 @@
 //! tokens) and turns its failures into an [`LlmError`] whose message tells the
 //! user what to fix.
 
+pub mod local;
+
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
