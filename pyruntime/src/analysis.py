@@ -65,22 +65,95 @@ def _escape_for_literal(text, quote, is_bytes, is_fstring):
     return "".join(out)
 
 
-def _in_string(token_text, text):
-    """The replacement for a template inside the string literal `token_text`."""
+def _fstring_context(body, offset):
+    """Where `offset` stands in the body (text between the quotes) of a 3.11 f-string:
+    "literal" (also a format spec), "expr" (code of a replacement field), or "nested" (a
+    string literal inside a replacement field)."""
+    fields = []  # per open field: [bracket depth, in format spec]
+    i = 0
+    while i < offset:
+        ch = body[i]
+        in_code = bool(fields) and not fields[-1][1]
+        if not in_code:
+            if not fields and body.startswith(("{{", "}}"), i):
+                i += 2
+                continue
+            if ch == "{":
+                fields.append([0, False])
+            elif ch == "}" and fields:
+                fields.pop()
+            i += 1
+            continue
+        if ch in "'\"":
+            quote = body[i : i + 3] if body.startswith(ch * 3, i) else ch
+            close = body.find(quote, i + len(quote))
+            if close == -1 or offset < close + len(quote):
+                return "nested"
+            i = close + len(quote)
+            continue
+        field = fields[-1]
+        if ch in "([{":
+            field[0] += 1
+        elif ch in ")]" or (ch == "}" and field[0] > 0):
+            field[0] -= 1
+        elif ch == "}":
+            fields.pop()
+        elif ch == ":" and field[0] == 0:
+            field[1] = True
+        i += 1
+    if fields and not fields[-1][1]:
+        return "expr"
+    return "literal"
+
+
+def _quote_free(value):
+    """A Python expression for a JSON value using no quote, backslash or brace, so it is
+    inert even inside an f-string's replacement field."""
+    if isinstance(value, str):
+        return "bytes([%s]).decode()" % ",".join(str(b) for b in value.encode("utf-8"))
+    if isinstance(value, list):
+        return "[%s]" % ",".join(_quote_free(v) for v in value)
+    if isinstance(value, dict):
+        pairs = ",".join("(%s,%s)" % (_quote_free(k), _quote_free(v)) for k, v in value.items())
+        return "dict([%s])" % pairs
+    return repr(value)  # None, bool, int, float
+
+
+def _harmless(text, is_bytes):
+    return (
+        not any(c in text for c in "\\'\"\r\n{}")
+        and text.isprintable()
+        and (not is_bytes or text.isascii())
+    )
+
+
+def _in_string(token_text, offset, text, json_text):
+    """(replacement, warning) for a template at `offset` inside the literal `token_text`."""
     match = _QUOTED.match(token_text)
     if match is None:  # not expected from tokenize; stay safe
-        return repr(text)
+        return repr(text), None
     prefix, quote = match.group(1).lower(), match.group(2)
     is_bytes, is_raw, is_fstring = "b" in prefix, "r" in prefix, "f" in prefix
+    context = "literal"
+    if is_fstring:
+        context = _fstring_context(token_text[match.end() :], offset - match.end())
+    if context == "expr":
+        return "(%s)" % _quote_free(json.loads(json_text)), None
+    if context == "nested":
+        if _harmless(text, is_bytes):
+            return text, None
+        return "", (
+            "a template inside a string nested in an f-string expression was left empty "
+            "(its value cannot be inserted there safely)"
+        )
     if not is_raw:
-        return _escape_for_literal(text, quote, is_bytes, is_fstring)
-    harmless = not any(c in text for c in "\\'\"\r\n{}") and text.isprintable()
-    if harmless and (not is_bytes or text.isascii()):
-        return text
+        return _escape_for_literal(text, quote, is_bytes, is_fstring), None
+    if _harmless(text, is_bytes):
+        return text, None
     # A raw literal cannot escape anything: close it, add a separate literal holding the
     # value (adjacent literals concatenate), and reopen it.
     value = repr(text.encode("utf-8")) if is_bytes else repr(text)
-    return "%s %s %s%s" % (quote, value, match.group(1), quote)
+    return "%s %s %s%s" % (quote, value, match.group(1), quote), None
 
 
 def _in_comment(text):
@@ -92,12 +165,15 @@ def _as_literal(json_text):
 
 
 def substitute(code, replacements):
-    """Replaces each (start, end, text, json) in `code`; None if `code` cannot be tokenized."""
+    """Replaces each (start, end, text, json) in `code`.
+
+    Returns (code, warnings), or None if `code` cannot be tokenized."""
     try:
         spans = _literal_spans(code)
     except (tokenize.TokenError, SyntaxError):
         return None
     out = []
+    warnings = []
     cursor = 0
     span_index = 0
     for start, end, text, json_text in sorted(replacements):
@@ -108,7 +184,9 @@ def substitute(code, replacements):
         span = spans[span_index] if span_index < len(spans) else None
         inside = span is not None and span[0] <= start and end <= span[1]
         if inside and span[2] == tokenize.STRING:
-            replacement = _in_string(span[3], text)
+            replacement, warning = _in_string(span[3], start - span[0], text, json_text)
+            if warning and warning not in warnings:
+                warnings.append(warning)
         elif inside:
             replacement = _in_comment(text)
         else:
@@ -117,7 +195,7 @@ def substitute(code, replacements):
         out.append(replacement)
         cursor = end
     out.append(code[cursor:])
-    return "".join(out)
+    return "".join(out), warnings
 
 
 _GUARDS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}

@@ -91,6 +91,9 @@ SITES = {
     "triple": 'result = """{{question}}"""\n',
     "triple_single": "result = '''{{question}}'''\n",
     "fstring": 'result = f"{{question}}"\n',
+    "fstring_field": 'result = f"{ {{question}} }"\n',
+    "fstring_after_field": 'n = 1\nresult = f"{n!r:>1}{{question}}"[1:]\n',
+    "fstring_raw": 'result = rf"{{question}}"\n',
     "raw": 'result = r"{{question}}"\n',
     "raw_triple": 'result = r"""{{question}}"""\n',
     "bare": "result = {{question}}\n",
@@ -120,3 +123,41 @@ def test_injection_through_a_parameter_used_as_code(runtime, shared_workspace):
     body = run(runtime, shared_workspace, "result = {{$cmd}}\n", variables={"cmd": payload})
     assert body["result"] == payload
     assert body["artifacts"] == []
+
+
+CODE_PAYLOADS = [
+    "exec(chr(111)+chr(112)+chr(101)+chr(110)+chr(40)+chr(39)+chr(112)+chr(39)+chr(44)+chr(39)+chr(119)+chr(39)+chr(41))",
+    "__import__('os').system('touch pwned')",
+    "open(\"pwned\", \"w\")",
+]
+
+
+@pytest.mark.parametrize("payload", CODE_PAYLOADS, ids=range(len(CODE_PAYLOADS)))
+def test_values_in_f_string_fields_stay_values(runtime, shared_workspace, payload):
+    body = run(
+        runtime, shared_workspace, 'result = f"<{ {{$x}} }>"\n', variables={"x": payload}
+    )
+    assert body["success"], body
+    assert body["result"] == f"<{payload}>"
+    assert body["artifacts"] == []
+
+
+def test_structured_values_in_f_string_fields(runtime, shared_workspace):
+    body = run(
+        runtime, shared_workspace,
+        'result = f"{ {{$vars}}[bytes([107]).decode()] } { len({{$list}}) }"\n',
+        variables={"$vars": {"k": "v'\"{}"}, "list": [1, None, True, 2.5, {"a": []}]},
+    )
+    assert body["success"], body
+    assert body["result"] == "v'\"{} 5"
+
+
+def test_strings_nested_in_f_string_fields_refuse_unsafe_values(runtime, shared_workspace):
+    code = "result = f\"{'{{question}}'.upper()}\"\n"
+    safe = run(runtime, shared_workspace, code, variables={"question": "hello world"})
+    assert safe["result"] == "HELLO WORLD"
+    unsafe = run(runtime, shared_workspace, code, variables={"question": "'+open('pwned','w').name+'"})
+    assert unsafe["success"], unsafe
+    assert unsafe["result"] == ""
+    assert unsafe["artifacts"] == []
+    assert any("f-string" in w for w in unsafe["warnings"])
