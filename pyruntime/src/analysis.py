@@ -146,10 +146,21 @@ def _in_string(token_text, offset, text, json_text):
             "a template inside a string nested in an f-string expression was left empty "
             "(its value cannot be inserted there safely)"
         )
+    # A backslash the code put just before the template would escape our first character;
+    # Python keeps an unknown escape such as `\{` as a backslash, so doubling it keeps the
+    # value the author meant.
+    body_before = token_text[match.end() : offset]
+    dangling = (len(body_before) - len(body_before.rstrip("\\"))) % 2 == 1
     if not is_raw:
-        return _escape_for_literal(text, quote, is_bytes, is_fstring), None
+        escaped = _escape_for_literal(text, quote, is_bytes, is_fstring)
+        return ("\\" if dangling else "") + escaped, None
     if _harmless(text, is_bytes):
         return text, None
+    if dangling:
+        return "", (
+            "a template after a backslash in a raw string was left empty "
+            "(its value cannot be inserted there safely)"
+        )
     # A raw literal cannot escape anything: close it, add a separate literal holding the
     # value (adjacent literals concatenate), and reopen it.
     value = repr(text.encode("utf-8")) if is_bytes else repr(text)

@@ -98,6 +98,7 @@ SITES = {
     "raw_triple": 'result = r"""{{question}}"""\n',
     "bare": "result = {{question}}\n",
     "prefixed": 'result = "Q: {{question}}!"\n',
+    "after_backslash": 'result = "C:\\{{question}}"[3:]\n',
 }
 
 
