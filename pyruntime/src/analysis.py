@@ -178,11 +178,24 @@ def _as_literal(json_text):
 def substitute(code, replacements):
     """Replaces each (start, end, text, json) in `code`.
 
-    Returns (code, warnings), or None if `code` cannot be tokenized."""
+    Returns (code, warnings), or None if `code` cannot be tokenized. When the code does not
+    parse even with inert values, the inert version is returned: the run then reports the
+    author's syntax error, and a value can never complete broken code into working code.
+    """
     try:
         spans = _literal_spans(code)
     except (tokenize.TokenError, SyntaxError):
         return None
+    inert = [(start, end, "", "null") for start, end, _, _ in replacements]
+    probe, _ = _apply(code, spans, inert)
+    try:
+        ast.parse(probe)
+    except (SyntaxError, ValueError):
+        return probe, ["the code does not parse, so no template was filled in"]
+    return _apply(code, spans, replacements)
+
+
+def _apply(code, spans, replacements):
     out = []
     warnings = []
     cursor = 0

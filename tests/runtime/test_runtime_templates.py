@@ -162,3 +162,13 @@ def test_strings_nested_in_f_string_fields_refuse_unsafe_values(runtime, shared_
     assert unsafe["result"] == ""
     assert unsafe["artifacts"] == []
     assert any("f-string" in w for w in unsafe["warnings"])
+
+
+def test_a_value_cannot_complete_broken_code(runtime, shared_workspace):
+    # The author forgot a quote; a crafted value must not turn that into running code.
+    payload = "\"+str(open('pwned','w'))+\""
+    body = run(runtime, shared_workspace, 'x = "abc{{question}}\nresult = 1\n', variables={"question": payload})
+    assert body["success"] is False
+    assert body["error"]["type"] == "SyntaxError"
+    assert body["artifacts"] == []
+    assert any("does not parse" in w for w in body["warnings"])
