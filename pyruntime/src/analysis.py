@@ -24,16 +24,36 @@ def _lines(code):
     return io.StringIO(code).readlines()
 
 
+# Python 3.12+ splits an f-string into FSTRING_START ... FSTRING_END tokens; it is one
+# STRING token in 3.11. Both become one span here.
+_FSTRING_START = getattr(tokenize, "FSTRING_START", None)
+_FSTRING_END = getattr(tokenize, "FSTRING_END", None)
+
+
 def _literal_spans(code):
-    """(start, end, kind, token text) of every STRING and COMMENT token, in char offsets."""
+    """(start, end, kind, token text) of every STRING (f-strings whole) and COMMENT token,
+    in character offsets."""
     offsets = [0]
     for line in _lines(code):
         offsets.append(offsets[-1] + len(line))
+
+    def offset(position):
+        return offsets[position[0] - 1] + position[1]
+
     spans = []
+    fstring_starts = []
     for tok in tokenize.generate_tokens(io.StringIO(code).readline):
-        if tok.type in (tokenize.STRING, tokenize.COMMENT):
-            start = offsets[tok.start[0] - 1] + tok.start[1]
-            end = offsets[tok.end[0] - 1] + tok.end[1]
+        if _FSTRING_START is not None and tok.type == _FSTRING_START:
+            fstring_starts.append(offset(tok.start))
+        elif _FSTRING_END is not None and tok.type == _FSTRING_END and fstring_starts:
+            start = fstring_starts.pop()
+            if not fstring_starts:
+                end = offset(tok.end)
+                spans.append((start, end, tokenize.STRING, code[start:end]))
+        elif fstring_starts:
+            continue
+        elif tok.type in (tokenize.STRING, tokenize.COMMENT):
+            start, end = offset(tok.start), offset(tok.end)
             spans.append((start, end, tok.type, tok.string))
     return spans
 
