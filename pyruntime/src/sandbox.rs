@@ -3,7 +3,8 @@
 //! Entry point: `run`. Each execution gets a `RunDir` (working directory, home, tmp,
 //! the harness files) and a child — the workspace venv's `python` running `harness.py` —
 //! in its own session and process group, with RLIMIT_CPU = timeout + 2 s,
-//! RLIMIT_AS = `PY_TOOL_MAX_MEM`, RLIMIT_FSIZE = 100 MiB and RLIMIT_CORE = 0, and an
+//! RLIMIT_AS = `PY_TOOL_MAX_MEM`, RLIMIT_FSIZE = 100 MiB, RLIMIT_CORE = 0 and
+//! RLIMIT_NPROC = 1024 (not enforced for root), and an
 //! environment built from scratch (no server secrets). A wall-clock timeout, the end of
 //! the run, and dropping the request all kill the whole process group. stdout and stderr
 //! are captured up to `OUTPUT_CAP` each. This module never interprets tool results beyond
@@ -27,12 +28,22 @@ const HELPERS: &str = include_str!("../../python/weir_runtime/helpers.py");
 pub const FILE_SIZE_LIMIT: u64 = 100 << 20;
 /// Bytes of stdout (and, separately, stderr) kept per run.
 pub const OUTPUT_CAP: usize = 1 << 20;
+/// RLIMIT_NPROC: processes (threads included) of the runtime's user while a run forks.
+/// The kernel ignores it for root, so it stops fork bombs only when the runtime runs as an
+/// unprivileged user, as it should.
+pub const PROCESS_LIMIT: u64 = 1024;
 /// CPU seconds granted beyond the wall-clock timeout (SPEC.md: timeout + 2 s).
 pub const CPU_GRACE_SECS: u64 = 2;
 /// Largest harness report read back.
 const REPORT_CAP: u64 = 32 << 20;
 /// How long to wait for the output pipes after the process group is gone.
 const DRAIN_GRACE: Duration = Duration::from_secs(2);
+
+/// Whether RLIMIT_NPROC binds children: the kernel does not apply it to root.
+pub fn process_limit_enforced() -> bool {
+    // SAFETY: geteuid(2) has no preconditions and cannot fail.
+    unsafe { libc::geteuid() != 0 }
+}
 
 /// Limits of one run.
 #[derive(Debug, Clone, Copy)]
@@ -309,6 +320,7 @@ impl RlimitValues {
                 (libc::RLIMIT_AS, self.mem, self.mem),
                 (libc::RLIMIT_FSIZE, FILE_SIZE_LIMIT, FILE_SIZE_LIMIT),
                 (libc::RLIMIT_CORE, 0, 0),
+                (libc::RLIMIT_NPROC, PROCESS_LIMIT, PROCESS_LIMIT),
             ] {
                 let limit = libc::rlimit {
                     rlim_cur: soft as libc::rlim_t,

@@ -252,6 +252,8 @@ async fn health(State(state): State<AppState>) -> Json<Value> {
                 "addressSpaceBytes": state.max_mem,
                 "fileSizeBytes": sandbox::FILE_SIZE_LIMIT,
                 "coreBytes": 0,
+                "processes": sandbox::PROCESS_LIMIT,
+                "processesEnforced": sandbox::process_limit_enforced(),
             },
             "outputCapBytes": sandbox::OUTPUT_CAP,
             "namespaces": false,

@@ -65,6 +65,7 @@ def test_rlimits_and_process_group_of_the_child(runtime, shared_workspace):
                 "as": resource.getrlimit(resource.RLIMIT_AS)[0],
                 "fsize": resource.getrlimit(resource.RLIMIT_FSIZE)[0],
                 "core": resource.getrlimit(resource.RLIMIT_CORE)[0],
+                "nproc": resource.getrlimit(resource.RLIMIT_NPROC)[0],
                 "session_leader": os.getsid(0) == os.getpid(),
                 "group_leader": os.getpgid(0) == os.getpid(),
             }
@@ -78,6 +79,7 @@ def test_rlimits_and_process_group_of_the_child(runtime, shared_workspace):
         "as": 1 << 30,
         "fsize": 100 << 20,
         "core": 0,
+        "nproc": 1024,
         "session_leader": True,
         "group_leader": True,
     }
