@@ -213,6 +213,8 @@ def test_framework_rejections_are_json(runtime):
         headers={"Content-Type": "application/json"},
     )
     assert too_big.status_code == 413 and "message" in too_big.json()
+    not_json = runtime.post("/tools/execute-python", None, data=b"code=1", headers={"Content-Type": "text/plain"})
+    assert not_json.status_code == 415 and "message" in not_json.json()
 
 
 def test_timeout_is_capped_with_a_warning(start_runtime):
