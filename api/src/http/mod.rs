@@ -49,7 +49,7 @@ pub struct AppState {
 impl AppState {
     pub fn new(store: Arc<dyn Store>, config: Config) -> Result<Self, String> {
         let http = crate::llm::http::client().map_err(|e| e.message)?;
-        let local = crate::llm::embedded::Embedded::new(config.data_dir.join("models"));
+        let local = crate::llm::embedded::Embedded::new(config.models_dir());
         Ok(AppState {
             store,
             config: Arc::new(config),
