@@ -383,3 +383,111 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
         .await
         .map_err(ApiError::internal)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn limits() -> Limits {
+        Limits {
+            timeout: Duration::from_secs(5),
+            max_mem: 1 << 30,
+        }
+    }
+
+    fn outcome(report: Option<sandbox::Report>) -> Outcome {
+        Outcome {
+            stdout: "printed\n".to_owned(),
+            stderr: String::new(),
+            truncated: false,
+            timed_out: false,
+            exit_code: Some(0),
+            signal: None,
+            report,
+            report_problem: None,
+        }
+    }
+
+    fn report(
+        kind: &str,
+        result: Value,
+        output: Option<&str>,
+        error: Option<ToolError>,
+    ) -> sandbox::Report {
+        sandbox::Report {
+            entry: Entry {
+                kind: kind.to_owned(),
+                name: None,
+            },
+            result,
+            output: output.map(str::to_owned),
+            error,
+        }
+    }
+
+    #[test]
+    fn printed_output_is_the_result_of_a_stdout_entry() {
+        let response = shape(
+            outcome(Some(report("stdout", Value::Null, None, None))),
+            &limits(),
+            vec![],
+        );
+        assert!(response.success);
+        assert_eq!(response.result, json!("printed"));
+        assert_eq!(response.output, "printed");
+    }
+
+    #[test]
+    fn a_function_returning_none_outputs_what_it_printed() {
+        let response = shape(
+            outcome(Some(report("function", Value::Null, None, None))),
+            &limits(),
+            vec![],
+        );
+        assert_eq!(response.result, Value::Null);
+        assert_eq!(response.output, "printed");
+    }
+
+    #[test]
+    fn timeouts_signals_and_exits_become_errors() {
+        let mut timed_out = outcome(None);
+        timed_out.timed_out = true;
+        timed_out.signal = Some(libc::SIGKILL);
+        let response = shape(timed_out, &limits(), vec![]);
+        assert!(!response.success && response.timed_out);
+        assert_eq!(
+            response.error.map(|e| e.kind),
+            Some("TimeoutError".to_owned())
+        );
+
+        let mut killed = outcome(None);
+        killed.signal = Some(libc::SIGXFSZ);
+        let error = shape(killed, &limits(), vec![]).error;
+        assert!(error.is_some_and(|e| e.kind == "Killed" && e.message.contains("file size limit")));
+
+        let mut exited = outcome(None);
+        exited.exit_code = Some(3);
+        let error = shape(exited, &limits(), vec![]).error;
+        assert!(error.is_some_and(|e| e.kind == "ProcessExit" && e.message.contains("status 3")));
+    }
+
+    #[test]
+    fn memory_and_file_size_errors_add_warnings() {
+        let memory = ToolError {
+            kind: "MemoryError".to_owned(),
+            message: String::new(),
+            traceback: String::new(),
+        };
+        let response = shape(
+            outcome(Some(report("function", Value::Null, None, Some(memory)))),
+            &limits(),
+            vec![],
+        );
+        assert!(!response.success);
+        assert_eq!(
+            response.warnings,
+            vec!["the memory limit of 1024 MiB was reached".to_owned()]
+        );
+    }
+}
