@@ -149,3 +149,16 @@ def test_artifact_paths_cannot_escape(runtime, path, status):
     connection.close()
     assert response.status == status, text
     assert "message" in json.loads(text)
+
+
+def test_save_image_artifact_with_a_pil_image(runtime, plot_workspace):
+    # pillow comes with matplotlib; `PIL` maps to the `pillow` distribution.
+    body = runtime.execute(
+        "from PIL import Image\nfrom weir_runtime import save_image_artifact\n"
+        "result = save_image_artifact(Image.new('RGB', (4, 3), 'red'), 'red.png')\n",
+        workspaceId=plot_workspace,
+    )
+    assert body["success"], body
+    assert body["installedPackages"] == []
+    image = fetch(runtime, body["artifacts"][0]["url"])
+    assert image.content.startswith(PNG_MAGIC)
