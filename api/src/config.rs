@@ -24,6 +24,11 @@ pub struct Config {
     #[arg(long, env = "WEIR_DATA_DIR", default_value = "./data", global = true)]
     pub data_dir: PathBuf,
 
+    /// Where the embedded models are (`scripts/fetch-models` fills it); default
+    /// `$WEIR_DATA_DIR/models`.
+    #[arg(long, env = "WEIR_MODELS_DIR", global = true)]
+    pub models_dir: Option<PathBuf>,
+
     /// `postgres://…` selects PostgreSQL; unset means the SQLite file
     /// `$WEIR_DATA_DIR/weir.db`.
     #[arg(long, env = "DATABASE_URL", value_parser = parse_database_url, global = true)]
@@ -52,6 +57,10 @@ pub struct Config {
     #[arg(long, env = "LOG_LEVEL", default_value = "info", value_parser = parse_log_level, global = true)]
     pub log_level: String,
 
+    /// Seconds in-flight requests get to finish after SIGTERM/Ctrl-C.
+    #[arg(long, env = "SHUTDOWN_GRACE_SECS", default_value_t = 30, global = true)]
+    pub shutdown_grace_secs: u64,
+
     /// Trust `X-Forwarded-For` to name the client (only behind a proxy you run).
     #[arg(long, env = "TRUST_PROXY", default_value_t = false, global = true)]
     pub trust_proxy: bool,
@@ -71,6 +80,12 @@ pub enum StoreLocation {
 }
 
 impl Config {
+    pub fn models_dir(&self) -> PathBuf {
+        self.models_dir
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("models"))
+    }
+
     pub fn store_location(&self) -> StoreLocation {
         match &self.database_url {
             Some(url) => StoreLocation::Postgres {

@@ -2,12 +2,16 @@
 //!
 //! # Layout
 //!
+//! - [`demo`]: the demo chatflow `scripts/start` installs.
 //! - [`config`]: the env-backed configuration, validated at start.
 //! - [`http`]: the edge — state, router, middleware, auth extractor, error type.
 //! - [`routes`]: one module per API area; thin handlers documented for OpenAPI.
 //! - [`domain`]: the records and their rules (keys, chatflows, variables, times).
 //! - [`store`]: the `Store` trait with its SQLite and PostgreSQL implementations.
+//! - [`flow`]: the chatflow engine: graph, registry, plans, runs.
 //! - [`llm`]: language-model providers behind one streaming interface.
+//! - [`prediction`]: asking a chatflow: sessions, memory, the run, leads, uploads.
+//! - [`ratelimit`]: per-chatflow rate limits counted in the store.
 //! - [`keys`]: operator actions on API keys (CLI and first-start bootstrap).
 //! - [`telemetry`]: logging setup.
 //!
@@ -15,10 +19,14 @@
 //! integration tests drive exactly the code the binary runs.
 
 pub mod config;
+pub mod demo;
 pub mod domain;
+pub mod flow;
 pub mod http;
 pub mod keys;
 pub mod llm;
+pub mod prediction;
+pub mod ratelimit;
 pub mod routes;
 pub mod store;
 pub mod telemetry;

@@ -35,6 +35,9 @@ enum Command {
     /// Manage API keys.
     #[command(subcommand)]
     Keys(KeysCommand),
+    /// Install the demo chatflow (local model, conversation, memory) in the
+    /// default workspace when absent; prints its id.
+    Demo,
 }
 
 #[derive(Subcommand)]
@@ -104,6 +107,13 @@ async fn run(cli: Cli) -> Result<(), String> {
         }
         Command::Serve => serve(config, store).await,
         Command::Keys(cmd) => keys_command(cmd, &*store).await,
+        Command::Demo => {
+            let flow = weir_api::demo::ensure(&*store)
+                .await
+                .map_err(|e| format!("cannot install the demo chatflow: {e}"))?;
+            println!("{}", flow.id);
+            Ok(())
+        }
     }
 }
 
@@ -120,11 +130,9 @@ async fn serve(config: Config, store: Arc<dyn weir_api::Store>) -> Result<(), St
         .await
         .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     tracing::info!(%addr, backend = store.backend(), "weir is serving");
-    let state = AppState {
-        store,
-        config: Arc::new(config),
-    };
-    weir_api::serve(listener, state, shutdown_signal())
+    let grace = std::time::Duration::from_secs(config.shutdown_grace_secs);
+    let state = AppState::new(store, config)?;
+    weir_api::serve(listener, state, shutdown_signal(), grace)
         .await
         .map_err(|e| format!("server failed: {e}"))?;
     tracing::info!("shut down cleanly");

@@ -3,8 +3,6 @@
 
 mod common;
 
-use std::sync::Arc;
-
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
 use clap::Parser;
@@ -41,10 +39,7 @@ async fn app() -> App {
         .await
         .unwrap();
     let config = Args::parse_from(["weir"]).config;
-    let router = weir_api::router(AppState {
-        store: store.store.clone(),
-        config: Arc::new(config),
-    });
+    let router = weir_api::router(AppState::new(store.store.clone(), config).unwrap());
     App {
         router,
         admin,
@@ -241,6 +236,11 @@ async fn openapi_documents_every_route() {
         ("get", "/api/v1/variables/{id}"),
         ("put", "/api/v1/variables/{id}"),
         ("delete", "/api/v1/variables/{id}"),
+        ("post", "/api/v1/prediction/{id}"),
+        ("get", "/api/v1/chatflows-streaming/{id}"),
+        ("get", "/api/v1/chatmessage/{id}"),
+        ("delete", "/api/v1/chatmessage/{id}"),
+        ("get", "/api/v1/leads/{id}"),
     ];
     let paths = doc["paths"].as_object().unwrap();
     for (method, path) in expected {

@@ -5,8 +5,8 @@ mod common;
 
 use weir_api::domain::apikey::generate_key;
 use weir_api::domain::{
-    ChatflowPatch, ChatflowType, NewApiKey, NewChatflow, NewVariable, Page, Permission,
-    VariablePatch, VariableType,
+    ChatflowPatch, ChatflowType, MessageRole, NewApiKey, NewChatMessage, NewChatflow, NewVariable,
+    Page, Permission, VariablePatch, VariableType,
 };
 use weir_api::store::{Store, StoreError};
 
@@ -43,6 +43,9 @@ conformance!(
     chatflow_patch_keeps_other_fields,
     variable_names_are_unique_per_workspace,
     migrations_are_idempotent,
+    chat_messages_keep_order_per_session,
+    leads_are_listed_per_chatflow,
+    rate_limit_windows_count_hits,
 );
 
 fn flow(ws: uuid::Uuid, name: &str) -> NewChatflow {
@@ -278,5 +281,122 @@ async fn migrations_are_idempotent(t: &common::TestStore) {
             .unwrap()
             .total,
         1
+    );
+}
+
+fn msg(flow: uuid::Uuid, chat: &str, role: MessageRole, text: &str) -> NewChatMessage {
+    NewChatMessage {
+        chatflow_id: flow,
+        chat_id: chat.into(),
+        role,
+        content: text.into(),
+        source_documents: None,
+        used_tools: None,
+    }
+}
+
+async fn chat_messages_keep_order_per_session(t: &common::TestStore) {
+    let store: &dyn Store = &*t.store;
+    let ws = store.ensure_workspace("chat").await.unwrap();
+    let f = store.create_chatflow(flow(ws.id, "c")).await.unwrap().id;
+    for i in 0..3 {
+        store
+            .append_chat_messages(vec![
+                msg(f, "s1", MessageRole::User, &format!("q{i}")),
+                msg(f, "s1", MessageRole::Api, &format!("a{i}")),
+            ])
+            .await
+            .unwrap();
+    }
+    store
+        .append_chat_messages(vec![msg(f, "s2", MessageRole::User, "other")])
+        .await
+        .unwrap();
+    let all = store.list_chat_messages(f, Some("s1"), None).await.unwrap();
+    let texts: Vec<_> = all.iter().map(|m| m.content.as_str()).collect();
+    assert_eq!(texts, ["q0", "a0", "q1", "a1", "q2", "a2"]);
+    assert_eq!(all[1].role, MessageRole::Api);
+    let last = store
+        .list_chat_messages(f, Some("s1"), Some(2))
+        .await
+        .unwrap();
+    let texts: Vec<_> = last.iter().map(|m| m.content.as_str()).collect();
+    assert_eq!(texts, ["q2", "a2"]);
+    assert_eq!(
+        store.list_chat_messages(f, None, None).await.unwrap().len(),
+        7
+    );
+    assert_eq!(store.delete_chat_messages(f, Some("s2")).await.unwrap(), 1);
+    assert_eq!(
+        store.list_chat_messages(f, None, None).await.unwrap().len(),
+        6
+    );
+    // Deleting the chatflow removes its conversations.
+    store.delete_chatflow(ws.id, f).await.unwrap();
+    assert!(
+        store
+            .list_chat_messages(f, None, None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+async fn leads_are_listed_per_chatflow(t: &common::TestStore) {
+    let store: &dyn Store = &*t.store;
+    let ws = store.ensure_workspace("leads").await.unwrap();
+    let a = store.create_chatflow(flow(ws.id, "a")).await.unwrap().id;
+    let b = store.create_chatflow(flow(ws.id, "b")).await.unwrap().id;
+    let lead = store
+        .create_lead(a, "chat-1", "x@example.com")
+        .await
+        .unwrap();
+    store
+        .create_lead(b, "chat-2", "y@example.com")
+        .await
+        .unwrap();
+    assert_eq!(store.list_leads(a).await.unwrap(), vec![lead]);
+}
+
+async fn rate_limit_windows_count_hits(t: &common::TestStore) {
+    let store: &dyn Store = &*t.store;
+    let minute = 60_000;
+    let now = weir_api::domain::time::to_millis(&weir_api::domain::time::now());
+    let start = now - now % minute;
+    assert_eq!(
+        store
+            .rate_limit_hit("flow:key", start, minute)
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        store
+            .rate_limit_hit("flow:key", start, minute)
+            .await
+            .unwrap(),
+        2
+    );
+    assert_eq!(
+        store
+            .rate_limit_hit("flow:other", start, minute)
+            .await
+            .unwrap(),
+        1
+    );
+    // The next window starts from zero.
+    assert_eq!(
+        store
+            .rate_limit_hit("flow:key", start + minute, minute)
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        store
+            .rate_limit_hit("flow:key", start + minute, minute)
+            .await
+            .unwrap(),
+        2
     );
 }

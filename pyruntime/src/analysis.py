@@ -24,16 +24,36 @@ def _lines(code):
     return io.StringIO(code).readlines()
 
 
+# Python 3.12+ splits an f-string into FSTRING_START ... FSTRING_END tokens; it is one
+# STRING token in 3.11. Both become one span here.
+_FSTRING_START = getattr(tokenize, "FSTRING_START", None)
+_FSTRING_END = getattr(tokenize, "FSTRING_END", None)
+
+
 def _literal_spans(code):
-    """(start, end, kind, token text) of every STRING and COMMENT token, in char offsets."""
+    """(start, end, kind, token text) of every STRING (f-strings whole) and COMMENT token,
+    in character offsets."""
     offsets = [0]
     for line in _lines(code):
         offsets.append(offsets[-1] + len(line))
+
+    def offset(position):
+        return offsets[position[0] - 1] + position[1]
+
     spans = []
+    fstring_starts = []
     for tok in tokenize.generate_tokens(io.StringIO(code).readline):
-        if tok.type in (tokenize.STRING, tokenize.COMMENT):
-            start = offsets[tok.start[0] - 1] + tok.start[1]
-            end = offsets[tok.end[0] - 1] + tok.end[1]
+        if _FSTRING_START is not None and tok.type == _FSTRING_START:
+            fstring_starts.append(offset(tok.start))
+        elif _FSTRING_END is not None and tok.type == _FSTRING_END and fstring_starts:
+            start = fstring_starts.pop()
+            if not fstring_starts:
+                end = offset(tok.end)
+                spans.append((start, end, tokenize.STRING, code[start:end]))
+        elif fstring_starts:
+            continue
+        elif tok.type in (tokenize.STRING, tokenize.COMMENT):
+            start, end = offset(tok.start), offset(tok.end)
             spans.append((start, end, tok.type, tok.string))
     return spans
 
@@ -65,22 +85,106 @@ def _escape_for_literal(text, quote, is_bytes, is_fstring):
     return "".join(out)
 
 
-def _in_string(token_text, text):
-    """The replacement for a template inside the string literal `token_text`."""
+def _fstring_context(body, offset):
+    """Where `offset` stands in the body (text between the quotes) of a 3.11 f-string:
+    "literal" (also a format spec), "expr" (code of a replacement field), or "nested" (a
+    string literal inside a replacement field)."""
+    fields = []  # per open field: [bracket depth, in format spec]
+    i = 0
+    while i < offset:
+        ch = body[i]
+        in_code = bool(fields) and not fields[-1][1]
+        if not in_code:
+            if not fields and body.startswith(("{{", "}}"), i):
+                i += 2
+                continue
+            if ch == "{":
+                fields.append([0, False])
+            elif ch == "}" and fields:
+                fields.pop()
+            i += 1
+            continue
+        if ch in "'\"":
+            quote = body[i : i + 3] if body.startswith(ch * 3, i) else ch
+            close = body.find(quote, i + len(quote))
+            if close == -1 or offset < close + len(quote):
+                return "nested"
+            i = close + len(quote)
+            continue
+        field = fields[-1]
+        if ch in "([{":
+            field[0] += 1
+        elif ch in ")]" or (ch == "}" and field[0] > 0):
+            field[0] -= 1
+        elif ch == "}":
+            fields.pop()
+        elif ch == ":" and field[0] == 0:
+            field[1] = True
+        i += 1
+    if fields and not fields[-1][1]:
+        return "expr"
+    return "literal"
+
+
+def _quote_free(value):
+    """A Python expression for a JSON value using no quote, backslash or brace, so it is
+    inert even inside an f-string's replacement field."""
+    if isinstance(value, str):
+        return "bytes([%s]).decode()" % ",".join(str(b) for b in value.encode("utf-8"))
+    if isinstance(value, list):
+        return "[%s]" % ",".join(_quote_free(v) for v in value)
+    if isinstance(value, dict):
+        pairs = ",".join("(%s,%s)" % (_quote_free(k), _quote_free(v)) for k, v in value.items())
+        return "dict([%s])" % pairs
+    return repr(value)  # None, bool, int, float
+
+
+def _harmless(text, is_bytes):
+    return (
+        not any(c in text for c in "\\'\"\r\n{}")
+        and text.isprintable()
+        and (not is_bytes or text.isascii())
+    )
+
+
+def _in_string(token_text, offset, text, json_text):
+    """(replacement, warning) for a template at `offset` inside the literal `token_text`."""
     match = _QUOTED.match(token_text)
     if match is None:  # not expected from tokenize; stay safe
-        return repr(text)
+        return repr(text), None
     prefix, quote = match.group(1).lower(), match.group(2)
     is_bytes, is_raw, is_fstring = "b" in prefix, "r" in prefix, "f" in prefix
+    context = "literal"
+    if is_fstring:
+        context = _fstring_context(token_text[match.end() :], offset - match.end())
+    if context == "expr":
+        return "(%s)" % _quote_free(json.loads(json_text)), None
+    if context == "nested":
+        if _harmless(text, is_bytes):
+            return text, None
+        return "", (
+            "a template inside a string nested in an f-string expression was left empty "
+            "(its value cannot be inserted there safely)"
+        )
+    # A backslash the code put just before the template would escape our first character;
+    # Python keeps an unknown escape such as `\{` as a backslash, so doubling it keeps the
+    # value the author meant.
+    body_before = token_text[match.end() : offset]
+    dangling = (len(body_before) - len(body_before.rstrip("\\"))) % 2 == 1
     if not is_raw:
-        return _escape_for_literal(text, quote, is_bytes, is_fstring)
-    harmless = not any(c in text for c in "\\'\"\r\n{}") and text.isprintable()
-    if harmless and (not is_bytes or text.isascii()):
-        return text
+        escaped = _escape_for_literal(text, quote, is_bytes, is_fstring)
+        return ("\\" if dangling else "") + escaped, None
+    if _harmless(text, is_bytes):
+        return text, None
+    if dangling:
+        return "", (
+            "a template after a backslash in a raw string was left empty "
+            "(its value cannot be inserted there safely)"
+        )
     # A raw literal cannot escape anything: close it, add a separate literal holding the
     # value (adjacent literals concatenate), and reopen it.
     value = repr(text.encode("utf-8")) if is_bytes else repr(text)
-    return "%s %s %s%s" % (quote, value, match.group(1), quote)
+    return "%s %s %s%s" % (quote, value, match.group(1), quote), None
 
 
 def _in_comment(text):
@@ -92,12 +196,28 @@ def _as_literal(json_text):
 
 
 def substitute(code, replacements):
-    """Replaces each (start, end, text, json) in `code`; None if `code` cannot be tokenized."""
+    """Replaces each (start, end, text, json) in `code`.
+
+    Returns (code, warnings), or None if `code` cannot be tokenized. When the code does not
+    parse even with inert values, the inert version is returned: the run then reports the
+    author's syntax error, and a value can never complete broken code into working code.
+    """
     try:
         spans = _literal_spans(code)
     except (tokenize.TokenError, SyntaxError):
         return None
+    inert = [(start, end, "", "null") for start, end, _, _ in replacements]
+    probe, _ = _apply(code, spans, inert)
+    try:
+        ast.parse(probe)
+    except (SyntaxError, ValueError):
+        return probe, ["the code does not parse, so no template was filled in"]
+    return _apply(code, spans, replacements)
+
+
+def _apply(code, spans, replacements):
     out = []
+    warnings = []
     cursor = 0
     span_index = 0
     for start, end, text, json_text in sorted(replacements):
@@ -108,7 +228,9 @@ def substitute(code, replacements):
         span = spans[span_index] if span_index < len(spans) else None
         inside = span is not None and span[0] <= start and end <= span[1]
         if inside and span[2] == tokenize.STRING:
-            replacement = _in_string(span[3], text)
+            replacement, warning = _in_string(span[3], start - span[0], text, json_text)
+            if warning and warning not in warnings:
+                warnings.append(warning)
         elif inside:
             replacement = _in_comment(text)
         else:
@@ -117,17 +239,42 @@ def substitute(code, replacements):
         out.append(replacement)
         cursor = end
     out.append(code[cursor:])
-    return "".join(out)
+    return "".join(out), warnings
+
+
+_GUARDS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
+
+
+def _guards_imports(node):
+    """Whether a `try` statement catches a failed import (optional dependency)."""
+    for handler in node.handlers:
+        kinds = handler.type
+        if kinds is None:
+            return True
+        names = kinds.elts if isinstance(kinds, ast.Tuple) else [kinds]
+        if any(isinstance(n, ast.Name) and n.id in _GUARDS for n in names):
+            return True
+    return False
 
 
 def imports(code):
-    """Top-level names of absolute imports that are not part of the standard library."""
+    """Top-level names of absolute imports that are not part of the standard library.
+
+    Imports inside the body of a `try` that catches ImportError are optional and skipped.
+    """
     try:
         tree = ast.parse(code)
     except (SyntaxError, ValueError):
         return []
+    optional = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Try) and _guards_imports(node):
+            for statement in node.body:
+                optional.update(id(inner) for inner in ast.walk(statement))
     found = []
     for node in ast.walk(tree):
+        if id(node) in optional:
+            continue
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:

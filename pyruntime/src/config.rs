@@ -40,11 +40,17 @@ pub struct Config {
     #[arg(long, env = "PY_TOOL_MAX_TIMEOUT", default_value_t = 300)]
     pub max_timeout: u64,
 
+    /// How many executions may run at once (more wait their turn); by default twice the
+    /// number of CPUs.
+    #[arg(long, env = "PY_TOOL_MAX_CONCURRENCY")]
+    pub max_concurrency: Option<usize>,
+
     /// When set, every endpoint except /tools/health requires `Authorization: Bearer <key>`.
     #[arg(long, env = "PY_TOOL_API_KEY", hide_env_values = true)]
     pub api_key: Option<String>,
 
-    /// Path of the `uv` binary; by default `uv` is looked up on PATH and beside the interpreter.
+    /// Path of the `uv` binary; by default `uv` is looked up on PATH and beside the
+    /// interpreter. `none` forces the fallback (`python -m venv` + pip).
     #[arg(long, env = "PY_TOOL_UV")]
     pub uv: Option<PathBuf>,
 
@@ -54,6 +60,13 @@ pub struct Config {
 }
 
 impl Config {
+    /// `max_concurrency`, or twice the number of CPUs; at least 1.
+    pub fn concurrency(&self) -> usize {
+        self.max_concurrency
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get() * 2))
+            .max(1)
+    }
+
     /// Upper bound (bytes) of a request body.
     pub const MAX_BODY_BYTES: usize = 10 << 20;
     /// Default `timeout` of an execution when the request sends none.

@@ -18,7 +18,7 @@ use crate::error::{ApiError, Result};
 use crate::imports::{self, Requirement};
 use crate::sandbox::{self, Entry, Job, Limits, Outcome, RunDir, ToolError};
 use crate::templates::{self, Variables};
-use crate::venvs::{InstallReport, VenvError, Venvs};
+use crate::venvs::{InstallReport, Venv, VenvError, Venvs};
 use crate::{py, workspace};
 
 /// Body of `POST /tools/execute-python`.
@@ -74,6 +74,8 @@ pub struct InstallResponse {
 pub struct Executor {
     venvs: Venvs,
     artifacts: Artifacts,
+    /// Caps the number of child processes alive at once (`PY_TOOL_MAX_CONCURRENCY`).
+    slots: tokio::sync::Semaphore,
     max_mem: u64,
     max_timeout: u64,
 }
@@ -83,6 +85,7 @@ impl Executor {
         Self {
             venvs,
             artifacts,
+            slots: tokio::sync::Semaphore::new(config.concurrency()),
             max_mem: config.max_mem,
             max_timeout: config.max_timeout,
         }
@@ -107,66 +110,23 @@ impl Executor {
             timeout: self.timeout(request.timeout, &mut warnings)?,
             max_mem: self.max_mem,
         };
-
         let params = variables.params.clone();
-        let (code, imported, template_warnings) = blocking(move || {
-            let substituted = templates::substitute(&code, &variables, chrono::Utc::now())?;
-            let imported = py::imports(&substituted.code)?;
-            Ok::<_, py::PyFailure>((substituted.code, imported, substituted.warnings))
-        })
-        .await?
-        .map_err(ApiError::internal)?;
-        warnings.extend(template_warnings);
 
-        let (venv, installed) = {
-            let _guard = self.venvs.lock(&workspace).await;
-            let venv = self.venvs.ensure(&workspace).await.map_err(venv_error)?;
-            let site = venv.site_packages.to_string_lossy().into_owned();
-            let (missing, present) = blocking(move || {
-                Ok::<_, py::PyFailure>((
-                    py::missing_modules(&site, &imported)?,
-                    py::distributions(&site)?,
-                ))
-            })
-            .await?
-            .map_err(ApiError::internal)?;
-            let specs = imports::plan(&requirements, &missing, &present);
-            let report = self
-                .venvs
-                .install(&venv, &specs)
-                .await
-                .map_err(venv_error)?;
-            (venv, report.installed)
-        };
-
-        let runs = self.artifacts.runs_dir();
-        let run_dir = blocking(move || {
-            std::fs::create_dir_all(&runs)?;
-            RunDir::create(&runs)
-        })
-        .await?
-        .map_err(ApiError::internal)?;
-        let cache_dir = self.venvs.root().join(".cache").join(&workspace);
+        let (code, imported) = prepare_code(code, variables, &mut warnings).await?;
+        let (venv, installed) = self
+            .prepare_venv(&workspace, &requirements, imported)
+            .await?;
         let job = Job {
             python: &venv.python,
             venv_dir: &venv.dir,
-            cache_dir: &cache_dir,
+            cache_dir: &self.venvs.root().join(".cache").join(&workspace),
             code: &code,
             params: &params,
             limits,
         };
-        let outcome = sandbox::run(&job, &run_dir)
-            .await
-            .map_err(ApiError::internal)?;
-
-        let artifacts = self.artifacts.clone();
-        let work = run_dir.work();
-        let ws = workspace.clone();
-        let (artifacts, artifact_warnings) = blocking(move || artifacts.collect(&ws, &work))
-            .await?
-            .map_err(ApiError::internal)?;
-        drop(run_dir);
-        warnings.extend(artifact_warnings);
+        let (outcome, artifacts) = self
+            .run_and_collect(&job, &workspace, &mut warnings)
+            .await?;
 
         let mut response = shape(outcome, &limits, warnings);
         response.artifacts = artifacts;
@@ -181,6 +141,68 @@ impl Executor {
             "execution finished"
         );
         Ok(response)
+    }
+
+    /// Under the workspace lock: the venv, created if needed, with every missing import
+    /// and requirement installed. Returns the venv and what was installed.
+    async fn prepare_venv(
+        &self,
+        workspace: &str,
+        requirements: &[Requirement],
+        imported: Vec<String>,
+    ) -> Result<(Venv, Vec<String>)> {
+        let _guard = self.venvs.lock(workspace).await;
+        let venv = self.venvs.ensure(workspace).await.map_err(venv_error)?;
+        let site = venv.site_packages.to_string_lossy().into_owned();
+        let (missing, present) = blocking(move || {
+            Ok::<_, py::PyFailure>((
+                py::missing_modules(&site, &imported)?,
+                py::distributions(&site)?,
+            ))
+        })
+        .await?
+        .map_err(ApiError::internal)?;
+        let specs = imports::plan(requirements, &missing, &present);
+        let report = self
+            .venvs
+            .install(&venv, &specs)
+            .await
+            .map_err(venv_error)?;
+        Ok((venv, report.installed))
+    }
+
+    /// Runs `job` in a fresh run directory (waiting for a free slot first), then keeps
+    /// the files it wrote.
+    async fn run_and_collect(
+        &self,
+        job: &Job<'_>,
+        workspace: &str,
+        warnings: &mut Vec<String>,
+    ) -> Result<(Outcome, Vec<Artifact>)> {
+        let runs = self.artifacts.runs_dir();
+        let run_dir = blocking(move || {
+            std::fs::create_dir_all(&runs)?;
+            RunDir::create(&runs)
+        })
+        .await?
+        .map_err(ApiError::internal)?;
+        let outcome = {
+            let _slot = self.slots.acquire().await.map_err(ApiError::internal)?;
+            sandbox::run(job, &run_dir)
+                .await
+                .map_err(ApiError::internal)?
+        };
+        let artifacts = self.artifacts.clone();
+        let workspace = workspace.to_owned();
+        let (kept, artifact_warnings) = blocking(move || {
+            let collected = artifacts.collect(&workspace, &run_dir.work());
+            drop(run_dir); // removing the tree can take a while: not on an async worker
+            collected
+        })
+        .await?
+        .map_err(ApiError::internal)?;
+        warnings.extend(artifact_warnings);
+        Ok((outcome, kept))
     }
 
     pub async fn install(&self, request: InstallRequest) -> Result<InstallResponse> {
@@ -217,6 +239,23 @@ impl Executor {
         }
         Ok(Duration::from_secs_f64(seconds))
     }
+}
+
+/// Substitutes templates and detects imports (CPython's tokenizer and `ast`).
+async fn prepare_code(
+    code: String,
+    variables: Variables,
+    warnings: &mut Vec<String>,
+) -> Result<(String, Vec<String>)> {
+    let (substituted, imported) = blocking(move || {
+        let substituted = templates::substitute(&code, &variables, chrono::Utc::now())?;
+        let imported = py::imports(&substituted.code)?;
+        Ok::<_, py::PyFailure>((substituted, imported))
+    })
+    .await?
+    .map_err(ApiError::internal)?;
+    warnings.extend(substituted.warnings);
+    Ok((substituted.code, imported))
 }
 
 /// Turns the child's outcome into the response (artifacts, installs, timing filled later).
@@ -343,4 +382,112 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
     tokio::task::spawn_blocking(f)
         .await
         .map_err(ApiError::internal)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn limits() -> Limits {
+        Limits {
+            timeout: Duration::from_secs(5),
+            max_mem: 1 << 30,
+        }
+    }
+
+    fn outcome(report: Option<sandbox::Report>) -> Outcome {
+        Outcome {
+            stdout: "printed\n".to_owned(),
+            stderr: String::new(),
+            truncated: false,
+            timed_out: false,
+            exit_code: Some(0),
+            signal: None,
+            report,
+            report_problem: None,
+        }
+    }
+
+    fn report(
+        kind: &str,
+        result: Value,
+        output: Option<&str>,
+        error: Option<ToolError>,
+    ) -> sandbox::Report {
+        sandbox::Report {
+            entry: Entry {
+                kind: kind.to_owned(),
+                name: None,
+            },
+            result,
+            output: output.map(str::to_owned),
+            error,
+        }
+    }
+
+    #[test]
+    fn printed_output_is_the_result_of_a_stdout_entry() {
+        let response = shape(
+            outcome(Some(report("stdout", Value::Null, None, None))),
+            &limits(),
+            vec![],
+        );
+        assert!(response.success);
+        assert_eq!(response.result, json!("printed"));
+        assert_eq!(response.output, "printed");
+    }
+
+    #[test]
+    fn a_function_returning_none_outputs_what_it_printed() {
+        let response = shape(
+            outcome(Some(report("function", Value::Null, None, None))),
+            &limits(),
+            vec![],
+        );
+        assert_eq!(response.result, Value::Null);
+        assert_eq!(response.output, "printed");
+    }
+
+    #[test]
+    fn timeouts_signals_and_exits_become_errors() {
+        let mut timed_out = outcome(None);
+        timed_out.timed_out = true;
+        timed_out.signal = Some(libc::SIGKILL);
+        let response = shape(timed_out, &limits(), vec![]);
+        assert!(!response.success && response.timed_out);
+        assert_eq!(
+            response.error.map(|e| e.kind),
+            Some("TimeoutError".to_owned())
+        );
+
+        let mut killed = outcome(None);
+        killed.signal = Some(libc::SIGXFSZ);
+        let error = shape(killed, &limits(), vec![]).error;
+        assert!(error.is_some_and(|e| e.kind == "Killed" && e.message.contains("file size limit")));
+
+        let mut exited = outcome(None);
+        exited.exit_code = Some(3);
+        let error = shape(exited, &limits(), vec![]).error;
+        assert!(error.is_some_and(|e| e.kind == "ProcessExit" && e.message.contains("status 3")));
+    }
+
+    #[test]
+    fn memory_and_file_size_errors_add_warnings() {
+        let memory = ToolError {
+            kind: "MemoryError".to_owned(),
+            message: String::new(),
+            traceback: String::new(),
+        };
+        let response = shape(
+            outcome(Some(report("function", Value::Null, None, Some(memory)))),
+            &limits(),
+            vec![],
+        );
+        assert!(!response.success);
+        assert_eq!(
+            response.warnings,
+            vec!["the memory limit of 1024 MiB was reached".to_owned()]
+        );
+    }
 }

@@ -69,12 +69,18 @@ async def _await(awaitable):
     return await awaitable
 
 
-def to_json(value):
-    """The value as JSON-compatible data: itself when JSON can carry it, else via str."""
-    try:
-        return json.loads(json.dumps(value, allow_nan=False, default=str))
-    except (TypeError, ValueError, RecursionError):
-        return str(value)
+def to_json(value, depth=0):
+    """The value as JSON data: dicts, lists and tuples item by item, every value JSON
+    cannot carry (objects, NaN, infinities) through str."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if value == value and value not in (float("inf"), float("-inf")) else str(value)
+    if depth < 64 and isinstance(value, dict):
+        return {str(k): to_json(v, depth + 1) for k, v in value.items()}
+    if depth < 64 and isinstance(value, (list, tuple)):
+        return [to_json(v, depth + 1) for v in value]
+    return str(value)
 
 
 def to_text(value):

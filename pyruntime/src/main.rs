@@ -6,6 +6,7 @@ use pyo3::Python;
 
 fn main() -> std::process::ExitCode {
     let config = _weir_runtime::Config::parse();
+    pin_python_home();
     // The one place the binary enters CPython; the library only attaches to it.
     Python::initialize();
     match _weir_runtime::run(config) {
@@ -14,5 +15,17 @@ fn main() -> std::process::ExitCode {
             eprintln!("weir-pyruntime: {err}");
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+/// Points CPython at the installation it was built against (see build.rs) unless the
+/// caller set `PYTHONHOME`; children never inherit it (their environments are rebuilt).
+fn pin_python_home() {
+    if std::env::var_os("PYTHONHOME").is_some() {
+        return;
+    }
+    if let Some(home) = option_env!("WEIR_PYTHON_HOME") {
+        // SAFETY: called at the start of main, before any thread exists.
+        unsafe { std::env::set_var("PYTHONHOME", home) };
     }
 }

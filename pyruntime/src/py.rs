@@ -61,9 +61,13 @@ fn call<T>(
     .map_err(PyFailure::from)
 }
 
-/// Applies `replacements` to `code` where CPython's tokenizer says each one stands.
-/// `None` when the code cannot be tokenized (it would not compile either).
-pub fn substitute(code: &str, replacements: &[Replacement]) -> Result<Option<String>, PyFailure> {
+/// Applies `replacements` to `code` where CPython's tokenizer says each one stands;
+/// returns the new code and warnings. `None` when the code cannot be tokenized (it would
+/// not compile either).
+pub fn substitute(
+    code: &str,
+    replacements: &[Replacement],
+) -> Result<Option<(String, Vec<String>)>, PyFailure> {
     let items: Vec<(usize, usize, &str, &str)> = replacements
         .iter()
         .map(|r| (r.start, r.end, r.text.as_str(), r.json.as_str()))

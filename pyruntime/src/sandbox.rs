@@ -3,7 +3,8 @@
 //! Entry point: `run`. Each execution gets a `RunDir` (working directory, home, tmp,
 //! the harness files) and a child — the workspace venv's `python` running `harness.py` —
 //! in its own session and process group, with RLIMIT_CPU = timeout + 2 s,
-//! RLIMIT_AS = `PY_TOOL_MAX_MEM`, RLIMIT_FSIZE = 100 MiB and RLIMIT_CORE = 0, and an
+//! RLIMIT_AS = `PY_TOOL_MAX_MEM`, RLIMIT_FSIZE = 100 MiB, RLIMIT_CORE = 0 and
+//! RLIMIT_NPROC = 1024 (not enforced for root), and an
 //! environment built from scratch (no server secrets). A wall-clock timeout, the end of
 //! the run, and dropping the request all kill the whole process group. stdout and stderr
 //! are captured up to `OUTPUT_CAP` each. This module never interprets tool results beyond
@@ -27,12 +28,22 @@ const HELPERS: &str = include_str!("../../python/weir_runtime/helpers.py");
 pub const FILE_SIZE_LIMIT: u64 = 100 << 20;
 /// Bytes of stdout (and, separately, stderr) kept per run.
 pub const OUTPUT_CAP: usize = 1 << 20;
+/// RLIMIT_NPROC: processes (threads included) of the runtime's user while a run forks.
+/// The kernel ignores it for root, so it stops fork bombs only when the runtime runs as an
+/// unprivileged user, as it should.
+pub const PROCESS_LIMIT: u64 = 1024;
 /// CPU seconds granted beyond the wall-clock timeout (SPEC.md: timeout + 2 s).
 pub const CPU_GRACE_SECS: u64 = 2;
 /// Largest harness report read back.
 const REPORT_CAP: u64 = 32 << 20;
 /// How long to wait for the output pipes after the process group is gone.
 const DRAIN_GRACE: Duration = Duration::from_secs(2);
+
+/// Whether RLIMIT_NPROC binds children: the kernel does not apply it to root.
+pub fn process_limit_enforced() -> bool {
+    // SAFETY: geteuid(2) has no preconditions and cannot fail.
+    unsafe { libc::geteuid() != 0 }
+}
 
 /// Limits of one run.
 #[derive(Debug, Clone, Copy)]
@@ -309,6 +320,7 @@ impl RlimitValues {
                 (libc::RLIMIT_AS, self.mem, self.mem),
                 (libc::RLIMIT_FSIZE, FILE_SIZE_LIMIT, FILE_SIZE_LIMIT),
                 (libc::RLIMIT_CORE, 0, 0),
+                (libc::RLIMIT_NPROC, PROCESS_LIMIT, PROCESS_LIMIT),
             ] {
                 let limit = libc::rlimit {
                     rlim_cur: soft as libc::rlim_t,
@@ -391,12 +403,24 @@ impl Capture {
     }
 }
 
+/// Reads the harness report; the file is the child's, so no symlink is followed.
 async fn read_report(path: &Path) -> (Option<Report>, Option<String>) {
-    let size = match tokio::fs::metadata(path).await {
-        Ok(meta) => meta.len(),
-        Err(_) => return (None, None),
+    let opened = tokio::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .await;
+    let file = match opened {
+        Ok(file) => file,
+        Err(err) if err.kind() == io::ErrorKind::NotFound => return (None, None),
+        Err(err) => return (None, Some(format!("the run's report is unreadable: {err}"))),
     };
-    if size > REPORT_CAP {
+    let mut bytes = Vec::new();
+    let read = file.take(REPORT_CAP + 1).read_to_end(&mut bytes).await;
+    if let Err(err) = read {
+        return (None, Some(format!("the run's report is unreadable: {err}")));
+    }
+    if bytes.len() as u64 > REPORT_CAP {
         return (
             None,
             Some(format!(
@@ -405,11 +429,8 @@ async fn read_report(path: &Path) -> (Option<Report>, Option<String>) {
             )),
         );
     }
-    match tokio::fs::read(path).await {
-        Ok(bytes) => match serde_json::from_slice(&bytes) {
-            Ok(report) => (Some(report), None),
-            Err(err) => (None, Some(format!("the run's report is unreadable: {err}"))),
-        },
+    match serde_json::from_slice(&bytes) {
+        Ok(report) => (Some(report), None),
         Err(err) => (None, Some(format!("the run's report is unreadable: {err}"))),
     }
 }

@@ -7,11 +7,11 @@
 //! checks `Authorization: Bearer` in constant time before any body is read; /tools/health
 //! stays open. axum's plain-text rejections and fallbacks become JSON `ApiError`s.
 
-use std::future::Future;
+use std::future::{Future, IntoFuture};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::extract::rejection::JsonRejection;
+use axum::extract::rejection::{JsonRejection, PathRejection};
 use axum::extract::{DefaultBodyLimit, Path, Request, State};
 use axum::http::{HeaderValue, header};
 use axum::middleware::{self, Next};
@@ -31,6 +31,9 @@ use crate::py::{self, InterpreterInfo};
 use crate::sandbox;
 use crate::venvs::{self, Installer, Venvs};
 
+/// How long requests in flight may go on after Ctrl-C or SIGTERM.
+pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Shared, cheaply cloned state of the handlers.
 #[derive(Clone)]
 pub struct AppState {
@@ -49,8 +52,9 @@ pub fn run(config: Config) -> std::io::Result<()> {
         .enable_all()
         .build()?;
     runtime.block_on(async {
+        let shutdown = shutdown_signal()?;
         let listener = TcpListener::bind(SocketAddr::new(config.host, config.port)).await?;
-        serve(config, listener, shutdown_signal()).await
+        serve(config, listener, shutdown).await
     })
 }
 
@@ -72,9 +76,29 @@ pub async fn serve(
     tracing::info!(%address, python = %state.python.version, "weir-pyruntime listening");
     // A machine-readable line for supervisors and tests that start us on port 0.
     println!("weir-pyruntime listening on http://{address}");
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown)
-        .await
+    // After the signal, requests in flight get SHUTDOWN_GRACE to finish; then serve
+    // returns, and dropping the runtime's tasks kills the children still running.
+    let (stopping, mut stopped) = tokio::sync::watch::channel(false);
+    let signal = async move {
+        shutdown.await;
+        // No receiver left only means serve already returned.
+        let _ = stopping.send(true);
+    };
+    let server = axum::serve(listener, router(state)).with_graceful_shutdown(signal);
+    let grace = async move {
+        if stopped.wait_for(|stop| *stop).await.is_ok() {
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+        } else {
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::select! {
+        result = server.into_future() => result,
+        () = grace => {
+            tracing::warn!("executions still running after the shutdown grace period: killing them");
+            Ok(())
+        }
+    }
 }
 
 /// Interpreter facts, installer detection, directories.
@@ -169,8 +193,10 @@ async fn install_packages(
 
 async fn get_artifact(
     State(state): State<AppState>,
-    Path((workspace_id, filename)): Path<(String, String)>,
+    path: std::result::Result<Path<(String, String)>, PathRejection>,
 ) -> Result<Response> {
+    let Path((workspace_id, filename)) =
+        path.map_err(|rejection| ApiError::BadRequest(rejection.body_text()))?;
     let bytes = state
         .executor
         .artifacts()
@@ -226,6 +252,8 @@ async fn health(State(state): State<AppState>) -> Json<Value> {
                 "addressSpaceBytes": state.max_mem,
                 "fileSizeBytes": sandbox::FILE_SIZE_LIMIT,
                 "coreBytes": 0,
+                "processes": sandbox::PROCESS_LIMIT,
+                "processesEnforced": sandbox::process_limit_enforced(),
             },
             "outputCapBytes": sandbox::OUTPUT_CAP,
             "namespaces": false,
@@ -235,30 +263,20 @@ async fn health(State(state): State<AppState>) -> Json<Value> {
     }))
 }
 
-/// Resolves on Ctrl-C or SIGTERM.
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
-        if let Err(err) = tokio::signal::ctrl_c().await {
-            tracing::error!(%err, "cannot listen for Ctrl-C");
-            std::future::pending::<()>().await;
+/// Registers for Ctrl-C (SIGINT) and SIGTERM now — before the server announces itself, so
+/// an early signal is never lost to the default action — and resolves on either.
+/// Needs a tokio runtime.
+pub fn shutdown_signal() -> std::io::Result<impl Future<Output = ()> + Send + 'static> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut terminate = signal(SignalKind::terminate())?;
+    Ok(async move {
+        tokio::select! {
+            _ = interrupt.recv() => {},
+            _ = terminate.recv() => {},
         }
-    };
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(err) => {
-                tracing::error!(%err, "cannot listen for SIGTERM");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    tokio::select! {
-        () = ctrl_c => {},
-        () = terminate => {},
-    }
-    tracing::info!("shutting down");
+        tracing::info!("shutting down");
+    })
 }
 
 /// Logs to stderr; `RUST_LOG` overrides the default `info`. A second call (the wheel's

@@ -172,7 +172,10 @@ pub fn substitute(
         });
     }
     match py::substitute(code, &replacements)? {
-        Some(code) => Ok(Substituted { code, warnings }),
+        Some((code, more)) => {
+            warnings.extend(more);
+            Ok(Substituted { code, warnings })
+        }
         None => {
             warnings
                 .push("templates were not substituted: the code could not be tokenized".to_owned());

@@ -230,8 +230,12 @@ impl Venvs {
 }
 
 /// Picks the installer: an explicit `PY_TOOL_UV`, else `uv` on PATH, else beside the
-/// interpreter (a wheel install puts it there); `Pip` when none runs.
+/// interpreter (a wheel install puts it there); `Pip` when none runs or when
+/// `PY_TOOL_UV=none`.
 pub async fn detect_installer(explicit: Option<&Path>, scripts_dir: &str) -> Installer {
+    if explicit.is_some_and(|path| path == Path::new("none")) {
+        return Installer::Pip;
+    }
     let mut candidates: Vec<PathBuf> = Vec::new();
     if let Some(path) = explicit {
         candidates.push(path.to_owned());

@@ -1,4 +1,5 @@
-//! Domain types: the records weir keeps (workspaces, API keys, chatflows, variables)
+//! Domain types: the records weir keeps (workspaces, API keys, chatflows, variables,
+//! conversation messages, leads)
 //! and the rules that hold for them whatever the store or the HTTP edge.
 //!
 //! Nothing here performs I/O. The store persists these types, the routes validate
@@ -6,11 +7,13 @@
 
 pub mod apikey;
 pub mod chatflow;
+pub mod message;
 pub mod time;
 pub mod variable;
 
 pub use apikey::{ApiKey, NewApiKey, Permission};
 pub use chatflow::{Chatflow, ChatflowPatch, ChatflowType, NewChatflow};
+pub use message::{ChatMessageRecord, Lead, MessageRole, NewChatMessage};
 pub use variable::{NewVariable, Variable, VariablePatch, VariableType};
 
 use uuid::Uuid;

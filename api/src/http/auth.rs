@@ -53,7 +53,7 @@ struct KeyParam {
 }
 
 /// The key as presented by the client, if any.
-fn presented_key(parts: &Parts) -> Result<Option<String>, ApiError> {
+pub fn presented_key(parts: &Parts) -> Result<Option<String>, ApiError> {
     if let Some(value) = parts.headers.get(AUTHORIZATION) {
         let value = value
             .to_str()

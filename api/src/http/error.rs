@@ -12,6 +12,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use crate::flow::{FlowError, FlowErrorKind};
 use crate::store::StoreError;
 
 pub type ApiResult<T, E = ApiError> = Result<T, E>;
@@ -39,6 +40,10 @@ pub enum ApiError {
     UnsupportedMediaType(String),
     #[error("{message}")]
     TooManyRequests { message: String, retry_after: u64 },
+    /// A chatflow failed while running: the message says which node and why
+    /// (it is about the user's flow, so it is shown).
+    #[error("{0}")]
+    FlowFailed(String),
     /// Logged in full; the client sees a generic message.
     #[error("internal error: {0}")]
     Internal(String),
@@ -64,7 +69,7 @@ impl ApiError {
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
-            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::FlowFailed(_) | ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
@@ -107,6 +112,10 @@ impl IntoResponse for ApiError {
                     .insert(header::RETRY_AFTER, HeaderValue::from(retry_after));
                 response
             }
+            ApiError::FlowFailed(message) => {
+                tracing::warn!(error = %message, "chatflow failed");
+                error_response(status, message)
+            }
             other => error_response(status, other.to_string()),
         }
     }
@@ -117,6 +126,16 @@ impl From<StoreError> for ApiError {
         match e {
             StoreError::Conflict(message) => ApiError::Conflict(message),
             StoreError::Backend(detail) => ApiError::Internal(detail),
+        }
+    }
+}
+
+impl From<FlowError> for ApiError {
+    fn from(e: FlowError) -> Self {
+        match e.kind {
+            FlowErrorKind::Invalid => ApiError::BadRequest(e.message),
+            FlowErrorKind::Forbidden => ApiError::Forbidden(e.message),
+            FlowErrorKind::Failed => ApiError::FlowFailed(e.message),
         }
     }
 }

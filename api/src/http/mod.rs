@@ -24,6 +24,8 @@ use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use utoipa_swagger_ui::SwaggerUi;
 
 use crate::config::Config;
+use crate::flow::PlanCache;
+use crate::flow::run::Models;
 use crate::routes;
 use crate::store::Store;
 use error::{ApiError, error_response};
@@ -38,6 +40,26 @@ const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 pub struct AppState {
     pub store: Arc<dyn Store>,
     pub config: Arc<Config>,
+    /// Validated flow plans, per chatflow version.
+    pub plans: Arc<PlanCache>,
+    /// Chat model providers (one pooled HTTP client) and the embedded model.
+    pub models: Models,
+}
+
+impl AppState {
+    pub fn new(store: Arc<dyn Store>, config: Config) -> Result<Self, String> {
+        let http = crate::llm::http::client().map_err(|e| e.message)?;
+        let local = crate::llm::embedded::Embedded::new(config.models_dir());
+        Ok(AppState {
+            store,
+            config: Arc::new(config),
+            plans: Arc::default(),
+            models: Models {
+                http,
+                local: Arc::new(local),
+            },
+        })
+    }
 }
 
 /// The complete application: every `/api/v1` route, the OpenAPI document, the
@@ -99,17 +121,36 @@ async fn json_errors(req: Request, next: Next) -> Response {
     rewritten
 }
 
-/// Serves the API on `listener` until `shutdown` resolves, then lets in-flight
-/// requests finish.
+/// Serves the API on `listener` until `shutdown` resolves, then stops accepting
+/// and lets in-flight requests finish — for at most `grace`, after which the
+/// remaining connections (long streams) are dropped.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
+    grace: std::time::Duration,
 ) -> std::io::Result<()> {
-    axum::serve(
+    let stopping = Arc::new(tokio::sync::Notify::new());
+    let signal = {
+        let stopping = Arc::clone(&stopping);
+        async move {
+            shutdown.await;
+            stopping.notify_one();
+        }
+    };
+    let server = axum::serve(
         listener,
         router(state).into_make_service_with_connect_info::<std::net::SocketAddr>(),
     )
-    .with_graceful_shutdown(shutdown)
-    .await
+    .with_graceful_shutdown(signal);
+    tokio::select! {
+        result = server => result,
+        () = async {
+            stopping.notified().await;
+            tokio::time::sleep(grace).await;
+        } => {
+            tracing::warn!(grace_secs = grace.as_secs(), "requests still running after the grace period; closing them");
+            Ok(())
+        }
+    }
 }

@@ -78,3 +78,28 @@ impl fmt::Display for LlmError {
 }
 
 impl std::error::Error for LlmError {}
+
+pub mod anthropic;
+pub mod embedded;
+pub mod http;
+pub mod ollama;
+pub mod openai;
+
+use async_trait::async_trait;
+use futures_util::stream::BoxStream;
+
+/// Text pieces of an answer as the provider produces them. Dropping the stream
+/// cancels the provider call.
+pub type TokenStream = BoxStream<'static, Result<String, LlmError>>;
+
+/// A chat model: messages in, a stream of text out.
+#[async_trait]
+pub trait ChatModel: Send + Sync {
+    /// Starts a generation. Errors before the first token (a wrong key, an unknown
+    /// model) come back here; later ones as items of the stream.
+    async fn stream(
+        &self,
+        messages: Vec<ChatMessage>,
+        params: SamplingParams,
+    ) -> Result<TokenStream, LlmError>;
+}

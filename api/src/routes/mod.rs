@@ -9,6 +9,7 @@
 pub mod apikeys;
 pub mod chatflows;
 pub mod health;
+pub mod predictions;
 pub mod variables;
 
 use serde::{Deserialize, Deserializer};
@@ -55,6 +56,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .merge(apikeys::router())
         .merge(chatflows::router())
         .merge(variables::router())
+        .merge(predictions::router())
 }
 
 /// A JSON-text field that clients send either as a string or as the JSON value

@@ -10,17 +10,31 @@ pub struct Migration {
     pub sql: &'static str,
 }
 
-pub const SQLITE: &[Migration] = &[Migration {
-    version: 1,
-    name: "init",
-    sql: include_str!("migrations/sqlite/0001_init.sql"),
-}];
+pub const SQLITE: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "init",
+        sql: include_str!("migrations/sqlite/0001_init.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "conversations",
+        sql: include_str!("migrations/sqlite/0002_conversations.sql"),
+    },
+];
 
-pub const POSTGRES: &[Migration] = &[Migration {
-    version: 1,
-    name: "init",
-    sql: include_str!("migrations/postgres/0001_init.sql"),
-}];
+pub const POSTGRES: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "init",
+        sql: include_str!("migrations/postgres/0001_init.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "conversations",
+        sql: include_str!("migrations/postgres/0002_conversations.sql"),
+    },
+];
 
 #[cfg(test)]
 mod tests {

@@ -22,8 +22,8 @@ use uuid::Uuid;
 
 use crate::config::StoreLocation;
 use crate::domain::{
-    ApiKey, Chatflow, ChatflowPatch, NewApiKey, NewChatflow, NewVariable, Page, Variable,
-    VariablePatch, Workspace,
+    ApiKey, ChatMessageRecord, Chatflow, ChatflowPatch, Lead, NewApiKey, NewChatMessage,
+    NewChatflow, NewVariable, Page, Variable, VariablePatch, Workspace,
 };
 
 pub use postgres::PostgresStore;
@@ -82,6 +82,42 @@ pub trait Store: Send + Sync + 'static {
         patch: ChatflowPatch,
     ) -> StoreResult<Option<Chatflow>>;
     async fn delete_chatflow(&self, workspace: Uuid, id: Uuid) -> StoreResult<bool>;
+    /// A chatflow by id whatever its workspace: public chatflows are reached
+    /// without a key, and callers check access themselves.
+    async fn find_chatflow(&self, id: Uuid) -> StoreResult<Option<Chatflow>>;
+
+    // Conversation memory
+    /// Appends messages in order, all or none.
+    async fn append_chat_messages(
+        &self,
+        messages: Vec<NewChatMessage>,
+    ) -> StoreResult<Vec<ChatMessageRecord>>;
+    /// Messages of a chatflow, oldest first; of one session when `chat_id` is given;
+    /// only the last `last` when given.
+    async fn list_chat_messages(
+        &self,
+        chatflow: Uuid,
+        chat_id: Option<&str>,
+        last: Option<u32>,
+    ) -> StoreResult<Vec<ChatMessageRecord>>;
+    /// Deletes a chatflow's messages (one session's when `chat_id` is given).
+    async fn delete_chat_messages(&self, chatflow: Uuid, chat_id: Option<&str>)
+    -> StoreResult<u64>;
+
+    // Leads
+    async fn create_lead(&self, chatflow: Uuid, chat_id: &str, email: &str) -> StoreResult<Lead>;
+    async fn list_leads(&self, chatflow: Uuid) -> StoreResult<Vec<Lead>>;
+
+    // Rate limits
+    /// Counts one hit in the fixed window `[window_start_ms, +window_ms)` of `bucket`
+    /// and returns the hits so far in that window, this one included. Shared by every
+    /// replica on PostgreSQL; per process on SQLite.
+    async fn rate_limit_hit(
+        &self,
+        bucket: &str,
+        window_start_ms: i64,
+        window_ms: i64,
+    ) -> StoreResult<u64>;
 
     // Variables
     async fn create_variable(&self, workspace: Uuid, var: NewVariable) -> StoreResult<Variable>;

@@ -17,8 +17,9 @@ use super::migrations::{self, Migration};
 use super::{Listing, Store, StoreError, StoreResult, conflict_as};
 use crate::domain::time;
 use crate::domain::{
-    ApiKey, Chatflow, ChatflowPatch, ChatflowType, NewApiKey, NewChatflow, NewVariable, Page,
-    Permission, Variable, VariablePatch, VariableType, Workspace,
+    ApiKey, ChatMessageRecord, Chatflow, ChatflowPatch, ChatflowType, Lead, MessageRole, NewApiKey,
+    NewChatMessage, NewChatflow, NewVariable, Page, Permission, Variable, VariablePatch,
+    VariableType, Workspace,
 };
 
 /// Connections kept per replica.
@@ -271,6 +272,32 @@ fn workspace_from_row(row: &Row) -> PgResult<Workspace> {
     Ok(Workspace {
         id: row.try_get(0)?,
         name: row.try_get(1)?,
+    })
+}
+
+const MESSAGE_COLUMNS: &str =
+    "id, chatflow_id, chat_id, role, content, source_documents, used_tools, created_at";
+
+fn message_from_row(row: &Row) -> PgResult<ChatMessageRecord> {
+    Ok(ChatMessageRecord {
+        id: row.try_get(0)?,
+        chatflow_id: row.try_get(1)?,
+        chat_id: row.try_get(2)?,
+        role: MessageRole::parse_stored(row.try_get(3)?),
+        content: row.try_get(4)?,
+        source_documents: row.try_get(5)?,
+        used_tools: row.try_get(6)?,
+        created_date: row.try_get(7)?,
+    })
+}
+
+fn lead_from_row(row: &Row) -> PgResult<Lead> {
+    Ok(Lead {
+        id: row.try_get(0)?,
+        chatflow_id: row.try_get(1)?,
+        chat_id: row.try_get(2)?,
+        email: row.try_get(3)?,
+        created_date: row.try_get(4)?,
     })
 }
 
@@ -568,5 +595,140 @@ impl Store for PostgresStore {
         )
         .await
         .map(|n| n > 0)
+    }
+
+    async fn find_chatflow(&self, id: Uuid) -> StoreResult<Option<Chatflow>> {
+        self.query_opt(
+            &format!("SELECT {CHATFLOW_COLUMNS} FROM chatflows WHERE id = $1"),
+            &[&id],
+            chatflow_from_row,
+        )
+        .await
+    }
+
+    async fn append_chat_messages(
+        &self,
+        messages: Vec<NewChatMessage>,
+    ) -> StoreResult<Vec<ChatMessageRecord>> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        let stmt = tx
+            .prepare_cached(&format!(
+                "INSERT INTO chat_messages ({MESSAGE_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
+            ))
+            .await
+            .map_err(backend)?;
+        let now = time::now();
+        let mut records = Vec::with_capacity(messages.len());
+        for m in messages {
+            let r = m.into_record(Uuid::new_v4(), now);
+            tx.execute(
+                &stmt,
+                &[
+                    &r.id,
+                    &r.chatflow_id,
+                    &r.chat_id,
+                    &r.role.as_str(),
+                    &r.content,
+                    &r.source_documents,
+                    &r.used_tools,
+                    &r.created_date,
+                ],
+            )
+            .await
+            .map_err(backend)?;
+            records.push(r);
+        }
+        tx.commit().await.map_err(backend)?;
+        Ok(records)
+    }
+
+    async fn list_chat_messages(
+        &self,
+        chatflow: Uuid,
+        chat_id: Option<&str>,
+        last: Option<u32>,
+    ) -> StoreResult<Vec<ChatMessageRecord>> {
+        let limit: Option<i64> = last.map(i64::from);
+        self.query_all(
+            &format!(
+                "SELECT {MESSAGE_COLUMNS} FROM (
+                   SELECT seq, {MESSAGE_COLUMNS} FROM chat_messages
+                   WHERE chatflow_id = $1 AND ($2::text IS NULL OR chat_id = $2)
+                   ORDER BY seq DESC LIMIT $3
+                 ) recent ORDER BY seq"
+            ),
+            &[&chatflow, &chat_id, &limit],
+            message_from_row,
+        )
+        .await
+    }
+
+    async fn delete_chat_messages(
+        &self,
+        chatflow: Uuid,
+        chat_id: Option<&str>,
+    ) -> StoreResult<u64> {
+        self.execute(
+            "DELETE FROM chat_messages WHERE chatflow_id = $1 AND ($2::text IS NULL OR chat_id = $2)",
+            &[&chatflow, &chat_id],
+        )
+        .await
+    }
+
+    async fn create_lead(&self, chatflow: Uuid, chat_id: &str, email: &str) -> StoreResult<Lead> {
+        let lead = Lead {
+            id: Uuid::new_v4(),
+            chatflow_id: chatflow,
+            chat_id: chat_id.to_owned(),
+            email: email.to_owned(),
+            created_date: time::now(),
+        };
+        self.execute(
+            "INSERT INTO leads (id, chatflow_id, chat_id, email, created_at) VALUES ($1, $2, $3, $4, $5)",
+            &[&lead.id, &lead.chatflow_id, &lead.chat_id, &lead.email, &lead.created_date],
+        )
+        .await?;
+        Ok(lead)
+    }
+
+    async fn list_leads(&self, chatflow: Uuid) -> StoreResult<Vec<Lead>> {
+        self.query_all(
+            "SELECT id, chatflow_id, chat_id, email, created_at FROM leads
+             WHERE chatflow_id = $1 ORDER BY created_at, id",
+            &[&chatflow],
+            lead_from_row,
+        )
+        .await
+    }
+
+    async fn rate_limit_hit(
+        &self,
+        bucket: &str,
+        window_start_ms: i64,
+        window_ms: i64,
+    ) -> StoreResult<u64> {
+        let expires = time::from_millis(window_start_ms.saturating_add(window_ms));
+        let hits: i64 = self
+            .query_opt(
+                "INSERT INTO rate_limit_windows (bucket, window_start, hits, expires_at)
+                 VALUES ($1, $2, 1, $3)
+                 ON CONFLICT (bucket, window_start)
+                 DO UPDATE SET hits = rate_limit_windows.hits + 1
+                 RETURNING hits",
+                &[&bucket, &window_start_ms, &expires],
+                |row| row.try_get(0),
+            )
+            .await?
+            .unwrap_or(1);
+        if hits == 1 {
+            // A new window began: sweep windows that ended (cheap, indexed).
+            self.execute(
+                "DELETE FROM rate_limit_windows WHERE expires_at < now()",
+                &[],
+            )
+            .await?;
+        }
+        Ok(u64::try_from(hits).unwrap_or(0))
     }
 }

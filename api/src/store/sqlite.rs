@@ -4,6 +4,7 @@
 //! pool through [`SqliteStore::call`], so request threads never block on disk.
 //! UUIDs are stored as text and times as epoch milliseconds.
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -15,13 +16,23 @@ use super::migrations::{self, Migration};
 use super::{Listing, Store, StoreError, StoreResult, conflict_as};
 use crate::domain::time::{self, from_millis, to_millis};
 use crate::domain::{
-    ApiKey, Chatflow, ChatflowPatch, ChatflowType, NewApiKey, NewChatflow, NewVariable, Page,
-    Permission, Variable, VariablePatch, VariableType, Workspace,
+    ApiKey, ChatMessageRecord, Chatflow, ChatflowPatch, ChatflowType, Lead, MessageRole, NewApiKey,
+    NewChatMessage, NewChatflow, NewVariable, Page, Permission, Variable, VariablePatch,
+    VariableType, Workspace,
 };
+
+/// Windows kept in memory before expired ones are swept.
+const RATE_WINDOWS_SWEEP_AT: usize = 10_000;
+
+/// (window start ms, window length ms, hits)
+type RateWindow = (i64, i64, u64);
 
 #[derive(Clone)]
 pub struct SqliteStore {
     conn: Arc<Mutex<Connection>>,
+    /// Rate-limit counters: one process owns an SQLite store, so they live here,
+    /// keyed by bucket, holding (window start, window length, hits).
+    rate_windows: Arc<Mutex<HashMap<String, RateWindow>>>,
 }
 
 impl SqliteStore {
@@ -50,6 +61,7 @@ impl SqliteStore {
         .map_err(|e| StoreError::Backend(format!("store task failed: {e}")))??;
         Ok(SqliteStore {
             conn: Arc::new(Mutex::new(conn)),
+            rate_windows: Arc::default(),
         })
     }
 
@@ -234,6 +246,32 @@ fn find_workspace(conn: &Connection, name: &str) -> rusqlite::Result<Option<Work
         },
     )
     .optional()
+}
+
+const MESSAGE_COLUMNS: &str =
+    "id, chatflow_id, chat_id, role, content, source_documents, used_tools, created_at";
+
+fn message_from_row(row: &Row<'_>) -> rusqlite::Result<ChatMessageRecord> {
+    Ok(ChatMessageRecord {
+        id: uuid_at(row, 0)?,
+        chatflow_id: uuid_at(row, 1)?,
+        chat_id: row.get(2)?,
+        role: MessageRole::parse_stored(&row.get::<_, String>(3)?),
+        content: row.get(4)?,
+        source_documents: row.get(5)?,
+        used_tools: row.get(6)?,
+        created_date: from_millis(row.get(7)?),
+    })
+}
+
+fn lead_from_row(row: &Row<'_>) -> rusqlite::Result<Lead> {
+    Ok(Lead {
+        id: uuid_at(row, 0)?,
+        chatflow_id: uuid_at(row, 1)?,
+        chat_id: row.get(2)?,
+        email: row.get(3)?,
+        created_date: from_millis(row.get(4)?),
+    })
 }
 
 #[async_trait]
@@ -513,5 +551,150 @@ impl Store for SqliteStore {
             .map(|n| n > 0)
         })
         .await
+    }
+
+    async fn find_chatflow(&self, id: Uuid) -> StoreResult<Option<Chatflow>> {
+        self.call(move |conn| {
+            conn.query_row(
+                &format!("SELECT {CHATFLOW_COLUMNS} FROM chatflows WHERE id = ?1"),
+                [id.to_string()],
+                chatflow_from_row,
+            )
+            .optional()
+        })
+        .await
+    }
+
+    async fn append_chat_messages(
+        &self,
+        messages: Vec<NewChatMessage>,
+    ) -> StoreResult<Vec<ChatMessageRecord>> {
+        self.call(move |conn| {
+            let tx = conn.transaction()?;
+            let now = time::now();
+            let mut records = Vec::with_capacity(messages.len());
+            {
+                let mut stmt = tx.prepare_cached(&format!(
+                    "INSERT INTO chat_messages ({MESSAGE_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
+                ))?;
+                for m in messages {
+                    let r = m.into_record(Uuid::new_v4(), now);
+                    stmt.execute(params![
+                        r.id.to_string(),
+                        r.chatflow_id.to_string(),
+                        r.chat_id,
+                        r.role.as_str(),
+                        r.content,
+                        r.source_documents,
+                        r.used_tools,
+                        to_millis(&r.created_date),
+                    ])?;
+                    records.push(r);
+                }
+            }
+            tx.commit()?;
+            Ok(records)
+        })
+        .await
+    }
+
+    async fn list_chat_messages(
+        &self,
+        chatflow: Uuid,
+        chat_id: Option<&str>,
+        last: Option<u32>,
+    ) -> StoreResult<Vec<ChatMessageRecord>> {
+        let chat_id = chat_id.map(str::to_owned);
+        self.call(move |conn| {
+            // The newest `last` rows, returned oldest first.
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {MESSAGE_COLUMNS} FROM (
+                   SELECT seq, {MESSAGE_COLUMNS} FROM chat_messages
+                   WHERE chatflow_id = ?1 AND (?2 IS NULL OR chat_id = ?2)
+                   ORDER BY seq DESC LIMIT ?3
+                 ) ORDER BY seq"
+            ))?;
+            let limit = last.map_or(-1, i64::from);
+            stmt.query_map(
+                params![chatflow.to_string(), chat_id, limit],
+                message_from_row,
+            )?
+            .collect()
+        })
+        .await
+    }
+
+    async fn delete_chat_messages(
+        &self,
+        chatflow: Uuid,
+        chat_id: Option<&str>,
+    ) -> StoreResult<u64> {
+        let chat_id = chat_id.map(str::to_owned);
+        self.call(move |conn| {
+            conn.execute(
+                "DELETE FROM chat_messages WHERE chatflow_id = ?1 AND (?2 IS NULL OR chat_id = ?2)",
+                params![chatflow.to_string(), chat_id],
+            )
+            .map(|n| n as u64)
+        })
+        .await
+    }
+
+    async fn create_lead(&self, chatflow: Uuid, chat_id: &str, email: &str) -> StoreResult<Lead> {
+        let lead = Lead {
+            id: Uuid::new_v4(),
+            chatflow_id: chatflow,
+            chat_id: chat_id.to_owned(),
+            email: email.to_owned(),
+            created_date: time::now(),
+        };
+        self.call(move |conn| {
+            conn.execute(
+                "INSERT INTO leads (id, chatflow_id, chat_id, email, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![
+                    lead.id.to_string(),
+                    lead.chatflow_id.to_string(),
+                    lead.chat_id,
+                    lead.email,
+                    to_millis(&lead.created_date)
+                ],
+            )?;
+            Ok(lead)
+        })
+        .await
+    }
+
+    async fn list_leads(&self, chatflow: Uuid) -> StoreResult<Vec<Lead>> {
+        self.call(move |conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT id, chatflow_id, chat_id, email, created_at FROM leads
+                 WHERE chatflow_id = ?1 ORDER BY created_at, id",
+            )?;
+            stmt.query_map([chatflow.to_string()], lead_from_row)?
+                .collect()
+        })
+        .await
+    }
+
+    async fn rate_limit_hit(
+        &self,
+        bucket: &str,
+        window_start_ms: i64,
+        window_ms: i64,
+    ) -> StoreResult<u64> {
+        let mut windows = self.rate_windows.lock().unwrap_or_else(|p| p.into_inner());
+        if windows.len() >= RATE_WINDOWS_SWEEP_AT {
+            let now = to_millis(&time::now());
+            windows.retain(|_, (start, len, _)| *start + *len > now);
+        }
+        let entry = windows
+            .entry(bucket.to_owned())
+            .or_insert((window_start_ms, window_ms, 0));
+        if entry.0 != window_start_ms {
+            *entry = (window_start_ms, window_ms, 0);
+        }
+        entry.2 += 1;
+        Ok(entry.2)
     }
 }

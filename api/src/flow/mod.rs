@@ -1,0 +1,109 @@
+//! The chatflow engine: reads a Flowise-format graph, validates it against the
+//! node registry, and runs it as a stream of events.
+//!
+//! - [`graph`]: `flowData` → nodes, references, the ending node.
+//! - [`registry`]: the node types weir runs and the inputs each declares.
+//! - [`plan`]: a validated graph ([`Plan`]), cached per chatflow version, and the
+//!   [`Runnable`] built from it for one request (overrides applied).
+//! - [`run`]: executes a runnable, sending [`FlowEvent`]s as tokens arrive.
+//!
+//! The engine does no storage: callers load memory and persist messages. JSON
+//! answers are the folded event stream, so streaming and non-streaming share one path.
+
+pub mod graph;
+pub mod plan;
+pub mod prompt;
+pub mod registry;
+pub mod run;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use uuid::Uuid;
+
+pub use plan::{Overrides, Plan, Runnable};
+pub use run::{FlowEvent, RunInput};
+
+use crate::domain::time::Timestamp;
+
+/// Why a flow could not be built or run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlowError {
+    pub kind: FlowErrorKind,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlowErrorKind {
+    /// The flow or the request is wrong (400).
+    Invalid,
+    /// The request tried to override what the chatflow does not allow (403).
+    Forbidden,
+    /// A node failed while running (500, with the message).
+    Failed,
+}
+
+impl FlowError {
+    pub fn invalid(message: impl Into<String>) -> Self {
+        FlowError {
+            kind: FlowErrorKind::Invalid,
+            message: message.into(),
+        }
+    }
+
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        FlowError {
+            kind: FlowErrorKind::Forbidden,
+            message: message.into(),
+        }
+    }
+
+    pub fn failed(message: impl Into<String>) -> Self {
+        FlowError {
+            kind: FlowErrorKind::Failed,
+            message: message.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for FlowError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// Plans most recently used are kept; beyond this many the cache starts over.
+const PLAN_CACHE_CAPACITY: usize = 1024;
+
+/// Validated plans by chatflow id, valid for one `updatedDate`: an update makes
+/// the next request build (and validate) anew.
+#[derive(Default)]
+pub struct PlanCache {
+    plans: Mutex<HashMap<Uuid, (Timestamp, Arc<Plan>)>>,
+}
+
+impl PlanCache {
+    pub fn get(
+        &self,
+        id: Uuid,
+        version: Timestamp,
+        flow_data: &str,
+    ) -> Result<Arc<Plan>, FlowError> {
+        {
+            let plans = self.plans.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some((v, plan)) = plans.get(&id)
+                && *v == version
+            {
+                return Ok(Arc::clone(plan));
+            }
+        }
+        // Built outside the lock: parsing a big flow must not stall other requests.
+        let plan = Arc::new(Plan::build(flow_data)?);
+        let mut plans = self.plans.lock().unwrap_or_else(|p| p.into_inner());
+        if plans.len() >= PLAN_CACHE_CAPACITY {
+            plans.clear();
+        }
+        plans.insert(id, (version, Arc::clone(&plan)));
+        Ok(plan)
+    }
+}

@@ -1,0 +1,101 @@
+//! Prompt templates: `{variable}` placeholders filled from `promptValues`
+//! (`{{question}}` in a value stands for the user's input, `{{chat_history}}` for
+//! the conversation so far). `{{` and `}}` write literal braces. A variable
+//! without a value takes the question, as Flowise does.
+
+use serde_json::{Map, Value};
+
+/// Fills `template`.
+pub fn format(
+    template: &str,
+    values: &Map<String, Value>,
+    question: &str,
+    history: &str,
+) -> String {
+    let mut out = String::with_capacity(template.len() + question.len());
+    let mut rest = template;
+    while let Some(pos) = rest.find(['{', '}']) {
+        out.push_str(&rest[..pos]);
+        let tail = &rest[pos..];
+        if let Some(after) = tail.strip_prefix("{{") {
+            out.push('{');
+            rest = after;
+        } else if let Some(after) = tail.strip_prefix("}}") {
+            out.push('}');
+            rest = after;
+        } else if let Some(after) = tail.strip_prefix('{') {
+            match after.find('}') {
+                Some(end) if is_variable(&after[..end]) => {
+                    out.push_str(&value_of(&after[..end], values, question, history));
+                    rest = &after[end + 1..];
+                }
+                _ => {
+                    out.push('{');
+                    rest = after;
+                }
+            }
+        } else {
+            out.push('}');
+            rest = &tail[1..];
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+fn is_variable(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_alphanumeric() || c == '_' || c == '-' || c == '.')
+}
+
+fn value_of(name: &str, values: &Map<String, Value>, question: &str, history: &str) -> String {
+    match values.get(name) {
+        Some(Value::String(s)) => s
+            .replace("{{question}}", question)
+            .replace("{{chat_history}}", history),
+        Some(Value::Null) | None => question.to_owned(),
+        Some(other) => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn values(v: Value) -> Map<String, Value> {
+        v.as_object().cloned().unwrap_or_default()
+    }
+
+    #[test]
+    fn fills_variables_from_values_and_question() {
+        let v = values(json!({"topic": "{{question}}", "style": "short", "n": 3}));
+        assert_eq!(
+            format(
+                "Tell me about {topic}, {style}, {n} points.",
+                &v,
+                "rust",
+                ""
+            ),
+            "Tell me about rust, short, 3 points."
+        );
+        assert_eq!(format("Q: {input}", &Map::new(), "why?", ""), "Q: why?");
+        assert_eq!(
+            format("{{literal}} {x", &Map::new(), "q", ""),
+            "{literal} {x"
+        );
+        let h = values(json!({"history": "{{chat_history}}"}));
+        assert_eq!(format("{history}|{question}", &h, "q", "H"), "H|q");
+    }
+
+    #[test]
+    fn json_in_templates_survives() {
+        let t = r#"Answer as {{"answer": "..."}} about {topic}"#;
+        assert_eq!(
+            format(t, &Map::new(), "cats", ""),
+            r#"Answer as {"answer": "..."} about cats"#
+        );
+    }
+}

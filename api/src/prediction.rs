@@ -1,0 +1,335 @@
+//! Predictions: asking a chatflow a question.
+//!
+//! [`start`] resolves the session (`chatId` ?? `sessionId` ?? `overrideConfig.sessionId`
+//! ?? a new UUID), builds the flow for this request (overrides applied), loads the
+//! conversation memory, records a lead, keeps uploaded files, and spawns the run.
+//! The run reports through a channel of [`PredictionEvent`]s; JSON answers fold
+//! that channel, SSE answers forward it. The question and the answer are stored
+//! when the run completes, so the next question of the session remembers them; a
+//! run whose client went away stores nothing.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use tokio::sync::mpsc;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::domain::{Chatflow, MessageRole, NewChatMessage};
+use crate::flow::plan::Runnable;
+use crate::flow::run::{self, RunError};
+use crate::flow::{FlowEvent, Overrides, RunInput};
+use crate::http::AppState;
+use crate::http::error::ApiError;
+use crate::llm::{ChatMessage, Role};
+
+/// Events between the run and the answer, buffered at most this many.
+const EVENT_BUFFER: usize = 64;
+
+/// A prior turn sent with the request.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+pub struct HistoryItem {
+    pub message: String,
+    /// `userMessage` or `apiMessage`.
+    #[serde(rename = "type")]
+    pub role: MessageRole,
+}
+
+/// A file attached to a multipart prediction.
+#[derive(Debug, Clone)]
+pub struct Upload {
+    pub file_name: String,
+    pub bytes: bytes::Bytes,
+}
+
+/// A validated prediction request.
+#[derive(Debug, Default)]
+pub struct PredictionRequest {
+    pub question: String,
+    pub chat_id: Option<String>,
+    pub history: Vec<HistoryItem>,
+    pub override_config: Option<Map<String, Value>>,
+    pub lead_email: Option<String>,
+    pub uploads: Vec<Upload>,
+}
+
+/// The folded answer (the JSON response body, and the SSE `metadata`).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PredictionResult {
+    pub text: String,
+    pub question: String,
+    pub chat_id: String,
+    pub chat_message_id: Uuid,
+    pub session_id: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub source_documents: Vec<Value>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub used_tools: Vec<Value>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub agent_reasoning: Vec<Value>,
+}
+
+#[derive(Debug)]
+pub enum PredictionEvent {
+    Token(String),
+    Done(Box<PredictionResult>),
+    /// The run failed; the message names the node and the cause.
+    Error(String),
+}
+
+/// A started run: its events, and what is already known of the answer.
+pub struct Prediction {
+    pub events: mpsc::Receiver<PredictionEvent>,
+    pub chat_id: String,
+}
+
+/// Prepares and spawns a prediction. Errors here happen before anything ran
+/// (invalid flow, forbidden override, bad input) and map to their status.
+pub async fn start(
+    state: &AppState,
+    flow: &Chatflow,
+    request: PredictionRequest,
+) -> Result<Prediction, ApiError> {
+    let plan = state
+        .plans
+        .get(flow.id, flow.updated_date, &flow.flow_data)?;
+    let overrides = Overrides {
+        values: request.override_config.as_ref(),
+        allowed: allowed_overrides(flow.api_config.as_deref()),
+    };
+    let runnable = plan.runnable(&overrides)?;
+    let chat_id = request
+        .chat_id
+        .clone()
+        .or_else(|| {
+            request
+                .override_config
+                .as_ref()
+                .and_then(|o| o.get("sessionId"))
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+        })
+        .unwrap_or_else(|| Uuid::new_v4().to_string());
+    // Memory may pin its own session; messages are stored where memory reads them.
+    let session = runnable
+        .memory
+        .as_ref()
+        .and_then(|m| m.session_id.clone())
+        .unwrap_or_else(|| chat_id.clone());
+
+    let mut history = Vec::new();
+    if let Some(memory) = &runnable.memory {
+        let last = memory.window.map(|k| k.saturating_mul(2));
+        let stored = state
+            .store
+            .list_chat_messages(flow.id, Some(&session), last)
+            .await?;
+        history.extend(stored.into_iter().map(|m| {
+            let role = match m.role {
+                MessageRole::User => Role::User,
+                MessageRole::Api => Role::Assistant,
+            };
+            ChatMessage::new(role, m.content)
+        }));
+    }
+    history.extend(request.history.iter().map(|h| {
+        let role = match h.role {
+            MessageRole::User => Role::User,
+            MessageRole::Api => Role::Assistant,
+        };
+        ChatMessage::new(role, h.message.clone())
+    }));
+
+    if let Some(email) = &request.lead_email {
+        state.store.create_lead(flow.id, &chat_id, email).await?;
+    }
+    if !request.uploads.is_empty() {
+        let dir = state
+            .config
+            .data_dir
+            .join("uploads")
+            .join(flow.id.to_string())
+            .join(safe_segment(&chat_id));
+        save_uploads(&dir, request.uploads)
+            .await
+            .map_err(|e| ApiError::Internal(format!("cannot keep uploaded files: {e}")))?;
+    }
+
+    let (tx, rx) = mpsc::channel(EVENT_BUFFER);
+    let task = RunTask {
+        state: state.clone(),
+        chatflow_id: flow.id,
+        runnable,
+        input: RunInput {
+            question: request.question,
+            history,
+        },
+        chat_id: chat_id.clone(),
+        session,
+    };
+    tokio::spawn(task.run(tx));
+    Ok(Prediction {
+        events: rx,
+        chat_id,
+    })
+}
+
+struct RunTask {
+    state: AppState,
+    chatflow_id: Uuid,
+    runnable: Runnable,
+    input: RunInput,
+    chat_id: String,
+    session: String,
+}
+
+impl RunTask {
+    async fn run(self, out: mpsc::Sender<PredictionEvent>) {
+        // Tokens pass through a bridge so the engine stays unaware of predictions.
+        let (tokens_tx, mut tokens_rx) = mpsc::channel::<FlowEvent>(EVENT_BUFFER);
+        let forward = {
+            let out = out.clone();
+            async move {
+                while let Some(FlowEvent::Token(t)) = tokens_rx.recv().await {
+                    if out.send(PredictionEvent::Token(t)).await.is_err() {
+                        break;
+                    }
+                }
+            }
+        };
+        let models = self.state.models.clone();
+        let runnable = &self.runnable;
+        let input = &self.input;
+        let running = async move {
+            let result = run::run(runnable, input, &models, &tokens_tx).await;
+            drop(tokens_tx);
+            result
+        };
+        let (result, ()) = tokio::join!(running, forward);
+        match result {
+            Ok(text) => match self.remember(&text).await {
+                Ok(message_id) => {
+                    let result = PredictionResult {
+                        text,
+                        question: self.input.question.clone(),
+                        chat_id: self.chat_id.clone(),
+                        chat_message_id: message_id,
+                        session_id: self.chat_id.clone(),
+                        source_documents: Vec::new(),
+                        used_tools: Vec::new(),
+                        agent_reasoning: Vec::new(),
+                    };
+                    let _ = out.send(PredictionEvent::Done(Box::new(result))).await;
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot store the conversation");
+                    let _ = out
+                        .send(PredictionEvent::Error(
+                            "the answer could not be stored; try again".into(),
+                        ))
+                        .await;
+                }
+            },
+            Err(RunError::Flow(e)) => {
+                tracing::warn!(chatflow = %self.chatflow_id, error = %e.message, "chatflow run failed");
+                let _ = out.send(PredictionEvent::Error(e.message)).await;
+            }
+            Err(RunError::Cancelled) => {
+                tracing::info!(chatflow = %self.chatflow_id, "client went away; run cancelled");
+            }
+        }
+    }
+
+    /// Stores the question and the answer; returns the answer's message id.
+    async fn remember(&self, answer: &str) -> Result<Uuid, crate::store::StoreError> {
+        let message = |role, content: &str| NewChatMessage {
+            chatflow_id: self.chatflow_id,
+            chat_id: self.session.clone(),
+            role,
+            content: content.to_owned(),
+            source_documents: None,
+            used_tools: None,
+        };
+        let stored = self
+            .state
+            .store
+            .append_chat_messages(vec![
+                message(MessageRole::User, &self.input.question),
+                message(MessageRole::Api, answer),
+            ])
+            .await?;
+        Ok(stored.last().map(|m| m.id).unwrap_or_else(Uuid::new_v4))
+    }
+}
+
+/// `apiConfig.overrideConfig.allow`: sensitive inputs a request may override.
+fn allowed_overrides(api_config: Option<&str>) -> std::collections::HashSet<String> {
+    api_config
+        .and_then(|text| serde_json::from_str::<Value>(text).ok())
+        .and_then(|v| v.pointer("/overrideConfig/allow").cloned())
+        .and_then(|v| v.as_array().cloned())
+        .map(|names| {
+            names
+                .into_iter()
+                .filter_map(|n| n.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A path segment made only of safe characters.
+fn safe_segment(text: &str) -> String {
+    let cleaned: String = text
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(128)
+        .collect();
+    match cleaned.trim_matches('.') {
+        "" => "_".to_owned(),
+        s => s.to_owned(),
+    }
+}
+
+async fn save_uploads(dir: &Path, uploads: Vec<Upload>) -> std::io::Result<Vec<PathBuf>> {
+    tokio::fs::create_dir_all(dir).await?;
+    let mut saved = Vec::with_capacity(uploads.len());
+    for upload in uploads {
+        let path = dir.join(format!(
+            "{}-{}",
+            Uuid::new_v4().simple(),
+            safe_segment(&upload.file_name)
+        ));
+        tokio::fs::write(&path, &upload.bytes).await?;
+        saved.push(path);
+    }
+    Ok(saved)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn segments_are_safe() {
+        assert_eq!(safe_segment("../../etc/passwd"), "_.._etc_passwd");
+        assert_eq!(safe_segment(".."), "_");
+        assert_eq!(safe_segment("report 2024.pdf"), "report_2024.pdf");
+    }
+
+    #[test]
+    fn allow_list_is_read_from_api_config() {
+        let allowed = allowed_overrides(Some(r#"{"overrideConfig":{"allow":["basePath"]}}"#));
+        assert!(allowed.contains("basePath"));
+        assert!(allowed_overrides(Some("{}")).is_empty());
+        assert!(allowed_overrides(None).is_empty());
+    }
+}

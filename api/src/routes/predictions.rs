@@ -1,0 +1,596 @@
+//! `POST /api/v1/prediction/:id` (JSON or multipart, answered as JSON or as a
+//! Flowise-compatible SSE stream), `GET /api/v1/chatflows-streaming/:id`, the
+//! conversation messages (`/api/v1/chatmessage/:id`) and leads (`/api/v1/leads/:id`).
+//!
+//! Access to a prediction: a chatflow with `apikeyid` takes only that key; a
+//! public chatflow takes anyone; otherwise a key of the chatflow's workspace with
+//! `predictions:create`.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use axum::extract::{ConnectInfo, DefaultBodyLimit, FromRequest, Multipart, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures_util::Stream;
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::{Map, Value, json};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use uuid::Uuid;
+
+use super::CommonErrors;
+use crate::domain::{ChatMessageRecord, Chatflow, Lead, Permission};
+use crate::http::AppState;
+use crate::http::auth::{AuthUser, presented_key};
+use crate::http::error::{ApiError, ApiResult, ErrorBody};
+use crate::http::extract::{Json, Path, Query};
+use crate::prediction::{
+    self, HistoryItem, PredictionEvent, PredictionRequest, PredictionResult, Upload,
+};
+use crate::ratelimit;
+
+/// Largest prediction body (files included).
+pub const MAX_UPLOAD_BYTES: usize = 50 * 1024 * 1024;
+/// Most files one prediction may attach.
+pub const MAX_FILES: usize = 20;
+/// SSE comment sent when nothing else was, so proxies keep the stream open.
+const HEARTBEAT: Duration = Duration::from_secs(30);
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create_prediction))
+        .layer(DefaultBodyLimit::max(MAX_UPLOAD_BYTES))
+        .merge(
+            OpenApiRouter::new()
+                .routes(routes!(streaming_support))
+                .routes(routes!(list_messages, delete_messages))
+                .routes(routes!(list_leads)),
+        )
+}
+
+/// Accepts `true`/`false` and the strings `"true"`/`"false"` (multipart sends text).
+fn bool_like<'de, D: Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
+    match Option::<Value>::deserialize(d)? {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Bool(b)) => Ok(Some(b)),
+        Some(Value::String(s)) if s == "true" => Ok(Some(true)),
+        Some(Value::String(s)) if s == "false" || s.is_empty() => Ok(Some(false)),
+        Some(other) => Err(serde::de::Error::custom(format!(
+            "expected true or false, got {other}"
+        ))),
+    }
+}
+
+/// The prediction request (SPEC.md); Flowise clients also send `chatflowId`,
+/// `null` values and other fields, which are ignored.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct PredictionBody {
+    /// The user's input (required).
+    question: Option<String>,
+    /// Conversation session; keeps memory between turns.
+    chat_id: Option<String>,
+    /// Alias of chatId.
+    session_id: Option<String>,
+    /// Earlier messages supplying context.
+    history: Option<Vec<HistoryItem>>,
+    /// Node input names → values for this request.
+    override_config: Option<Map<String, Value>>,
+    /// `true` asks for an SSE stream.
+    #[serde(default, deserialize_with = "bool_like")]
+    #[schema(value_type = Option<bool>)]
+    streaming: Option<bool>,
+    /// Address kept as a lead of the conversation.
+    lead_email: Option<String>,
+}
+
+impl PredictionBody {
+    fn into_request(self, uploads: Vec<Upload>) -> ApiResult<(PredictionRequest, bool)> {
+        let question = self.question.ok_or_else(|| ApiError::missing("question"))?;
+        if question.trim().is_empty() {
+            return Err(ApiError::BadRequest("'question' must not be empty".into()));
+        }
+        let lead_email = match self.lead_email.map(|e| e.trim().to_owned()) {
+            Some(e) if e.is_empty() => None,
+            Some(e) if is_email(&e) => Some(e),
+            Some(e) => {
+                return Err(ApiError::BadRequest(format!(
+                    "'leadEmail' is not an e-mail address: {e}"
+                )));
+            }
+            None => None,
+        };
+        let chat_id = self
+            .chat_id
+            .filter(|c| !c.is_empty())
+            .or(self.session_id.filter(|s| !s.is_empty()));
+        if chat_id.as_ref().is_some_and(|c| c.len() > 256) {
+            return Err(ApiError::BadRequest(
+                "'chatId' must be at most 256 characters".into(),
+            ));
+        }
+        Ok((
+            PredictionRequest {
+                question,
+                chat_id,
+                history: self.history.unwrap_or_default(),
+                override_config: self.override_config,
+                lead_email,
+                uploads,
+            },
+            self.streaming.unwrap_or(false),
+        ))
+    }
+}
+
+fn is_email(text: &str) -> bool {
+    match text.split_once('@') {
+        Some((local, domain)) => {
+            !local.is_empty()
+                && domain.contains('.')
+                && !domain.starts_with('.')
+                && !domain.ends_with('.')
+                && !text.chars().any(|c| c.is_whitespace() || c.is_control())
+                && text.len() <= 254
+        }
+        None => false,
+    }
+}
+
+/// Reads a multipart body: `files` parts are uploads, every other part a text field.
+async fn read_multipart(mut form: Multipart) -> ApiResult<(PredictionBody, Vec<Upload>)> {
+    let bad = |e: axum::extract::multipart::MultipartError| {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::PayloadTooLarge(format!(
+                "the request is over {} MiB",
+                MAX_UPLOAD_BYTES / (1024 * 1024)
+            ))
+        } else {
+            ApiError::BadRequest(format!("malformed multipart body: {}", e.body_text()))
+        }
+    };
+    let mut fields = Map::new();
+    let mut uploads = Vec::new();
+    while let Some(field) = form.next_field().await.map_err(bad)? {
+        let name = field.name().unwrap_or_default().to_owned();
+        if name == "files" || field.file_name().is_some() {
+            if uploads.len() == MAX_FILES {
+                return Err(ApiError::BadRequest(format!(
+                    "at most {MAX_FILES} files may be attached"
+                )));
+            }
+            let file_name = field.file_name().unwrap_or("upload").to_owned();
+            let bytes = field.bytes().await.map_err(bad)?;
+            uploads.push(Upload { file_name, bytes });
+        } else {
+            let text = field.text().await.map_err(bad)?;
+            // Structured fields arrive as JSON text.
+            let value = match name.as_str() {
+                "history" | "overrideConfig" => serde_json::from_str(&text).map_err(|e| {
+                    ApiError::BadRequest(format!("form field '{name}' must be JSON: {e}"))
+                })?,
+                _ => Value::String(text),
+            };
+            fields.insert(name, value);
+        }
+    }
+    let body = serde_json::from_value(Value::Object(fields))
+        .map_err(|e| ApiError::BadRequest(format!("invalid form field: {e}")))?;
+    Ok((body, uploads))
+}
+
+/// Who is asking, for the rate limit: the key, else the client's address.
+fn caller(request: &Request, auth: Option<&AuthUser>, trust_proxy: bool) -> String {
+    if let Some(auth) = auth {
+        return format!("key:{}", auth.key.id);
+    }
+    if trust_proxy
+        && let Some(forwarded) = request
+            .headers()
+            .get("x-forwarded-for")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(',').next())
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+    {
+        return format!("ip:{forwarded}");
+    }
+    request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|ConnectInfo(addr)| format!("ip:{}", addr.ip()))
+        .unwrap_or_else(|| "ip:unknown".to_owned())
+}
+
+/// The chatflow, if this caller may run it.
+async fn authorize(state: &AppState, id: Uuid, auth: Option<&AuthUser>) -> ApiResult<Chatflow> {
+    let not_found = || ApiError::not_found("chatflow");
+    let flow = state.store.find_chatflow(id).await?.ok_or_else(not_found)?;
+    if let Some(only) = flow.apikeyid.as_deref() {
+        let Some(auth) = auth else {
+            return Err(ApiError::Unauthorized(
+                "this chatflow requires its API key".into(),
+            ));
+        };
+        if auth.key.id.to_string() != only {
+            return Err(ApiError::Forbidden(
+                "this chatflow accepts only the API key assigned to it".into(),
+            ));
+        }
+        return Ok(flow);
+    }
+    if flow.is_public {
+        return Ok(flow);
+    }
+    let Some(auth) = auth else {
+        return Err(ApiError::Unauthorized(
+            "an API key is required: 'Authorization: Bearer <key>' or '?apiKey=<key>'".into(),
+        ));
+    };
+    if auth.workspace() != flow.workspace_id {
+        return Err(not_found());
+    }
+    auth.require(Permission::PredictionsCreate)?;
+    Ok(flow)
+}
+
+/// Asks a chatflow a question.
+///
+/// JSON (`application/json`) or multipart (`multipart/form-data`: files in
+/// `files`, every other field as text). With `streaming: true` the answer is a
+/// Server-Sent Events stream: `start`, `token`…, `metadata`, `end` (each `data:`
+/// line is one JSON object `{"event", "data"}`); a failure after the stream
+/// started is an `error` event followed by `end`.
+#[utoipa::path(
+    post,
+    path = "/api/v1/prediction/{id}",
+    tag = "predictions",
+    params(("id" = Uuid, Path, description = "Chatflow id")),
+    request_body(content((PredictionBody = "application/json"), (PredictionBody = "multipart/form-data"))),
+    responses(
+        (status = 200, description = "The answer (JSON), or an SSE stream when `streaming` is true",
+         content((PredictionResult = "application/json"), (String = "text/event-stream"))),
+        (status = 404, description = "No such chatflow", body = ErrorBody),
+        (status = 412, description = "`question` is missing", body = ErrorBody),
+        (status = 413, description = "Body over 50 MiB", body = ErrorBody),
+        (status = 429, description = "Over the chatflow's rate limit", body = ErrorBody),
+        CommonErrors
+    )
+)]
+async fn create_prediction(
+    State(state): State<AppState>,
+    Path(id): Path<Uuid>,
+    request: Request,
+) -> ApiResult<Response> {
+    let (parts, body) = request.into_parts();
+    let auth = match presented_key(&parts)? {
+        Some(key) => Some(AuthUser::authenticate(&state, &key).await?),
+        None => None,
+    };
+    let request = Request::from_parts(parts, body);
+    let flow = authorize(&state, id, auth.as_ref()).await?;
+    if let Some(limit) = ratelimit::from_api_config(flow.api_config.as_deref()) {
+        let who = caller(&request, auth.as_ref(), state.config.trust_proxy);
+        ratelimit::check(&*state.store, &limit, flow.id, &who).await?;
+    }
+    let is_multipart = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("multipart/form-data"));
+    let (body, uploads) = if is_multipart {
+        let form = Multipart::from_request(request, &state)
+            .await
+            .map_err(|e| {
+                ApiError::BadRequest(format!("malformed multipart body: {}", e.body_text()))
+            })?;
+        read_multipart(form).await?
+    } else {
+        let Json(body) = Json::<PredictionBody>::from_request(request, &state).await?;
+        (body, Vec::new())
+    };
+    let (request, streaming) = body.into_request(uploads)?;
+    let prediction = prediction::start(&state, &flow, request).await?;
+    if streaming {
+        stream_answer(prediction.events).await
+    } else {
+        json_answer(prediction.events).await
+    }
+}
+
+/// Folds the events into the JSON answer.
+async fn json_answer(
+    mut events: tokio::sync::mpsc::Receiver<PredictionEvent>,
+) -> ApiResult<Response> {
+    while let Some(event) = events.recv().await {
+        match event {
+            PredictionEvent::Token(_) => {}
+            PredictionEvent::Done(result) => return Ok(axum::Json(*result).into_response()),
+            PredictionEvent::Error(message) => return Err(ApiError::FlowFailed(message)),
+        }
+    }
+    Err(ApiError::Internal("the run ended without an answer".into()))
+}
+
+fn sse(name: &str, data: Value) -> Event {
+    Event::default()
+        .event(name)
+        .data(json!({"event": name, "data": data}).to_string())
+}
+
+/// The SSE answer. A failure before the first token is still a plain JSON error
+/// with its status; after that it is an `error` event.
+async fn stream_answer(
+    mut events: tokio::sync::mpsc::Receiver<PredictionEvent>,
+) -> ApiResult<Response> {
+    let first = match events.recv().await {
+        Some(PredictionEvent::Error(message)) => return Err(ApiError::FlowFailed(message)),
+        Some(event) => event,
+        None => return Err(ApiError::Internal("the run ended without an answer".into())),
+    };
+    let stream = sse_events(first, events);
+    let mut response = Sse::new(stream)
+        .keep_alive(KeepAlive::new().interval(HEARTBEAT).text("heartbeat"))
+        .into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    headers.insert(header::CONNECTION, HeaderValue::from_static("keep-alive"));
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    Ok(response)
+}
+
+/// `start` (with the first token) → `token`* → extras → `metadata` → `end`.
+fn sse_events(
+    first: PredictionEvent,
+    rest: tokio::sync::mpsc::Receiver<PredictionEvent>,
+) -> impl Stream<Item = Result<Event, Infallible>> + Send {
+    struct S {
+        pending: Option<PredictionEvent>,
+        rest: tokio::sync::mpsc::Receiver<PredictionEvent>,
+        started: bool,
+        queue: std::collections::VecDeque<Event>,
+        finished: bool,
+    }
+    let state = S {
+        pending: Some(first),
+        rest,
+        started: false,
+        queue: Default::default(),
+        finished: false,
+    };
+    futures_util::stream::unfold(state, |mut s| async move {
+        loop {
+            if let Some(event) = s.queue.pop_front() {
+                return Some((Ok(event), s));
+            }
+            if s.finished {
+                return None;
+            }
+            let next = match s.pending.take() {
+                Some(e) => Some(e),
+                None => s.rest.recv().await,
+            };
+            match next {
+                Some(PredictionEvent::Token(token)) => {
+                    if !s.started {
+                        s.started = true;
+                        s.queue
+                            .push_back(sse("start", Value::String(token.clone())));
+                    }
+                    s.queue.push_back(sse("token", Value::String(token)));
+                }
+                Some(PredictionEvent::Done(result)) => {
+                    let extras = [
+                        ("sourceDocuments", &result.source_documents),
+                        ("usedTools", &result.used_tools),
+                        ("agentReasoning", &result.agent_reasoning),
+                    ];
+                    for (name, items) in extras {
+                        if !items.is_empty() {
+                            s.queue.push_back(sse(name, Value::Array(items.clone())));
+                        }
+                    }
+                    s.queue.push_back(sse(
+                        "metadata",
+                        json!({
+                            "chatId": result.chat_id,
+                            "chatMessageId": result.chat_message_id,
+                            "question": result.question,
+                            "sessionId": result.session_id,
+                            "sourceDocuments": result.source_documents,
+                            "usedTools": result.used_tools,
+                        }),
+                    ));
+                    s.queue
+                        .push_back(sse("end", Value::String("[DONE]".into())));
+                    s.finished = true;
+                }
+                Some(PredictionEvent::Error(message)) => {
+                    s.queue.push_back(sse("error", Value::String(message)));
+                    s.queue
+                        .push_back(sse("end", Value::String("[DONE]".into())));
+                    s.finished = true;
+                }
+                None => {
+                    s.queue.push_back(sse(
+                        "error",
+                        Value::String("the run ended without an answer".into()),
+                    ));
+                    s.queue
+                        .push_back(sse("end", Value::String("[DONE]".into())));
+                    s.finished = true;
+                }
+            }
+        }
+    })
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct StreamingSupport {
+    is_streaming: bool,
+}
+
+/// Whether a chatflow can stream its answers (needs no API key; Flowise clients
+/// ask before predicting).
+#[utoipa::path(
+    get,
+    path = "/api/v1/chatflows-streaming/{id}",
+    tag = "predictions",
+    security(()),
+    params(("id" = Uuid, Path, description = "Chatflow id")),
+    responses(
+        (status = 200, description = "Whether answers can stream", body = StreamingSupport),
+        (status = 404, description = "No such chatflow", body = ErrorBody),
+        CommonErrors
+    )
+)]
+async fn streaming_support(
+    State(state): State<AppState>,
+    Path(id): Path<Uuid>,
+) -> ApiResult<Json<StreamingSupport>> {
+    let flow = state
+        .store
+        .find_chatflow(id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("chatflow"))?;
+    let is_streaming = state
+        .plans
+        .get(flow.id, flow.updated_date, &flow.flow_data)
+        .is_ok_and(|plan| plan.is_streamable());
+    Ok(Json(StreamingSupport { is_streaming }))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(rename_all = "camelCase")]
+#[into_params(parameter_in = Query)]
+struct SessionQuery {
+    /// Only this session's messages.
+    chat_id: Option<String>,
+    /// Alias of chatId.
+    session_id: Option<String>,
+}
+
+impl SessionQuery {
+    fn session(&self) -> Option<&str> {
+        self.chat_id
+            .as_deref()
+            .or(self.session_id.as_deref())
+            .filter(|s| !s.is_empty())
+    }
+}
+
+async fn own_chatflow(state: &AppState, auth: &AuthUser, id: Uuid) -> ApiResult<Chatflow> {
+    state
+        .store
+        .get_chatflow(auth.workspace(), id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("chatflow"))
+}
+
+/// Messages of a chatflow's conversations, oldest first (of one session with `chatId`).
+#[utoipa::path(
+    get,
+    path = "/api/v1/chatmessage/{id}",
+    tag = "predictions",
+    params(("id" = Uuid, Path, description = "Chatflow id"), SessionQuery),
+    responses(
+        (status = 200, description = "The messages", body = [ChatMessageRecord]),
+        (status = 404, description = "No such chatflow in this workspace", body = ErrorBody),
+        CommonErrors
+    )
+)]
+async fn list_messages(
+    auth: AuthUser,
+    State(state): State<AppState>,
+    Path(id): Path<Uuid>,
+    Query(query): Query<SessionQuery>,
+) -> ApiResult<Json<Vec<ChatMessageRecord>>> {
+    auth.require(Permission::ChatflowsRead)?;
+    let flow = own_chatflow(&state, &auth, id).await?;
+    let messages = state
+        .store
+        .list_chat_messages(flow.id, query.session(), None)
+        .await?;
+    Ok(Json(messages))
+}
+
+/// Clears a chatflow's conversations (one session's with `chatId`): memory forgets them.
+#[utoipa::path(
+    delete,
+    path = "/api/v1/chatmessage/{id}",
+    tag = "predictions",
+    params(("id" = Uuid, Path, description = "Chatflow id"), SessionQuery),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 404, description = "No such chatflow in this workspace", body = ErrorBody),
+        CommonErrors
+    )
+)]
+async fn delete_messages(
+    auth: AuthUser,
+    State(state): State<AppState>,
+    Path(id): Path<Uuid>,
+    Query(query): Query<SessionQuery>,
+) -> ApiResult<StatusCode> {
+    auth.require(Permission::ChatflowsWrite)?;
+    let flow = own_chatflow(&state, &auth, id).await?;
+    state
+        .store
+        .delete_chat_messages(flow.id, query.session())
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Leads left with a chatflow's conversations.
+#[utoipa::path(
+    get,
+    path = "/api/v1/leads/{id}",
+    tag = "predictions",
+    params(("id" = Uuid, Path, description = "Chatflow id")),
+    responses(
+        (status = 200, description = "The leads, oldest first", body = [Lead]),
+        (status = 404, description = "No such chatflow in this workspace", body = ErrorBody),
+        CommonErrors
+    )
+)]
+async fn list_leads(
+    auth: AuthUser,
+    State(state): State<AppState>,
+    Path(id): Path<Uuid>,
+) -> ApiResult<Json<Vec<Lead>>> {
+    auth.require(Permission::ChatflowsRead)?;
+    let flow = own_chatflow(&state, &auth, id).await?;
+    Ok(Json(state.store.list_leads(flow.id).await?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn emails() {
+        assert!(is_email("a@example.com"));
+        for bad in ["a", "@x.com", "a@x", "a b@x.com", "a@.com", "a@x."] {
+            assert!(!is_email(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn body_rules() {
+        let body: PredictionBody = serde_json::from_value(json!({
+            "question": "hi", "chatId": null, "sessionId": "s1", "overrideConfig": null,
+            "streaming": "true", "chatflowId": "x"
+        }))
+        .unwrap();
+        let (req, streaming) = body.into_request(vec![]).unwrap();
+        assert!(streaming);
+        assert_eq!(req.chat_id.as_deref(), Some("s1"));
+        let missing: PredictionBody = serde_json::from_value(json!({"chatId": "c"})).unwrap();
+        assert_eq!(missing.into_request(vec![]).unwrap_err().status_code(), 412);
+    }
+}

@@ -1,0 +1,68 @@
+"""PY_TOOL_API_KEY: every endpoint but /tools/health needs `Authorization: Bearer <key>`."""
+
+import pytest
+import requests
+
+KEY = "rt-test-key-0123456789"
+
+
+@pytest.fixture(scope="module")
+def secured(start_runtime):
+    return start_runtime({"PY_TOOL_API_KEY": KEY})
+
+
+def call(runtime, method, path, headers=None, **kwargs):
+    return requests.request(method, runtime.url + path, headers=headers or {}, timeout=60, **kwargs)
+
+
+@pytest.mark.parametrize(
+    "method, path, body",
+    [
+        ("POST", "/tools/execute-python", {"code": "result = 1"}),
+        ("POST", "/tools/install-packages", {"packages": ["six"]}),
+        ("GET", "/tools/artifacts/default/anything.txt", None),
+    ],
+)
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"Authorization": "Bearer wrong-key"},
+        {"Authorization": f"Bearer {KEY}x"},
+        {"Authorization": f"Basic {KEY}"},
+        {"Authorization": KEY},
+    ],
+    ids=["none", "wrong", "longer", "basic", "no-scheme"],
+)
+def test_requests_without_the_key_are_401(secured, method, path, body, headers):
+    response = call(secured, method, path, headers=headers, json=body)
+    assert response.status_code == 401
+    assert response.json() == {"message": "missing or invalid API key"}
+
+
+def test_the_key_is_checked_before_the_body_is_read(secured):
+    # Neither the size limit (413) nor JSON parsing (400) gets to see this body.
+    response = call(
+        secured, "POST", "/tools/execute-python",
+        headers={"Content-Type": "application/json"},
+        data=b"{" + b"x" * (12 << 20),
+    )
+    assert response.status_code == 401
+
+
+def test_the_right_key_is_accepted(secured):
+    response = call(
+        secured, "POST", "/tools/execute-python",
+        headers={"Authorization": f"Bearer {KEY}"},
+        json={"code": "result = 6 * 7"},
+    )
+    assert response.status_code == 200, response.text
+    assert response.json()["result"] == 42
+
+
+def test_health_stays_open(secured):
+    assert call(secured, "GET", "/tools/health").status_code == 200
+
+
+def test_without_a_key_the_loopback_server_is_open(runtime):
+    assert call(runtime, "POST", "/tools/execute-python", json={"code": "result = 1"}).status_code == 200
