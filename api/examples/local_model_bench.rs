@@ -4,7 +4,8 @@
 //! Run it through `scripts/bench/local-model` (a release build), or:
 //! `cargo run --release -p weir-api --example local_model_bench -- [MODEL_DIR]
 //! [--threads N] [--max-tokens N] [--rounds N]`. MODEL_DIR defaults to
-//! `$WEIR_DATA_DIR/models/smollm2` (`./data/models/smollm2`).
+//! `$WEIR_MODELS_DIR/smollm2`, else `$WEIR_DATA_DIR/models/smollm2`
+//! (`./data/models/smollm2`).
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -48,10 +49,15 @@ fn main() {
         }
     }
     let dir = dir.unwrap_or_else(|| {
-        std::env::var_os("WEIR_DATA_DIR")
+        std::env::var_os("WEIR_MODELS_DIR")
             .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from("data"))
-            .join("models/smollm2")
+            .unwrap_or_else(|| {
+                std::env::var_os("WEIR_DATA_DIR")
+                    .map(PathBuf::from)
+                    .unwrap_or_else(|| PathBuf::from("data"))
+                    .join("models")
+            })
+            .join("smollm2")
     });
 
     let t = Instant::now();

@@ -1,8 +1,8 @@
 //! The embedded local model, end to end on the real SmolLM2 file: answers,
 //! determinism, limits, cancellation and seeded sampling.
 //!
-//! The model comes from `$WEIR_TEST_MODEL_DIR`, else `$WEIR_DATA_DIR/models/smollm2`,
-//! else `./data/models/smollm2` at the repository root (`scripts/fetch-models`
+//! The model comes from `$WEIR_TEST_MODEL_DIR`, else `$WEIR_MODELS_DIR/smollm2`, else
+//! `$WEIR_DATA_DIR/models/smollm2`, else `./data/models/smollm2` at the repository root (`scripts/fetch-models`
 //! puts it there). Without it every test prints why it skipped and passes.
 
 use std::path::PathBuf;
@@ -17,6 +17,9 @@ fn model() -> Option<Arc<LocalModel>> {
         .get_or_init(|| {
             let dir = std::env::var_os("WEIR_TEST_MODEL_DIR")
                 .map(PathBuf::from)
+                .or_else(|| {
+                    std::env::var_os("WEIR_MODELS_DIR").map(|d| PathBuf::from(d).join("smollm2"))
+                })
                 .or_else(|| {
                     std::env::var_os("WEIR_DATA_DIR")
                         .map(|d| PathBuf::from(d).join("models/smollm2"))

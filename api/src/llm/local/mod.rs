@@ -344,6 +344,9 @@ mod tests {
         let dir = std::env::var_os("WEIR_TEST_MODEL_DIR")
             .map(PathBuf::from)
             .or_else(|| {
+                std::env::var_os("WEIR_MODELS_DIR").map(|d| PathBuf::from(d).join("smollm2"))
+            })
+            .or_else(|| {
                 std::env::var_os("WEIR_DATA_DIR").map(|d| PathBuf::from(d).join("models/smollm2"))
             })
             .unwrap_or_else(|| {
