@@ -201,20 +201,29 @@ pub struct BlockQ8 {
     pub qs: [i8; QK],
 }
 
-/// Quantises `x` (a multiple of [`QK`] long) into `out` (`x.len() / QK` blocks).
-pub fn quantize_row(x: &[f32], out: &mut [BlockQ8]) {
-    for (block, xs) in out.iter_mut().zip(x.chunks_exact(QK)) {
-        let amax = xs.iter().fold(0f32, |m, v| m.max(v.abs()));
-        let d = amax / 127.0;
-        let id = if d > 0.0 { 1.0 / d } else { 0.0 };
-        let mut sum = 0i32;
-        for (q, &v) in block.qs.iter_mut().zip(xs) {
-            let r = (v * id).round() as i32;
-            *q = r as i8;
-            sum += r;
+/// Quantises `x` (a multiple of [`QK`] long) into `out` (`x.len() / QK` blocks),
+/// rounding halves to even.
+pub fn quantize_row(isa: Isa, x: &[f32], out: &mut [BlockQ8]) {
+    let n = (x.len() / QK).min(out.len());
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: AVX2/FMA were detected for `Isa::Avx2`; `n` bounds both slices.
+        Isa::Avx2 => unsafe { avx2::quantize_row(&x[..n * QK], &mut out[..n]) },
+        Isa::Scalar => {
+            for (block, xs) in out.iter_mut().zip(x.chunks_exact(QK)) {
+                let amax = xs.iter().fold(0f32, |m, v| m.max(v.abs()));
+                let d = amax / 127.0;
+                let id = if d > 0.0 { 1.0 / d } else { 0.0 };
+                let mut sum = 0i32;
+                for (q, &v) in block.qs.iter_mut().zip(xs) {
+                    let r = (v * id).round_ties_even() as i32;
+                    *q = r as i8;
+                    sum += r;
+                }
+                block.d = d;
+                block.s = d * sum as f32;
+            }
         }
-        block.d = d;
-        block.s = d * sum as f32;
     }
 }
 
@@ -321,27 +330,58 @@ fn dot_q8_0_scalar(row: &[u8], acts: &[BlockQ8]) -> f32 {
     sum
 }
 
-/// `a · b`.
-pub fn dot_f32(isa: Isa, a: &[f32], b: &[f32]) -> f32 {
+/// One attention head for one query: `scores[p] = scale · q · k_p` over the
+/// `n_pos` cached positions, softmax, then `out = Σ scores[p] · v_p`. Key and
+/// value `p` start at `p * stride` in `keys` and `values` and are `q.len()` long.
+#[allow(clippy::too_many_arguments)]
+pub fn attend(
+    isa: Isa,
+    q: &[f32],
+    keys: &[f32],
+    values: &[f32],
+    stride: usize,
+    n_pos: usize,
+    scale: f32,
+    scores: &mut [f32],
+    out: &mut [f32],
+) {
+    let hd = q.len();
+    assert!(n_pos > 0 && scores.len() >= n_pos && out.len() == hd);
+    let need = (n_pos - 1) * stride + hd;
+    assert!(keys.len() >= need && values.len() >= need);
+    let scores = &mut scores[..n_pos];
     match isa {
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: AVX2/FMA were detected for `Isa::Avx2`.
-        Isa::Avx2 => unsafe { avx2::dot_f32(a, b) },
-        Isa::Scalar => a.iter().zip(b).map(|(x, y)| x * y).sum(),
+        // SAFETY: AVX2/FMA were detected for `Isa::Avx2`; bounds checked above.
+        Isa::Avx2 => unsafe { avx2::attend(q, keys, values, stride, scale, scores, out) },
+        Isa::Scalar => {
+            for (p, s) in scores.iter_mut().enumerate() {
+                let k = &keys[p * stride..p * stride + hd];
+                *s = q.iter().zip(k).map(|(a, b)| a * b).sum::<f32>() * scale;
+            }
+            softmax(scores);
+            out.fill(0.0);
+            for (p, &w) in scores.iter().enumerate() {
+                for (o, v) in out.iter_mut().zip(&values[p * stride..p * stride + hd]) {
+                    *o += w * v;
+                }
+            }
+        }
     }
 }
 
-/// `y += alpha * x`.
-pub fn axpy_f32(isa: Isa, alpha: f32, x: &[f32], y: &mut [f32]) {
-    match isa {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: AVX2/FMA were detected for `Isa::Avx2`.
-        Isa::Avx2 => unsafe { avx2::axpy_f32(alpha, x, y) },
-        Isa::Scalar => {
-            for (y, x) in y.iter_mut().zip(x) {
-                *y += alpha * x;
-            }
-        }
+/// In-place softmax.
+#[inline]
+fn softmax(s: &mut [f32]) {
+    let max = s.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+    let mut sum = 0.0;
+    for v in s.iter_mut() {
+        *v = (*v - max).exp();
+        sum += *v;
+    }
+    let inv = 1.0 / sum;
+    for v in s.iter_mut() {
+        *v *= inv;
     }
 }
 
@@ -652,58 +692,125 @@ mod avx2 {
         }
     }
 
+    /// `a · b` over the first `n` floats.
+    #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub unsafe fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
-        let n = a.len().min(b.len());
-        let mut acc0 = _mm256_setzero_ps();
-        let mut acc1 = _mm256_setzero_ps();
-        let mut i = 0;
-        // SAFETY: every load stays below `n`.
+    unsafe fn dot(a: *const f32, b: *const f32, n: usize) -> f32 {
         unsafe {
+            let mut acc0 = _mm256_setzero_ps();
+            let mut acc1 = _mm256_setzero_ps();
+            let mut i = 0;
             while i + 16 <= n {
-                acc0 = _mm256_fmadd_ps(
-                    _mm256_loadu_ps(a.as_ptr().add(i)),
-                    _mm256_loadu_ps(b.as_ptr().add(i)),
-                    acc0,
-                );
+                acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a.add(i)), _mm256_loadu_ps(b.add(i)), acc0);
                 acc1 = _mm256_fmadd_ps(
-                    _mm256_loadu_ps(a.as_ptr().add(i + 8)),
-                    _mm256_loadu_ps(b.as_ptr().add(i + 8)),
+                    _mm256_loadu_ps(a.add(i + 8)),
+                    _mm256_loadu_ps(b.add(i + 8)),
                     acc1,
                 );
                 i += 16;
             }
             let mut s = hsum(_mm256_add_ps(acc0, acc1));
             while i < n {
-                s += a[i] * b[i];
+                s += *a.add(i) * *b.add(i);
                 i += 1;
             }
             s
         }
     }
 
+    /// `y += alpha · x` over the first `n` floats.
+    #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub unsafe fn axpy_f32(alpha: f32, x: &[f32], y: &mut [f32]) {
-        let n = x.len().min(y.len());
-        let va = _mm256_set1_ps(alpha);
-        let mut i = 0;
-        // SAFETY: every load and store stays below `n`.
+    unsafe fn axpy(alpha: f32, x: *const f32, y: *mut f32, n: usize) {
         unsafe {
+            let va = _mm256_set1_ps(alpha);
+            let mut i = 0;
             while i + 8 <= n {
-                let yv = _mm256_loadu_ps(y.as_ptr().add(i));
-                let r = _mm256_fmadd_ps(va, _mm256_loadu_ps(x.as_ptr().add(i)), yv);
-                _mm256_storeu_ps(y.as_mut_ptr().add(i), r);
+                let r = _mm256_fmadd_ps(va, _mm256_loadu_ps(x.add(i)), _mm256_loadu_ps(y.add(i)));
+                _mm256_storeu_ps(y.add(i), r);
                 i += 8;
             }
+            while i < n {
+                *y.add(i) += alpha * *x.add(i);
+                i += 1;
+            }
         }
-        while i < n {
-            y[i] += alpha * x[i];
-            i += 1;
+    }
+
+    /// See [`super::attend`]; the caller checked every bound.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn attend(
+        q: &[f32],
+        keys: &[f32],
+        values: &[f32],
+        stride: usize,
+        scale: f32,
+        scores: &mut [f32],
+        out: &mut [f32],
+    ) {
+        let hd = q.len();
+        // SAFETY: position `p < scores.len()` reads `p * stride .. p * stride + hd`,
+        // within `keys` and `values` as the caller checked.
+        unsafe {
+            for (p, s) in scores.iter_mut().enumerate() {
+                *s = dot(q.as_ptr(), keys.as_ptr().add(p * stride), hd) * scale;
+            }
+            super::softmax(scores);
+            out.fill(0.0);
+            for (p, &w) in scores.iter().enumerate() {
+                axpy(w, values.as_ptr().add(p * stride), out.as_mut_ptr(), hd);
+            }
+        }
+    }
+
+    /// See [`super::quantize_row`]: `x.len() == QK * out.len()`.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn quantize_row(x: &[f32], out: &mut [BlockQ8]) {
+        let sign = _mm256_set1_ps(-0.0);
+        for (block, xs) in out.iter_mut().zip(x.chunks_exact(QK)) {
+            // SAFETY: `xs` holds 32 floats; `block.qs` 32 bytes.
+            unsafe {
+                let p = xs.as_ptr();
+                let v = [
+                    _mm256_loadu_ps(p),
+                    _mm256_loadu_ps(p.add(8)),
+                    _mm256_loadu_ps(p.add(16)),
+                    _mm256_loadu_ps(p.add(24)),
+                ];
+                let abs = |x: __m256| _mm256_andnot_ps(sign, x);
+                let m = _mm256_max_ps(
+                    _mm256_max_ps(abs(v[0]), abs(v[1])),
+                    _mm256_max_ps(abs(v[2]), abs(v[3])),
+                );
+                let m = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+                let m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+                let m = _mm_max_ss(m, _mm_movehdup_ps(m));
+                let amax = _mm_cvtss_f32(m);
+                let d = amax / 127.0;
+                let id = _mm256_set1_ps(if d > 0.0 { 1.0 / d } else { 0.0 });
+                // Round half to even (the MXCSR default), like the scalar path.
+                let r = v.map(|x| _mm256_cvtps_epi32(_mm256_mul_ps(x, id)));
+                let sum =
+                    _mm256_add_epi32(_mm256_add_epi32(r[0], r[1]), _mm256_add_epi32(r[2], r[3]));
+                let sum = _mm_add_epi32(
+                    _mm256_castsi256_si128(sum),
+                    _mm256_extracti128_si256(sum, 1),
+                );
+                let sum = _mm_add_epi32(sum, _mm_shuffle_epi32(sum, 0b01_00_11_10));
+                let sum = _mm_add_epi32(sum, _mm_shuffle_epi32(sum, 0b10_11_00_01));
+                // Pack to bytes; packs interleave the 128-bit lanes, so restore order.
+                let w01 = _mm256_packs_epi32(r[0], r[1]);
+                let w23 = _mm256_packs_epi32(r[2], r[3]);
+                let b = _mm256_packs_epi16(w01, w23);
+                let b = _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+                _mm256_storeu_si256(block.qs.as_mut_ptr() as *mut __m256i, b);
+                block.d = d;
+                block.s = d * _mm_cvtsi128_si32(sum) as f32;
+            }
         }
     }
 }
 
-/// Random matrices for the tests of this crate.
 #[cfg(test)]
 pub(crate) mod testutil {
     use super::*;
@@ -775,7 +882,7 @@ mod tests {
             .map(|_| (lcg(&mut seed) % 2000) as f32 / 1000.0 - 1.0)
             .collect();
         let mut acts = vec![BlockQ8::default(); n_tok * cols / QK];
-        quantize_row(&x, &mut acts);
+        quantize_row(Isa::Scalar, &x, &mut acts);
         // The reference multiplies the dequantised weights by the dequantised
         // activations, so only float rounding separates it from the kernels.
         let xq: Vec<f32> = acts
@@ -837,16 +944,60 @@ mod tests {
     }
 
     #[test]
-    fn f32_helpers_agree_across_isas() {
-        let a: Vec<f32> = (0..70).map(|i| i as f32 * 0.5 - 3.0).collect();
-        let b: Vec<f32> = (0..70).map(|i| 1.0 - i as f32 * 0.25).collect();
-        let expected: f32 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
-        let isa = Isa::detect();
-        assert!((dot_f32(isa, &a, &b) - expected).abs() < 1e-2);
-        let mut y1 = b.clone();
-        let mut y2 = b.clone();
-        axpy_f32(isa, 0.5, &a, &mut y1);
-        axpy_f32(Isa::Scalar, 0.5, &a, &mut y2);
-        assert_eq!(y1, y2);
+    fn attention_agrees_across_isas() {
+        let (hd, stride, n_pos) = (24, 40, 9);
+        let q: Vec<f32> = (0..hd).map(|i| (i as f32 * 0.37).sin()).collect();
+        let keys: Vec<f32> = (0..stride * n_pos)
+            .map(|i| (i as f32 * 0.11).cos())
+            .collect();
+        let values: Vec<f32> = (0..stride * n_pos)
+            .map(|i| (i as f32 * 0.23).sin())
+            .collect();
+        let run = |isa| {
+            let (mut scores, mut out) = (vec![0f32; n_pos], vec![0f32; hd]);
+            attend(
+                isa,
+                &q,
+                &keys[4..],
+                &values[4..],
+                stride,
+                n_pos,
+                0.5,
+                &mut scores,
+                &mut out,
+            );
+            (scores, out)
+        };
+        let (s1, o1) = run(Isa::Scalar);
+        let (s2, o2) = run(Isa::detect());
+        assert!(
+            (s1.iter().sum::<f32>() - 1.0).abs() < 1e-5,
+            "softmax sums to one"
+        );
+        for (a, b) in s1.iter().zip(&s2).chain(o1.iter().zip(&o2)) {
+            assert!((a - b).abs() < 1e-5, "{a} vs {b}");
+        }
+    }
+
+    #[test]
+    fn quantisation_agrees_across_isas_and_rounds_half_to_even() {
+        let mut x: Vec<f32> = (0..96)
+            .map(|i| ((i * 7919) % 257) as f32 / 64.0 - 2.0)
+            .collect();
+        // Block 2 has amax 127, so 2.5 and -0.5 are exact halves.
+        x[64..96]
+            .iter_mut()
+            .enumerate()
+            .for_each(|(i, v)| *v = [127.0, 2.5, -0.5, 1.0][i % 4]);
+        let mut a = vec![BlockQ8::default(); 3];
+        let mut b = vec![BlockQ8::default(); 3];
+        quantize_row(Isa::Scalar, &x, &mut a);
+        quantize_row(Isa::detect(), &x, &mut b);
+        for (p, q) in a.iter().zip(&b) {
+            assert_eq!(p.qs, q.qs);
+            assert_eq!(p.d, q.d);
+            assert!((p.s - q.s).abs() < 1e-6);
+        }
+        assert_eq!(&a[2].qs[..4], &[127, 2, 0, 1]);
     }
 }

@@ -417,18 +417,10 @@ impl Transformer {
                     let g = h / group;
                     let seen = pos + t + 1;
                     let qh = &q[t * dim + h * hd..t * dim + (h + 1) * hd];
-                    let s = &mut scores[..seen];
-                    for (j, sc) in s.iter_mut().enumerate() {
-                        let kj = &kc[j * kv_dim + g * hd..j * kv_dim + (g + 1) * hd];
-                        *sc = kernels::dot_f32(isa, qh, kj) * scale;
-                    }
-                    softmax(s);
                     let o = &mut out[i * hd..(i + 1) * hd];
-                    o.fill(0.0);
-                    for (j, &w) in s.iter().enumerate() {
-                        let vj = &vc[j * kv_dim + g * hd..j * kv_dim + (g + 1) * hd];
-                        kernels::axpy_f32(isa, w, vj, o);
-                    }
+                    // Key and value `j` of KV head `g` start at `j * kv_dim + g * hd`.
+                    let (keys, values) = (&kc[g * hd..], &vc[g * hd..]);
+                    kernels::attend(isa, qh, keys, values, kv_dim, seen, scale, scores, o);
                 }
             }
             ctx.barrier.wait();
@@ -437,7 +429,7 @@ impl Transformer {
             {
                 // SAFETY: nobody writes `attn` in this phase.
                 let attn = unsafe { ctx.attn.read() };
-                kernels::quantize_row(&attn[..n * dim], &mut acts[..n * dim / QK]);
+                kernels::quantize_row(isa, &attn[..n * dim], &mut acts[..n * dim / QK]);
             }
             for rows in claim(counter(l, 2), dim, ROWS_PER_CHUNK) {
                 kernels::matmul(isa, &layer.wo, rows.clone(), acts, n, tmp);
@@ -471,7 +463,7 @@ impl Transformer {
             {
                 // SAFETY: nobody writes `h` in this phase.
                 let h = unsafe { ctx.h.read() };
-                kernels::quantize_row(&h[..n * ff], &mut acts[..n * ff / QK]);
+                kernels::quantize_row(isa, &h[..n * ff], &mut acts[..n * ff / QK]);
             }
             for rows in claim(counter(l, 4), dim, ROWS_PER_CHUNK) {
                 kernels::matmul(isa, &layer.w_down, rows.clone(), acts, n, tmp);
@@ -506,7 +498,7 @@ impl Transformer {
             for ((o, &v), &w) in nt.iter_mut().zip(xt).zip(weight) {
                 *o = v * inv * w;
             }
-            kernels::quantize_row(nt, &mut acts[t * dim / QK..(t + 1) * dim / QK]);
+            kernels::quantize_row(self.isa, nt, &mut acts[t * dim / QK..(t + 1) * dim / QK]);
         }
     }
 
@@ -535,19 +527,6 @@ fn rope(src: &[f32], dst: &mut [f32], first: usize, hd: usize, cos: &[f32], sin:
         let (c, sn) = (cos[j], sin[j]);
         d[0] = s[0] * c - s[1] * sn;
         d[1] = s[0] * sn + s[1] * c;
-    }
-}
-
-fn softmax(s: &mut [f32]) {
-    let max = s.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
-    let mut sum = 0.0;
-    for v in s.iter_mut() {
-        *v = (*v - max).exp();
-        sum += *v;
-    }
-    let inv = 1.0 / sum;
-    for v in s.iter_mut() {
-        *v *= inv;
     }
 }
 
