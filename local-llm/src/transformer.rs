@@ -15,13 +15,13 @@
 //! (64 output rows of a matrix product, one attention head) from an atomic
 //! counter until none is left, and a spin barrier separates the phases. Claiming
 //! instead of a fixed split keeps both cores busy when one thread is preempted
-//! by another process or a phase does not divide evenly (9 heads on 2 cores). Within a phase a buffer is either only read by every
-//! thread or written in disjoint ranges, each read back only by its writer; the
-//! [`Shared`] views encode that rule. Small steps (RMS norm, quantising the
-//! activation) are repeated by every thread on private copies: cheaper than one
-//! more barrier. The weights are immutable and shared, so concurrent
-//! generations each bring their own `Session` and never wait for each other
-//! (they only compete for cores).
+//! by another process or a phase does not divide evenly (9 heads on 2 cores).
+//! Within a phase a buffer is either only read by every thread or written in
+//! disjoint ranges, each read back only by its writer; the [`Shared`] views
+//! encode that rule. Small steps (RMS norm, quantising the activation) are
+//! repeated by every thread on private copies: cheaper than one more barrier.
+//! The weights are immutable and shared, so concurrent generations each bring
+//! their own `Session` (a forward pass takes `&self`).
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
