@@ -25,7 +25,7 @@
 //! chosen at run time (`weir_local_llm::kernels`), on [`LocalModel::threads`]
 //! threads per call; on the 2-core development machine that is ~700 prompt and
 //! ~200 generated tokens per second (`scripts/bench/local-model` measures it).
-//! Without AVX2 the portable kernels give the same answers, several times slower.
+//! Without AVX2 the portable kernels compute the same (up to rounding), far slower.
 
 mod gguf;
 mod sampler;
