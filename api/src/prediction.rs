@@ -127,21 +127,18 @@ pub async fn start(
             .store
             .list_chat_messages(flow.id, Some(&session), last)
             .await?;
-        history.extend(stored.into_iter().map(|m| {
-            let role = match m.role {
-                MessageRole::User => Role::User,
-                MessageRole::Api => Role::Assistant,
-            };
-            ChatMessage::new(role, m.content)
-        }));
+        history.extend(
+            stored
+                .into_iter()
+                .map(|m| ChatMessage::new(speaker(m.role), m.content)),
+        );
     }
-    history.extend(request.history.iter().map(|h| {
-        let role = match h.role {
-            MessageRole::User => Role::User,
-            MessageRole::Api => Role::Assistant,
-        };
-        ChatMessage::new(role, h.message.clone())
-    }));
+    history.extend(
+        request
+            .history
+            .iter()
+            .map(|h| ChatMessage::new(speaker(h.role), h.message.clone())),
+    );
 
     if let Some(email) = &request.lead_email {
         state.store.create_lead(flow.id, &chat_id, email).await?;
@@ -262,6 +259,14 @@ impl RunTask {
             ])
             .await?;
         Ok(stored.last().map(|m| m.id).unwrap_or_else(Uuid::new_v4))
+    }
+}
+
+/// Who said a stored or sent message, as the models see it.
+fn speaker(role: MessageRole) -> Role {
+    match role {
+        MessageRole::User => Role::User,
+        MessageRole::Api => Role::Assistant,
     }
 }
 
