@@ -271,6 +271,20 @@ def test_multipart_with_files(server, api, fake):
     assert_error(api.post(f"/prediction/{flow}", data={"chatId": "x"}, files=files), 412, "question")
 
 
+def test_json_uploads_as_data_urls(server, api, fake):
+    import base64
+    flow = create_flow(api, flows.conversation(flows.openai_model(fake.url)))
+    data = "data:text/plain;base64," + base64.b64encode(b"inline file").decode()
+    uploads = [{"data": data, "type": "file", "name": "inline.txt", "mime": "text/plain"},
+               {"data": "http://169.254.169.254/latest", "type": "url", "name": "remote", "mime": "text/html"}]
+    r = predict(api, flow, "json files", chatId="ju-1", uploads=uploads)
+    assert r.status_code == 200, r.text
+    kept = list((server.data_dir / "uploads" / flow / "ju-1").iterdir())
+    assert [p.read_bytes() for p in kept] == [b"inline file"], "url uploads are never fetched"
+    assert_error(predict(api, flow, "x", uploads=[{"data": "data:text/plain;base64,@@@", "type": "file", "name": "bad"}]), 400, "bad")
+    assert_error(predict(api, flow, "x", uploads=[{"data": "plain text", "type": "file", "name": "raw"}]), 400, "data URL")
+
+
 def test_leads(api, fake):
     flow = create_flow(api, flows.conversation(flows.openai_model(fake.url)))
     r = predict(api, flow, "hi", leadEmail="visitor@example.com", chatId="lead-chat")

@@ -86,10 +86,61 @@ struct PredictionBody {
     streaming: Option<bool>,
     /// Address kept as a lead of the conversation.
     lead_email: Option<String>,
+    /// Files sent inline as data URLs (what Flowise's clients send); `url`
+    /// uploads are not fetched.
+    uploads: Option<Vec<JsonUpload>>,
+}
+
+/// An upload inside a JSON body: `{data: "data:<mime>;base64,<…>", type, name, mime}`.
+#[derive(Debug, Deserialize, ToSchema)]
+struct JsonUpload {
+    data: Option<String>,
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    name: Option<String>,
+}
+
+impl JsonUpload {
+    /// The decoded file, or `None` for a reference (`type: "url"`) weir does not fetch.
+    fn decode(self) -> ApiResult<Option<Upload>> {
+        use base64::Engine;
+        if self.kind.as_deref() == Some("url") {
+            return Ok(None);
+        }
+        let name = self.name.unwrap_or_else(|| "upload".to_owned());
+        let data = self.data.unwrap_or_default();
+        let payload = match data.split_once(";base64,") {
+            Some((head, payload)) if head.starts_with("data:") => payload,
+            _ => {
+                return Err(ApiError::BadRequest(format!(
+                    "upload '{name}' must carry a base64 data URL ('data:<type>;base64,...')"
+                )));
+            }
+        };
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(payload.trim())
+            .map_err(|e| {
+                ApiError::BadRequest(format!("upload '{name}' is not valid base64: {e}"))
+            })?;
+        Ok(Some(Upload {
+            file_name: name,
+            bytes: bytes.into(),
+        }))
+    }
 }
 
 impl PredictionBody {
-    fn into_request(self, uploads: Vec<Upload>) -> ApiResult<(PredictionRequest, bool)> {
+    fn into_request(self, mut uploads: Vec<Upload>) -> ApiResult<(PredictionRequest, bool)> {
+        for upload in self.uploads.unwrap_or_default() {
+            if let Some(file) = upload.decode()? {
+                uploads.push(file);
+            }
+        }
+        if uploads.len() > MAX_FILES {
+            return Err(ApiError::BadRequest(format!(
+                "at most {MAX_FILES} files may be attached"
+            )));
+        }
         let question = self.question.ok_or_else(|| ApiError::missing("question"))?;
         if question.trim().is_empty() {
             return Err(ApiError::BadRequest("'question' must not be empty".into()));
@@ -170,9 +221,11 @@ async fn read_multipart(mut form: Multipart) -> ApiResult<(PredictionBody, Vec<U
             let text = field.text().await.map_err(bad)?;
             // Structured fields arrive as JSON text.
             let value = match name.as_str() {
-                "history" | "overrideConfig" => serde_json::from_str(&text).map_err(|e| {
-                    ApiError::BadRequest(format!("form field '{name}' must be JSON: {e}"))
-                })?,
+                "history" | "overrideConfig" | "uploads" => {
+                    serde_json::from_str(&text).map_err(|e| {
+                        ApiError::BadRequest(format!("form field '{name}' must be JSON: {e}"))
+                    })?
+                }
                 _ => Value::String(text),
             };
             fields.insert(name, value);
