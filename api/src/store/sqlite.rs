@@ -1,12 +1,15 @@
 //! The embedded SQLite store (rusqlite, bundled SQLite): the default backend.
 //!
-//! One connection in WAL mode behind a mutex; every call runs on tokio's blocking
-//! pool through [`SqliteStore::call`], so request threads never block on disk.
+//! WAL mode: one writer connection behind a mutex ([`SqliteStore::call`]) and a few
+//! read-only connections ([`SqliteStore::read`]) so that reads (every request's key
+//! lookup among them) run side by side and never wait for a write. Every call runs
+//! on tokio's blocking pool, so request threads never block on disk.
 //! UUIDs are stored as text and times as epoch milliseconds.
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, TryLockError};
 
 use async_trait::async_trait;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, Row, params};
@@ -21,6 +24,9 @@ use crate::domain::{
     VariableType, Workspace,
 };
 
+/// Read-only connections kept open beside the writer.
+const READERS: usize = 4;
+
 /// Windows kept in memory before expired ones are swept.
 const RATE_WINDOWS_SWEEP_AT: usize = 10_000;
 
@@ -30,6 +36,9 @@ type RateWindow = (i64, i64, u64);
 #[derive(Clone)]
 pub struct SqliteStore {
     conn: Arc<Mutex<Connection>>,
+    readers: Arc<Vec<Mutex<Connection>>>,
+    /// Where the next read starts looking for a free reader.
+    next_reader: Arc<AtomicUsize>,
     /// Rate-limit counters: one process owns an SQLite store, so they live here,
     /// keyed by bucket, holding (window start, window length, hits).
     rate_windows: Arc<Mutex<HashMap<String, RateWindow>>>,
@@ -39,30 +48,72 @@ impl SqliteStore {
     /// Opens (creating when absent) the database file and applies migrations.
     pub async fn open(path: &Path) -> StoreResult<Self> {
         let path = path.to_owned();
-        let conn = tokio::task::spawn_blocking(move || -> StoreResult<Connection> {
+        let (conn, readers) = tokio::task::spawn_blocking(move || -> StoreResult<_> {
             if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
                 std::fs::create_dir_all(dir).map_err(|e| {
                     StoreError::Backend(format!("cannot create {}: {e}", dir.display()))
                 })?;
             }
-            let mut conn = Connection::open(&path)
-                .map_err(|e| StoreError::Backend(format!("cannot open {}: {e}", path.display())))?;
-            conn.execute_batch(
-                "PRAGMA journal_mode = WAL;
-                 PRAGMA synchronous = NORMAL;
-                 PRAGMA foreign_keys = ON;
-                 PRAGMA busy_timeout = 5000;",
-            )
-            .map_err(backend)?;
+            let open = || {
+                let conn = Connection::open(&path).map_err(|e| {
+                    StoreError::Backend(format!("cannot open {}: {e}", path.display()))
+                })?;
+                conn.execute_batch(
+                    "PRAGMA journal_mode = WAL;
+                     PRAGMA synchronous = NORMAL;
+                     PRAGMA foreign_keys = ON;
+                     PRAGMA busy_timeout = 5000;",
+                )
+                .map_err(backend)?;
+                Ok::<_, StoreError>(conn)
+            };
+            let mut conn = open()?;
             migrate(&mut conn, migrations::SQLITE).map_err(backend)?;
-            Ok(conn)
+            let readers = (0..READERS)
+                .map(|_| {
+                    let reader = open()?;
+                    reader
+                        .execute_batch("PRAGMA query_only = ON;")
+                        .map_err(backend)?;
+                    Ok(Mutex::new(reader))
+                })
+                .collect::<StoreResult<Vec<_>>>()?;
+            Ok((conn, readers))
         })
         .await
         .map_err(|e| StoreError::Backend(format!("store task failed: {e}")))??;
         Ok(SqliteStore {
             conn: Arc::new(Mutex::new(conn)),
+            readers: Arc::new(readers),
+            next_reader: Arc::default(),
             rate_windows: Arc::default(),
         })
+    }
+
+    /// Runs a read-only `f` on a free reader connection (waiting for one when all
+    /// are busy) on the blocking pool.
+    async fn read<T, F>(&self, f: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> rusqlite::Result<T> + Send + 'static,
+    {
+        let readers = Arc::clone(&self.readers);
+        let start = self.next_reader.fetch_add(1, Ordering::Relaxed);
+        tokio::task::spawn_blocking(move || {
+            let n = readers.len();
+            for i in 0..n {
+                match readers[(start + i) % n].try_lock() {
+                    Ok(mut conn) => return f(&mut conn),
+                    Err(TryLockError::Poisoned(p)) => return f(&mut p.into_inner()),
+                    Err(TryLockError::WouldBlock) => {}
+                }
+            }
+            let mut conn = readers[start % n].lock().unwrap_or_else(|p| p.into_inner());
+            f(&mut conn)
+        })
+        .await
+        .map_err(|e| StoreError::Backend(format!("store task failed: {e}")))?
+        .map_err(backend)
     }
 
     /// Runs `f` with the connection on the blocking pool.
@@ -295,7 +346,7 @@ impl Store for SqliteStore {
 
     async fn find_workspace(&self, name: &str) -> StoreResult<Option<Workspace>> {
         let name = name.to_owned();
-        self.call(move |conn| find_workspace(conn, &name)).await
+        self.read(move |conn| find_workspace(conn, &name)).await
     }
 
     async fn create_api_key(&self, key: NewApiKey) -> StoreResult<ApiKey> {
@@ -327,7 +378,7 @@ impl Store for SqliteStore {
 
     async fn find_api_key_by_hash(&self, hash: &str) -> StoreResult<Option<ApiKey>> {
         let hash = hash.to_owned();
-        self.call(move |conn| {
+        self.read(move |conn| {
             let mut stmt = conn.prepare_cached(&format!(
                 "SELECT {API_KEY_COLUMNS} FROM api_keys k JOIN workspaces w ON w.id = k.workspace_id
                  WHERE k.key_hash = ?1"
@@ -338,7 +389,7 @@ impl Store for SqliteStore {
     }
 
     async fn list_api_keys(&self, workspace: Option<Uuid>) -> StoreResult<Vec<ApiKey>> {
-        self.call(move |conn| {
+        self.read(move |conn| {
             let mut stmt = conn.prepare(&format!(
                 "SELECT {API_KEY_COLUMNS} FROM api_keys k JOIN workspaces w ON w.id = k.workspace_id
                  WHERE ?1 IS NULL OR k.workspace_id = ?1
@@ -362,7 +413,7 @@ impl Store for SqliteStore {
     }
 
     async fn count_api_keys(&self) -> StoreResult<u64> {
-        self.call(|conn| {
+        self.read(|conn| {
             conn.query_row("SELECT COUNT(*) FROM api_keys", [], |r| r.get::<_, i64>(0))
                 .map(|n| u64::try_from(n).unwrap_or(0))
         })
@@ -397,12 +448,12 @@ impl Store for SqliteStore {
     }
 
     async fn get_chatflow(&self, workspace: Uuid, id: Uuid) -> StoreResult<Option<Chatflow>> {
-        self.call(move |conn| get_chatflow(conn, workspace, id))
+        self.read(move |conn| get_chatflow(conn, workspace, id))
             .await
     }
 
     async fn list_chatflows(&self, workspace: Uuid, page: Page) -> StoreResult<Listing<Chatflow>> {
-        self.call(move |conn| {
+        self.read(move |conn| {
             list_page(
                 conn,
                 "SELECT COUNT(*) FROM chatflows WHERE workspace_id = ?1",
@@ -486,12 +537,12 @@ impl Store for SqliteStore {
     }
 
     async fn get_variable(&self, workspace: Uuid, id: Uuid) -> StoreResult<Option<Variable>> {
-        self.call(move |conn| get_variable(conn, workspace, id))
+        self.read(move |conn| get_variable(conn, workspace, id))
             .await
     }
 
     async fn list_variables(&self, workspace: Uuid, page: Page) -> StoreResult<Listing<Variable>> {
-        self.call(move |conn| {
+        self.read(move |conn| {
             list_page(
                 conn,
                 "SELECT COUNT(*) FROM variables WHERE workspace_id = ?1",
@@ -554,7 +605,7 @@ impl Store for SqliteStore {
     }
 
     async fn find_chatflow(&self, id: Uuid) -> StoreResult<Option<Chatflow>> {
-        self.call(move |conn| {
+        self.read(move |conn| {
             conn.query_row(
                 &format!("SELECT {CHATFLOW_COLUMNS} FROM chatflows WHERE id = ?1"),
                 [id.to_string()],
@@ -605,7 +656,7 @@ impl Store for SqliteStore {
         last: Option<u32>,
     ) -> StoreResult<Vec<ChatMessageRecord>> {
         let chat_id = chat_id.map(str::to_owned);
-        self.call(move |conn| {
+        self.read(move |conn| {
             // The newest `last` rows, returned oldest first.
             let mut stmt = conn.prepare_cached(&format!(
                 "SELECT {MESSAGE_COLUMNS} FROM (
@@ -666,7 +717,7 @@ impl Store for SqliteStore {
     }
 
     async fn list_leads(&self, chatflow: Uuid) -> StoreResult<Vec<Lead>> {
-        self.call(move |conn| {
+        self.read(move |conn| {
             let mut stmt = conn.prepare_cached(
                 "SELECT id, chatflow_id, chat_id, email, created_at FROM leads
                  WHERE chatflow_id = ?1 ORDER BY created_at, id",
