@@ -136,8 +136,8 @@ pub async fn start(
     history.extend(
         request
             .history
-            .iter()
-            .map(|h| ChatMessage::new(speaker(h.role), h.message.clone())),
+            .into_iter()
+            .map(|h| ChatMessage::new(speaker(h.role), h.message)),
     );
 
     if let Some(email) = &request.lead_email {

@@ -369,10 +369,18 @@ async fn json_answer(
     Err(ApiError::Internal("the run ended without an answer".into()))
 }
 
-fn sse(name: &str, data: Value) -> Event {
-    Event::default()
-        .event(name)
-        .data(json!({"event": name, "data": data}).to_string())
+/// One SSE event in Flowise's framing: `event: NAME` and one line of JSON
+/// `{"event": NAME, "data": VALUE}` (serialised straight from borrowed parts: this
+/// runs for every token).
+fn sse<T: Serialize + ?Sized>(name: &str, data: &T) -> Event {
+    #[derive(Serialize)]
+    struct Frame<'a, T: ?Sized> {
+        event: &'a str,
+        data: &'a T,
+    }
+    let line = serde_json::to_string(&Frame { event: name, data })
+        .unwrap_or_else(|_| format!(r#"{{"event":"{name}","data":null}}"#));
+    Event::default().event(name).data(line)
 }
 
 /// The SSE answer. A failure before the first token is still a plain JSON error
@@ -431,10 +439,9 @@ fn sse_events(
                 Some(PredictionEvent::Token(token)) => {
                     if !s.started {
                         s.started = true;
-                        s.queue
-                            .push_back(sse("start", Value::String(token.clone())));
+                        s.queue.push_back(sse("start", &token));
                     }
-                    s.queue.push_back(sse("token", Value::String(token)));
+                    s.queue.push_back(sse("token", &token));
                 }
                 Some(PredictionEvent::Done(result)) => {
                     let extras = [
@@ -444,12 +451,12 @@ fn sse_events(
                     ];
                     for (name, items) in extras {
                         if !items.is_empty() {
-                            s.queue.push_back(sse(name, Value::Array(items.clone())));
+                            s.queue.push_back(sse(name, items));
                         }
                     }
                     s.queue.push_back(sse(
                         "metadata",
-                        json!({
+                        &json!({
                             "chatId": result.chat_id,
                             "chatMessageId": result.chat_message_id,
                             "question": result.question,
@@ -458,23 +465,18 @@ fn sse_events(
                             "usedTools": result.used_tools,
                         }),
                     ));
-                    s.queue
-                        .push_back(sse("end", Value::String("[DONE]".into())));
+                    s.queue.push_back(sse("end", "[DONE]"));
                     s.finished = true;
                 }
                 Some(PredictionEvent::Error(message)) => {
-                    s.queue.push_back(sse("error", Value::String(message)));
-                    s.queue
-                        .push_back(sse("end", Value::String("[DONE]".into())));
+                    s.queue.push_back(sse("error", &message));
+                    s.queue.push_back(sse("end", "[DONE]"));
                     s.finished = true;
                 }
                 None => {
-                    s.queue.push_back(sse(
-                        "error",
-                        Value::String("the run ended without an answer".into()),
-                    ));
                     s.queue
-                        .push_back(sse("end", Value::String("[DONE]".into())));
+                        .push_back(sse("error", "the run ended without an answer"));
+                    s.queue.push_back(sse("end", "[DONE]"));
                     s.finished = true;
                 }
             }
