@@ -80,6 +80,11 @@ impl VariablePatch {
     }
 }
 
+/// The conflict message when a variable name is taken in the workspace.
+pub fn name_taken(name: &str) -> String {
+    format!("a variable named '{name}' already exists")
+}
+
 /// Longest accepted variable name.
 pub const MAX_NAME_LEN: usize = 255;
 

@@ -16,6 +16,7 @@ use uuid::Uuid;
 use super::migrations::{self, Migration};
 use super::{Listing, Store, StoreError, StoreResult, conflict_as};
 use crate::domain::time;
+use crate::domain::variable;
 use crate::domain::{
     ApiKey, ChatMessageRecord, Chatflow, ChatflowPatch, ChatflowType, Lead, MessageRole, NewApiKey,
     NewChatMessage, NewChatflow, NewVariable, Page, Permission, Variable, VariablePatch,
@@ -490,7 +491,7 @@ impl Store for PostgresStore {
     }
 
     async fn create_variable(&self, workspace: Uuid, var: NewVariable) -> StoreResult<Variable> {
-        let conflict = format!("a variable named '{}' already exists", var.name);
+        let conflict = variable::name_taken(&var.name);
         let now = time::now();
         let created = Variable {
             id: Uuid::new_v4(),
@@ -548,10 +549,7 @@ impl Store for PostgresStore {
         id: Uuid,
         patch: VariablePatch,
     ) -> StoreResult<Option<Variable>> {
-        let conflict = format!(
-            "a variable named '{}' already exists",
-            patch.name.as_deref().unwrap_or_default()
-        );
+        let conflict = variable::name_taken(patch.name.as_deref().unwrap_or_default());
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(backend)?;
         let row = tx

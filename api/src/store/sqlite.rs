@@ -18,6 +18,7 @@ use uuid::Uuid;
 use super::migrations::{self, Migration};
 use super::{Listing, Store, StoreError, StoreResult, conflict_as};
 use crate::domain::time::{self, from_millis, to_millis};
+use crate::domain::variable;
 use crate::domain::{
     ApiKey, ChatMessageRecord, Chatflow, ChatflowPatch, ChatflowType, Lead, MessageRole, NewApiKey,
     NewChatMessage, NewChatflow, NewVariable, Page, Permission, Variable, VariablePatch,
@@ -507,7 +508,7 @@ impl Store for SqliteStore {
     }
 
     async fn create_variable(&self, workspace: Uuid, var: NewVariable) -> StoreResult<Variable> {
-        let conflict = format!("a variable named '{}' already exists", var.name);
+        let conflict = variable::name_taken(&var.name);
         self.call(move |conn| {
             let now = time::now();
             let created = Variable {
@@ -564,10 +565,7 @@ impl Store for SqliteStore {
         id: Uuid,
         patch: VariablePatch,
     ) -> StoreResult<Option<Variable>> {
-        let conflict = format!(
-            "a variable named '{}' already exists",
-            patch.name.as_deref().unwrap_or_default()
-        );
+        let conflict = variable::name_taken(patch.name.as_deref().unwrap_or_default());
         self.call(move |conn| {
             let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             let Some(mut var) = get_variable(&tx, workspace, id)? else {
