@@ -271,6 +271,14 @@ def test_multipart_with_files(server, api, fake):
     assert_error(api.post(f"/prediction/{flow}", data={"chatId": "x"}, files=files), 412, "question")
 
 
+def test_too_large_uploads_are_413_and_too_many_files_400(api, fake):
+    flow = create_flow(api, flows.conversation(flows.openai_model(fake.url)))
+    big = b"x" * (50 * 1024 * 1024 + 1)
+    assert_error(api.post(f"/prediction/{flow}", data={"question": "big"}, files=[("files", ("big.bin", big))]), 413)
+    many = [("files", (f"f{i}.txt", b"x")) for i in range(21)]
+    assert_error(api.post(f"/prediction/{flow}", data={"question": "many"}, files=many), 400, "20 files")
+
+
 def test_json_uploads_as_data_urls(server, api, fake):
     import base64
     flow = create_flow(api, flows.conversation(flows.openai_model(fake.url)))
