@@ -79,6 +79,14 @@ pub enum PredictionEvent {
     Error(String),
 }
 
+impl From<FlowEvent> for PredictionEvent {
+    fn from(event: FlowEvent) -> Self {
+        match event {
+            FlowEvent::Token(t) => PredictionEvent::Token(t),
+        }
+    }
+}
+
 /// A started run: its events, and what is already known of the answer.
 pub struct Prediction {
     pub events: mpsc::Receiver<PredictionEvent>,
@@ -185,27 +193,7 @@ struct RunTask {
 
 impl RunTask {
     async fn run(self, out: mpsc::Sender<PredictionEvent>) {
-        // Tokens pass through a bridge so the engine stays unaware of predictions.
-        let (tokens_tx, mut tokens_rx) = mpsc::channel::<FlowEvent>(EVENT_BUFFER);
-        let forward = {
-            let out = out.clone();
-            async move {
-                while let Some(FlowEvent::Token(t)) = tokens_rx.recv().await {
-                    if out.send(PredictionEvent::Token(t)).await.is_err() {
-                        break;
-                    }
-                }
-            }
-        };
-        let models = self.state.models.clone();
-        let runnable = &self.runnable;
-        let input = &self.input;
-        let running = async move {
-            let result = run::run(runnable, input, &models, &tokens_tx).await;
-            drop(tokens_tx);
-            result
-        };
-        let (result, ()) = tokio::join!(running, forward);
+        let result = run::run(&self.runnable, &self.input, &self.state.models, &out).await;
         match result {
             Ok(text) => match self.remember(&text).await {
                 Ok(message_id) => {

@@ -134,12 +134,13 @@ pub fn messages(runnable: &Runnable, input: &RunInput) -> Vec<ChatMessage> {
     }
 }
 
-/// Runs the flow; returns the whole answer. Tokens go to `events` as they come.
-pub async fn run(
+/// Runs the flow; returns the whole answer. Tokens go to `events` as they come,
+/// converted into the caller's own event type (no relay between channels).
+pub async fn run<E: From<FlowEvent>>(
     runnable: &Runnable,
     input: &RunInput,
     models: &Models,
-    events: &mpsc::Sender<FlowEvent>,
+    events: &mpsc::Sender<E>,
 ) -> Result<String, RunError> {
     let node = &runnable.model;
     let failed = |e: LlmError| {
@@ -157,7 +158,7 @@ pub async fn run(
     while let Some(piece) = stream.next().await {
         let piece = piece.map_err(failed)?;
         answer.push_str(&piece);
-        if events.send(FlowEvent::Token(piece)).await.is_err() {
+        if events.send(FlowEvent::Token(piece).into()).await.is_err() {
             return Err(RunError::Cancelled);
         }
     }
