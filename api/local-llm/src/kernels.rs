@@ -273,17 +273,23 @@ pub fn matmul(
     }
 }
 
+/// Integer dot product of one block's 16 packed nibbles (low nibbles are elements
+/// 0–15, high nibbles 16–31) with a quantised activation block.
+fn q4_1_isum(qs: &[u8], a: &BlockQ8) -> i32 {
+    let mut isum = 0i32;
+    for (j, &q) in qs.iter().enumerate() {
+        isum += i32::from(q & 0x0f) * i32::from(a.qs[j]);
+        isum += i32::from(q >> 4) * i32::from(a.qs[j + 16]);
+    }
+    isum
+}
+
 fn dot_q4_1_scalar(row: &[u8], acts: &[BlockQ8]) -> f32 {
     let mut sum = 0f32;
     for (block, a) in row.chunks_exact(20).zip(acts) {
         let d = f16_to_f32(u16::from_le_bytes([block[0], block[1]]));
         let m = f16_to_f32(u16::from_le_bytes([block[2], block[3]]));
-        let mut isum = 0i32;
-        for (j, &q) in block[4..20].iter().enumerate() {
-            isum += i32::from(q & 0x0f) * i32::from(a.qs[j]);
-            isum += i32::from(q >> 4) * i32::from(a.qs[j + 16]);
-        }
-        sum += d * a.d * isum as f32 + m * a.s;
+        sum += d * a.d * q4_1_isum(&block[4..20], a) as f32 + m * a.s;
     }
     sum
 }
@@ -292,12 +298,7 @@ fn dot_q4_1x4_scalar(w: &QMatrix, r: usize, acts: &[BlockQ8]) -> f32 {
     let mut sum = 0f32;
     for (b, a) in acts.iter().enumerate().take(w.cols / QK) {
         let (d, m, qs) = w.x4_block(r, b);
-        let mut isum = 0i32;
-        for (j, &q) in qs.iter().enumerate() {
-            isum += i32::from(q & 0x0f) * i32::from(a.qs[j]);
-            isum += i32::from(q >> 4) * i32::from(a.qs[j + 16]);
-        }
-        sum += d * a.d * isum as f32 + m * a.s;
+        sum += d * a.d * q4_1_isum(qs, a) as f32 + m * a.s;
     }
     sum
 }
