@@ -64,6 +64,46 @@ pub struct Config {
     /// Trust `X-Forwarded-For` to name the client (only behind a proxy you run).
     #[arg(long, env = "TRUST_PROXY", default_value_t = false, global = true)]
     pub trust_proxy: bool,
+
+    /// The address clients reach this server at (`https://weir.example.com`):
+    /// webhook URLs in answers and the URL registered with Telegram.
+    #[arg(long, env = "PUBLIC_URL", value_parser = parse_http_url, global = true)]
+    pub public_url: Option<String>,
+
+    /// Base URL of the Telegram Bot API.
+    #[arg(
+        long,
+        env = "TELEGRAM_API_URL",
+        default_value = "https://api.telegram.org",
+        value_parser = parse_http_url,
+        global = true
+    )]
+    pub telegram_api_url: String,
+
+    /// SMTP relay for failure e-mail: `smtp://host:25`, `smtps://user:pass@host`
+    /// (TLS), `smtp://user:pass@host:587?tls=required` (STARTTLS).
+    #[arg(long, env = "SMTP_URL", value_parser = parse_smtp_url, global = true)]
+    pub smtp_url: Option<String>,
+
+    /// Sender address of failure e-mail.
+    #[arg(long, env = "SMTP_FROM", default_value = "weir <weir@localhost>", global = true)]
+    pub smtp_from: String,
+
+    /// Results kept per trigger (older ones are pruned as new ones arrive).
+    #[arg(long, env = "TRIGGER_RESULTS_KEEP", default_value_t = 1000,
+          value_parser = clap::value_parser!(u32).range(1..), global = true)]
+    pub trigger_results_keep: u32,
+
+    /// Days a trigger result is kept.
+    #[arg(long, env = "TRIGGER_RESULTS_MAX_AGE_DAYS", default_value_t = 90,
+          value_parser = clap::value_parser!(u32).range(1..), global = true)]
+    pub trigger_results_max_age_days: u32,
+
+    /// Seconds a replica's claim on a running firing lasts without renewal; a
+    /// firing whose replica died is recorded as failed after this long.
+    #[arg(long, env = "TRIGGER_LEASE_SECS", default_value_t = 30,
+          value_parser = clap::value_parser!(u32).range(3..=3600), global = true)]
+    pub trigger_lease_secs: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -131,6 +171,16 @@ fn parse_http_url(value: &str) -> Result<String, String> {
         return Err("has no host".into());
     }
     Ok(value.trim_end_matches('/').to_owned())
+}
+
+fn parse_smtp_url(value: &str) -> Result<String, String> {
+    if value.starts_with("smtp://") || value.starts_with("smtps://") {
+        lettre::AsyncSmtpTransport::<lettre::Tokio1Executor>::from_url(value)
+            .map_err(|e| format!("not a valid SMTP URL: {e}"))?;
+        Ok(value.to_owned())
+    } else {
+        Err("must start with smtp:// or smtps://".into())
+    }
 }
 
 fn parse_log_level(value: &str) -> Result<String, String> {

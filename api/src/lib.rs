@@ -2,15 +2,17 @@
 //!
 //! # Layout
 //!
+//! - [`app`]: the router with its middleware, and `serve` (API + background loops).
 //! - [`demo`]: the demo chatflow `scripts/start` installs.
 //! - [`config`]: the env-backed configuration, validated at start.
-//! - [`http`]: the edge — state, router, middleware, auth extractor, error type.
+//! - [`http`]: the edge — state, middleware, auth extractor, error type.
 //! - [`routes`]: one module per API area; thin handlers documented for OpenAPI.
 //! - [`domain`]: the records and their rules (keys, chatflows, variables, times).
 //! - [`store`]: the `Store` trait with its SQLite and PostgreSQL implementations.
 //! - [`flow`]: the chatflow engine: graph, registry, plans, runs.
 //! - [`llm`]: language-model providers behind one streaming interface.
-//! - [`prediction`]: asking a chatflow: sessions, memory, the run, leads, uploads.
+//! - [`services`]: below the edge — predictions and triggers (schedule, firing,
+//!   webhooks, Telegram, failure e-mail), called by routes and background loops.
 //! - [`ratelimit`]: per-chatflow rate limits counted in the store.
 //! - [`keys`]: operator actions on API keys (CLI and first-start bootstrap).
 //! - [`telemetry`]: logging setup.
@@ -18,6 +20,7 @@
 //! The binary (`main.rs`) only parses arguments and calls into this library, so the
 //! integration tests drive exactly the code the binary runs.
 
+pub mod app;
 pub mod config;
 pub mod demo;
 pub mod domain;
@@ -25,12 +28,13 @@ pub mod flow;
 pub mod http;
 pub mod keys;
 pub mod llm;
-pub mod prediction;
 pub mod ratelimit;
 pub mod routes;
+pub mod services;
 pub mod store;
 pub mod telemetry;
 
 pub use config::Config;
-pub use http::{AppState, router, serve};
+pub use app::{router, serve};
+pub use http::AppState;
 pub use store::Store;

@@ -241,6 +241,14 @@ async fn openapi_documents_every_route() {
         ("get", "/api/v1/chatmessage/{id}"),
         ("delete", "/api/v1/chatmessage/{id}"),
         ("get", "/api/v1/leads/{id}"),
+        ("get", "/api/v1/triggers"),
+        ("post", "/api/v1/triggers"),
+        ("get", "/api/v1/triggers/{id}"),
+        ("put", "/api/v1/triggers/{id}"),
+        ("delete", "/api/v1/triggers/{id}"),
+        ("get", "/api/v1/triggers/{id}/results"),
+        ("post", "/api/v1/triggers/schedule-preview"),
+        ("post", "/api/v1/triggers/webhook/{nodeId}"),
     ];
     let paths = doc["paths"].as_object().unwrap();
     for (method, path) in expected {

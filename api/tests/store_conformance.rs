@@ -8,6 +8,9 @@ use weir_api::domain::{
     ChatflowPatch, ChatflowType, MessageRole, NewApiKey, NewChatMessage, NewChatflow, NewVariable,
     Page, Permission, VariablePatch, VariableType,
 };
+use weir_api::domain::trigger::LEASE_EXPIRED;
+use weir_api::domain::{Delivery, ResultStatus, Trigger, TriggerType, time};
+use weir_api::services::triggers::scheduler::plan;
 use weir_api::store::{Store, StoreError};
 
 macro_rules! conformance {
@@ -46,6 +49,12 @@ conformance!(
     chat_messages_keep_order_per_session,
     leads_are_listed_per_chatflow,
     rate_limit_windows_count_hits,
+    due_cron_triggers_are_claimed_once,
+    deleting_a_trigger_drops_its_claimed_firing,
+    expired_leases_fail_their_firing_once,
+    webhook_claims_stop_at_max_executions,
+    webhook_deliveries_are_replayed,
+    webhook_addresses_are_unique,
 );
 
 fn flow(ws: uuid::Uuid, name: &str) -> NewChatflow {
@@ -399,4 +408,166 @@ async fn rate_limit_windows_count_hits(t: &common::TestStore) {
             .unwrap(),
         2
     );
+}
+
+fn trigger(ws: uuid::Uuid, flow: uuid::Uuid, kind: TriggerType, node: &str) -> Trigger {
+    let now = time::now();
+    Trigger {
+        id: uuid::Uuid::new_v4(),
+        workspace_id: ws,
+        name: "t".into(),
+        chatflow_id: flow,
+        node_id: node.into(),
+        trigger_type: kind,
+        cron_expression: (kind == TriggerType::Cron).then(|| "* * * * *".into()),
+        timezone: "UTC".into(),
+        enabled: true,
+        webhook_platform: None,
+        webhook_secret: None,
+        webhook_bot_token: None,
+        trigger_message: Some("hello".into()),
+        execution_count: 0,
+        max_executions: None,
+        timeout: 300,
+        last_executed: None,
+        // Due a second ago.
+        next_execution: (kind == TriggerType::Cron).then(|| now - chrono::TimeDelta::seconds(1)),
+        notification_email: Some("ops@example.com".into()),
+        created_date: now,
+        updated_date: now,
+    }
+}
+
+async fn setup(store: &dyn Store, kind: TriggerType, node: &str) -> Trigger {
+    let ws = store.ensure_workspace("triggers").await.unwrap();
+    let f = store.create_chatflow(flow(ws.id, "flow")).await.unwrap();
+    store
+        .create_trigger(trigger(ws.id, f.id, kind, node))
+        .await
+        .unwrap()
+}
+
+fn minutes(n: i64) -> chrono::TimeDelta {
+    chrono::TimeDelta::minutes(n)
+}
+
+async fn due_cron_triggers_are_claimed_once(t: &common::TestStore) {
+    let store: &dyn Store = &*t.store;
+    let other = t.reopen().await;
+    let tr = setup(store, TriggerType::Cron, "n").await;
+    let now = time::now();
+    let owner = uuid::Uuid::new_v4();
+    let (a, b) = tokio::join!(
+        store.claim_due_triggers(now, owner, now + minutes(1), 10, plan),
+        other.claim_due_triggers(now, owner, now + minutes(1), 10, plan),
+    );
+    let firings: Vec<_> = a.unwrap().into_iter().chain(b.unwrap()).collect();
+    assert_eq!(firings.len(), 1, "claimed by exactly one claimer");
+    let firing = &firings[0];
+    assert_eq!(Some(firing.scheduled_at), tr.next_execution);
+    assert_eq!(firing.trigger.execution_count, 1);
+    let stored = store.get_trigger(tr.workspace_id, tr.id).await.unwrap().unwrap();
+    assert_eq!(stored.execution_count, 1);
+    assert!(stored.next_execution.unwrap() > now);
+    assert!(store.claim_due_triggers(now, owner, now, 10, plan).await.unwrap().is_empty());
+    assert!(store.firing_exists(firing.id).await.unwrap());
+
+    let result = weir_api::domain::trigger::failed_result(&tr, now, Some(firing.scheduled_at), "q".into(), "c".into(), "boom".into());
+    let done = store.finish_firing(firing.id, result.clone(), None, 1000).await.unwrap();
+    assert_eq!(done.unwrap().status, ResultStatus::Failed);
+    assert!(store.finish_firing(firing.id, result, None, 1000).await.unwrap().is_none());
+    assert_eq!(store.list_trigger_results(tr.id, 10).await.unwrap().len(), 1);
+    let recent = store.recent_trigger_results(&[tr.id], 5).await.unwrap();
+    assert_eq!(recent.len(), 1);
+}
+
+async fn deleting_a_trigger_drops_its_claimed_firing(t: &common::TestStore) {
+    let store: &dyn Store = &*t.store;
+    let tr = setup(store, TriggerType::Cron, "n").await;
+    let now = time::now();
+    let firings = store
+        .claim_due_triggers(now, uuid::Uuid::new_v4(), now + minutes(1), 10, plan)
+        .await
+        .unwrap();
+    assert_eq!(firings.len(), 1);
+    assert!(store.delete_trigger(tr.workspace_id, tr.id).await.unwrap());
+    assert!(!store.firing_exists(firings[0].id).await.unwrap());
+    let result = weir_api::domain::trigger::failed_result(&tr, now, None, "q".into(), "c".into(), "x".into());
+    assert!(store.finish_firing(firings[0].id, result, None, 10).await.unwrap().is_none());
+}
+
+async fn expired_leases_fail_their_firing_once(t: &common::TestStore) {
+    let store: &dyn Store = &*t.store;
+    let tr = setup(store, TriggerType::Cron, "n").await;
+    let now = time::now();
+    let firings = store
+        .claim_due_triggers(now, uuid::Uuid::new_v4(), now - chrono::TimeDelta::seconds(1), 10, plan)
+        .await
+        .unwrap();
+    assert_eq!(firings.len(), 1);
+    assert_eq!(store.expire_firings(now, 1000).await.unwrap(), 1);
+    assert_eq!(store.expire_firings(now, 1000).await.unwrap(), 0);
+    let results = store.list_trigger_results(tr.id, 10).await.unwrap();
+    assert_eq!(results.len(), 1);
+    assert_eq!(results[0].status, ResultStatus::Failed);
+    assert_eq!(results[0].error.as_deref(), Some(LEASE_EXPIRED));
+    assert_eq!(results[0].input, "hello");
+    // Its failure mail waits in the outbox, claimed once.
+    let mail = store.claim_mail(now, now + minutes(1)).await.unwrap();
+    assert_eq!(mail.len(), 1);
+    assert_eq!(mail[0].0.recipient, "ops@example.com");
+    assert!(mail[0].0.body.contains(LEASE_EXPIRED));
+    assert!(store.claim_mail(now, now + minutes(1)).await.unwrap().is_empty());
+    store.mail_sent(&[mail[0].0.id], now).await.unwrap();
+    assert!(store.claim_mail(now + minutes(2), now + minutes(3)).await.unwrap().is_empty());
+}
+
+async fn webhook_claims_stop_at_max_executions(t: &common::TestStore) {
+    let store: &dyn Store = &*t.store;
+    let mut tr = setup(store, TriggerType::Webhook, "hook").await;
+    tr.max_executions = Some(1);
+    assert!(store.update_trigger(&tr).await.unwrap());
+    let now = time::now();
+    let owner = uuid::Uuid::new_v4();
+    let first = store
+        .claim_webhook_firing(tr.id, now, owner, now + minutes(1), "in".into(), "chat".into())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(first.trigger.execution_count, 1);
+    assert!(!first.trigger.enabled);
+    assert!(store
+        .claim_webhook_firing(tr.id, now, owner, now + minutes(1), "in".into(), "chat".into())
+        .await
+        .unwrap()
+        .is_none());
+    let found = store.find_webhook_trigger("hook").await.unwrap().unwrap();
+    assert_eq!(found.execution_count, 1);
+    assert!(!found.enabled);
+}
+
+async fn webhook_deliveries_are_replayed(t: &common::TestStore) {
+    let store: &dyn Store = &*t.store;
+    let tr = setup(store, TriggerType::Webhook, "hook").await;
+    let now = time::now();
+    assert_eq!(store.begin_delivery(tr.id, "d1", now).await.unwrap(), Delivery::New);
+    assert_eq!(store.begin_delivery(tr.id, "d1", now).await.unwrap(), Delivery::InProgress);
+    store.finish_delivery(tr.id, "d1", 200, r#"{"text":"hi"}"#).await.unwrap();
+    assert_eq!(
+        store.begin_delivery(tr.id, "d1", now).await.unwrap(),
+        Delivery::Answered { status: 200, body: r#"{"text":"hi"}"#.into() }
+    );
+    assert_eq!(store.begin_delivery(tr.id, "d2", now).await.unwrap(), Delivery::New);
+    // Forgotten after the memory window.
+    store.prune_trigger_history(now - minutes(1), now + minutes(1)).await.unwrap();
+    assert_eq!(store.begin_delivery(tr.id, "d1", now).await.unwrap(), Delivery::New);
+}
+
+async fn webhook_addresses_are_unique(t: &common::TestStore) {
+    let store: &dyn Store = &*t.store;
+    let tr = setup(store, TriggerType::Webhook, "same").await;
+    let dup = trigger(tr.workspace_id, tr.chatflow_id, TriggerType::Webhook, "same");
+    assert!(matches!(store.create_trigger(dup).await, Err(StoreError::Conflict(m)) if m.contains("same")));
+    let cron = trigger(tr.workspace_id, tr.chatflow_id, TriggerType::Cron, "same");
+    store.create_trigger(cron).await.unwrap();
 }

@@ -92,6 +92,8 @@ class FakeProviders:
 
     def script(self, messages):
         question = next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
+        # A webhook asks its body as JSON text: {"q": "SLOW"} counts as ending in SLOW.
+        question = question.rstrip('"}')
         if question.endswith("SLOWISH"):
             return ["tick "] * 10, 0.1, False
         if question.endswith("SLOW"):
@@ -153,3 +155,44 @@ class FakeProviders:
             h.wfile.write(b'{"error":"runner crashed"}\n')
             return
         h.wfile.write((json.dumps({"model": body["model"], "message": {"role": "assistant", "content": ""}, "done": True}) + "\n").encode())
+
+
+class FakeTelegram:
+    """A fake Telegram Bot API on loopback: records every call as (token, method,
+    body) and answers ok, unless `fail_with` holds a description to refuse with."""
+
+    def __init__(self):
+        self.calls = []
+        self.fail_with = None
+        self.lock = threading.Lock()
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.0"
+
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                length = int(self.headers.get("content-length", 0))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                _, bot, method = self.path.split("/", 2)
+                with fake.lock:
+                    fake.calls.append((bot.removeprefix("bot"), method, body))
+                if fake.fail_with:
+                    FakeProviders.reply_json(self, 400, {"ok": False, "error_code": 400,
+                                                         "description": fake.fail_with})
+                else:
+                    FakeProviders.reply_json(self, 200, {"ok": True, "result": True})
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def methods(self, method):
+        with self.lock:
+            return [(token, body) for token, m, body in self.calls if m == method]
+
+    def close(self):
+        self.server.shutdown()

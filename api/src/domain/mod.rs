@@ -1,5 +1,5 @@
 //! Domain types: the records weir keeps (workspaces, API keys, chatflows, variables,
-//! conversation messages, leads)
+//! conversation messages, leads, triggers and their results)
 //! and the rules that hold for them whatever the store or the HTTP edge.
 //!
 //! Nothing here performs I/O. The store persists these types, the routes validate
@@ -9,11 +9,16 @@ pub mod apikey;
 pub mod chatflow;
 pub mod message;
 pub mod time;
+pub mod trigger;
 pub mod variable;
 
 pub use apikey::{ApiKey, NewApiKey, Permission};
 pub use chatflow::{Chatflow, ChatflowPatch, ChatflowType, NewChatflow};
 pub use message::{ChatMessageRecord, Lead, MessageRole, NewChatMessage};
+pub use trigger::{
+    ClaimPlan, Delivery, Firing, NewMail, NewTriggerResult, OutboxMail, ResultStatus, Trigger,
+    TriggerResult, TriggerType,
+};
 pub use variable::{NewVariable, Variable, VariablePatch, VariableType};
 
 use uuid::Uuid;
@@ -50,6 +55,22 @@ impl Default for Page {
             page: 1,
             limit: Self::DEFAULT_LIMIT,
         }
+    }
+}
+
+/// A plausible e-mail address: one `@`, a dotted domain, no spaces, at most 254 bytes.
+pub fn is_email(text: &str) -> bool {
+    match text.split_once('@') {
+        Some((local, domain)) => {
+            !local.is_empty()
+                && !domain.contains('@')
+                && domain.contains('.')
+                && !domain.starts_with('.')
+                && !domain.ends_with('.')
+                && !text.chars().any(|c| c.is_whitespace() || c.is_control())
+                && text.len() <= 254
+        }
+        None => false,
     }
 }
 

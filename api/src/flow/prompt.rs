@@ -1,7 +1,8 @@
 //! Prompt templates: `{variable}` placeholders filled from `promptValues`
 //! (`{{question}}` in a value stands for the user's input, `{{chat_history}}` for
-//! the conversation so far). `{{` and `}}` write literal braces. A variable
-//! without a value takes the question, as Flowise does.
+//! the conversation so far, `{{$flow.<key>}}` for a value of the run's `$flow`,
+//! such as a webhook's `body` and `headers`). `{{` and `}}` write literal braces.
+//! A variable without a value takes the question, as Flowise does.
 
 use serde_json::{Map, Value};
 
@@ -11,6 +12,7 @@ pub fn format(
     values: &Map<String, Value>,
     question: &str,
     history: &str,
+    flow: &Map<String, Value>,
 ) -> String {
     let mut out = String::with_capacity(template.len() + question.len());
     let mut rest = template;
@@ -26,7 +28,7 @@ pub fn format(
         } else if let Some(after) = tail.strip_prefix('{') {
             match after.find('}') {
                 Some(end) if is_variable(&after[..end]) => {
-                    out.push_str(&value_of(&after[..end], values, question, history));
+                    out.push_str(&value_of(&after[..end], values, question, history, flow));
                     rest = &after[end + 1..];
                 }
                 _ => {
@@ -50,14 +52,53 @@ fn is_variable(name: &str) -> bool {
             .all(|c| c.is_alphanumeric() || c == '_' || c == '-' || c == '.')
 }
 
-fn value_of(name: &str, values: &Map<String, Value>, question: &str, history: &str) -> String {
+fn value_of(
+    name: &str,
+    values: &Map<String, Value>,
+    question: &str,
+    history: &str,
+    flow: &Map<String, Value>,
+) -> String {
     match values.get(name) {
-        Some(Value::String(s)) => s
-            .replace("{{question}}", question)
-            .replace("{{chat_history}}", history),
+        Some(Value::String(s)) => flow_values(
+            &s.replace("{{question}}", question)
+                .replace("{{chat_history}}", history),
+            flow,
+        ),
         Some(Value::Null) | None => question.to_owned(),
         Some(other) => other.to_string(),
     }
+}
+
+/// Replaces each `{{$flow.<key>}}` with that value (text as is, anything else as
+/// compact JSON; an unknown key as nothing).
+fn flow_values(text: &str, flow: &Map<String, Value>) -> String {
+    const OPEN: &str = "{{$flow.";
+    if !text.contains(OPEN) {
+        return text.to_owned();
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(pos) = rest.find(OPEN) {
+        out.push_str(&rest[..pos]);
+        let after = &rest[pos + OPEN.len()..];
+        match after.find("}}") {
+            Some(end) => {
+                match flow.get(after[..end].trim()) {
+                    Some(Value::String(s)) => out.push_str(s),
+                    Some(other) => out.push_str(&other.to_string()),
+                    None => {}
+                }
+                rest = &after[end + 2..];
+            }
+            None => {
+                out.push_str(&rest[pos..]);
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 #[cfg(test)]
@@ -77,25 +118,36 @@ mod tests {
                 "Tell me about {topic}, {style}, {n} points.",
                 &v,
                 "rust",
-                ""
+                "",
+                &Map::new()
             ),
             "Tell me about rust, short, 3 points."
         );
-        assert_eq!(format("Q: {input}", &Map::new(), "why?", ""), "Q: why?");
+        assert_eq!(format("Q: {input}", &Map::new(), "why?", "", &Map::new()), "Q: why?");
         assert_eq!(
-            format("{{literal}} {x", &Map::new(), "q", ""),
+            format("{{literal}} {x", &Map::new(), "q", "", &Map::new()),
             "{literal} {x"
         );
         let h = values(json!({"history": "{{chat_history}}"}));
-        assert_eq!(format("{history}|{question}", &h, "q", "H"), "H|q");
+        assert_eq!(format("{history}|{question}", &h, "q", "H", &Map::new()), "H|q");
     }
 
     #[test]
     fn json_in_templates_survives() {
         let t = r#"Answer as {{"answer": "..."}} about {topic}"#;
         assert_eq!(
-            format(t, &Map::new(), "cats", ""),
+            format(t, &Map::new(), "cats", "", &Map::new()),
             r#"Answer as {"answer": "..."} about cats"#
+        );
+    }
+
+    #[test]
+    fn flow_values_fill_prompt_values() {
+        let v = values(json!({"event": "Event {{$flow.body}} from {{$flow.source}}{{$flow.none}}"}));
+        let flow = values(json!({"body": {"a": 1}, "source": "github"}));
+        assert_eq!(
+            format("{event}", &v, "q", "", &flow),
+            r#"Event {"a":1} from github"#
         );
     }
 }

@@ -28,6 +28,9 @@ pub struct RunInput {
     pub question: String,
     /// Earlier turns, oldest first: stored memory, then the request's `history`.
     pub history: Vec<ChatMessage>,
+    /// `$flow` values a prompt value may name as `{{$flow.<key>}}` (a webhook's
+    /// `body` and `headers`).
+    pub flow_vars: serde_json::Map<String, serde_json::Value>,
 }
 
 /// Where chat models come from: the shared HTTP client for providers, and the
@@ -93,7 +96,7 @@ pub fn messages(runnable: &Runnable, input: &RunInput) -> Vec<ChatMessage> {
     match (runnable.chain, &runnable.prompt) {
         (ChainKind::Llm, Some(PromptSpec::Text { template, values })) => vec![ChatMessage::new(
             Role::User,
-            prompt::format(template, values, &input.question, &history_text()),
+            prompt::format(template, values, &input.question, &history_text(), &input.flow_vars),
         )],
         (
             ChainKind::Llm,
@@ -108,12 +111,12 @@ pub fn messages(runnable: &Runnable, input: &RunInput) -> Vec<ChatMessage> {
             if !system.is_empty() {
                 out.push(ChatMessage::new(
                     Role::System,
-                    prompt::format(system, values, &input.question, &history),
+                    prompt::format(system, values, &input.question, &history, &input.flow_vars),
                 ));
             }
             out.push(ChatMessage::new(
                 Role::User,
-                prompt::format(human, values, &input.question, &history),
+                prompt::format(human, values, &input.question, &history, &input.flow_vars),
             ));
             out
         }
@@ -121,7 +124,7 @@ pub fn messages(runnable: &Runnable, input: &RunInput) -> Vec<ChatMessage> {
         (ChainKind::Conversation, prompt) => {
             let system = match prompt {
                 Some(PromptSpec::Chat { system, values, .. }) if !system.is_empty() => {
-                    prompt::format(system, values, &input.question, "")
+                    prompt::format(system, values, &input.question, "", &input.flow_vars)
                 }
                 _ => runnable.system_message.clone(),
             };
@@ -206,6 +209,7 @@ mod tests {
                 ChatMessage::new(Role::User, "hi"),
                 ChatMessage::new(Role::Assistant, "hello"),
             ],
+            flow_vars: Map::new(),
         };
         let m = messages(&runnable(ChainKind::Conversation, None), &input);
         let roles: Vec<_> = m.iter().map(|m| m.role).collect();
@@ -230,6 +234,7 @@ mod tests {
         let input = RunInput {
             question: "owls".into(),
             history: vec![],
+            flow_vars: Map::new(),
         };
         let m = messages(&runnable(ChainKind::Llm, Some(p)), &input);
         assert_eq!(m, vec![ChatMessage::new(Role::User, "About owls:")]);

@@ -13,6 +13,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::flow::{FlowError, FlowErrorKind};
+use crate::services::ServiceError;
 use crate::store::StoreError;
 
 pub type ApiResult<T, E = ApiError> = Result<T, E>;
@@ -44,6 +45,12 @@ pub enum ApiError {
     /// (it is about the user's flow, so it is shown).
     #[error("{0}")]
     FlowFailed(String),
+    /// An external service the request needed failed (Telegram).
+    #[error("{0}")]
+    BadGateway(String),
+    /// The work went over its time limit.
+    #[error("{0}")]
+    GatewayTimeout(String),
     /// Logged in full; the client sees a generic message.
     #[error("internal error: {0}")]
     Internal(String),
@@ -69,6 +76,8 @@ impl ApiError {
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::BadGateway(_) => StatusCode::BAD_GATEWAY,
+            ApiError::GatewayTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
             ApiError::FlowFailed(_) | ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -136,6 +145,23 @@ impl From<FlowError> for ApiError {
             FlowErrorKind::Invalid => ApiError::BadRequest(e.message),
             FlowErrorKind::Forbidden => ApiError::Forbidden(e.message),
             FlowErrorKind::Failed => ApiError::FlowFailed(e.message),
+        }
+    }
+}
+
+impl From<ServiceError> for ApiError {
+    fn from(e: ServiceError) -> Self {
+        match e {
+            ServiceError::Invalid(m) => ApiError::BadRequest(m),
+            ServiceError::Missing(field) => ApiError::missing(field),
+            ServiceError::NotFound(what) => ApiError::not_found(what),
+            ServiceError::Conflict(m) => ApiError::Conflict(m),
+            ServiceError::Unauthorized(m) => ApiError::Unauthorized(m),
+            ServiceError::Upstream(m) => ApiError::BadGateway(m),
+            ServiceError::Timeout(m) => ApiError::GatewayTimeout(m),
+            ServiceError::Flow(e) => e.into(),
+            ServiceError::Store(e) => e.into(),
+            ServiceError::Internal(m) => ApiError::Internal(m),
         }
     }
 }

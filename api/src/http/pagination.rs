@@ -14,9 +14,9 @@ pub const TOTAL_COUNT: HeaderName = HeaderName::from_static("x-total-count");
 #[into_params(parameter_in = Query)]
 pub struct PageQuery {
     /// 1-based page number (default 1).
-    page: Option<u32>,
+    pub page: Option<u32>,
     /// Items per page (default 20, at most 100).
-    limit: Option<u32>,
+    pub limit: Option<u32>,
 }
 
 impl PageQuery {

@@ -10,6 +10,7 @@ pub mod apikeys;
 pub mod chatflows;
 pub mod health;
 pub mod predictions;
+pub mod triggers;
 pub mod variables;
 
 use serde::{Deserialize, Deserializer};
@@ -57,6 +58,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .merge(chatflows::router())
         .merge(variables::router())
         .merge(predictions::router())
+        .merge(triggers::router())
 }
 
 /// A JSON-text field that clients send either as a string or as the JSON value

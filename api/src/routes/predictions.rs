@@ -23,12 +23,12 @@ use utoipa_axum::routes;
 use uuid::Uuid;
 
 use super::CommonErrors;
-use crate::domain::{ChatMessageRecord, Chatflow, Lead, Permission};
+use crate::domain::{ChatMessageRecord, Chatflow, Lead, Permission, is_email};
 use crate::http::AppState;
 use crate::http::auth::{AuthUser, presented_key};
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::{Json, Path, Query};
-use crate::prediction::{
+use crate::services::prediction::{
     self, HistoryItem, PredictionEvent, PredictionRequest, PredictionResult, Upload,
 };
 use crate::ratelimit;
@@ -172,23 +172,10 @@ impl PredictionBody {
                 override_config: self.override_config,
                 lead_email,
                 uploads,
+                flow_vars: Map::new(),
             },
             self.streaming.unwrap_or(false),
         ))
-    }
-}
-
-fn is_email(text: &str) -> bool {
-    match text.split_once('@') {
-        Some((local, domain)) => {
-            !local.is_empty()
-                && domain.contains('.')
-                && !domain.starts_with('.')
-                && !domain.ends_with('.')
-                && !text.chars().any(|c| c.is_whitespace() || c.is_control())
-                && text.len() <= 254
-        }
-        None => false,
     }
 }
 
@@ -351,22 +338,8 @@ async fn create_prediction(
     if streaming {
         stream_answer(prediction.events).await
     } else {
-        json_answer(prediction.events).await
+        Ok(axum::Json(prediction.answer().await?).into_response())
     }
-}
-
-/// Folds the events into the JSON answer.
-async fn json_answer(
-    mut events: tokio::sync::mpsc::Receiver<PredictionEvent>,
-) -> ApiResult<Response> {
-    while let Some(event) = events.recv().await {
-        match event {
-            PredictionEvent::Token(_) => {}
-            PredictionEvent::Done(result) => return Ok(axum::Json(*result).into_response()),
-            PredictionEvent::Error(message) => return Err(ApiError::FlowFailed(message)),
-        }
-    }
-    Err(ApiError::Internal("the run ended without an answer".into()))
 }
 
 /// One SSE event in Flowise's framing: `event: NAME` and one line of JSON

@@ -21,6 +21,11 @@ pub const SQLITE: &[Migration] = &[
         name: "conversations",
         sql: include_str!("migrations/sqlite/0002_conversations.sql"),
     },
+    Migration {
+        version: 3,
+        name: "triggers",
+        sql: include_str!("migrations/sqlite/0003_triggers.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -33,6 +38,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 2,
         name: "conversations",
         sql: include_str!("migrations/postgres/0002_conversations.sql"),
+    },
+    Migration {
+        version: 3,
+        name: "triggers",
+        sql: include_str!("migrations/postgres/0003_triggers.sql"),
     },
 ];
 

@@ -21,10 +21,15 @@ use async_trait::async_trait;
 use uuid::Uuid;
 
 use crate::config::StoreLocation;
+use crate::domain::time::Timestamp;
 use crate::domain::{
-    ApiKey, ChatMessageRecord, Chatflow, ChatflowPatch, Lead, NewApiKey, NewChatMessage,
-    NewChatflow, NewVariable, Page, Variable, VariablePatch, Workspace,
+    ApiKey, ChatMessageRecord, Chatflow, ChatflowPatch, ClaimPlan, Delivery, Firing, Lead,
+    NewApiKey, NewChatMessage, NewChatflow, NewMail, NewTriggerResult, NewVariable, OutboxMail,
+    Page, Trigger, TriggerResult, Variable, VariablePatch, Workspace,
 };
+
+/// Decides, inside the claiming transaction, what a due cron trigger does now.
+pub type ClaimPlanner = fn(&Trigger, Timestamp) -> ClaimPlan;
 
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
@@ -131,6 +136,124 @@ pub trait Store: Send + Sync + 'static {
         patch: VariablePatch,
     ) -> StoreResult<Option<Variable>>;
     async fn delete_variable(&self, workspace: Uuid, id: Uuid) -> StoreResult<bool>;
+
+    // Triggers
+    /// Stores a new trigger (its id and times already set). A webhook `node_id`
+    /// another webhook trigger uses is a conflict.
+    async fn create_trigger(&self, trigger: Trigger) -> StoreResult<Trigger>;
+    async fn get_trigger(&self, workspace: Uuid, id: Uuid) -> StoreResult<Option<Trigger>>;
+    /// Newest `createdDate` first.
+    async fn list_triggers(&self, workspace: Uuid, page: Page) -> StoreResult<Listing<Trigger>>;
+    /// Writes the definition of `trigger` (everything but `executionCount` and
+    /// `lastExecuted`, which only firings change) in one statement; `false` when it
+    /// no longer exists.
+    async fn update_trigger(&self, trigger: &Trigger) -> StoreResult<bool>;
+    /// Deletes a trigger with its results, deliveries, outbox and firings (a
+    /// claimed firing that has not started then never starts).
+    async fn delete_trigger(&self, workspace: Uuid, id: Uuid) -> StoreResult<bool>;
+    /// The webhook trigger whose address is `node_id`.
+    async fn find_webhook_trigger(&self, node_id: &str) -> StoreResult<Option<Trigger>>;
+    /// The earliest `nextExecution` of an enabled cron trigger.
+    async fn next_cron_due(&self) -> StoreResult<Option<Timestamp>>;
+    /// Claims up to `limit` enabled cron triggers due at `now`, in one transaction
+    /// that other replicas skip past: per trigger, `plan` decides; a run becomes a
+    /// firing row (unique per trigger and scheduled time) owned by `owner` until
+    /// `lease_until`, with `executionCount` + 1, `lastExecuted` and — at
+    /// `maxExecutions` — `enabled = false`; skipped times become one `missed`
+    /// result; `nextExecution` moves on. Returns the firings to run.
+    async fn claim_due_triggers(
+        &self,
+        now: Timestamp,
+        owner: Uuid,
+        lease_until: Timestamp,
+        limit: u32,
+        plan: ClaimPlanner,
+    ) -> StoreResult<Vec<Firing>>;
+    /// Claims one webhook execution of an enabled trigger under its
+    /// `maxExecutions` (the same bookkeeping as a cron claim); `None` when the
+    /// trigger is gone, disabled or exhausted.
+    async fn claim_webhook_firing(
+        &self,
+        trigger: Uuid,
+        now: Timestamp,
+        owner: Uuid,
+        lease_until: Timestamp,
+        input: String,
+        chat_id: String,
+    ) -> StoreResult<Option<Firing>>;
+    /// Whether a claimed firing still exists (deleting its trigger removes it).
+    async fn firing_exists(&self, firing: Uuid) -> StoreResult<bool>;
+    /// Extends the lease of `owner`'s running firings.
+    async fn renew_leases(
+        &self,
+        owner: Uuid,
+        firings: &[Uuid],
+        lease_until: Timestamp,
+    ) -> StoreResult<()>;
+    /// Ends a firing: removes its row and stores its result (and the failure
+    /// mail, when given) in one transaction, then keeps the trigger's newest
+    /// `keep` results. `None` when the trigger was deleted meanwhile.
+    async fn finish_firing(
+        &self,
+        firing: Uuid,
+        result: NewTriggerResult,
+        mail: Option<NewMail>,
+        keep: u32,
+    ) -> StoreResult<Option<TriggerResult>>;
+    /// Records every firing whose lease ran out before `now` as failed (its
+    /// owner died; it is never re-run), with the failure mail when the trigger
+    /// has an address. Returns how many.
+    async fn expire_firings(&self, now: Timestamp, keep: u32) -> StoreResult<u64>;
+    /// A trigger's results, newest first, at most `limit`.
+    async fn list_trigger_results(
+        &self,
+        trigger: Uuid,
+        limit: u32,
+    ) -> StoreResult<Vec<TriggerResult>>;
+    /// The newest `per_trigger` results of each of `triggers`, newest first.
+    async fn recent_trigger_results(
+        &self,
+        triggers: &[Uuid],
+        per_trigger: u32,
+    ) -> StoreResult<Vec<TriggerResult>>;
+    /// Deletes results executed before `before`, delivery records and sent
+    /// mail older than `deliveries_before`.
+    async fn prune_trigger_history(
+        &self,
+        before: Timestamp,
+        deliveries_before: Timestamp,
+    ) -> StoreResult<u64>;
+
+    // Webhook deliveries (replay protection)
+    /// Records a delivery id for a trigger, or tells what became of it.
+    async fn begin_delivery(
+        &self,
+        trigger: Uuid,
+        delivery: &str,
+        now: Timestamp,
+    ) -> StoreResult<Delivery>;
+    /// Stores the answer given to a delivery, replayed for repeats.
+    async fn finish_delivery(
+        &self,
+        trigger: Uuid,
+        delivery: &str,
+        status: u16,
+        body: &str,
+    ) -> StoreResult<()>;
+
+    // Failure mail outbox
+    /// Mail due at `now` and not sent, claimed until `claim_until`; each with the
+    /// time its trigger's last mail went out.
+    async fn claim_mail(
+        &self,
+        now: Timestamp,
+        claim_until: Timestamp,
+    ) -> StoreResult<Vec<(OutboxMail, Option<Timestamp>)>>;
+    async fn mail_sent(&self, ids: &[Uuid], at: Timestamp) -> StoreResult<()>;
+    /// Puts mail back for a later attempt at `at` (`attempts` + 1 when `failed`).
+    async fn mail_retry(&self, ids: &[Uuid], at: Timestamp, failed: bool) -> StoreResult<()>;
+    /// Whether any trigger has a `notificationEmail`.
+    async fn any_trigger_with_email(&self) -> StoreResult<bool>;
 }
 
 /// Opens the configured store and applies pending migrations.

@@ -14,13 +14,15 @@ use tokio_postgres::{NoTls, Row};
 use uuid::Uuid;
 
 use super::migrations::{self, Migration};
-use super::{Listing, Store, StoreError, StoreResult, conflict_as};
-use crate::domain::time;
+use super::{ClaimPlanner, Listing, Store, StoreError, StoreResult, conflict_as};
+use crate::domain::time::{self, Timestamp};
+use crate::domain::trigger::{self as trig, LEASE_EXPIRED, failure_mail};
 use crate::domain::variable;
 use crate::domain::{
-    ApiKey, ChatMessageRecord, Chatflow, ChatflowPatch, ChatflowType, Lead, MessageRole, NewApiKey,
-    NewChatMessage, NewChatflow, NewVariable, Page, Permission, Variable, VariablePatch,
-    VariableType, Workspace,
+    ApiKey, ChatMessageRecord, Chatflow, ChatflowPatch, ChatflowType, Delivery, Firing, Lead,
+    MessageRole, NewApiKey, NewChatMessage, NewChatflow, NewMail, NewTriggerResult, NewVariable,
+    OutboxMail, Page, Permission, ResultStatus, Trigger, TriggerResult, TriggerType, Variable,
+    VariablePatch, VariableType, Workspace,
 };
 
 /// Connections kept per replica.
@@ -251,6 +253,212 @@ async fn write_chatflow(client: &impl GenericClient, sql: &str, f: &Chatflow) ->
                 &f.flow_type.as_str(),
                 &f.created_date,
                 &f.updated_date,
+            ],
+        )
+        .await
+}
+
+const TRIGGER_COLUMNS: &str = "id, workspace_id, name, chatflow_id, node_id, type, cron_expression, \
+     timezone, enabled, webhook_platform, webhook_secret, webhook_bot_token, trigger_message, \
+     execution_count, max_executions, timeout_secs, last_executed, next_execution, \
+     notification_email, created_at, updated_at";
+
+const TRIGGER_COLUMNS_T: &str = "t.id, t.workspace_id, t.name, t.chatflow_id, t.node_id, t.type, \
+     t.cron_expression, t.timezone, t.enabled, t.webhook_platform, t.webhook_secret, \
+     t.webhook_bot_token, t.trigger_message, t.execution_count, t.max_executions, t.timeout_secs, \
+     t.last_executed, t.next_execution, t.notification_email, t.created_at, t.updated_at";
+
+fn trigger_from_row(row: &Row) -> PgResult<Trigger> {
+    trigger_at(row, 0)
+}
+
+/// A trigger whose columns start at `at` (joins put other columns first).
+fn trigger_at(row: &Row, at: usize) -> PgResult<Trigger> {
+    Ok(Trigger {
+        id: row.try_get(at)?,
+        workspace_id: row.try_get(at + 1)?,
+        name: row.try_get(at + 2)?,
+        chatflow_id: row.try_get(at + 3)?,
+        node_id: row.try_get(at + 4)?,
+        trigger_type: TriggerType::parse(row.try_get(at + 5)?).unwrap_or(TriggerType::Webhook),
+        cron_expression: row.try_get(at + 6)?,
+        timezone: row.try_get(at + 7)?,
+        enabled: row.try_get(at + 8)?,
+        webhook_platform: row.try_get(at + 9)?,
+        webhook_secret: row.try_get(at + 10)?,
+        webhook_bot_token: row.try_get(at + 11)?,
+        trigger_message: row.try_get(at + 12)?,
+        execution_count: row.try_get(at + 13)?,
+        max_executions: row.try_get(at + 14)?,
+        timeout: row.try_get(at + 15)?,
+        last_executed: row.try_get(at + 16)?,
+        next_execution: row.try_get(at + 17)?,
+        notification_email: row.try_get(at + 18)?,
+        created_date: row.try_get(at + 19)?,
+        updated_date: row.try_get(at + 20)?,
+    })
+}
+
+const RESULT_COLUMNS: &str = "id, trigger_id, executed_at, scheduled_at, input, output, \
+     source_documents, used_tools, chat_id, status, error, missed_count";
+
+fn json_column(row: &Row, idx: usize) -> PgResult<Option<serde_json::Value>> {
+    Ok(row
+        .try_get::<_, Option<String>>(idx)?
+        .and_then(|text| serde_json::from_str(&text).ok()))
+}
+
+fn result_from_row(row: &Row) -> PgResult<TriggerResult> {
+    Ok(TriggerResult {
+        id: row.try_get(0)?,
+        trigger_id: row.try_get(1)?,
+        executed_at: row.try_get(2)?,
+        scheduled_at: row.try_get(3)?,
+        input: row.try_get(4)?,
+        output: row.try_get(5)?,
+        source_documents: json_column(row, 6)?,
+        used_tools: json_column(row, 7)?,
+        chat_id: row.try_get(8)?,
+        status: ResultStatus::parse_stored(row.try_get(9)?),
+        error: row.try_get(10)?,
+        missed_count: row.try_get(11)?,
+    })
+}
+
+/// Inserts a result and keeps the trigger's newest `keep`.
+async fn insert_result(
+    client: &impl GenericClient,
+    result: NewTriggerResult,
+    keep: u32,
+) -> PgResult<TriggerResult> {
+    let stored = result.into_result(Uuid::new_v4());
+    let insert = client
+        .prepare_cached(&format!(
+            "INSERT INTO trigger_results ({RESULT_COLUMNS})
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
+        ))
+        .await?;
+    client
+        .execute(
+            &insert,
+            &[
+                &stored.id,
+                &stored.trigger_id,
+                &stored.executed_at,
+                &stored.scheduled_at,
+                &stored.input,
+                &stored.output,
+                &stored.source_documents.as_ref().map(|v| v.to_string()),
+                &stored.used_tools.as_ref().map(|v| v.to_string()),
+                &stored.chat_id,
+                &stored.status.as_str(),
+                &stored.error,
+                &stored.missed_count,
+            ],
+        )
+        .await?;
+    if keep != u32::MAX {
+        let prune = client
+            .prepare_cached(
+                "DELETE FROM trigger_results WHERE trigger_id = $1 AND seq <= (
+                   SELECT seq FROM trigger_results WHERE trigger_id = $1
+                   ORDER BY seq DESC LIMIT 1 OFFSET $2)",
+            )
+            .await?;
+        client
+            .execute(&prune, &[&stored.trigger_id, &i64::from(keep)])
+            .await?;
+    }
+    Ok(stored)
+}
+
+async fn insert_mail(
+    client: &impl GenericClient,
+    trigger: Uuid,
+    mail: &NewMail,
+    now: Timestamp,
+) -> PgResult<()> {
+    let stmt = client
+        .prepare_cached(
+            "INSERT INTO mail_outbox (id, trigger_id, recipient, subject, body, attempts,
+               next_attempt_at, created_at) VALUES ($1, $2, $3, $4, $5, 0, $6, $6)",
+        )
+        .await?;
+    client
+        .execute(
+            &stmt,
+            &[
+                &Uuid::new_v4(),
+                &trigger,
+                &mail.recipient,
+                &mail.subject,
+                &mail.body,
+                &now,
+            ],
+        )
+        .await?;
+    Ok(())
+}
+
+async fn insert_firing(
+    client: &impl GenericClient,
+    firing: &Firing,
+    owner: Uuid,
+    lease_until: Timestamp,
+    input: &str,
+    chat_id: &str,
+) -> PgResult<()> {
+    let stmt = client
+        .prepare_cached(
+            "INSERT INTO trigger_firings (id, trigger_id, scheduled_at, is_cron, owner, lease_until,
+               input, chat_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        )
+        .await?;
+    client
+        .execute(
+            &stmt,
+            &[
+                &firing.id,
+                &firing.trigger.id,
+                &firing.scheduled_at,
+                &firing.is_cron,
+                &owner,
+                &lease_until,
+                &input,
+                &chat_id,
+            ],
+        )
+        .await?;
+    Ok(())
+}
+
+async fn write_trigger(client: &impl GenericClient, sql: &str, t: &Trigger) -> PgResult<u64> {
+    let stmt = client.prepare_cached(sql).await?;
+    client
+        .execute(
+            &stmt,
+            &[
+                &t.id,
+                &t.workspace_id,
+                &t.name,
+                &t.chatflow_id,
+                &t.node_id,
+                &t.trigger_type.as_str(),
+                &t.cron_expression,
+                &t.timezone,
+                &t.enabled,
+                &t.webhook_platform,
+                &t.webhook_secret,
+                &t.webhook_bot_token,
+                &t.trigger_message,
+                &t.execution_count,
+                &t.max_executions,
+                &t.timeout,
+                &t.last_executed,
+                &t.next_execution,
+                &t.notification_email,
+                &t.created_date,
+                &t.updated_date,
             ],
         )
         .await
@@ -728,5 +936,524 @@ impl Store for PostgresStore {
             .await?;
         }
         Ok(u64::try_from(hits).unwrap_or(0))
+    }
+
+    async fn create_trigger(&self, trigger: Trigger) -> StoreResult<Trigger> {
+        let conflict = format!(
+            "nodeId '{}' already receives another webhook trigger (a webhook address must be unique)",
+            trigger.node_id
+        );
+        let client = self.client().await?;
+        write_trigger(
+            &client,
+            &format!(
+                "INSERT INTO triggers ({TRIGGER_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8,
+                   $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)"
+            ),
+            &trigger,
+        )
+        .await
+        .map_err(backend)
+        .map_err(conflict_as(conflict))?;
+        Ok(trigger)
+    }
+
+    async fn get_trigger(&self, workspace: Uuid, id: Uuid) -> StoreResult<Option<Trigger>> {
+        self.query_opt(
+            &format!("SELECT {TRIGGER_COLUMNS} FROM triggers WHERE id = $1 AND workspace_id = $2"),
+            &[&id, &workspace],
+            trigger_from_row,
+        )
+        .await
+    }
+
+    async fn list_triggers(&self, workspace: Uuid, page: Page) -> StoreResult<Listing<Trigger>> {
+        self.list_page(
+            "SELECT COUNT(*) FROM triggers WHERE workspace_id = $1",
+            &format!(
+                "SELECT {TRIGGER_COLUMNS} FROM triggers WHERE workspace_id = $1
+                 ORDER BY created_at DESC, id LIMIT $2 OFFSET $3"
+            ),
+            workspace,
+            page,
+            trigger_from_row,
+        )
+        .await
+    }
+
+    async fn update_trigger(&self, t: &Trigger) -> StoreResult<bool> {
+        let conflict = format!(
+            "nodeId '{}' already receives another webhook trigger (a webhook address must be unique)",
+            t.node_id
+        );
+        self.execute(
+            "UPDATE triggers SET name = $3, chatflow_id = $4, node_id = $5, cron_expression = $6,
+               timezone = $7, enabled = $8, webhook_platform = $9, webhook_secret = $10,
+               webhook_bot_token = $11, trigger_message = $12, max_executions = $13,
+               timeout_secs = $14, next_execution = $15, notification_email = $16,
+               updated_at = $17
+             WHERE id = $1 AND workspace_id = $2",
+            &[
+                &t.id,
+                &t.workspace_id,
+                &t.name,
+                &t.chatflow_id,
+                &t.node_id,
+                &t.cron_expression,
+                &t.timezone,
+                &t.enabled,
+                &t.webhook_platform,
+                &t.webhook_secret,
+                &t.webhook_bot_token,
+                &t.trigger_message,
+                &t.max_executions,
+                &t.timeout,
+                &t.next_execution,
+                &t.notification_email,
+                &t.updated_date,
+            ],
+        )
+        .await
+        .map(|n| n > 0)
+        .map_err(conflict_as(conflict))
+    }
+
+    async fn delete_trigger(&self, workspace: Uuid, id: Uuid) -> StoreResult<bool> {
+        self.execute(
+            "DELETE FROM triggers WHERE id = $1 AND workspace_id = $2",
+            &[&id, &workspace],
+        )
+        .await
+        .map(|n| n > 0)
+    }
+
+    async fn find_webhook_trigger(&self, node_id: &str) -> StoreResult<Option<Trigger>> {
+        self.query_opt(
+            &format!("SELECT {TRIGGER_COLUMNS} FROM triggers WHERE node_id = $1 AND type = 'webhook'"),
+            &[&node_id],
+            trigger_from_row,
+        )
+        .await
+    }
+
+    async fn next_cron_due(&self) -> StoreResult<Option<Timestamp>> {
+        self.query_opt(
+            "SELECT MIN(next_execution) FROM triggers WHERE type = 'cron' AND enabled",
+            &[],
+            |r| r.try_get::<_, Option<Timestamp>>(0),
+        )
+        .await
+        .map(Option::flatten)
+    }
+
+    async fn claim_due_triggers(
+        &self,
+        now: Timestamp,
+        owner: Uuid,
+        lease_until: Timestamp,
+        limit: u32,
+        plan: ClaimPlanner,
+    ) -> StoreResult<Vec<Firing>> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        // Rows another replica is claiming are skipped, not waited for: each due
+        // trigger is claimed by exactly one replica.
+        let select = tx
+            .prepare_cached(&format!(
+                "SELECT {TRIGGER_COLUMNS} FROM triggers
+                 WHERE type = 'cron' AND enabled AND next_execution <= $1
+                 ORDER BY next_execution LIMIT $2 FOR UPDATE SKIP LOCKED"
+            ))
+            .await
+            .map_err(backend)?;
+        let due = tx
+            .query(&select, &[&now, &i64::from(limit)])
+            .await
+            .map_err(backend)?
+            .iter()
+            .map(trigger_from_row)
+            .collect::<PgResult<Vec<_>>>()
+            .map_err(backend)?;
+        let update = tx
+            .prepare_cached(
+                "UPDATE triggers SET execution_count = $2, last_executed = $3, enabled = $4,
+                   next_execution = $5 WHERE id = $1",
+            )
+            .await
+            .map_err(backend)?;
+        let mut firings = Vec::new();
+        for mut trigger in due {
+            let decision = plan(&trigger, now);
+            if decision.missed > 0 {
+                insert_result(
+                    &tx,
+                    trig::missed_result(&trigger, now, decision.missed),
+                    u32::MAX,
+                )
+                .await
+                .map_err(backend)?;
+            }
+            if let Some(at) = decision.run_at {
+                trigger.execution_count += 1;
+                trigger.last_executed = Some(now);
+                if trigger.exhausted() {
+                    trigger.enabled = false;
+                }
+                let firing = Firing {
+                    id: Uuid::new_v4(),
+                    trigger: trigger.clone(),
+                    scheduled_at: at,
+                    is_cron: true,
+                };
+                insert_firing(
+                    &tx,
+                    &firing,
+                    owner,
+                    lease_until,
+                    &trigger.cron_input(),
+                    &trigger.chat_id_at(at),
+                )
+                .await
+                .map_err(backend)?;
+                firings.push(firing);
+            }
+            trigger.next_execution = if trigger.enabled {
+                decision.next
+            } else {
+                None
+            };
+            tx.execute(
+                &update,
+                &[
+                    &trigger.id,
+                    &trigger.execution_count,
+                    &trigger.last_executed,
+                    &trigger.enabled,
+                    &trigger.next_execution,
+                ],
+            )
+            .await
+            .map_err(backend)?;
+        }
+        tx.commit().await.map_err(backend)?;
+        Ok(firings)
+    }
+
+    async fn claim_webhook_firing(
+        &self,
+        trigger: Uuid,
+        now: Timestamp,
+        owner: Uuid,
+        lease_until: Timestamp,
+        input: String,
+        chat_id: String,
+    ) -> StoreResult<Option<Firing>> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        let claim = tx
+            .prepare_cached(&format!(
+                "UPDATE triggers SET execution_count = execution_count + 1, last_executed = $2,
+                   enabled = CASE WHEN max_executions IS NOT NULL
+                                   AND execution_count + 1 >= max_executions
+                             THEN FALSE ELSE enabled END
+                 WHERE id = $1 AND enabled
+                   AND (max_executions IS NULL OR execution_count < max_executions)
+                 RETURNING {TRIGGER_COLUMNS}"
+            ))
+            .await
+            .map_err(backend)?;
+        let Some(row) = tx
+            .query_opt(&claim, &[&trigger, &now])
+            .await
+            .map_err(backend)?
+        else {
+            return Ok(None);
+        };
+        let firing = Firing {
+            id: Uuid::new_v4(),
+            trigger: trigger_from_row(&row).map_err(backend)?,
+            scheduled_at: now,
+            is_cron: false,
+        };
+        insert_firing(&tx, &firing, owner, lease_until, &input, &chat_id)
+            .await
+            .map_err(backend)?;
+        tx.commit().await.map_err(backend)?;
+        Ok(Some(firing))
+    }
+
+    async fn firing_exists(&self, firing: Uuid) -> StoreResult<bool> {
+        self.query_opt(
+            "SELECT 1 FROM trigger_firings WHERE id = $1",
+            &[&firing],
+            |_| Ok(()),
+        )
+        .await
+        .map(|found| found.is_some())
+    }
+
+    async fn renew_leases(
+        &self,
+        owner: Uuid,
+        firings: &[Uuid],
+        lease_until: Timestamp,
+    ) -> StoreResult<()> {
+        if firings.is_empty() {
+            return Ok(());
+        }
+        self.execute(
+            "UPDATE trigger_firings SET lease_until = $1 WHERE owner = $2 AND id = ANY($3)",
+            &[&lease_until, &owner, &firings],
+        )
+        .await
+        .map(drop)
+    }
+
+    async fn finish_firing(
+        &self,
+        firing: Uuid,
+        result: NewTriggerResult,
+        mail: Option<NewMail>,
+        keep: u32,
+    ) -> StoreResult<Option<TriggerResult>> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        let removed = tx
+            .execute("DELETE FROM trigger_firings WHERE id = $1", &[&firing])
+            .await
+            .map_err(backend)?;
+        if removed == 0 {
+            // Deleted with its trigger, or expired and recorded by another replica.
+            return Ok(None);
+        }
+        let trigger = result.trigger_id;
+        let at = result.executed_at;
+        let stored = insert_result(&tx, result, keep).await.map_err(backend)?;
+        if let Some(mail) = mail {
+            insert_mail(&tx, trigger, &mail, at)
+                .await
+                .map_err(backend)?;
+        }
+        tx.commit().await.map_err(backend)?;
+        Ok(Some(stored))
+    }
+
+    async fn expire_firings(&self, now: Timestamp, keep: u32) -> StoreResult<u64> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        let rows = tx
+            .query(
+                &format!(
+                    "DELETE FROM trigger_firings f USING triggers t, chatflows c
+                     WHERE t.id = f.trigger_id AND c.id = t.chatflow_id AND f.lease_until < $1
+                     RETURNING f.scheduled_at, f.is_cron, f.input, f.chat_id, c.name, {TRIGGER_COLUMNS_T}"
+                ),
+                &[&now],
+            )
+            .await
+            .map_err(backend)?;
+        let count = rows.len() as u64;
+        for row in rows {
+            let expired = (|| -> PgResult<_> {
+                Ok((
+                    row.try_get::<_, Timestamp>(0)?,
+                    row.try_get::<_, bool>(1)?,
+                    row.try_get::<_, String>(2)?,
+                    row.try_get::<_, String>(3)?,
+                    row.try_get::<_, String>(4)?,
+                    trigger_at(&row, 5)?,
+                ))
+            })()
+            .map_err(backend)?;
+            let (scheduled, is_cron, input, chat_id, flow_name, trigger) = expired;
+            let mail = failure_mail(&trigger, &flow_name, now, &input, LEASE_EXPIRED);
+            let result = trig::failed_result(
+                &trigger,
+                now,
+                is_cron.then_some(scheduled),
+                input,
+                chat_id,
+                LEASE_EXPIRED.to_owned(),
+            );
+            insert_result(&tx, result, keep).await.map_err(backend)?;
+            if let Some(mail) = mail {
+                insert_mail(&tx, trigger.id, &mail, now)
+                    .await
+                    .map_err(backend)?;
+            }
+        }
+        tx.commit().await.map_err(backend)?;
+        Ok(count)
+    }
+
+    async fn list_trigger_results(
+        &self,
+        trigger: Uuid,
+        limit: u32,
+    ) -> StoreResult<Vec<TriggerResult>> {
+        self.query_all(
+            &format!(
+                "SELECT {RESULT_COLUMNS} FROM trigger_results WHERE trigger_id = $1
+                 ORDER BY seq DESC LIMIT $2"
+            ),
+            &[&trigger, &i64::from(limit)],
+            result_from_row,
+        )
+        .await
+    }
+
+    async fn recent_trigger_results(
+        &self,
+        triggers: &[Uuid],
+        per_trigger: u32,
+    ) -> StoreResult<Vec<TriggerResult>> {
+        if triggers.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.query_all(
+            &format!(
+                "SELECT {RESULT_COLUMNS} FROM (
+                   SELECT *, ROW_NUMBER() OVER (PARTITION BY trigger_id ORDER BY seq DESC) AS n
+                   FROM trigger_results WHERE trigger_id = ANY($1)
+                 ) r WHERE n <= $2 ORDER BY trigger_id, seq DESC"
+            ),
+            &[&triggers, &i64::from(per_trigger)],
+            result_from_row,
+        )
+        .await
+    }
+
+    async fn prune_trigger_history(
+        &self,
+        before: Timestamp,
+        deliveries_before: Timestamp,
+    ) -> StoreResult<u64> {
+        let results = self
+            .execute(
+                "DELETE FROM trigger_results WHERE executed_at < $1",
+                &[&before],
+            )
+            .await?;
+        let deliveries = self
+            .execute(
+                "DELETE FROM webhook_deliveries WHERE created_at < $1",
+                &[&deliveries_before],
+            )
+            .await?;
+        let mails = self
+            .execute(
+                "DELETE FROM mail_outbox WHERE sent_at IS NOT NULL AND sent_at < $1",
+                &[&deliveries_before],
+            )
+            .await?;
+        Ok(results + deliveries + mails)
+    }
+
+    async fn begin_delivery(
+        &self,
+        trigger: Uuid,
+        delivery: &str,
+        now: Timestamp,
+    ) -> StoreResult<Delivery> {
+        let inserted = self
+            .execute(
+                "INSERT INTO webhook_deliveries (trigger_id, delivery_id, created_at)
+                 VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+                &[&trigger, &delivery, &now],
+            )
+            .await?;
+        if inserted == 1 {
+            return Ok(Delivery::New);
+        }
+        let seen = self
+            .query_opt(
+                "SELECT status, body FROM webhook_deliveries WHERE trigger_id = $1 AND delivery_id = $2",
+                &[&trigger, &delivery],
+                |r| Ok((r.try_get::<_, Option<i32>>(0)?, r.try_get::<_, Option<String>>(1)?)),
+            )
+            .await?;
+        Ok(match seen {
+            Some((Some(status), Some(body))) => Delivery::Answered {
+                status: u16::try_from(status).unwrap_or(200),
+                body,
+            },
+            Some(_) => Delivery::InProgress,
+            // Pruned between the two statements: a new delivery after all.
+            None => Delivery::New,
+        })
+    }
+
+    async fn finish_delivery(
+        &self,
+        trigger: Uuid,
+        delivery: &str,
+        status: u16,
+        body: &str,
+    ) -> StoreResult<()> {
+        self.execute(
+            "UPDATE webhook_deliveries SET status = $3, body = $4
+             WHERE trigger_id = $1 AND delivery_id = $2",
+            &[&trigger, &delivery, &i32::from(status), &body],
+        )
+        .await
+        .map(drop)
+    }
+
+    async fn claim_mail(
+        &self,
+        now: Timestamp,
+        claim_until: Timestamp,
+    ) -> StoreResult<Vec<(OutboxMail, Option<Timestamp>)>> {
+        self.query_all(
+            "UPDATE mail_outbox m SET next_attempt_at = $2
+             WHERE m.id IN (SELECT id FROM mail_outbox WHERE sent_at IS NULL AND next_attempt_at <= $1
+                            ORDER BY created_at LIMIT 500 FOR UPDATE SKIP LOCKED)
+             RETURNING m.id, m.trigger_id, m.recipient, m.subject, m.body, m.attempts, m.created_at,
+               (SELECT MAX(s.sent_at) FROM mail_outbox s WHERE s.trigger_id = m.trigger_id)",
+            &[&now, &claim_until],
+            |r| {
+                Ok((
+                    OutboxMail {
+                        id: r.try_get(0)?,
+                        trigger_id: r.try_get(1)?,
+                        recipient: r.try_get(2)?,
+                        subject: r.try_get(3)?,
+                        body: r.try_get(4)?,
+                        attempts: r.try_get(5)?,
+                        created_at: r.try_get(6)?,
+                    },
+                    r.try_get(7)?,
+                ))
+            },
+        )
+        .await
+    }
+
+    async fn mail_sent(&self, ids: &[Uuid], at: Timestamp) -> StoreResult<()> {
+        self.execute(
+            "UPDATE mail_outbox SET sent_at = $2 WHERE id = ANY($1)",
+            &[&ids, &at],
+        )
+        .await
+        .map(drop)
+    }
+
+    async fn mail_retry(&self, ids: &[Uuid], at: Timestamp, failed: bool) -> StoreResult<()> {
+        self.execute(
+            "UPDATE mail_outbox SET next_attempt_at = $2, attempts = attempts + $3 WHERE id = ANY($1)",
+            &[&ids, &at, &i64::from(failed)],
+        )
+        .await
+        .map(drop)
+    }
+
+    async fn any_trigger_with_email(&self) -> StoreResult<bool> {
+        self.query_opt(
+            "SELECT EXISTS (SELECT 1 FROM triggers WHERE notification_email IS NOT NULL)",
+            &[],
+            |r| r.try_get::<_, bool>(0),
+        )
+        .await
+        .map(|found| found.unwrap_or(false))
     }
 }

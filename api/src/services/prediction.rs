@@ -20,8 +20,7 @@ use crate::domain::{Chatflow, MessageRole, NewChatMessage};
 use crate::flow::plan::Runnable;
 use crate::flow::run::{self, RunError};
 use crate::flow::{FlowEvent, Overrides, RunInput};
-use crate::http::AppState;
-use crate::http::error::ApiError;
+use super::{ServiceError, ServiceResult, Services};
 use crate::llm::{ChatMessage, Role};
 
 /// Events between the run and the answer, buffered at most this many.
@@ -52,6 +51,8 @@ pub struct PredictionRequest {
     pub override_config: Option<Map<String, Value>>,
     pub lead_email: Option<String>,
     pub uploads: Vec<Upload>,
+    /// `$flow` values prompts may use (`{{$flow.body}}` of a webhook call).
+    pub flow_vars: Map<String, Value>,
 }
 
 /// The folded answer (the JSON response body, and the SSE `metadata`).
@@ -93,13 +94,31 @@ pub struct Prediction {
     pub chat_id: String,
 }
 
+impl Prediction {
+    /// Folds the events into the whole answer (the JSON response, a trigger's result).
+    pub async fn answer(mut self) -> ServiceResult<PredictionResult> {
+        while let Some(event) = self.events.recv().await {
+            match event {
+                PredictionEvent::Token(_) => {}
+                PredictionEvent::Done(result) => return Ok(*result),
+                PredictionEvent::Error(message) => {
+                    return Err(ServiceError::Flow(crate::flow::FlowError::failed(message)));
+                }
+            }
+        }
+        Err(ServiceError::Internal(
+            "the run ended without an answer".into(),
+        ))
+    }
+}
+
 /// Prepares and spawns a prediction. Errors here happen before anything ran
 /// (invalid flow, forbidden override, bad input) and map to their status.
 pub async fn start(
-    state: &AppState,
+    state: &Services,
     flow: &Chatflow,
     request: PredictionRequest,
-) -> Result<Prediction, ApiError> {
+) -> ServiceResult<Prediction> {
     let plan = state
         .plans
         .get(flow.id, flow.updated_date, &flow.flow_data)?;
@@ -160,7 +179,7 @@ pub async fn start(
             .join(safe_segment(&chat_id));
         save_uploads(&dir, request.uploads)
             .await
-            .map_err(|e| ApiError::Internal(format!("cannot keep uploaded files: {e}")))?;
+            .map_err(|e| ServiceError::Internal(format!("cannot keep uploaded files: {e}")))?;
     }
 
     let (tx, rx) = mpsc::channel(EVENT_BUFFER);
@@ -171,6 +190,7 @@ pub async fn start(
         input: RunInput {
             question: request.question,
             history,
+            flow_vars: request.flow_vars,
         },
         chat_id: chat_id.clone(),
         session,
@@ -183,7 +203,7 @@ pub async fn start(
 }
 
 struct RunTask {
-    state: AppState,
+    state: Services,
     chatflow_id: Uuid,
     runnable: Runnable,
     input: RunInput,

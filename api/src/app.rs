@@ -1,0 +1,93 @@
+//! The application: the router with its middleware ([`router`]) and [`serve`], which
+//! runs the API together with this replica's background loops (the cron scheduler,
+//! the failure-mail sender) and stops them all on shutdown.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Request};
+use axum::middleware;
+use tokio_util::sync::CancellationToken;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::{DefaultOnResponse, TraceLayer};
+use utoipa_swagger_ui::SwaggerUi;
+
+use crate::http::error::ApiError;
+use crate::http::{AppState, MAX_BODY_BYTES, REQUEST_ID, json_errors};
+use crate::routes;
+use crate::services::triggers;
+
+/// The complete application: every `/api/v1` route, the OpenAPI document, the
+/// Swagger UI, and the edge middleware.
+pub fn router(state: AppState) -> Router {
+    let (api, openapi) = routes::api().split_for_parts();
+    api.merge(SwaggerUi::new("/api/v1/docs").url("/api/v1/openapi.json", openapi))
+        .fallback(|| async { ApiError::NotFound("no such route".into()) })
+        .method_not_allowed_fallback(|| async {
+            ApiError::MethodNotAllowed("method not allowed on this route".into())
+        })
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(middleware::from_fn(json_errors))
+        .layer(PropagateRequestIdLayer::new(REQUEST_ID))
+        .layer(
+            TraceLayer::new_for_http().make_span_with(|req: &Request| {
+                let id = req
+                    .headers()
+                    .get(&REQUEST_ID)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("-");
+                tracing::info_span!("request", request_id = %id, method = %req.method(), path = %req.uri().path())
+            })
+            .on_response(DefaultOnResponse::new().level(tracing::Level::INFO)),
+        )
+        .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+        .with_state(state)
+}
+
+/// Serves the API on `listener` until `shutdown` resolves, then stops accepting
+/// and lets in-flight requests finish — for at most `grace`, after which the
+/// remaining connections (long streams) are dropped. The trigger loops run for as
+/// long as the server does; firings still running at shutdown get the same grace.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    grace: std::time::Duration,
+) -> std::io::Result<()> {
+    let cancel = CancellationToken::new();
+    let background = triggers::start_background(&state, cancel.child_token());
+    let stopping = Arc::new(tokio::sync::Notify::new());
+    let signal = {
+        let stopping = Arc::clone(&stopping);
+        let cancel = cancel.clone();
+        async move {
+            shutdown.await;
+            cancel.cancel();
+            stopping.notify_one();
+        }
+    };
+    let server = axum::serve(
+        listener,
+        router(state).into_make_service_with_connect_info::<std::net::SocketAddr>(),
+    )
+    .with_graceful_shutdown(signal);
+    let result = tokio::select! {
+        result = server => result,
+        () = async {
+            stopping.notified().await;
+            tokio::time::sleep(grace).await;
+        } => {
+            tracing::warn!(grace_secs = grace.as_secs(), "requests still running after the grace period; closing them");
+            Ok(())
+        }
+    };
+    cancel.cancel();
+    background.close();
+    if tokio::time::timeout(grace, background.wait()).await.is_err() {
+        tracing::warn!(
+            "trigger firings still running after the grace period; their leases will expire"
+        );
+    }
+    result
+}

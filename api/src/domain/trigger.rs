@@ -1,0 +1,331 @@
+//! Triggers (SPEC.md "Trigger") and their execution results.
+//!
+//! A trigger runs a chatflow on a cron schedule or when its webhook address is
+//! called. `webhook_secret` and `webhook_bot_token` are write-only: they are kept
+//! for verification and Telegram calls, and never serialised. Times are UTC with
+//! milliseconds.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use super::time::{self, Timestamp};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum TriggerType {
+    Cron,
+    Webhook,
+}
+
+impl TriggerType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TriggerType::Cron => "cron",
+            TriggerType::Webhook => "webhook",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "cron" => Some(TriggerType::Cron),
+            "webhook" => Some(TriggerType::Webhook),
+            _ => None,
+        }
+    }
+}
+
+/// The platform whose webhook conventions apply.
+pub const TELEGRAM: &str = "telegram";
+
+/// Default run time limit, in seconds (SPEC.md).
+pub const DEFAULT_TIMEOUT_SECS: i64 = 300;
+/// Longest run time limit a trigger may set.
+pub const MAX_TIMEOUT_SECS: i64 = 3600;
+
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Trigger {
+    pub id: Uuid,
+    pub workspace_id: Uuid,
+    pub name: String,
+    pub chatflow_id: Uuid,
+    pub node_id: String,
+    #[serde(rename = "type")]
+    pub trigger_type: TriggerType,
+    pub cron_expression: Option<String>,
+    /// IANA time zone the cron expression is read in.
+    pub timezone: String,
+    pub enabled: bool,
+    pub webhook_platform: Option<String>,
+    #[serde(skip)]
+    pub webhook_secret: Option<String>,
+    #[serde(skip)]
+    pub webhook_bot_token: Option<String>,
+    pub trigger_message: Option<String>,
+    pub execution_count: i64,
+    pub max_executions: Option<i64>,
+    /// Seconds.
+    pub timeout: i64,
+    #[serde(serialize_with = "time::serialize_opt")]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub last_executed: Option<Timestamp>,
+    #[serde(serialize_with = "time::serialize_opt")]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub next_execution: Option<Timestamp>,
+    pub notification_email: Option<String>,
+    #[serde(serialize_with = "time::serialize")]
+    #[schema(value_type = String, format = DateTime)]
+    pub created_date: Timestamp,
+    #[serde(serialize_with = "time::serialize")]
+    #[schema(value_type = String, format = DateTime)]
+    pub updated_date: Timestamp,
+}
+
+impl Trigger {
+    pub fn is_telegram(&self) -> bool {
+        self.webhook_platform.as_deref() == Some(TELEGRAM)
+    }
+
+    /// Whether `maxExecutions` is reached.
+    pub fn exhausted(&self) -> bool {
+        self.max_executions
+            .is_some_and(|max| self.execution_count >= max)
+    }
+
+    /// `trigger-<first 8 hex digits of the id>-<epoch ms>`: the session of one firing.
+    pub fn chat_id_at(&self, at: Timestamp) -> String {
+        let id = self.id.simple().to_string();
+        format!("trigger-{}-{}", &id[..8], time::to_millis(&at))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ResultStatus {
+    Success,
+    Failed,
+    /// Scheduled times that passed while no replica was up, recorded once.
+    Missed,
+}
+
+impl ResultStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ResultStatus::Success => "success",
+            ResultStatus::Failed => "failed",
+            ResultStatus::Missed => "missed",
+        }
+    }
+
+    pub fn parse_stored(s: &str) -> Self {
+        match s {
+            "success" => ResultStatus::Success,
+            "missed" => ResultStatus::Missed,
+            _ => ResultStatus::Failed,
+        }
+    }
+}
+
+/// One execution of a trigger (SPEC.md "Trigger execution result") plus its
+/// status and error.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TriggerResult {
+    pub id: Uuid,
+    pub trigger_id: Uuid,
+    #[serde(serialize_with = "time::serialize")]
+    #[schema(value_type = String, format = DateTime)]
+    pub executed_at: Timestamp,
+    /// The cron time this execution was for (`null` for webhook calls).
+    #[serde(serialize_with = "time::serialize_opt")]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub scheduled_at: Option<Timestamp>,
+    pub input: String,
+    pub output: Option<String>,
+    pub source_documents: Option<Value>,
+    pub used_tools: Option<Value>,
+    pub chat_id: Option<String>,
+    pub status: ResultStatus,
+    pub error: Option<String>,
+    /// For `missed`: how many scheduled times were skipped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub missed_count: Option<i64>,
+}
+
+/// A result about to be stored.
+#[derive(Debug, Clone)]
+pub struct NewTriggerResult {
+    pub trigger_id: Uuid,
+    pub executed_at: Timestamp,
+    pub scheduled_at: Option<Timestamp>,
+    pub input: String,
+    pub output: Option<String>,
+    pub source_documents: Option<Value>,
+    pub used_tools: Option<Value>,
+    pub chat_id: Option<String>,
+    pub status: ResultStatus,
+    pub error: Option<String>,
+    pub missed_count: Option<i64>,
+}
+
+impl NewTriggerResult {
+    pub fn into_result(self, id: Uuid) -> TriggerResult {
+        TriggerResult {
+            id,
+            trigger_id: self.trigger_id,
+            executed_at: self.executed_at,
+            scheduled_at: self.scheduled_at,
+            input: self.input,
+            output: self.output,
+            source_documents: self.source_documents,
+            used_tools: self.used_tools,
+            chat_id: self.chat_id,
+            status: self.status,
+            error: self.error,
+            missed_count: self.missed_count,
+        }
+    }
+}
+
+/// A claimed firing: the trigger as it was at the claim and the firing's row id.
+#[derive(Debug, Clone)]
+pub struct Firing {
+    pub id: Uuid,
+    pub trigger: Trigger,
+    /// The cron time (for webhook calls: the moment the call was accepted).
+    pub scheduled_at: Timestamp,
+    pub is_cron: bool,
+}
+
+/// What the scheduler decided for one due trigger, inside the claiming transaction.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClaimPlan {
+    /// The scheduled time to run now, if one is recent enough.
+    pub run_at: Option<Timestamp>,
+    /// Older scheduled times skipped (recorded as one `missed` result).
+    pub missed: i64,
+    /// The first scheduled time after now.
+    pub next: Option<Timestamp>,
+}
+
+/// A failure e-mail waiting in the outbox.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutboxMail {
+    pub id: Uuid,
+    pub trigger_id: Uuid,
+    pub recipient: String,
+    pub subject: String,
+    pub body: String,
+    pub attempts: i64,
+    pub created_at: Timestamp,
+}
+
+/// A mail to put in the outbox with a failed result.
+#[derive(Debug, Clone)]
+pub struct NewMail {
+    pub recipient: String,
+    pub subject: String,
+    pub body: String,
+}
+
+/// The stored answer to a webhook delivery, replayed for a repeated delivery id.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Delivery {
+    /// First time this id is seen: it is now recorded as in progress.
+    New,
+    /// Seen and answered: the status and body to send again.
+    Answered { status: u16, body: String },
+    /// Seen and still running.
+    InProgress,
+}
+
+/// The failure e-mail of one execution: names the trigger, its chatflow, the time,
+/// the input and the error.
+pub fn failure_mail(
+    trigger: &Trigger,
+    chatflow_name: &str,
+    at: Timestamp,
+    input: &str,
+    error: &str,
+) -> Option<NewMail> {
+    let recipient = trigger.notification_email.clone()?;
+    Some(NewMail {
+        recipient,
+        subject: format!("weir: trigger '{}' failed", trigger.name),
+        body: format!(
+            "Trigger: {} ({})\nChatflow: {} ({})\nTime: {}\nInput: {}\nError: {}\n",
+            trigger.name,
+            trigger.id,
+            chatflow_name,
+            trigger.chatflow_id,
+            time::format(&at),
+            input,
+            error
+        ),
+    })
+}
+
+/// The error recorded for a firing whose replica stopped while running it.
+pub const LEASE_EXPIRED: &str =
+    "the replica running this execution stopped before it finished; it is not run again";
+
+impl Trigger {
+    /// The question a cron firing asks: `triggerMessage`, or a line naming the
+    /// trigger when it has none.
+    pub fn cron_input(&self) -> String {
+        match self.trigger_message.as_deref().map(str::trim) {
+            Some(text) if !text.is_empty() => text.to_owned(),
+            _ => format!("Scheduled run of trigger '{}'", self.name),
+        }
+    }
+}
+
+/// The one result recording `count` scheduled times skipped while no replica ran.
+pub fn missed_result(trigger: &Trigger, now: Timestamp, count: i64) -> NewTriggerResult {
+    NewTriggerResult {
+        trigger_id: trigger.id,
+        executed_at: now,
+        scheduled_at: trigger.next_execution,
+        input: trigger.cron_input(),
+        output: None,
+        source_documents: None,
+        used_tools: None,
+        chat_id: None,
+        status: ResultStatus::Missed,
+        error: Some(format!(
+            "{count} scheduled run(s) from {} on passed while no server was running; \
+             they are skipped, not replayed",
+            trigger
+                .next_execution
+                .as_ref()
+                .map_or_else(|| "-".to_owned(), time::format)
+        )),
+        missed_count: Some(count),
+    }
+}
+
+/// A failed execution's result.
+pub fn failed_result(
+    trigger: &Trigger,
+    executed_at: Timestamp,
+    scheduled_at: Option<Timestamp>,
+    input: String,
+    chat_id: String,
+    error: String,
+) -> NewTriggerResult {
+    NewTriggerResult {
+        trigger_id: trigger.id,
+        executed_at,
+        scheduled_at,
+        input,
+        output: None,
+        source_documents: None,
+        used_tools: None,
+        chat_id: Some(chat_id),
+        status: ResultStatus::Failed,
+        error: Some(error),
+        missed_count: None,
+    }
+}

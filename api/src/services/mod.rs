@@ -1,0 +1,106 @@
+//! The services floor: what running a chatflow and automating it needs, below the
+//! HTTP edge and above the engine and the store.
+//!
+//! [`Services`] is one cheap-to-clone handle (store, configuration, plan cache,
+//! model providers, trigger signals). The prediction route, the webhook route and
+//! the cron scheduler all call into the same services with it; nothing here takes
+//! an HTTP type. Failures are [`ServiceError`]s, which the edge maps to statuses.
+//!
+//! - [`prediction`]: asking a chatflow a question (sessions, memory, the run).
+//! - [`triggers`]: cron and webhook triggers — definitions, schedule, firing,
+//!   webhook verification, Telegram, failure e-mail.
+
+pub mod prediction;
+pub mod triggers;
+
+use std::sync::Arc;
+
+use tokio::sync::Notify;
+use uuid::Uuid;
+
+use crate::config::Config;
+use crate::flow::run::Models;
+use crate::flow::{FlowError, PlanCache};
+use crate::store::{Store, StoreError};
+
+/// What every service call can reach; cheap to clone.
+#[derive(Clone)]
+pub struct Services {
+    pub store: Arc<dyn Store>,
+    pub config: Arc<Config>,
+    /// Validated flow plans, per chatflow version.
+    pub plans: Arc<PlanCache>,
+    /// Chat model providers (one pooled HTTP client) and the embedded model.
+    pub models: Models,
+    /// Wakes this replica's cron scheduler when a trigger changes here, so a new
+    /// schedule is seen at once rather than at the next poll.
+    pub scheduler_wake: Arc<Notify>,
+    /// Wakes the failure-mail sender when a message enters the outbox.
+    pub mail_wake: Arc<Notify>,
+    /// This process, as the owner of the firings it runs (their lease).
+    pub replica_id: Uuid,
+    /// Firings this replica is running (their leases are renewed).
+    pub running: Arc<triggers::firing::RunningFirings>,
+}
+
+impl Services {
+    pub fn new(store: Arc<dyn Store>, config: Config) -> Result<Self, String> {
+        let http = crate::llm::http::client().map_err(|e| e.message)?;
+        let local = crate::llm::embedded::Embedded::new(config.models_dir());
+        Ok(Services {
+            store,
+            config: Arc::new(config),
+            plans: Arc::default(),
+            models: Models {
+                http,
+                local: Arc::new(local),
+            },
+            scheduler_wake: Arc::default(),
+            mail_wake: Arc::default(),
+            replica_id: Uuid::new_v4(),
+            running: Arc::default(),
+        })
+    }
+}
+
+/// Why a service call failed, in terms the edge maps to one status each.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    /// Malformed or invalid input (400).
+    #[error("{0}")]
+    Invalid(String),
+    /// A required field is absent (412).
+    #[error("'{0}' is required")]
+    Missing(&'static str),
+    /// No such resource in scope (404).
+    #[error("{0} not found")]
+    NotFound(&'static str),
+    /// The operation conflicts with stored state (409).
+    #[error("{0}")]
+    Conflict(String),
+    /// A webhook's signature is missing or wrong (401).
+    #[error("{0}")]
+    Unauthorized(String),
+    /// An external service (Telegram) refused or failed (502).
+    #[error("{0}")]
+    Upstream(String),
+    /// The run went over its time limit (504).
+    #[error("{0}")]
+    Timeout(String),
+    /// The chatflow could not be built or failed while running.
+    #[error("{0}")]
+    Flow(FlowError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Anything else; logged, never shown.
+    #[error("{0}")]
+    Internal(String),
+}
+
+pub type ServiceResult<T> = Result<T, ServiceError>;
+
+impl From<FlowError> for ServiceError {
+    fn from(e: FlowError) -> Self {
+        ServiceError::Flow(e)
+    }
+}

@@ -1,0 +1,219 @@
+//! One execution of a trigger: the chatflow asked the trigger's question as a
+//! prediction is (same plan, memory and events), under the trigger's timeout, and
+//! the result stored in the same transaction that ends the firing.
+//!
+//! Entry points: [`run_cron`] for a claimed cron firing (spawned by the scheduler)
+//! and [`execute`], which the webhook path awaits for its answer. A firing's lease
+//! is renewed by the scheduler for as long as it is in [`RunningFirings`]. A run
+//! over the timeout is cancelled (its event channel is dropped, which stops the
+//! provider call) and recorded as failed; a failed run with a `notificationEmail`
+//! puts its mail in the outbox with its result.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+use uuid::Uuid;
+
+use super::super::prediction::{self, PredictionRequest, PredictionResult};
+use super::super::{ServiceError, Services};
+use crate::domain::trigger::{NewTriggerResult, ResultStatus, failure_mail};
+use crate::domain::{Firing, TriggerResult, time};
+
+/// Firings this replica is running; the scheduler renews their leases.
+#[derive(Default)]
+pub struct RunningFirings(Mutex<HashSet<Uuid>>);
+
+impl RunningFirings {
+    /// Adds a firing until the returned guard drops.
+    fn track(self: &Arc<Self>, id: Uuid) -> Tracked {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).insert(id);
+        Tracked {
+            set: Arc::clone(self),
+            id,
+        }
+    }
+
+    pub fn ids(&self) -> Vec<Uuid> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .copied()
+            .collect()
+    }
+}
+
+/// Removes its firing from the running set when dropped (also on panic or cancel).
+struct Tracked {
+    set: Arc<RunningFirings>,
+    id: Uuid,
+}
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        self.set
+            .0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.id);
+    }
+}
+
+/// How an execution ended.
+#[derive(Debug)]
+pub enum Outcome {
+    Success(PredictionResult),
+    Failed(String),
+    TimedOut(String),
+}
+
+/// What a firing asks and remembers.
+pub struct Ask {
+    pub input: String,
+    pub chat_id: String,
+    /// `$flow` values for prompts (`{{$flow.body}}`, `{{$flow.headers}}`).
+    pub flow_vars: Map<String, Value>,
+}
+
+/// Runs a claimed cron firing, unless its trigger was deleted since the claim.
+pub async fn run_cron(services: Services, firing: Firing) {
+    match services.store.firing_exists(firing.id).await {
+        Ok(true) => {}
+        Ok(false) => {
+            tracing::info!(trigger = %firing.trigger.id, "trigger deleted before its firing started");
+            return;
+        }
+        Err(e) => {
+            // Running without knowing would risk a deleted trigger's run; the
+            // lease expires and records the firing as failed instead.
+            tracing::error!(trigger = %firing.trigger.id, error = %e, "cannot check a claimed firing");
+            return;
+        }
+    }
+    let ask = Ask {
+        input: firing.trigger.cron_input(),
+        chat_id: firing.trigger.chat_id_at(firing.scheduled_at),
+        flow_vars: Map::new(),
+    };
+    let (outcome, _) = execute(&services, &firing, ask).await;
+    match outcome {
+        Outcome::Success(_) => {
+            tracing::info!(trigger = %firing.trigger.id, scheduled = %time::format(&firing.scheduled_at), "trigger fired")
+        }
+        Outcome::Failed(e) | Outcome::TimedOut(e) => {
+            tracing::warn!(trigger = %firing.trigger.id, error = %e, "trigger execution failed")
+        }
+    }
+}
+
+/// Runs the chatflow for a claimed firing and stores its result; returns the
+/// outcome and the stored result (`None` when the trigger was deleted meanwhile,
+/// or the firing's lease ran out and another replica recorded it).
+pub async fn execute(
+    services: &Services,
+    firing: &Firing,
+    ask: Ask,
+) -> (Outcome, Option<TriggerResult>) {
+    let _tracked = services.running.track(firing.id);
+    let trigger = &firing.trigger;
+    // `executedAt` is when the run started: its lag after the scheduled time is
+    // the scheduler's, not the model's.
+    let started = time::now();
+    let flow = match services.store.find_chatflow(trigger.chatflow_id).await {
+        Ok(Some(flow)) if flow.workspace_id == trigger.workspace_id => Ok(flow),
+        Ok(_) => Err("the trigger's chatflow no longer exists".to_owned()),
+        Err(e) => {
+            tracing::error!(error = %e, "cannot load a trigger's chatflow");
+            Err("the chatflow could not be loaded (store failure)".to_owned())
+        }
+    };
+    let flow_name = flow.as_ref().map_or("-", |f| f.name.as_str()).to_owned();
+    let outcome = match flow {
+        Err(e) => Outcome::Failed(e),
+        Ok(flow) => {
+            let request = PredictionRequest {
+                question: ask.input.clone(),
+                chat_id: Some(ask.chat_id.clone()),
+                flow_vars: ask.flow_vars,
+                ..Default::default()
+            };
+            let limit = Duration::from_secs(u64::try_from(trigger.timeout).unwrap_or(1));
+            let run = async {
+                prediction::start(services, &flow, request)
+                    .await?
+                    .answer()
+                    .await
+            };
+            match tokio::time::timeout(limit, run).await {
+                Err(_) => Outcome::TimedOut(format!(
+                    "the run went over the trigger's timeout of {} s and was cancelled",
+                    trigger.timeout
+                )),
+                Ok(Ok(result)) => Outcome::Success(result),
+                Ok(Err(ServiceError::Flow(e))) => Outcome::Failed(e.message),
+                Ok(Err(e)) => {
+                    tracing::error!(error = %e, "trigger run failed inside weir");
+                    Outcome::Failed(
+                        "internal error while running the chatflow; see the server log".into(),
+                    )
+                }
+            }
+        }
+    };
+    let now = started;
+    let scheduled_at = firing.is_cron.then_some(firing.scheduled_at);
+    let (result, mail) = match &outcome {
+        Outcome::Success(answer) => (
+            NewTriggerResult {
+                trigger_id: trigger.id,
+                executed_at: now,
+                scheduled_at,
+                input: ask.input,
+                output: Some(answer.text.clone()),
+                source_documents: non_empty(&answer.source_documents),
+                used_tools: non_empty(&answer.used_tools),
+                chat_id: Some(ask.chat_id),
+                status: ResultStatus::Success,
+                error: None,
+                missed_count: None,
+            },
+            None,
+        ),
+        Outcome::Failed(error) | Outcome::TimedOut(error) => {
+            let mail = failure_mail(trigger, &flow_name, now, &ask.input, error);
+            (
+                crate::domain::trigger::failed_result(
+                    trigger,
+                    now,
+                    scheduled_at,
+                    ask.input,
+                    ask.chat_id,
+                    error.clone(),
+                ),
+                mail,
+            )
+        }
+    };
+    let has_mail = mail.is_some();
+    let stored = match services
+        .store
+        .finish_firing(firing.id, result, mail, services.config.trigger_results_keep)
+        .await
+    {
+        Ok(stored) => stored,
+        Err(e) => {
+            tracing::error!(trigger = %trigger.id, error = %e, "cannot store a trigger result");
+            None
+        }
+    };
+    if has_mail && stored.is_some() {
+        services.mail_wake.notify_one();
+    }
+    (outcome, stored)
+}
+
+fn non_empty(items: &[Value]) -> Option<Value> {
+    (!items.is_empty()).then(|| Value::Array(items.to_vec()))
+}

@@ -1,0 +1,250 @@
+//! The cron scheduler every `weir serve` runs.
+//!
+//! [`run`] loops until cancelled: it records firings whose owner died (their
+//! lease ran out) as failed, claims due triggers in batches — one transaction per
+//! batch that other replicas skip past, so each firing happens exactly once across
+//! replicas — spawns each claimed firing, renews the leases of the firings this
+//! replica runs, prunes old history now and then, and sleeps until the earliest
+//! `nextExecution` in the store, a trigger change on this replica, or the poll
+//! interval (which bounds how late a change made on another replica is seen).
+//!
+//! Missed runs: a scheduled time up to [`LATE_LIMIT`] late still runs; older ones
+//! (no replica was up) are skipped and recorded as one `missed` result with their
+//! count; `nextExecution` moves to the first future time. A backlog is never
+//! replayed.
+
+use std::time::Duration;
+
+use chrono::TimeDelta;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::super::Services;
+use super::firing;
+use super::schedule::Schedule;
+use crate::domain::{ClaimPlan, Trigger, time};
+use crate::domain::time::Timestamp;
+
+/// How late a scheduled time may be and still run.
+pub const LATE_LIMIT: TimeDelta = TimeDelta::seconds(60);
+/// Triggers claimed per transaction.
+const CLAIM_BATCH: u32 = 256;
+/// Longest sleep between looks at the store.
+const POLL: Duration = Duration::from_secs(5);
+/// How often old results, delivery ids and sent mail are pruned.
+const PRUNE_EVERY: Duration = Duration::from_secs(600);
+/// Delivery ids are remembered this long (replays within it get the stored answer).
+pub const DELIVERY_MEMORY: TimeDelta = TimeDelta::hours(24);
+/// Missed times counted one by one at most; beyond, the count says "at least".
+const MAX_MISSED_COUNTED: i64 = 100_000;
+
+/// What a due trigger does at `now` (see the module docs). Runs inside the
+/// claiming transaction.
+pub fn plan(trigger: &Trigger, now: Timestamp) -> ClaimPlan {
+    let schedule = trigger
+        .cron_expression
+        .as_deref()
+        .and_then(|expr| Schedule::parse(expr, Some(&trigger.timezone)).ok());
+    let (Some(schedule), Some(mut due)) = (schedule, trigger.next_execution) else {
+        return ClaimPlan {
+            run_at: None,
+            missed: 0,
+            next: None,
+        };
+    };
+    let mut run_at = None;
+    let mut missed = 0;
+    while due <= now {
+        if now - due <= LATE_LIMIT {
+            if run_at.is_some() {
+                missed += 1;
+            }
+            run_at = Some(due);
+        } else {
+            missed += 1;
+        }
+        if missed >= MAX_MISSED_COUNTED {
+            return ClaimPlan {
+                run_at,
+                missed,
+                next: schedule.next_after(now),
+            };
+        }
+        match schedule.next_after(due) {
+            Some(next) => due = next,
+            None => {
+                return ClaimPlan {
+                    run_at,
+                    missed,
+                    next: None,
+                };
+            }
+        }
+    }
+    ClaimPlan {
+        run_at,
+        missed,
+        next: Some(due),
+    }
+}
+
+/// The scheduler loop (see the module docs). Firings it starts go into `tracker`.
+pub async fn run(services: Services, cancel: CancellationToken, tracker: TaskTracker) {
+    let lease = TimeDelta::seconds(i64::from(services.config.trigger_lease_secs));
+    let renew_every = Duration::from_secs(u64::from(services.config.trigger_lease_secs) / 3);
+    let mut last_renew = tokio::time::Instant::now();
+    let mut last_prune: Option<tokio::time::Instant> = None;
+    tracing::info!(replica = %services.replica_id, "trigger scheduler started");
+    loop {
+        if cancel.is_cancelled() {
+            break;
+        }
+        let now = time::now();
+        let keep = services.config.trigger_results_keep;
+        match services.store.expire_firings(now, keep).await {
+            Ok(0) => {}
+            Ok(n) => {
+                tracing::warn!(count = n, "firings of a stopped replica recorded as failed");
+                services.mail_wake.notify_one();
+            }
+            Err(e) => tracing::error!(error = %e, "cannot expire trigger firings"),
+        }
+        loop {
+            let claimed = services
+                .store
+                .claim_due_triggers(
+                    now,
+                    services.replica_id,
+                    now + lease,
+                    CLAIM_BATCH,
+                    plan,
+                )
+                .await;
+            match claimed {
+                Ok(firings) => {
+                    let full = firings.len() as u32 == CLAIM_BATCH;
+                    for firing in firings {
+                        tracker.spawn(firing::run_cron(services.clone(), firing));
+                    }
+                    if !full {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot claim due triggers");
+                    break;
+                }
+            }
+        }
+        if last_renew.elapsed() >= renew_every {
+            last_renew = tokio::time::Instant::now();
+            let ids = services.running.ids();
+            if let Err(e) = services
+                .store
+                .renew_leases(services.replica_id, &ids, time::now() + lease)
+                .await
+            {
+                tracing::error!(error = %e, "cannot renew firing leases");
+            }
+        }
+        if last_prune.is_none_or(|at| at.elapsed() >= PRUNE_EVERY) {
+            last_prune = Some(tokio::time::Instant::now());
+            let now = time::now();
+            let max_age = TimeDelta::days(i64::from(services.config.trigger_results_max_age_days));
+            if let Err(e) = services
+                .store
+                .prune_trigger_history(now - max_age, now - DELIVERY_MEMORY)
+                .await
+            {
+                tracing::error!(error = %e, "cannot prune trigger history");
+            }
+        }
+        let mut wait = POLL.min(renew_every);
+        match services.store.next_cron_due().await {
+            Ok(Some(next)) => {
+                let until = (next - time::now()).to_std().unwrap_or_default();
+                wait = wait.min(until);
+            }
+            Ok(None) => {}
+            Err(e) => tracing::error!(error = %e, "cannot read the next due trigger"),
+        }
+        tokio::select! {
+            () = cancel.cancelled() => break,
+            () = tokio::time::sleep(wait) => {}
+            () = services.scheduler_wake.notified() => {}
+        }
+    }
+    tracing::info!("trigger scheduler stopped");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::TriggerType;
+    use uuid::Uuid;
+
+    fn at(s: &str) -> Timestamp {
+        chrono::DateTime::parse_from_rfc3339(s)
+            .map(|t| t.with_timezone(&chrono::Utc))
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn trigger(expr: &str, next: &str) -> Trigger {
+        Trigger {
+            id: Uuid::new_v4(),
+            workspace_id: Uuid::new_v4(),
+            name: "t".into(),
+            chatflow_id: Uuid::new_v4(),
+            node_id: "n".into(),
+            trigger_type: TriggerType::Cron,
+            cron_expression: Some(expr.into()),
+            timezone: "UTC".into(),
+            enabled: true,
+            webhook_platform: None,
+            webhook_secret: None,
+            webhook_bot_token: None,
+            trigger_message: None,
+            execution_count: 0,
+            max_executions: None,
+            timeout: 300,
+            last_executed: None,
+            next_execution: Some(at(next)),
+            notification_email: None,
+            created_date: at(next),
+            updated_date: at(next),
+        }
+    }
+
+    #[test]
+    fn on_time_runs_and_moves_on() {
+        let t = trigger("* * * * *", "2026-01-01T00:01:00Z");
+        let p = plan(&t, at("2026-01-01T00:01:00.200Z"));
+        assert_eq!(p.run_at, Some(at("2026-01-01T00:01:00Z")));
+        assert_eq!(p.missed, 0);
+        assert_eq!(p.next, Some(at("2026-01-01T00:02:00Z")));
+    }
+
+    #[test]
+    fn up_to_a_minute_late_still_runs() {
+        let t = trigger("0 * * * *", "2026-01-01T01:00:00Z");
+        let p = plan(&t, at("2026-01-01T01:00:59Z"));
+        assert_eq!(p.run_at, Some(at("2026-01-01T01:00:00Z")));
+        assert_eq!(p.missed, 0);
+    }
+
+    #[test]
+    fn a_backlog_is_counted_not_replayed() {
+        // Down from 00:01 to 00:10:30: 00:01..00:09 missed, 00:10 runs (30 s late).
+        let t = trigger("* * * * *", "2026-01-01T00:01:00Z");
+        let p = plan(&t, at("2026-01-01T00:10:30Z"));
+        assert_eq!(p.run_at, Some(at("2026-01-01T00:10:00Z")));
+        assert_eq!(p.missed, 9);
+        assert_eq!(p.next, Some(at("2026-01-01T00:11:00Z")));
+        // Hourly, down for three hours past the last one: nothing runs now.
+        let t = trigger("0 * * * *", "2026-01-01T01:00:00Z");
+        let p = plan(&t, at("2026-01-01T03:30:00Z"));
+        assert_eq!(p.run_at, None);
+        assert_eq!(p.missed, 3);
+        assert_eq!(p.next, Some(at("2026-01-01T04:00:00Z")));
+    }
+}
