@@ -84,7 +84,10 @@ pub async fn serve(
     };
     cancel.cancel();
     background.close();
-    if tokio::time::timeout(grace, background.wait()).await.is_err() {
+    if tokio::time::timeout(grace, background.wait())
+        .await
+        .is_err()
+    {
         tracing::warn!(
             "trigger firings still running after the grace period; their leases will expire"
         );

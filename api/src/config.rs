@@ -86,7 +86,12 @@ pub struct Config {
     pub smtp_url: Option<String>,
 
     /// Sender address of failure e-mail.
-    #[arg(long, env = "SMTP_FROM", default_value = "weir <weir@localhost>", global = true)]
+    #[arg(
+        long,
+        env = "SMTP_FROM",
+        default_value = "weir <weir@localhost>",
+        global = true
+    )]
     pub smtp_from: String,
 
     /// Results kept per trigger (older ones are pruned as new ones arrive).

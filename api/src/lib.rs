@@ -34,7 +34,7 @@ pub mod services;
 pub mod store;
 pub mod telemetry;
 
-pub use config::Config;
 pub use app::{router, serve};
+pub use config::Config;
 pub use http::AppState;
 pub use store::Store;

@@ -4,11 +4,11 @@
 mod common;
 
 use weir_api::domain::apikey::generate_key;
+use weir_api::domain::trigger::LEASE_EXPIRED;
 use weir_api::domain::{
     ChatflowPatch, ChatflowType, MessageRole, NewApiKey, NewChatMessage, NewChatflow, NewVariable,
     Page, Permission, VariablePatch, VariableType,
 };
-use weir_api::domain::trigger::LEASE_EXPIRED;
 use weir_api::domain::{Delivery, ResultStatus, Trigger, TriggerType, time};
 use weir_api::services::triggers::scheduler::plan;
 use weir_api::store::{Store, StoreError};
@@ -466,17 +466,46 @@ async fn due_cron_triggers_are_claimed_once(t: &common::TestStore) {
     let firing = &firings[0];
     assert_eq!(Some(firing.scheduled_at), tr.next_execution);
     assert_eq!(firing.trigger.execution_count, 1);
-    let stored = store.get_trigger(tr.workspace_id, tr.id).await.unwrap().unwrap();
+    let stored = store
+        .get_trigger(tr.workspace_id, tr.id)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(stored.execution_count, 1);
     assert!(stored.next_execution.unwrap() > now);
-    assert!(store.claim_due_triggers(now, owner, now, 10, plan).await.unwrap().is_empty());
+    assert!(
+        store
+            .claim_due_triggers(now, owner, now, 10, plan)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert!(store.firing_exists(firing.id).await.unwrap());
 
-    let result = weir_api::domain::trigger::failed_result(&tr, now, Some(firing.scheduled_at), "q".into(), "c".into(), "boom".into());
-    let done = store.finish_firing(firing.id, result.clone(), None, 1000).await.unwrap();
+    let result = weir_api::domain::trigger::failed_result(
+        &tr,
+        now,
+        Some(firing.scheduled_at),
+        "q".into(),
+        "c".into(),
+        "boom".into(),
+    );
+    let done = store
+        .finish_firing(firing.id, result.clone(), None, 1000)
+        .await
+        .unwrap();
     assert_eq!(done.unwrap().status, ResultStatus::Failed);
-    assert!(store.finish_firing(firing.id, result, None, 1000).await.unwrap().is_none());
-    assert_eq!(store.list_trigger_results(tr.id, 10).await.unwrap().len(), 1);
+    assert!(
+        store
+            .finish_firing(firing.id, result, None, 1000)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(
+        store.list_trigger_results(tr.id, 10).await.unwrap().len(),
+        1
+    );
     let recent = store.recent_trigger_results(&[tr.id], 5).await.unwrap();
     assert_eq!(recent.len(), 1);
 }
@@ -492,8 +521,21 @@ async fn deleting_a_trigger_drops_its_claimed_firing(t: &common::TestStore) {
     assert_eq!(firings.len(), 1);
     assert!(store.delete_trigger(tr.workspace_id, tr.id).await.unwrap());
     assert!(!store.firing_exists(firings[0].id).await.unwrap());
-    let result = weir_api::domain::trigger::failed_result(&tr, now, None, "q".into(), "c".into(), "x".into());
-    assert!(store.finish_firing(firings[0].id, result, None, 10).await.unwrap().is_none());
+    let result = weir_api::domain::trigger::failed_result(
+        &tr,
+        now,
+        None,
+        "q".into(),
+        "c".into(),
+        "x".into(),
+    );
+    assert!(
+        store
+            .finish_firing(firings[0].id, result, None, 10)
+            .await
+            .unwrap()
+            .is_none()
+    );
 }
 
 async fn expired_leases_fail_their_firing_once(t: &common::TestStore) {
@@ -501,7 +543,13 @@ async fn expired_leases_fail_their_firing_once(t: &common::TestStore) {
     let tr = setup(store, TriggerType::Cron, "n").await;
     let now = time::now();
     let firings = store
-        .claim_due_triggers(now, uuid::Uuid::new_v4(), now - chrono::TimeDelta::seconds(1), 10, plan)
+        .claim_due_triggers(
+            now,
+            uuid::Uuid::new_v4(),
+            now - chrono::TimeDelta::seconds(1),
+            10,
+            plan,
+        )
         .await
         .unwrap();
     assert_eq!(firings.len(), 1);
@@ -517,9 +565,21 @@ async fn expired_leases_fail_their_firing_once(t: &common::TestStore) {
     assert_eq!(mail.len(), 1);
     assert_eq!(mail[0].0.recipient, "ops@example.com");
     assert!(mail[0].0.body.contains(LEASE_EXPIRED));
-    assert!(store.claim_mail(now, now + minutes(1)).await.unwrap().is_empty());
+    assert!(
+        store
+            .claim_mail(now, now + minutes(1))
+            .await
+            .unwrap()
+            .is_empty()
+    );
     store.mail_sent(&[mail[0].0.id], now).await.unwrap();
-    assert!(store.claim_mail(now + minutes(2), now + minutes(3)).await.unwrap().is_empty());
+    assert!(
+        store
+            .claim_mail(now + minutes(2), now + minutes(3))
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 async fn webhook_claims_stop_at_max_executions(t: &common::TestStore) {
@@ -530,17 +590,33 @@ async fn webhook_claims_stop_at_max_executions(t: &common::TestStore) {
     let now = time::now();
     let owner = uuid::Uuid::new_v4();
     let first = store
-        .claim_webhook_firing(tr.id, now, owner, now + minutes(1), "in".into(), "chat".into())
+        .claim_webhook_firing(
+            tr.id,
+            now,
+            owner,
+            now + minutes(1),
+            "in".into(),
+            "chat".into(),
+        )
         .await
         .unwrap()
         .unwrap();
     assert_eq!(first.trigger.execution_count, 1);
     assert!(!first.trigger.enabled);
-    assert!(store
-        .claim_webhook_firing(tr.id, now, owner, now + minutes(1), "in".into(), "chat".into())
-        .await
-        .unwrap()
-        .is_none());
+    assert!(
+        store
+            .claim_webhook_firing(
+                tr.id,
+                now,
+                owner,
+                now + minutes(1),
+                "in".into(),
+                "chat".into()
+            )
+            .await
+            .unwrap()
+            .is_none()
+    );
     let found = store.find_webhook_trigger("hook").await.unwrap().unwrap();
     assert_eq!(found.execution_count, 1);
     assert!(!found.enabled);
@@ -550,24 +626,52 @@ async fn webhook_deliveries_are_replayed(t: &common::TestStore) {
     let store: &dyn Store = &*t.store;
     let tr = setup(store, TriggerType::Webhook, "hook").await;
     let now = time::now();
-    assert_eq!(store.begin_delivery(tr.id, "d1", now).await.unwrap(), Delivery::New);
-    assert_eq!(store.begin_delivery(tr.id, "d1", now).await.unwrap(), Delivery::InProgress);
-    store.finish_delivery(tr.id, "d1", 200, r#"{"text":"hi"}"#).await.unwrap();
     assert_eq!(
         store.begin_delivery(tr.id, "d1", now).await.unwrap(),
-        Delivery::Answered { status: 200, body: r#"{"text":"hi"}"#.into() }
+        Delivery::New
     );
-    assert_eq!(store.begin_delivery(tr.id, "d2", now).await.unwrap(), Delivery::New);
+    assert_eq!(
+        store.begin_delivery(tr.id, "d1", now).await.unwrap(),
+        Delivery::InProgress
+    );
+    store
+        .finish_delivery(tr.id, "d1", 200, r#"{"text":"hi"}"#)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.begin_delivery(tr.id, "d1", now).await.unwrap(),
+        Delivery::Answered {
+            status: 200,
+            body: r#"{"text":"hi"}"#.into()
+        }
+    );
+    assert_eq!(
+        store.begin_delivery(tr.id, "d2", now).await.unwrap(),
+        Delivery::New
+    );
     // Forgotten after the memory window.
-    store.prune_trigger_history(now - minutes(1), now + minutes(1)).await.unwrap();
-    assert_eq!(store.begin_delivery(tr.id, "d1", now).await.unwrap(), Delivery::New);
+    store
+        .prune_trigger_history(now - minutes(1), now + minutes(1))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.begin_delivery(tr.id, "d1", now).await.unwrap(),
+        Delivery::New
+    );
 }
 
 async fn webhook_addresses_are_unique(t: &common::TestStore) {
     let store: &dyn Store = &*t.store;
     let tr = setup(store, TriggerType::Webhook, "same").await;
-    let dup = trigger(tr.workspace_id, tr.chatflow_id, TriggerType::Webhook, "same");
-    assert!(matches!(store.create_trigger(dup).await, Err(StoreError::Conflict(m)) if m.contains("same")));
+    let dup = trigger(
+        tr.workspace_id,
+        tr.chatflow_id,
+        TriggerType::Webhook,
+        "same",
+    );
+    assert!(
+        matches!(store.create_trigger(dup).await, Err(StoreError::Conflict(m)) if m.contains("same"))
+    );
     let cron = trigger(tr.workspace_id, tr.chatflow_id, TriggerType::Cron, "same");
     store.create_trigger(cron).await.unwrap();
 }

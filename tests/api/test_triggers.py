@@ -17,7 +17,7 @@ import pytest
 import requests
 
 from fakes import FakeProviders, FakeTelegram, GOOD_KEY
-from flows import edge, graph, node, openai_model, ref
+from flows import buffer_memory, edge, graph, node, openai_model, ref
 from weir_harness import Api, assert_error, backends
 
 ISO_MS_Z = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
@@ -57,12 +57,19 @@ def webhook_body(flow_id, node_id=None, **extra):
             "type": "webhook", **extra}
 
 
-def unique_node(api, fake):
+def unique_node(api, fake, memory=False):
     """A chatflow whose chain node has a fresh id (webhook addresses are global)."""
     node_id = f"hook_{uuid.uuid4().hex[:10]}"
     model = openai_model(fake.url)
-    chain = node(node_id, "conversationChain", {"model": ref(model["id"])})
-    flow_id = create_flow(api, graph([model, chain], [edge(model["id"], node_id)]))
+    inputs = {"model": ref(model["id"])}
+    nodes, edges = [model], [edge(model["id"], node_id)]
+    if memory:
+        mem = buffer_memory()
+        inputs["memory"] = ref(mem["id"])
+        nodes.append(mem)
+        edges.append(edge(mem["id"], node_id))
+    nodes.append(node(node_id, "conversationChain", inputs))
+    flow_id = create_flow(api, graph(nodes, edges))
     return flow_id, node_id
 
 
@@ -337,7 +344,7 @@ def test_telegram_bot(make_weir, fake, telegram, backend):
     w.env.update(TELEGRAM_API_URL=telegram.url, PUBLIC_URL="https://bots.example.com")
     w.start()
     api = Api(w.url, w.create_key())
-    flow_id, node_id = unique_node(api, fake)
+    flow_id, node_id = unique_node(api, fake, memory=True)
     body = webhook_body(flow_id, node_id, webhookPlatform="telegram", webhookBotToken="123:ABC")
 
     telegram.fail_with = "Bad Request: bad webhook: HTTPS url must be provided for webhook"
@@ -377,10 +384,14 @@ def test_telegram_bot(make_weir, fake, telegram, backend):
     assert r.status_code == 200 and r.json()["ok"] is True
     assert len(api.get(f"/triggers/{t['id']}/results").json()) == 2
 
+    registrations = len(telegram.methods("setWebhook"))
     assert api.put(f"/triggers/{t['id']}", json={"enabled": False}).status_code == 200
     assert len(telegram.methods("deleteWebhook")) == 1
     assert api.put(f"/triggers/{t['id']}", json={"enabled": True}).status_code == 200
-    assert len(telegram.methods("setWebhook")) == 2
+    assert len(telegram.methods("setWebhook")) == registrations + 1
+    # An unrelated edit does not register again.
+    assert api.put(f"/triggers/{t['id']}", json={"name": "renamed bot"}).status_code == 200
+    assert len(telegram.methods("setWebhook")) == registrations + 1
     assert api.delete(f"/triggers/{t['id']}").status_code == 204
     assert len(telegram.methods("deleteWebhook")) == 2
     assert "123:ABC" not in w.logs() and secret not in w.logs()
@@ -434,7 +445,8 @@ def good_mornings(fake):
     """Calls with the good key asking "Good morning" (a cron trigger's message)."""
     with fake.lock:
         return sum(1 for p, h, b in fake.requests
-                   if p.endswith("/chat/completions") and h.get("Authorization") == f"Bearer {GOOD_KEY}"
+                   if p.endswith("/chat/completions")
+                   and {k.lower(): v for k, v in h.items()}.get("authorization") == f"Bearer {GOOD_KEY}"
                    and b["messages"][-1]["content"] == "Good morning")
 
 
@@ -492,7 +504,8 @@ def test_cron_firings_limits_deletion_and_failure_mail(make_weir, fake, backend)
 def test_missed_runs_are_recorded_not_replayed(make_weir, fake):
     w = make_weir("sqlite")
     w.start()
-    api = Api(w.url, w.create_key())
+    key = w.create_key()
+    api = Api(w.url, key)
     flow_id = create_flow(api, conversation_flow(fake.url))
     t = api.post("/triggers", json=cron_body(flow_id, cronExpression="*/5 * * * *")).json()
     w.stop()
@@ -503,6 +516,7 @@ def test_missed_runs_are_recorded_not_replayed(make_weir, fake):
         db.execute("UPDATE triggers SET next_execution = ? WHERE id = ?", (last_slot - 3_600_000, t["id"]))
     calls = fake.count("/chat/completions")
     w.start()
+    api = Api(w.url, key)
     results = wait_for(lambda: api.get(f"/triggers/{t['id']}/results").json(), 15, "the missed record")
     missed = [r for r in results if r["status"] == "missed"]
     assert len(missed) == 1

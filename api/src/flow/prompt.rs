@@ -123,13 +123,19 @@ mod tests {
             ),
             "Tell me about rust, short, 3 points."
         );
-        assert_eq!(format("Q: {input}", &Map::new(), "why?", "", &Map::new()), "Q: why?");
+        assert_eq!(
+            format("Q: {input}", &Map::new(), "why?", "", &Map::new()),
+            "Q: why?"
+        );
         assert_eq!(
             format("{{literal}} {x", &Map::new(), "q", "", &Map::new()),
             "{literal} {x"
         );
         let h = values(json!({"history": "{{chat_history}}"}));
-        assert_eq!(format("{history}|{question}", &h, "q", "H", &Map::new()), "H|q");
+        assert_eq!(
+            format("{history}|{question}", &h, "q", "H", &Map::new()),
+            "H|q"
+        );
     }
 
     #[test]
@@ -143,7 +149,8 @@ mod tests {
 
     #[test]
     fn flow_values_fill_prompt_values() {
-        let v = values(json!({"event": "Event {{$flow.body}} from {{$flow.source}}{{$flow.none}}"}));
+        let v =
+            values(json!({"event": "Event {{$flow.body}} from {{$flow.source}}{{$flow.none}}"}));
         let flow = values(json!({"body": {"a": 1}, "source": "github"}));
         assert_eq!(
             format("{event}", &v, "q", "", &flow),

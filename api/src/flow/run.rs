@@ -96,7 +96,13 @@ pub fn messages(runnable: &Runnable, input: &RunInput) -> Vec<ChatMessage> {
     match (runnable.chain, &runnable.prompt) {
         (ChainKind::Llm, Some(PromptSpec::Text { template, values })) => vec![ChatMessage::new(
             Role::User,
-            prompt::format(template, values, &input.question, &history_text(), &input.flow_vars),
+            prompt::format(
+                template,
+                values,
+                &input.question,
+                &history_text(),
+                &input.flow_vars,
+            ),
         )],
         (
             ChainKind::Llm,

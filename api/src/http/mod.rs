@@ -60,4 +60,3 @@ pub async fn json_errors(req: Request, next: Next) -> Response {
     }
     rewritten
 }
-

@@ -28,10 +28,10 @@ use crate::http::AppState;
 use crate::http::auth::{AuthUser, presented_key};
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::{Json, Path, Query};
+use crate::ratelimit;
 use crate::services::prediction::{
     self, HistoryItem, PredictionEvent, PredictionRequest, PredictionResult, Upload,
 };
-use crate::ratelimit;
 
 /// Largest prediction body (files included).
 pub const MAX_UPLOAD_BYTES: usize = 50 * 1024 * 1024;

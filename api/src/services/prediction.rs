@@ -16,11 +16,11 @@ use tokio::sync::mpsc;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use super::{ServiceError, ServiceResult, Services};
 use crate::domain::{Chatflow, MessageRole, NewChatMessage};
 use crate::flow::plan::Runnable;
 use crate::flow::run::{self, RunError};
 use crate::flow::{FlowEvent, Overrides, RunInput};
-use super::{ServiceError, ServiceResult, Services};
 use crate::llm::{ChatMessage, Role};
 
 /// Events between the run and the answer, buffered at most this many.

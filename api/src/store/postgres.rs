@@ -1029,7 +1029,9 @@ impl Store for PostgresStore {
 
     async fn find_webhook_trigger(&self, node_id: &str) -> StoreResult<Option<Trigger>> {
         self.query_opt(
-            &format!("SELECT {TRIGGER_COLUMNS} FROM triggers WHERE node_id = $1 AND type = 'webhook'"),
+            &format!(
+                "SELECT {TRIGGER_COLUMNS} FROM triggers WHERE node_id = $1 AND type = 'webhook'"
+            ),
             &[&node_id],
             trigger_from_row,
         )
@@ -1117,11 +1119,7 @@ impl Store for PostgresStore {
                 .map_err(backend)?;
                 firings.push(firing);
             }
-            trigger.next_execution = if trigger.enabled {
-                decision.next
-            } else {
-                None
-            };
+            trigger.next_execution = if trigger.enabled { decision.next } else { None };
             tx.execute(
                 &update,
                 &[

@@ -957,7 +957,9 @@ impl Store for SqliteStore {
     async fn get_trigger(&self, workspace: Uuid, id: Uuid) -> StoreResult<Option<Trigger>> {
         self.read(move |conn| {
             conn.query_row(
-                &format!("SELECT {TRIGGER_COLUMNS} FROM triggers WHERE id = ?1 AND workspace_id = ?2"),
+                &format!(
+                    "SELECT {TRIGGER_COLUMNS} FROM triggers WHERE id = ?1 AND workspace_id = ?2"
+                ),
                 params![id.to_string(), workspace.to_string()],
                 trigger_from_row,
             )
@@ -1083,7 +1085,11 @@ impl Store for SqliteStore {
             for mut trigger in due {
                 let decision = plan(&trigger, now);
                 if decision.missed > 0 {
-                    insert_result(&tx, trig::missed_result(&trigger, now, decision.missed), u32::MAX)?;
+                    insert_result(
+                        &tx,
+                        trig::missed_result(&trigger, now, decision.missed),
+                        u32::MAX,
+                    )?;
                 }
                 if let Some(at) = decision.run_at {
                     trigger.execution_count += 1;
@@ -1147,7 +1153,10 @@ impl Store for SqliteStore {
                        AND (max_executions IS NULL OR execution_count < max_executions)
                      RETURNING {TRIGGER_COLUMNS}"
                 ))?
-                .query_row(params![trigger.to_string(), to_millis(&now)], trigger_from_row)
+                .query_row(
+                    params![trigger.to_string(), to_millis(&now)],
+                    trigger_from_row,
+                )
                 .optional()?;
             let Some(trigger) = claimed else {
                 return Ok(None);
@@ -1193,10 +1202,8 @@ impl Store for SqliteStore {
                 "UPDATE trigger_firings SET lease_until = ? WHERE owner = ? AND id IN ({})",
                 placeholders(ids.len())
             );
-            let mut values: Vec<rusqlite::types::Value> = vec![
-                to_millis(&lease_until).into(),
-                owner.to_string().into(),
-            ];
+            let mut values: Vec<rusqlite::types::Value> =
+                vec![to_millis(&lease_until).into(), owner.to_string().into()];
             values.extend(ids.into_iter().map(rusqlite::types::Value::from));
             conn.execute(&sql, rusqlite::params_from_iter(values))?;
             Ok(())
@@ -1289,7 +1296,10 @@ impl Store for SqliteStore {
                 "SELECT {RESULT_COLUMNS} FROM trigger_results WHERE trigger_id = ?1
                  ORDER BY seq DESC LIMIT ?2"
             ))?
-            .query_map(params![trigger.to_string(), i64::from(limit)], result_from_row)?
+            .query_map(
+                params![trigger.to_string(), i64::from(limit)],
+                result_from_row,
+            )?
             .collect()
         })
         .await

@@ -199,7 +199,12 @@ pub async fn execute(
     let has_mail = mail.is_some();
     let stored = match services
         .store
-        .finish_firing(firing.id, result, mail, services.config.trigger_results_keep)
+        .finish_firing(
+            firing.id,
+            result,
+            mail,
+            services.config.trigger_results_keep,
+        )
         .await
     {
         Ok(stored) => stored,

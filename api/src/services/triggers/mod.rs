@@ -28,8 +28,8 @@ pub mod webhook;
 use std::collections::HashMap;
 
 use serde::Deserialize;
-use tokio_util::task::TaskTracker;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
@@ -185,9 +185,7 @@ pub fn preview(
     let from = match from {
         Some(text) => chrono::DateTime::parse_from_rfc3339(text)
             .map(|t| t.with_timezone(&chrono::Utc))
-            .map_err(|e| {
-                ServiceError::Invalid(format!("'from' is not an ISO 8601 time: {e}"))
-            })?,
+            .map_err(|e| ServiceError::Invalid(format!("'from' is not an ISO 8601 time: {e}")))?,
         None => time::now(),
     };
     Ok(schedule.upcoming(from, count))
@@ -265,9 +263,8 @@ async fn check_target(
     chatflow_id: &str,
     node_id: &str,
 ) -> ServiceResult<Uuid> {
-    let id = Uuid::parse_str(chatflow_id.trim()).map_err(|_| {
-        ServiceError::Invalid(format!("'chatflowId' is not a UUID: {chatflow_id}"))
-    })?;
+    let id = Uuid::parse_str(chatflow_id.trim())
+        .map_err(|_| ServiceError::Invalid(format!("'chatflowId' is not a UUID: {chatflow_id}")))?;
     let flow = services
         .store
         .get_chatflow(workspace, id)
@@ -384,8 +381,7 @@ pub async fn create(
     };
     let schedule = schedule_of(&trigger)?;
     settle_webhook_auth(&mut trigger)?;
-    trigger.chatflow_id =
-        check_target(services, workspace, &chatflow_id, &trigger.node_id).await?;
+    trigger.chatflow_id = check_target(services, workspace, &chatflow_id, &trigger.node_id).await?;
     if trigger.enabled
         && let Some(schedule) = &schedule
     {

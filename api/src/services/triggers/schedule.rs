@@ -218,14 +218,8 @@ mod tests {
     fn names_in_any_case_and_sunday_as_0_or_7() {
         // 2026-03-01 is a Sunday.
         let sunday = ["2026-03-01T12:00:00.000Z"];
-        assert_eq!(
-            next("0 12 * * 0", "UTC", "2026-02-27T00:00:00Z", 1),
-            sunday
-        );
-        assert_eq!(
-            next("0 12 * * 7", "UTC", "2026-02-27T00:00:00Z", 1),
-            sunday
-        );
+        assert_eq!(next("0 12 * * 0", "UTC", "2026-02-27T00:00:00Z", 1), sunday);
+        assert_eq!(next("0 12 * * 7", "UTC", "2026-02-27T00:00:00Z", 1), sunday);
         assert_eq!(
             next("0 12 * * sun", "UTC", "2026-02-27T00:00:00Z", 1),
             sunday
@@ -307,7 +301,12 @@ mod tests {
         );
         // Every 30 minutes: each real instant, both 01:00 and both 01:30.
         assert_eq!(
-            next("*/30 * * * *", "America/New_York", "2026-11-01T04:45:00Z", 5),
+            next(
+                "*/30 * * * *",
+                "America/New_York",
+                "2026-11-01T04:45:00Z",
+                5
+            ),
             [
                 "2026-11-01T05:00:00.000Z",
                 "2026-11-01T05:30:00.000Z",

@@ -22,8 +22,8 @@ use tokio_util::task::TaskTracker;
 use super::super::Services;
 use super::firing;
 use super::schedule::Schedule;
-use crate::domain::{ClaimPlan, Trigger, time};
 use crate::domain::time::Timestamp;
+use crate::domain::{ClaimPlan, Trigger, time};
 
 /// How late a scheduled time may be and still run.
 pub const LATE_LIMIT: TimeDelta = TimeDelta::seconds(60);
@@ -112,13 +112,7 @@ pub async fn run(services: Services, cancel: CancellationToken, tracker: TaskTra
         loop {
             let claimed = services
                 .store
-                .claim_due_triggers(
-                    now,
-                    services.replica_id,
-                    now + lease,
-                    CLAIM_BATCH,
-                    plan,
-                )
+                .claim_due_triggers(now, services.replica_id, now + lease, CLAIM_BATCH, plan)
                 .await;
             match claimed {
                 Ok(firings) => {

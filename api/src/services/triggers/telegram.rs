@@ -31,7 +31,12 @@ pub fn webhook_url(public_url: &str, node_id: &str) -> String {
 
 /// One Bot API call; `Err` carries Telegram's description (or why it could not be
 /// reached), never the URL.
-async fn call(services: &Services, token: &str, method: &str, body: Value) -> Result<Value, String> {
+async fn call(
+    services: &Services,
+    token: &str,
+    method: &str,
+    body: Value,
+) -> Result<Value, String> {
     let url = format!(
         "{}/bot{token}/{method}",
         services.config.telegram_api_url.trim_end_matches('/')
@@ -46,10 +51,12 @@ async fn call(services: &Services, token: &str, method: &str, body: Value) -> Re
         .await
         .map_err(|e| format!("Telegram could not be reached: {}", e.without_url()))?;
     let status = response.status();
-    let reply: Value = response
-        .json()
-        .await
-        .map_err(|e| format!("Telegram answered {status} with an unreadable body: {}", e.without_url()))?;
+    let reply: Value = response.json().await.map_err(|e| {
+        format!(
+            "Telegram answered {status} with an unreadable body: {}",
+            e.without_url()
+        )
+    })?;
     if reply.get("ok").and_then(Value::as_bool) == Some(true) {
         Ok(reply)
     } else {

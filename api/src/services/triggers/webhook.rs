@@ -153,8 +153,7 @@ async fn run(services: &Services, trigger: Trigger, call: &Call, body: Value) ->
     let mut flow_vars = Map::new();
     flow_vars.insert("body".into(), body);
     flow_vars.insert("headers".into(), Value::Object(headers));
-    let lease =
-        now + chrono::TimeDelta::seconds(i64::from(services.config.trigger_lease_secs));
+    let lease = now + chrono::TimeDelta::seconds(i64::from(services.config.trigger_lease_secs));
     let claimed = services
         .store
         .claim_webhook_firing(
@@ -279,9 +278,11 @@ pub fn verify(trigger: &Trigger, call: &Call, now: Timestamp) -> Result<(), Stri
     if let Some(signature) = call.header("x-hub-signature-256") {
         return verify_github(secret, &call.body, signature);
     }
-    Err("this webhook requires a signature: X-Hub-Signature-256 (sha256=<hex HMAC>) or \
+    Err(
+        "this webhook requires a signature: X-Hub-Signature-256 (sha256=<hex HMAC>) or \
          Standard Webhooks' webhook-signature"
-        .into())
+            .into(),
+    )
 }
 
 /// GitHub: `sha256=<hex HMAC-SHA256(secret, body)>`.
@@ -341,7 +342,7 @@ pub fn verify_standard(
 }
 
 fn decode_hex(text: &str) -> Option<Vec<u8>> {
-    if text.len() % 2 != 0 {
+    if !text.len().is_multiple_of(2) {
         return None;
     }
     (0..text.len())
