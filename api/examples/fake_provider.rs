@@ -19,9 +19,14 @@ async fn completions(axum::Json(body): axum::Json<Value>) -> Response {
         .and_then(|m| m["content"].as_str())
         .unwrap_or("");
     let answer = format!("Echo: {question}");
-    let mut out = String::from("data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\"}}]}\n\n");
+    let mut out =
+        String::from("data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\"}}]}\n\n");
     for (i, word) in answer.split(' ').enumerate() {
-        let piece = if i == 0 { word.to_owned() } else { format!(" {word}") };
+        let piece = if i == 0 {
+            word.to_owned()
+        } else {
+            format!(" {word}")
+        };
         let chunk = json!({"choices": [{"index": 0, "delta": {"content": piece}}]});
         out.push_str(&format!("data: {chunk}\n\n"));
     }

@@ -79,6 +79,9 @@ pub struct Ask {
 
 /// Runs a claimed cron firing, unless its trigger was deleted since the claim.
 pub async fn run_cron(services: Services, firing: Firing) {
+    // The execution begins here, right after the claim committed: `executedAt`
+    // minus the scheduled time is the scheduler's lag.
+    let started = time::now();
     match services.store.firing_exists(firing.id).await {
         Ok(true) => {}
         Ok(false) => {
@@ -97,7 +100,7 @@ pub async fn run_cron(services: Services, firing: Firing) {
         chat_id: firing.trigger.chat_id_at(firing.scheduled_at),
         flow_vars: Map::new(),
     };
-    let (outcome, _) = execute(&services, &firing, ask).await;
+    let (outcome, _) = execute(&services, &firing, ask, started).await;
     match outcome {
         Outcome::Success(_) => {
             tracing::info!(trigger = %firing.trigger.id, scheduled = %time::format(&firing.scheduled_at), "trigger fired")
@@ -108,19 +111,18 @@ pub async fn run_cron(services: Services, firing: Firing) {
     }
 }
 
-/// Runs the chatflow for a claimed firing and stores its result; returns the
-/// outcome and the stored result (`None` when the trigger was deleted meanwhile,
-/// or the firing's lease ran out and another replica recorded it).
+/// Runs the chatflow for a claimed firing and stores its result, executed at
+/// `started`; returns the outcome and the stored result (`None` when the trigger
+/// was deleted meanwhile, or the firing's lease ran out and another replica
+/// recorded it).
 pub async fn execute(
     services: &Services,
     firing: &Firing,
     ask: Ask,
+    started: time::Timestamp,
 ) -> (Outcome, Option<TriggerResult>) {
     let _tracked = services.running.track(firing.id);
     let trigger = &firing.trigger;
-    // `executedAt` is when the run started: its lag after the scheduled time is
-    // the scheduler's, not the model's.
-    let started = time::now();
     let flow = match services.store.find_chatflow(trigger.chatflow_id).await {
         Ok(Some(flow)) if flow.workspace_id == trigger.workspace_id => Ok(flow),
         Ok(_) => Err("the trigger's chatflow no longer exists".to_owned()),

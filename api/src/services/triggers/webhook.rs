@@ -185,7 +185,7 @@ async fn run(services: &Services, trigger: Trigger, call: &Call, body: Value) ->
         chat_id: chat_id.clone(),
         flow_vars,
     };
-    let (outcome, _) = firing::execute(services, &firing, ask).await;
+    let (outcome, _) = firing::execute(services, &firing, ask, now).await;
     match outcome {
         Outcome::Success(result) => {
             if let (Some(chat), Some(token)) = (&telegram_chat, &trigger.webhook_bot_token)
