@@ -77,11 +77,10 @@ pub struct Ask {
     pub flow_vars: Map<String, Value>,
 }
 
-/// Runs a claimed cron firing, unless its trigger was deleted since the claim.
-pub async fn run_cron(services: Services, firing: Firing) {
-    // The execution begins here, right after the claim committed: `executedAt`
-    // minus the scheduled time is the scheduler's lag.
-    let started = time::now();
+/// Runs a claimed cron firing handed to execution at `started` (right after its
+/// claim committed: `executedAt` minus the scheduled time is the scheduler's lag),
+/// unless its trigger was deleted since the claim.
+pub async fn run_cron(services: Services, firing: Firing, started: time::Timestamp) {
     match services.store.firing_exists(firing.id).await {
         Ok(true) => {}
         Ok(false) => {

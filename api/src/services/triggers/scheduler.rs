@@ -28,7 +28,9 @@ use crate::domain::{ClaimPlan, Trigger, time};
 /// How late a scheduled time may be and still run.
 pub const LATE_LIMIT: TimeDelta = TimeDelta::seconds(60);
 /// Triggers claimed per transaction.
-const CLAIM_BATCH: u32 = 256;
+const CLAIM_BATCH: u32 = 1000;
+/// Parsed schedules kept per thread for the claim planner.
+const SCHEDULE_CACHE: usize = 4096;
 /// Longest sleep between looks at the store.
 const POLL: Duration = Duration::from_secs(5);
 /// How often old results, delivery ids and sent mail are pruned.
@@ -44,7 +46,7 @@ pub fn plan(trigger: &Trigger, now: Timestamp) -> ClaimPlan {
     let schedule = trigger
         .cron_expression
         .as_deref()
-        .and_then(|expr| Schedule::parse(expr, Some(&trigger.timezone)).ok());
+        .and_then(|expr| cached_schedule(expr, &trigger.timezone));
     let (Some(schedule), Some(mut due)) = (schedule, trigger.next_execution) else {
         return ClaimPlan {
             run_at: None,
@@ -88,6 +90,28 @@ pub fn plan(trigger: &Trigger, now: Timestamp) -> ClaimPlan {
     }
 }
 
+thread_local! {
+    /// Schedules by (expression, zone): thousands of triggers due at once mostly
+    /// share a few expressions, and parsing is the planner's largest cost.
+    static SCHEDULES: std::cell::RefCell<std::collections::HashMap<(String, String), Option<Schedule>>> =
+        std::cell::RefCell::default();
+}
+
+fn cached_schedule(expression: &str, zone: &str) -> Option<Schedule> {
+    SCHEDULES.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        if let Some(found) = cache.get(&(expression.to_owned(), zone.to_owned())) {
+            return found.clone();
+        }
+        if cache.len() >= SCHEDULE_CACHE {
+            cache.clear();
+        }
+        let parsed = Schedule::parse(expression, Some(zone)).ok();
+        cache.insert((expression.to_owned(), zone.to_owned()), parsed.clone());
+        parsed
+    })
+}
+
 /// The scheduler loop (see the module docs). Firings it starts go into `tracker`.
 pub async fn run(services: Services, cancel: CancellationToken, tracker: TaskTracker) {
     let lease = TimeDelta::seconds(i64::from(services.config.trigger_lease_secs));
@@ -109,6 +133,10 @@ pub async fn run(services: Services, cancel: CancellationToken, tracker: TaskTra
             }
             Err(e) => tracing::error!(error = %e, "cannot expire trigger firings"),
         }
+        // Everything due is claimed before any of it runs, so the claims do not
+        // queue behind the store writes of the firings they start.
+        let claiming = std::time::Instant::now();
+        let mut due = Vec::new();
         loop {
             let claimed = services
                 .store
@@ -117,9 +145,7 @@ pub async fn run(services: Services, cancel: CancellationToken, tracker: TaskTra
             match claimed {
                 Ok(firings) => {
                     let full = firings.len() as u32 == CLAIM_BATCH;
-                    for firing in firings {
-                        tracker.spawn(firing::run_cron(services.clone(), firing));
-                    }
+                    due.extend(firings);
                     if !full {
                         break;
                     }
@@ -129,6 +155,13 @@ pub async fn run(services: Services, cancel: CancellationToken, tracker: TaskTra
                     break;
                 }
             }
+        }
+        if !due.is_empty() {
+            let ms = claiming.elapsed().as_millis() as u64;
+            tracing::debug!(count = due.len(), ms, "claimed due firings");
+        }
+        for firing in due {
+            tracker.spawn(firing::run_cron(services.clone(), firing, time::now()));
         }
         if last_renew.elapsed() >= renew_every {
             last_renew = tokio::time::Instant::now();
