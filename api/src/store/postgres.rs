@@ -1076,63 +1076,107 @@ impl Store for PostgresStore {
             .map(trigger_from_row)
             .collect::<PgResult<Vec<_>>>()
             .map_err(backend)?;
-        let update = tx
-            .prepare_cached(
-                "UPDATE triggers SET execution_count = $2, last_executed = $3, enabled = $4,
-                   next_execution = $5 WHERE id = $1",
-            )
-            .await
-            .map_err(backend)?;
-        let mut firings = Vec::new();
+        if due.is_empty() {
+            return Ok(Vec::new());
+        }
+        // One statement per kind of write for the whole batch (arrays unnested),
+        // not one round trip per trigger.
+        let n = due.len();
+        let (mut ids, mut counts, mut lasts, mut enabled, mut nexts) = (
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+        );
+        let (mut firing_ids, mut firing_triggers, mut firing_times, mut inputs, mut chats) = (
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+        );
+        let mut missed = Vec::new();
+        let mut firings = Vec::with_capacity(n);
         for mut trigger in due {
             let decision = plan(&trigger, now);
             if decision.missed > 0 {
-                insert_result(
-                    &tx,
-                    trig::missed_result(&trigger, now, decision.missed),
-                    u32::MAX,
-                )
-                .await
-                .map_err(backend)?;
+                missed.push(trig::missed_result(&trigger, now, decision.missed));
             }
-            if let Some(at) = decision.run_at {
+            if decision.run_at.is_some() {
                 trigger.execution_count += 1;
                 trigger.last_executed = Some(now);
                 if trigger.exhausted() {
                     trigger.enabled = false;
                 }
+            }
+            trigger.next_execution = if trigger.enabled { decision.next } else { None };
+            ids.push(trigger.id);
+            counts.push(trigger.execution_count);
+            lasts.push(trigger.last_executed);
+            enabled.push(trigger.enabled);
+            nexts.push(trigger.next_execution);
+            if let Some(at) = decision.run_at {
                 let firing = Firing {
                     id: Uuid::new_v4(),
-                    trigger: trigger.clone(),
                     scheduled_at: at,
                     is_cron: true,
+                    trigger,
                 };
-                insert_firing(
-                    &tx,
-                    &firing,
-                    owner,
-                    lease_until,
-                    &trigger.cron_input(),
-                    &trigger.chat_id_at(at),
+                firing_ids.push(firing.id);
+                firing_triggers.push(firing.trigger.id);
+                firing_times.push(at);
+                inputs.push(firing.trigger.cron_input());
+                chats.push(firing.trigger.chat_id_at(at));
+                firings.push(firing);
+            }
+        }
+        for result in missed {
+            insert_result(&tx, result, u32::MAX)
+                .await
+                .map_err(backend)?;
+        }
+        if !firings.is_empty() {
+            let insert = tx
+                .prepare_cached(
+                    "INSERT INTO trigger_firings (id, trigger_id, scheduled_at, is_cron, owner,
+                       lease_until, input, chat_id)
+                     SELECT u.id, u.trigger_id, u.scheduled_at, TRUE, $4, $5, u.input, u.chat_id
+                     FROM unnest($1::uuid[], $2::uuid[], $3::timestamptz[], $6::text[], $7::text[])
+                       AS u(id, trigger_id, scheduled_at, input, chat_id)",
                 )
                 .await
                 .map_err(backend)?;
-                firings.push(firing);
-            }
-            trigger.next_execution = if trigger.enabled { decision.next } else { None };
             tx.execute(
-                &update,
+                &insert,
                 &[
-                    &trigger.id,
-                    &trigger.execution_count,
-                    &trigger.last_executed,
-                    &trigger.enabled,
-                    &trigger.next_execution,
+                    &firing_ids,
+                    &firing_triggers,
+                    &firing_times,
+                    &owner,
+                    &lease_until,
+                    &inputs,
+                    &chats,
                 ],
             )
             .await
             .map_err(backend)?;
         }
+        let update = tx
+            .prepare_cached(
+                "UPDATE triggers t SET execution_count = u.execution_count,
+                   last_executed = u.last_executed, enabled = u.enabled,
+                   next_execution = u.next_execution
+                 FROM unnest($1::uuid[], $2::bigint[], $3::timestamptz[], $4::bool[],
+                             $5::timestamptz[])
+                   AS u(id, execution_count, last_executed, enabled, next_execution)
+                 WHERE t.id = u.id",
+            )
+            .await
+            .map_err(backend)?;
+        tx.execute(&update, &[&ids, &counts, &lasts, &enabled, &nexts])
+            .await
+            .map_err(backend)?;
         tx.commit().await.map_err(backend)?;
         Ok(firings)
     }
