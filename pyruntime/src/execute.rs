@@ -2,8 +2,10 @@
 //!
 //! `Executor::execute` validates a request, substitutes templates (`templates`), detects
 //! imports (`py`), installs what is missing under the workspace lock (`imports`,
-//! `venvs`), runs the code in a sandboxed child (`sandbox`), collects the files it wrote
-//! (`artifacts`) and shapes the response. Anything the user's code did is a successful
+//! `venvs`), waits for a slot (`admission`: 429 when the queue is full), runs the code in
+//! a confined child of the workspace's zygote (`sandbox`), collects the files it wrote
+//! (`artifacts`) and shapes the response. An install retires the workspace's zygote (its
+//! venv changed); a successful run teaches the pool what the workspace imports. Anything the user's code did is a successful
 //! response with `success: false`; only bad input and infrastructure failures are
 //! `ApiError`s. HTTP concerns (routing, auth, extraction) stay in `server`.
 
@@ -12,11 +14,12 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::admission::Admission;
 use crate::artifacts::{Artifact, Artifacts};
 use crate::config::Config;
 use crate::error::{ApiError, Result};
 use crate::imports::{self, Requirement};
-use crate::sandbox::{self, Entry, Job, Limits, Outcome, RunDir, ToolError};
+use crate::sandbox::{self, Entry, Job, Limits, Outcome, RunDir, Sandbox, ToolError};
 use crate::templates::{self, Variables};
 use crate::venvs::{InstallReport, Venv, VenvError, Venvs};
 use crate::{py, workspace};
@@ -74,21 +77,31 @@ pub struct InstallResponse {
 pub struct Executor {
     venvs: Venvs,
     artifacts: Artifacts,
-    /// Caps the number of child processes alive at once (`PY_TOOL_MAX_CONCURRENCY`).
-    slots: tokio::sync::Semaphore,
+    sandbox: Sandbox,
+    /// Caps the runs alive at once (`PY_TOOL_MAX_CONCURRENCY`) and the queue behind them.
+    admission: Admission,
     max_mem: u64,
     max_timeout: u64,
 }
 
 impl Executor {
-    pub fn new(venvs: Venvs, artifacts: Artifacts, config: &Config) -> Self {
+    pub fn new(venvs: Venvs, artifacts: Artifacts, sandbox: Sandbox, config: &Config) -> Self {
         Self {
             venvs,
             artifacts,
-            slots: tokio::sync::Semaphore::new(config.concurrency()),
+            sandbox,
+            admission: Admission::new(config.concurrency(), config.queue()),
             max_mem: config.max_mem,
             max_timeout: config.max_timeout,
         }
+    }
+
+    pub fn sandbox(&self) -> &Sandbox {
+        &self.sandbox
+    }
+
+    pub fn admission(&self) -> &Admission {
+        &self.admission
     }
 
     pub fn venvs(&self) -> &Venvs {
@@ -114,12 +127,15 @@ impl Executor {
 
         let (code, imported) = prepare_code(code, variables, &mut warnings).await?;
         let (venv, installed) = self
-            .prepare_venv(&workspace, &requirements, imported)
+            .prepare_venv(&workspace, &requirements, imported.clone())
             .await?;
+        let cache_dir = self.venvs.root().join(".cache").join(&workspace);
+        let artifacts_dir = self.artifacts.workspace_dir(&workspace);
         let job = Job {
-            python: &venv.python,
-            venv_dir: &venv.dir,
-            cache_dir: &self.venvs.root().join(".cache").join(&workspace),
+            workspace: &workspace,
+            venv: &venv,
+            cache_dir: &cache_dir,
+            artifacts_dir: &artifacts_dir,
             code: &code,
             params: &params,
             limits,
@@ -129,6 +145,10 @@ impl Executor {
             .await?;
 
         let mut response = shape(outcome, &limits, warnings);
+        if response.success {
+            let spec = self.sandbox.zygote_spec(&workspace, &venv, &cache_dir);
+            self.sandbox.pool().learn(spec, &imported);
+        }
         response.artifacts = artifacts;
         response.installed_packages = installed;
         response.duration_ms = started.elapsed().as_millis() as u64;
@@ -168,6 +188,9 @@ impl Executor {
             .install(&venv, &specs)
             .await
             .map_err(venv_error)?;
+        if !report.installed.is_empty() {
+            self.sandbox.pool().retire(workspace).await;
+        }
         Ok((venv, report.installed))
     }
 
@@ -187,8 +210,13 @@ impl Executor {
         .await?
         .map_err(ApiError::internal)?;
         let outcome = {
-            let _slot = self.slots.acquire().await.map_err(ApiError::internal)?;
-            sandbox::run(job, &run_dir)
+            let _slot = self
+                .admission
+                .enter(workspace)
+                .await
+                .map_err(|_| ApiError::Busy)?;
+            self.sandbox
+                .run(job, &run_dir)
                 .await
                 .map_err(ApiError::internal)?
         };
@@ -217,6 +245,9 @@ impl Executor {
             .install(&venv, &specs)
             .await
             .map_err(venv_error)?;
+        if !report.installed.is_empty() {
+            self.sandbox.pool().retire(&workspace).await;
+        }
         Ok(InstallResponse {
             success: true,
             workspace_id: workspace,
@@ -423,6 +454,7 @@ mod tests {
             result,
             output: output.map(str::to_owned),
             error,
+            layers: None,
         }
     }
 

@@ -1,49 +1,45 @@
-//! Runs tool code in a sandboxed child process and reports how it ended.
+//! Runs tool code in a confined child of the workspace's zygote and reports how it ended.
 //!
-//! Entry point: `run`. Each execution gets a `RunDir` (working directory, home, tmp,
-//! the harness files) and a child — the workspace venv's `python` running `harness.py` —
-//! in its own session and process group, with RLIMIT_CPU = timeout + 2 s,
-//! RLIMIT_AS = `PY_TOOL_MAX_MEM`, RLIMIT_FSIZE = 100 MiB, RLIMIT_CORE = 0 and
-//! RLIMIT_NPROC = 1024 (not enforced for root), and an
-//! environment built from scratch (no server secrets). A wall-clock timeout, the end of
-//! the run, and dropping the request all kill the whole process group. stdout and stderr
-//! are captured up to `OUTPUT_CAP` each. This module never interprets tool results beyond
-//! reading the harness report; collecting artifacts is `artifacts`' job.
+//! Entry point: `Sandbox::run`. Each execution gets a `RunDir` (working directory, home,
+//! tmp, the mount points of its file-system view, and the files its stdout, stderr and
+//! report go to) owned by the workspace's unprivileged ids, a cgroup with a pids and a
+//! memory limit (`isolation::cgroups`), and an `isolation::Plan` that the child applies
+//! to itself before any user code runs: namespaces, its own view of the file system, its
+//! ids, rlimits (CPU = timeout + 2 s, address space = `PY_TOOL_MAX_MEM`, file size
+//! 100 MiB, core 0, RLIMIT_NPROC 1024), Landlock and seccomp. The child is forked from
+//! the workspace's zygote (`pool`), which holds a scrubbed environment (no server
+//! secrets). A wall-clock timeout, the end of the run, and dropping the request all kill
+//! the run's whole pid namespace. stdout and stderr are kept up to `OUTPUT_CAP` each.
+//! `Sandbox::probe` runs one trivial execution at start: the layers it reports are what
+//! `/tools/health` shows. This module never interprets tool results beyond reading the
+//! harness report; collecting artifacts is `artifacts`' job.
 
 use std::io;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
-use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::process::Command;
+use tokio::io::AsyncReadExt;
 
-const HARNESS: &str = include_str!("harness.py");
-const HELPERS: &str = include_str!("../../python/weir_runtime/helpers.py");
+use crate::isolation::cgroups::Cgroups;
+use crate::isolation::{Ids, Layer, Layers, Plan, Rlimits};
+use crate::pool::{Pool, Zygote, ZygoteSpec};
+use crate::venvs::Venv;
+use crate::zygote::Setup;
 
 /// RLIMIT_FSIZE: the largest file a run may write.
 pub const FILE_SIZE_LIMIT: u64 = 100 << 20;
 /// Bytes of stdout (and, separately, stderr) kept per run.
 pub const OUTPUT_CAP: usize = 1 << 20;
-/// RLIMIT_NPROC: processes (threads included) of the runtime's user while a run forks.
-/// The kernel ignores it for root, so it stops fork bombs only when the runtime runs as an
-/// unprivileged user, as it should.
+/// RLIMIT_NPROC: processes (threads included) of the run's uid. Runs never have root's
+/// exemption: they run as the workspace's unprivileged ids.
 pub const PROCESS_LIMIT: u64 = 1024;
 /// CPU seconds granted beyond the wall-clock timeout (SPEC.md: timeout + 2 s).
 pub const CPU_GRACE_SECS: u64 = 2;
 /// Largest harness report read back.
 const REPORT_CAP: u64 = 32 << 20;
-/// How long to wait for the output pipes after the process group is gone.
-const DRAIN_GRACE: Duration = Duration::from_secs(2);
-
-/// Whether RLIMIT_NPROC binds children: the kernel does not apply it to root.
-pub fn process_limit_enforced() -> bool {
-    // SAFETY: geteuid(2) has no preconditions and cannot fail.
-    unsafe { libc::geteuid() != 0 }
-}
 
 /// Limits of one run.
 #[derive(Debug, Clone, Copy)]
@@ -64,27 +60,19 @@ pub struct RunDir {
 }
 
 impl RunDir {
-    /// Creates `<base>/<uuid>/{work,home,tmp,harness/weir_runtime}` with the harness files.
+    /// Creates `<base>/<uuid>/{work,home,tmp}`.
     pub fn create(base: &Path) -> io::Result<Self> {
         let root = base.join(uuid::Uuid::new_v4().to_string());
         let run = Self { root };
         for dir in [run.work(), run.root.join("home"), run.root.join("tmp")] {
             std::fs::create_dir_all(dir)?;
         }
-        let package = run.harness_dir().join("weir_runtime");
-        std::fs::create_dir_all(&package)?;
-        std::fs::write(run.harness_dir().join("harness.py"), HARNESS)?;
-        std::fs::write(package.join("__init__.py"), HELPERS)?;
         Ok(run)
     }
 
     /// The child's working directory: every file left here is an artifact.
     pub fn work(&self) -> PathBuf {
         self.root.join("work")
-    }
-
-    fn harness_dir(&self) -> PathBuf {
-        self.root.join("harness")
     }
 
     fn report_path(&self) -> PathBuf {
@@ -104,10 +92,12 @@ impl Drop for RunDir {
 
 /// What to run.
 pub struct Job<'a> {
-    pub python: &'a Path,
-    pub venv_dir: &'a Path,
-    /// Persistent per-workspace cache (matplotlib's font cache lives here).
+    pub workspace: &'a str,
+    pub venv: &'a Venv,
+    /// Persistent per-workspace cache (matplotlib's font cache lives here), writable.
     pub cache_dir: &'a Path,
+    /// The workspace's artifact directory, writable.
+    pub artifacts_dir: &'a Path,
     pub code: &'a str,
     pub params: &'a Map<String, Value>,
     pub limits: Limits,
@@ -136,6 +126,9 @@ pub struct Report {
     pub result: Value,
     pub output: Option<String>,
     pub error: Option<ToolError>,
+    /// The isolation layers the child applied before running the code.
+    #[serde(default)]
+    pub layers: Option<Layers>,
 }
 
 /// How a run ended.
@@ -154,70 +147,203 @@ pub struct Outcome {
     pub report_problem: Option<String>,
 }
 
-/// Runs `job` in `run_dir` and waits for it (or its timeout).
-pub async fn run(job: &Job<'_>, run_dir: &RunDir) -> io::Result<Outcome> {
-    let spec_path = run_dir.root.join("spec.json");
-    let report_path = run_dir.report_path();
-    let spec = json!({
-        "code": job.code,
-        "params": job.params,
-        "resultPath": report_path,
-    });
-    tokio::fs::write(&spec_path, spec.to_string()).await?;
-    tokio::fs::create_dir_all(job.cache_dir.join("matplotlib")).await?;
+/// Where runs happen: the zygotes, the cgroups, and the policy every run gets.
+pub struct Sandbox {
+    pool: Arc<Pool>,
+    cgroups: Cgroups,
+    /// `PY_TOOL_NETWORK=allow`.
+    network: bool,
+    /// `PY_TOOL_REQUIRE_ISOLATION=1`: a child refuses to run code when a layer is missing.
+    require: bool,
+    /// The interpreter's installation, visible read-only in every run.
+    interpreter_dirs: Vec<PathBuf>,
+}
 
-    let mut command = Command::new(job.python);
-    command
-        .arg("-s")
-        .arg(run_dir.harness_dir().join("harness.py"))
-        .arg(&spec_path)
-        .current_dir(run_dir.work())
-        .env_clear()
-        .envs(child_env(job, run_dir))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    let limits = RlimitValues::new(job.limits);
-    // SAFETY: the closure runs between fork and exec and only calls the async-signal-
-    // safe functions setsid(2) and setrlimit(2) on values computed before the fork.
-    unsafe {
-        command.pre_exec(move || limits.apply());
-    }
-
-    let mut child = command.spawn()?;
-    let group = child.id().map(|pid| ProcessGroup(pid as libc::pid_t));
-    let stdout = capture(child.stdout.take());
-    let stderr = capture(child.stderr.take());
-
-    let (status, timed_out) = match tokio::time::timeout(job.limits.timeout, child.wait()).await {
-        Ok(status) => (status?, false),
-        Err(_) => {
-            if let Some(group) = &group {
-                group.kill();
-            }
-            (child.wait().await?, true)
+impl Sandbox {
+    pub fn new(
+        pool: Arc<Pool>,
+        cgroups: Cgroups,
+        network: bool,
+        require: bool,
+        interpreter_dirs: Vec<PathBuf>,
+    ) -> Self {
+        Self {
+            pool,
+            cgroups,
+            network,
+            require,
+            interpreter_dirs,
         }
-    };
-    // Whatever the code left running in the background dies with the run.
-    if let Some(group) = &group {
-        group.kill();
     }
-    let (stdout, out_truncated) = stdout.finish().await;
-    let (stderr, err_truncated) = stderr.finish().await;
 
-    let (report, report_problem) = read_report(&report_path).await;
-    use std::os::unix::process::ExitStatusExt;
-    Ok(Outcome {
-        stdout,
-        stderr,
-        truncated: out_truncated || err_truncated,
-        timed_out,
-        exit_code: status.code(),
-        signal: status.signal(),
-        report,
-        report_problem,
-    })
+    pub fn pool(&self) -> &Arc<Pool> {
+        &self.pool
+    }
+
+    /// The cgroup layer (server side).
+    pub fn cgroups(&self) -> Layer {
+        self.cgroups.layer()
+    }
+
+    pub fn network_allowed(&self) -> bool {
+        self.network
+    }
+
+    /// The zygote of a workspace: its venv, its environment.
+    pub fn zygote_spec<'a>(
+        &self,
+        workspace: &'a str,
+        venv: &'a Venv,
+        cache_dir: &Path,
+    ) -> ZygoteSpec<'a> {
+        ZygoteSpec {
+            workspace,
+            venv,
+            env: zygote_env(Some(venv), cache_dir),
+        }
+    }
+
+    fn plan(&self, job: &Job<'_>, run_dir: &RunDir, cgroup_procs: Vec<PathBuf>) -> Plan {
+        let mut read_only = self.interpreter_dirs.clone();
+        read_only.push(job.venv.dir.clone());
+        Plan {
+            run_root: run_dir.root.clone(),
+            read_only,
+            writable: vec![job.artifacts_dir.to_owned(), job.cache_dir.to_owned()],
+            ids: Ids::for_workspace(job.workspace),
+            network: self.network,
+            rlimits: Rlimits {
+                cpu_secs: job.limits.cpu_secs(),
+                address_space: job.limits.max_mem,
+                file_size: FILE_SIZE_LIMIT,
+                processes: PROCESS_LIMIT,
+            },
+            cgroup_procs,
+            require: self.require,
+        }
+    }
+
+    /// Runs `job` in `run_dir` and waits for it (or its timeout).
+    pub async fn run(&self, job: &Job<'_>, run_dir: &RunDir) -> io::Result<Outcome> {
+        let cgroup_name = run_dir
+            .root
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let cgroup = self.cgroups.create(&cgroup_name, job.limits.max_mem)?;
+        let procs = cgroup.as_ref().map(|c| c.procs()).unwrap_or_default();
+        let plan = self.plan(job, run_dir, procs);
+        let prepared = plan.clone();
+        tokio::task::spawn_blocking(move || prepare_dirs(&prepared))
+            .await
+            .map_err(io::Error::other)??;
+        let spec = json!({
+            "code": job.code,
+            "params": job.params,
+            "home": run_dir.root.join("home"),
+            "tmp": run_dir.root.join("tmp"),
+        });
+        let zygote = self.zygote_spec(job.workspace, job.venv, job.cache_dir);
+        let exit = self.pool.run(&zygote, plan, spec, job.limits.timeout).await;
+        if let Some(cgroup) = cgroup {
+            cgroup.kill_all();
+            // Removing a cgroup waits for its last processes to leave.
+            tokio::task::spawn_blocking(move || drop(cgroup));
+        }
+        let exit = exit?;
+        let (stdout, out_truncated) = read_capped(&run_dir.root.join("stdout")).await;
+        let (stderr, err_truncated) = read_capped(&run_dir.root.join("stderr")).await;
+        let (report, report_problem) = read_report(&run_dir.report_path()).await;
+        Ok(Outcome {
+            stdout,
+            stderr,
+            truncated: out_truncated || err_truncated,
+            timed_out: exit.timed_out,
+            exit_code: exit.code,
+            signal: exit.signal,
+            report,
+            report_problem,
+        })
+    }
+
+    /// Runs `result = 1` in a bare zygote (no venv) and returns the layers it applied:
+    /// what this kernel grants, measured rather than assumed.
+    pub async fn probe(&self, scratch: &Path) -> io::Result<Layers> {
+        let scratch = scratch.to_owned();
+        let run_dir = tokio::task::spawn_blocking(move || {
+            std::fs::create_dir_all(&scratch)?;
+            RunDir::create(&scratch)
+        })
+        .await
+        .map_err(io::Error::other)??;
+        let writable = run_dir.root.join("artifacts");
+        let cache = run_dir.root.join("cache");
+        let plan = Plan {
+            run_root: run_dir.root.clone(),
+            read_only: self.interpreter_dirs.clone(),
+            writable: vec![writable, cache.clone()],
+            ids: Ids::for_workspace("probe"),
+            network: self.network,
+            rlimits: Rlimits {
+                cpu_secs: 10,
+                address_space: 1 << 30,
+                file_size: FILE_SIZE_LIMIT,
+                processes: PROCESS_LIMIT,
+            },
+            cgroup_procs: Vec::new(),
+            require: false,
+        };
+        let prepared = plan.clone();
+        tokio::task::spawn_blocking(move || prepare_dirs(&prepared))
+            .await
+            .map_err(io::Error::other)??;
+        let setup = Setup {
+            site_packages: None,
+            venv_dir: None,
+            executable: None,
+            preload: Vec::new(),
+        };
+        let zygote = Zygote::start(self.pool.launcher(), zygote_env(None, &cache), &setup).await?;
+        let spec = json!({
+            "code": "result = 1",
+            "params": {},
+            "home": run_dir.root.join("home"),
+            "tmp": run_dir.root.join("tmp"),
+        });
+        let exit = Pool::run_on(Arc::new(zygote), plan, spec, Duration::from_secs(30)).await?;
+        let (report, problem) = read_report(&run_dir.report_path()).await;
+        let (stderr, _) = read_capped(&run_dir.root.join("stderr")).await;
+        tokio::task::spawn_blocking(move || drop(run_dir));
+        match report.and_then(|r| r.layers) {
+            Some(layers) => Ok(layers),
+            None => Err(io::Error::other(format!(
+                "the isolation probe failed (exit {:?}, signal {:?}): {} {}",
+                exit.code,
+                exit.signal,
+                problem.unwrap_or_default(),
+                stderr.trim()
+            ))),
+        }
+    }
+}
+
+/// Creates the writable directories, gives the run's own to the workspace's run ids, and
+/// creates the mount points of its view.
+fn prepare_dirs(plan: &Plan) -> io::Result<()> {
+    for dir in &plan.writable {
+        std::fs::create_dir_all(dir)?;
+    }
+    if nix::unistd::geteuid().is_root() {
+        let uid = Some(nix::unistd::Uid::from_raw(plan.ids.run_uid()));
+        let gid = Some(nix::unistd::Gid::from_raw(plan.ids.run_gid()));
+        for dir in [plan.work(), plan.home(), plan.tmp()]
+            .iter()
+            .chain(&plan.writable)
+        {
+            nix::unistd::chown(dir, uid, gid).map_err(io::Error::from)?;
+        }
+    }
+    crate::isolation::mounts::skeleton(plan)
 }
 
 /// Why a process that was ended by `signal` died, in words for the user.
@@ -266,15 +392,17 @@ fn signal_name(signal: i32) -> String {
     name.to_owned()
 }
 
-/// The child's whole environment: only what Python and common libraries need.
-fn child_env(job: &Job<'_>, run_dir: &RunDir) -> Vec<(String, String)> {
-    let path = |p: PathBuf| p.to_string_lossy().into_owned();
-    let bin = path(job.venv_dir.join("bin"));
-    vec![
-        ("PATH".into(), format!("{bin}:/usr/local/bin:/usr/bin:/bin")),
-        ("HOME".into(), path(run_dir.root.join("home"))),
-        ("TMPDIR".into(), path(run_dir.root.join("tmp"))),
-        ("VIRTUAL_ENV".into(), path(job.venv_dir.to_owned())),
+/// A zygote's whole environment: only what Python and common libraries need, numeric
+/// libraries at one thread (fork safety, a predictable address space), no server
+/// secrets. HOME and TMPDIR are set per run by the harness.
+fn zygote_env(venv: Option<&Venv>, cache_dir: &Path) -> Vec<(String, String)> {
+    let path = |p: &Path| p.to_string_lossy().into_owned();
+    let bin = venv
+        .map(|v| format!("{}:", path(&v.dir.join("bin"))))
+        .unwrap_or_default();
+    let mut env: Vec<(String, String)> = vec![
+        ("PATH".into(), format!("{bin}/usr/local/bin:/usr/bin:/bin")),
+        ("HOME".into(), "/nonexistent".into()),
         ("LANG".into(), "C.UTF-8".into()),
         ("LC_ALL".into(), "C.UTF-8".into()),
         ("PYTHONIOENCODING".into(), "utf-8".into()),
@@ -282,125 +410,49 @@ fn child_env(job: &Job<'_>, run_dir: &RunDir) -> Vec<(String, String)> {
         ("PYTHONDONTWRITEBYTECODE".into(), "1".into()),
         ("PYTHONNOUSERSITE".into(), "1".into()),
         ("MPLBACKEND".into(), "Agg".into()),
-        (
-            "MPLCONFIGDIR".into(),
-            path(job.cache_dir.join("matplotlib")),
-        ),
-        // One thread per numeric library keeps the address space (RLIMIT_AS) predictable.
-        ("OPENBLAS_NUM_THREADS".into(), "1".into()),
-        ("OMP_NUM_THREADS".into(), "1".into()),
-        ("MKL_NUM_THREADS".into(), "1".into()),
-    ]
-}
-
-/// rlimit values computed before the fork.
-#[derive(Clone, Copy)]
-struct RlimitValues {
-    cpu: u64,
-    mem: u64,
-}
-
-impl RlimitValues {
-    fn new(limits: Limits) -> Self {
-        Self {
-            cpu: limits.cpu_secs(),
-            mem: limits.max_mem,
-        }
+        ("MPLCONFIGDIR".into(), path(&cache_dir.join("matplotlib"))),
+    ];
+    for pool in [
+        "OPENBLAS_NUM_THREADS",
+        "OMP_NUM_THREADS",
+        "MKL_NUM_THREADS",
+        "NUMEXPR_NUM_THREADS",
+        "VECLIB_MAXIMUM_THREADS",
+    ] {
+        env.push((pool.into(), "1".into()));
     }
-
-    /// Runs in the child between fork and exec.
-    fn apply(self) -> io::Result<()> {
-        // SAFETY: setsid and setrlimit are async-signal-safe and take plain values.
-        unsafe {
-            if libc::setsid() == -1 {
-                return Err(io::Error::last_os_error());
-            }
-            for (resource, soft, hard) in [
-                (libc::RLIMIT_CPU, self.cpu, self.cpu + 1),
-                (libc::RLIMIT_AS, self.mem, self.mem),
-                (libc::RLIMIT_FSIZE, FILE_SIZE_LIMIT, FILE_SIZE_LIMIT),
-                (libc::RLIMIT_CORE, 0, 0),
-                (libc::RLIMIT_NPROC, PROCESS_LIMIT, PROCESS_LIMIT),
-            ] {
-                let limit = libc::rlimit {
-                    rlim_cur: soft as libc::rlim_t,
-                    rlim_max: hard as libc::rlim_t,
-                };
-                if libc::setrlimit(resource, &limit) == -1 {
-                    return Err(io::Error::last_os_error());
-                }
-            }
-        }
-        Ok(())
+    if let Some(venv) = venv {
+        env.push(("VIRTUAL_ENV".into(), path(&venv.dir)));
     }
-}
-
-/// The child's process group (its pid, as the child called setsid). Killed on drop, so
-/// a cancelled request leaves nothing running.
-struct ProcessGroup(libc::pid_t);
-
-impl ProcessGroup {
-    fn kill(&self) {
-        // SAFETY: kill(2) with a negative pid signals that process group; no memory involved.
-        unsafe {
-            libc::kill(-self.0, libc::SIGKILL);
-        }
+    // The binary pins its interpreter's home (main.rs); its zygotes need the same.
+    if let Some(home) = std::env::var_os("PYTHONHOME") {
+        env.push(("PYTHONHOME".into(), home.to_string_lossy().into_owned()));
     }
+    env
 }
 
-impl Drop for ProcessGroup {
-    fn drop(&mut self) {
-        self.kill();
+/// Reads at most `OUTPUT_CAP` bytes of a run's output file (never following a link).
+async fn read_capped(path: &Path) -> (String, bool) {
+    let opened = tokio::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .await;
+    let Ok(file) = opened else {
+        return (String::new(), false);
+    };
+    let mut bytes = Vec::new();
+    if file
+        .take(OUTPUT_CAP as u64 + 1)
+        .read_to_end(&mut bytes)
+        .await
+        .is_err()
+    {
+        return (String::new(), false);
     }
-}
-
-/// A pipe being read into a capped buffer by a background task.
-struct Capture {
-    buffer: Arc<Mutex<(Vec<u8>, bool)>>,
-    task: Option<tokio::task::JoinHandle<()>>,
-}
-
-fn capture(pipe: Option<impl AsyncRead + Unpin + Send + 'static>) -> Capture {
-    let buffer = Arc::new(Mutex::new((Vec::new(), false)));
-    let task = pipe.map(|mut pipe| {
-        let buffer = buffer.clone();
-        tokio::spawn(async move {
-            let mut chunk = vec![0u8; 64 * 1024];
-            loop {
-                let n = match pipe.read(&mut chunk).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => n,
-                };
-                let mut guard = buffer
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-                let (data, truncated) = &mut *guard;
-                let room = OUTPUT_CAP.saturating_sub(data.len());
-                data.extend_from_slice(&chunk[..n.min(room)]);
-                if n > room {
-                    *truncated = true;
-                }
-            }
-        })
-    });
-    Capture { buffer, task }
-}
-
-impl Capture {
-    /// Waits (briefly) for the pipe to close, then returns the text and truncation flag.
-    async fn finish(mut self) -> (String, bool) {
-        if let Some(mut task) = self.task.take()
-            && tokio::time::timeout(DRAIN_GRACE, &mut task).await.is_err()
-        {
-            // Something escaped the process group and still holds the pipe.
-            task.abort();
-        }
-        let guard = self
-            .buffer
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        (String::from_utf8_lossy(&guard.0).into_owned(), guard.1)
-    }
+    let truncated = bytes.len() > OUTPUT_CAP;
+    bytes.truncate(OUTPUT_CAP);
+    (String::from_utf8_lossy(&bytes).into_owned(), truncated)
 }
 
 /// Reads the harness report; the file is the child's, so no symlink is followed.

@@ -1,0 +1,241 @@
+//! Per-run cgroups: a pids and a memory limit that hold for every process of a run, root
+//! included, nested under the runtime's own cgroup.
+//!
+//! `Cgroups::detect` (at start) finds where the runtime sits: cgroup v1 `pids` and
+//! `memory` hierarchies (this machine kind: a hybrid with the controllers on v1) or a v2
+//! hierarchy with both controllers delegated, and creates `weir-pyruntime-<pid>/` under
+//! its own cgroup there. `create` makes one child cgroup per run with `pids.max` and the
+//! memory limit; the zygote writes the run's first process into the `cgroup.procs` files
+//! before releasing it, and `RunCgroup`'s drop removes the directories once the run is
+//! gone. Without either, runs keep only their rlimits and the layer says why.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use super::Layer;
+
+/// Tasks (processes and threads) one run may have at once.
+pub const PIDS_MAX: u64 = 256;
+
+#[derive(Debug)]
+enum Kind {
+    V1 { pids: PathBuf, memory: PathBuf },
+    V2 { dir: PathBuf },
+    None { reason: String },
+}
+
+/// The runtime's own parent cgroup(s) for runs.
+#[derive(Debug)]
+pub struct Cgroups {
+    kind: Kind,
+}
+
+/// One run's cgroup directories, removed on drop.
+#[derive(Debug)]
+pub struct RunCgroup {
+    dirs: Vec<PathBuf>,
+}
+
+impl RunCgroup {
+    /// The `cgroup.procs` files the run's first process is written into.
+    pub fn procs(&self) -> Vec<PathBuf> {
+        self.dirs.iter().map(|d| d.join("cgroup.procs")).collect()
+    }
+
+    /// Kills every process still in the run's cgroups.
+    pub fn kill_all(&self) {
+        for dir in &self.dirs {
+            let kill = dir.join("cgroup.kill");
+            if kill.exists() {
+                let _ = std::fs::write(&kill, "1");
+                continue;
+            }
+            let Ok(text) = std::fs::read_to_string(dir.join("cgroup.procs")) else {
+                continue;
+            };
+            for pid in text.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+        }
+    }
+}
+
+impl Drop for RunCgroup {
+    fn drop(&mut self) {
+        for dir in &self.dirs {
+            // The last processes of a run may take a moment to leave after its pid 1.
+            for attempt in 0..50 {
+                match std::fs::remove_dir(dir) {
+                    Ok(()) => break,
+                    Err(err) if err.kind() == io::ErrorKind::NotFound => break,
+                    Err(err) if attempt == 49 => {
+                        tracing::warn!(dir = %dir.display(), %err, "cannot remove a run's cgroup");
+                    }
+                    Err(_) => std::thread::sleep(std::time::Duration::from_millis(10)),
+                }
+            }
+        }
+    }
+}
+
+impl Cgroups {
+    /// Finds the runtime's cgroups and creates its parent directory for runs.
+    pub fn detect() -> Self {
+        let kind = match detect_kind() {
+            Ok(kind) => kind,
+            Err(reason) => Kind::None { reason },
+        };
+        Self { kind }
+    }
+
+    /// The layer as `/tools/health` reports it.
+    pub fn layer(&self) -> Layer {
+        match &self.kind {
+            Kind::V1 { .. } => Layer::enforced(format!(
+                "cgroup v1 pids (max {PIDS_MAX}) and memory controllers, one cgroup per run \
+                 under the runtime's own"
+            )),
+            Kind::V2 { .. } => Layer::enforced(format!(
+                "cgroup v2 pids (max {PIDS_MAX}) and memory, one cgroup per run under the \
+                 runtime's own"
+            )),
+            Kind::None { reason } => Layer::unavailable(format!(
+                "{reason}; runs are limited by rlimits only (RLIMIT_NPROC, RLIMIT_AS)"
+            )),
+        }
+    }
+
+    /// Creates the cgroup(s) of run `name` with its limits.
+    pub fn create(&self, name: &str, memory_bytes: u64) -> io::Result<Option<RunCgroup>> {
+        let (dirs, files): (Vec<PathBuf>, Vec<(PathBuf, String)>) = match &self.kind {
+            Kind::None { .. } => return Ok(None),
+            Kind::V1 { pids, memory } => {
+                let (p, m) = (pids.join(name), memory.join(name));
+                (
+                    vec![p.clone(), m.clone()],
+                    vec![
+                        (p.join("pids.max"), PIDS_MAX.to_string()),
+                        (m.join("memory.limit_in_bytes"), memory_bytes.to_string()),
+                    ],
+                )
+            }
+            Kind::V2 { dir } => {
+                let d = dir.join(name);
+                (
+                    vec![d.clone()],
+                    vec![
+                        (d.join("pids.max"), PIDS_MAX.to_string()),
+                        (d.join("memory.max"), memory_bytes.to_string()),
+                        (d.join("memory.swap.max"), "0".to_owned()),
+                    ],
+                )
+            }
+        };
+        let run = RunCgroup { dirs };
+        for dir in &run.dirs {
+            std::fs::create_dir(dir)?;
+        }
+        for (file, value) in files {
+            match std::fs::write(&file, value) {
+                Ok(()) => {}
+                // memory.swap.max is absent without swap accounting: not a failure.
+                Err(err) if file.ends_with("memory.swap.max") => {
+                    tracing::debug!(%err, "no swap limit for runs");
+                }
+                Err(err) => return Err(err),
+            }
+        }
+        Ok(Some(run))
+    }
+}
+
+/// Parent directories `weir-pyruntime-<pid>` under the runtime's own cgroups.
+fn detect_kind() -> Result<Kind, String> {
+    let own = std::fs::read_to_string("/proc/self/cgroup")
+        .map_err(|err| format!("cannot read /proc/self/cgroup: {err}"))?;
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo")
+        .map_err(|err| format!("cannot read /proc/self/mountinfo: {err}"))?;
+    let name = format!("weir-pyruntime-{}", std::process::id());
+    let v1 = |controller: &str| -> Option<PathBuf> {
+        let path = own.lines().find_map(|line| {
+            let mut parts = line.splitn(3, ':');
+            let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+            controllers
+                .split(',')
+                .any(|c| c == controller)
+                .then(|| path.to_owned())
+        })?;
+        let mount = mounts.lines().find_map(|line| {
+            let (left, right) = line.split_once(" - ")?;
+            let mut fs = right.split_whitespace();
+            let (fstype, _, options) = (fs.next()?, fs.next()?, fs.next()?);
+            (fstype == "cgroup" && options.split(',').any(|o| o == controller))
+                .then(|| left.split_whitespace().nth(4).map(PathBuf::from))?
+        })?;
+        Some(mount.join(path.trim_start_matches('/')))
+    };
+    let mut problems = Vec::new();
+    if let (Some(pids), Some(memory)) = (v1("pids"), v1("memory")) {
+        let (pids, memory) = (pids.join(&name), memory.join(&name));
+        match make_parent(&pids).and_then(|()| make_parent(&memory)) {
+            Ok(()) => return Ok(Kind::V1 { pids, memory }),
+            Err(err) => problems.push(format!("cgroup v1 pids/memory not writable: {err}")),
+        }
+    } else {
+        problems.push("no cgroup v1 pids and memory hierarchies".to_owned());
+    }
+    let v2_path = own
+        .lines()
+        .find_map(|line| line.strip_prefix("0::"))
+        .map(str::to_owned);
+    let v2_mount = mounts.lines().find_map(|line| {
+        let (left, right) = line.split_once(" - ")?;
+        (right.split_whitespace().next()? == "cgroup2")
+            .then(|| left.split_whitespace().nth(4).map(PathBuf::from))?
+    });
+    if let (Some(path), Some(mount)) = (v2_path, v2_mount) {
+        let own_dir = mount.join(path.trim_start_matches('/'));
+        let controllers =
+            std::fs::read_to_string(own_dir.join("cgroup.controllers")).unwrap_or_default();
+        let has = |c: &str| controllers.split_whitespace().any(|x| x == c);
+        if has("pids") && has("memory") {
+            let dir = own_dir.join(&name);
+            let enabled = make_parent(&dir)
+                .and_then(|()| std::fs::write(dir.join("cgroup.subtree_control"), "+pids +memory"));
+            match enabled {
+                Ok(()) => return Ok(Kind::V2 { dir }),
+                Err(err) => problems.push(format!("cgroup v2 not delegated to the runtime: {err}")),
+            }
+        } else {
+            problems.push(format!(
+                "cgroup v2 at {} has no pids and memory controllers",
+                own_dir.display()
+            ));
+        }
+    }
+    Err(problems.join("; "))
+}
+
+fn make_parent(dir: &Path) -> io::Result<()> {
+    match std::fs::create_dir(dir) {
+        Ok(()) => Ok(()),
+        Err(err) if err.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+        Err(err) => Err(err),
+    }
+}
+
+impl Drop for Cgroups {
+    fn drop(&mut self) {
+        let dirs = match &self.kind {
+            Kind::V1 { pids, memory } => vec![pids.clone(), memory.clone()],
+            Kind::V2 { dir } => vec![dir.clone()],
+            Kind::None { .. } => return,
+        };
+        for dir in dirs {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+}

@@ -1,0 +1,577 @@
+//! The zygote: one warm interpreter per workspace that forks a confined child per run.
+//!
+//! A zygote is this crate's code in a process of its own (`weir-pyruntime __zygote`, or
+//! the wheel's interpreter calling `_weir_runtime.zygote()`), started by `pool` with a
+//! scrubbed environment that holds no secrets. `main` reads one `Setup` line, prepares
+//! the embedded CPython (`harness.prepare`: the workspace's venv on the path, BLAS and
+//! OpenMP pools at one thread through the environment, the workspace's usual modules
+//! pre-imported), answers `Event::Ready`, and then serves `Command`s on stdin, events on
+//! stdout, one JSON object per line. It stays single-threaded, and asserts it before each
+//! fork (`/proc/self/task` has one entry).
+//!
+//! A run is two forks (through CPython's `os.fork`, which wraps them in
+//! `PyOS_BeforeFork`/`PyOS_AfterFork_*`): the intermediate child redirects stdout/stderr
+//! and the report (fd 3) to the run's files, unshares its namespaces and waits while the
+//! zygote writes its id maps and puts it in the run's cgroups; its own child is pid 1 of
+//! the new pid namespace, builds the file-system view, drops to the run's ids, applies
+//! rlimits, Landlock and seccomp, and only then runs the tool code (`harness.child_main`).
+//! The intermediate exits the way its child did, and the zygote reports that exit
+//! (`Event::Exited`). Killing the intermediate kills the run: its child has a parent-death
+//! signal, and the death of a pid namespace's pid 1 takes every other process of it.
+//! EOF on stdin kills every run and ends the zygote; `Command::Drain` ends it once its
+//! runs are over.
+
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::fs::File;
+use std::io::Write;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
+
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::signal::{SigSet, SigmaskHow, Signal, sigprocmask};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::Pid;
+use pyo3::prelude::*;
+use pyo3::types::PyModule;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::isolation::{self, Layer, Layers, Plan, namespaces};
+
+/// The first argument that makes the binary a zygote.
+pub const ARG: &str = "__zygote";
+/// File descriptor on which the run's harness writes its report.
+pub const REPORT_FD: i32 = 3;
+
+const HARNESS: &str = include_str!("harness.py");
+const HELPERS: &str = include_str!("../../python/weir_runtime/helpers.py");
+
+/// The first line a zygote reads.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Setup {
+    /// The workspace venv's site-packages (none: the probe's bare interpreter).
+    pub site_packages: Option<PathBuf>,
+    pub venv_dir: Option<PathBuf>,
+    /// What tool code sees as `sys.executable`.
+    pub executable: Option<PathBuf>,
+    /// Modules to import before the first fork.
+    pub preload: Vec<String>,
+}
+
+/// What the server asks of a zygote.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "lowercase")]
+pub enum Command {
+    /// Fork a confined child for one run.
+    Run { id: u64, plan: Plan, spec: Value },
+    /// Accept no more runs; exit when the running ones are over.
+    Drain,
+}
+
+/// What a zygote tells the server.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "lowercase")]
+pub enum Event {
+    Ready {
+        pid: u32,
+        preloaded: Vec<String>,
+    },
+    /// The run's intermediate process exists and is released (kill it to kill the run).
+    Started {
+        id: u64,
+        pid: i32,
+    },
+    /// The run could not be started.
+    Failed {
+        id: u64,
+        message: String,
+    },
+    Exited {
+        id: u64,
+        code: Option<i32>,
+        signal: Option<i32>,
+    },
+}
+
+/// Runs a zygote until its stdin closes. The interpreter must be initialised.
+pub fn main() -> std::process::ExitCode {
+    match serve() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("weir-pyruntime zygote: {err}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// Keeps fd `REPORT_FD` taken (by /dev/null, close-on-exec) so that nothing the
+/// interpreter opens lands on the number a run's report is later written to. Call before
+/// initialising the interpreter.
+pub fn reserve_report_fd() {
+    if let Ok(null) = File::open("/dev/null") {
+        let fd = null.as_raw_fd();
+        if fd != REPORT_FD {
+            // SAFETY: dup3 onto a fixed number, then the original is closed by drop.
+            unsafe { libc::dup3(fd, REPORT_FD, libc::O_CLOEXEC) };
+        } else {
+            std::mem::forget(null);
+        }
+    }
+}
+
+struct Zygote {
+    harness: Py<PyModule>,
+    fork: Py<PyAny>,
+    seccomp: Result<seccompiler::BpfProgram, String>,
+    events: File,
+    signals: SignalFd,
+    /// Intermediate pid → run id.
+    children: HashMap<i32, u64>,
+    draining: bool,
+}
+
+/// The zygote's whole life; `main` and the wheel's `zygote()` report its error.
+pub fn serve() -> Result<(), String> {
+    // Events go to a private copy of stdout; fd 1 then points at stderr, so that nothing
+    // the interpreter prints can corrupt the protocol.
+    let events = dup_high(1)?;
+    // SAFETY: dup2 of stderr onto stdout, both open.
+    unsafe { libc::dup2(2, 1) };
+    let mut input = LineReader::default();
+    let setup_line = input.blocking_line().ok_or("no setup line on stdin")?;
+    let setup: Setup =
+        serde_json::from_str(&setup_line).map_err(|err| format!("bad setup line: {err}"))?;
+
+    let mut mask = SigSet::empty();
+    mask.add(Signal::SIGCHLD);
+    sigprocmask(SigmaskHow::SIG_BLOCK, Some(&mask), None).map_err(|e| e.to_string())?;
+    let signals = SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
+        .map_err(|e| format!("signalfd: {e}"))?;
+
+    let (harness, fork, preloaded) = Python::attach(|py| prepare_python(py, &setup))
+        .map_err(|err| format!("preparing the interpreter: {err}"))?;
+    let mut zygote = Zygote {
+        harness,
+        fork,
+        seccomp: isolation::seccomp::build(),
+        events: File::from(events),
+        signals,
+        children: HashMap::new(),
+        draining: false,
+    };
+    zygote.emit(&Event::Ready {
+        pid: std::process::id(),
+        preloaded,
+    })?;
+    zygote.run_loop(&mut input)
+}
+
+fn prepare_python(
+    py: Python<'_>,
+    setup: &Setup,
+) -> PyResult<(Py<PyModule>, Py<PyAny>, Vec<String>)> {
+    let source = CString::new(HARNESS)?;
+    let harness = PyModule::from_code(py, &source, c"<weir-harness>", c"weir_harness")?;
+    let path = |p: &Option<PathBuf>| p.as_ref().map(|p| p.to_string_lossy().into_owned());
+    let preloaded: Vec<String> = harness
+        .getattr("prepare")?
+        .call1((
+            path(&setup.site_packages),
+            path(&setup.venv_dir),
+            path(&setup.executable),
+            HELPERS,
+            setup.preload.clone(),
+        ))?
+        .extract()?;
+    let fork = py.import("os")?.getattr("fork")?.unbind();
+    Ok((harness.unbind(), fork, preloaded))
+}
+
+impl Zygote {
+    fn emit(&mut self, event: &Event) -> Result<(), String> {
+        let mut line = serde_json::to_vec(event).map_err(|e| e.to_string())?;
+        line.push(b'\n');
+        self.events
+            .write_all(&line)
+            .map_err(|err| format!("the server is gone: {err}"))
+    }
+
+    fn run_loop(&mut self, input: &mut LineReader) -> Result<(), String> {
+        loop {
+            if self.draining && self.children.is_empty() {
+                return Ok(());
+            }
+            let (stdin_ready, child_ready) = {
+                let stdin = std::io::stdin();
+                let mut fds = [
+                    PollFd::new(stdin.as_fd(), PollFlags::POLLIN),
+                    PollFd::new(self.signals.as_fd(), PollFlags::POLLIN),
+                ];
+                match poll(&mut fds, PollTimeout::NONE) {
+                    Ok(_) => {}
+                    Err(nix::errno::Errno::EINTR) => continue,
+                    Err(err) => return Err(format!("poll: {err}")),
+                }
+                let ready = |fd: &PollFd| fd.revents().is_some_and(|r| !r.is_empty());
+                (ready(&fds[0]), ready(&fds[1]))
+            };
+            if child_ready {
+                self.reap()?;
+            }
+            if stdin_ready {
+                match input.read_available() {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        // The server is gone or let go of us: nothing may outlive it.
+                        self.kill_all();
+                        return Ok(());
+                    }
+                    Err(err) => return Err(format!("reading commands: {err}")),
+                }
+                while let Some(line) = input.next_line() {
+                    self.handle(&line)?;
+                }
+            }
+        }
+    }
+
+    fn handle(&mut self, line: &str) -> Result<(), String> {
+        let command: Command =
+            serde_json::from_str(line).map_err(|err| format!("bad command: {err}"))?;
+        match command {
+            Command::Drain => {
+                self.draining = true;
+                Ok(())
+            }
+            Command::Run { id, plan, spec } => match self.start(&plan, &spec) {
+                Ok(pid) => {
+                    self.children.insert(pid, id);
+                    self.emit(&Event::Started { id, pid })
+                }
+                Err(message) => self.emit(&Event::Failed { id, message }),
+            },
+        }
+    }
+
+    fn reap(&mut self) -> Result<(), String> {
+        while let Ok(Some(_)) = self.signals.read_signal() {}
+        loop {
+            let status = match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::StillAlive) | Err(_) => return Ok(()),
+                Ok(status) => status,
+            };
+            let (pid, code, signal) = match status {
+                WaitStatus::Exited(pid, code) => (pid, Some(code), None),
+                WaitStatus::Signaled(pid, signal, _) => (pid, None, Some(signal as i32)),
+                _ => continue,
+            };
+            if let Some(id) = self.children.remove(&pid.as_raw()) {
+                self.emit(&Event::Exited { id, code, signal })?;
+            }
+        }
+    }
+
+    fn kill_all(&mut self) {
+        for pid in self.children.keys() {
+            let _ = nix::sys::signal::kill(Pid::from_raw(*pid), Signal::SIGKILL);
+        }
+    }
+
+    /// Forks the run's intermediate process, writes its id maps and cgroups, releases it.
+    fn start(&mut self, plan: &Plan, spec: &Value) -> Result<i32, String> {
+        let threads = std::fs::read_dir("/proc/self/task")
+            .map(|d| d.count())
+            .unwrap_or(0);
+        if threads != 1 {
+            // Forking with a second thread alive can deadlock the child: stop serving.
+            eprintln!("weir-pyruntime zygote: {threads} threads at fork time; exiting");
+            std::process::exit(70);
+        }
+        let (from_child, to_parent) = pipe()?;
+        let (from_parent, to_child) = pipe()?;
+        let spec = spec.to_string();
+        let pid = Python::attach(|py| -> PyResult<i32> { self.fork.call0(py)?.extract(py) })
+            .map_err(|err| format!("fork: {err}"))?;
+        if pid == 0 {
+            drop((from_child, to_child));
+            self.intermediate(plan, &spec, to_parent, from_parent);
+        }
+        drop((to_parent, from_parent));
+        let child = Pid::from_raw(pid);
+        let unshared = read_byte(&from_child) == Some(1);
+        let mut release = 0u8;
+        if unshared {
+            match namespaces::write_id_maps(child, &plan.ids) {
+                Ok(()) => release |= 1,
+                Err(err) => eprintln!("weir-pyruntime zygote: {err}"),
+            }
+        }
+        for procs in &plan.cgroup_procs {
+            if let Err(err) = std::fs::write(procs, pid.to_string()) {
+                let _ = nix::sys::signal::kill(child, Signal::SIGKILL);
+                return Err(format!(
+                    "cannot place the run in {}: {err}",
+                    procs.display()
+                ));
+            }
+        }
+        let _ = nix::unistd::write(&to_child, &[release]);
+        Ok(pid)
+    }
+
+    /// The intermediate child: redirects, unshares, waits for its maps, forks pid 1 and
+    /// exits the way pid 1 did. Never returns.
+    fn intermediate(&self, plan: &Plan, spec: &str, to_parent: OwnedFd, from_parent: OwnedFd) -> ! {
+        let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
+        let mut all = SigSet::empty();
+        all.add(Signal::SIGCHLD);
+        let _ = sigprocmask(SigmaskHow::SIG_UNBLOCK, Some(&all), None);
+        // SAFETY: closing the zygote's protocol and signal descriptors in this child only.
+        unsafe {
+            libc::close(self.events.as_raw_fd());
+            libc::close(self.signals.as_raw_fd());
+        }
+        if let Err(err) = redirect(plan) {
+            eprintln!("weir-pyruntime: cannot prepare the run's files: {err}");
+            exit_now(71);
+        }
+        let unshared = namespaces::unshare_for_run(plan.network);
+        let _ = nix::unistd::write(&to_parent, &[u8::from(unshared.is_ok())]);
+        let maps_written = read_byte(&from_parent) == Some(1);
+        drop((to_parent, from_parent));
+        let pid = Python::attach(|py| -> PyResult<i32> { self.fork.call0(py)?.extract(py) });
+        match pid {
+            Ok(0) => self.run(plan, spec, unshared, maps_written),
+            Ok(pid) => mirror_exit(Pid::from_raw(pid)),
+            Err(err) => {
+                eprintln!("weir-pyruntime: fork: {err}");
+                exit_now(71);
+            }
+        }
+    }
+
+    /// pid 1 of the run: confines itself layer by layer, then runs the tool code.
+    fn run(&self, plan: &Plan, spec: &str, unshared: Result<(), String>, maps_written: bool) -> ! {
+        let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
+        let _ = nix::unistd::setsid();
+        let mut layers = Layers::default();
+        let in_user_namespace = match unshared {
+            Ok(()) if maps_written => true,
+            Ok(()) => {
+                layers.namespaces = Layer::unavailable("the id maps could not be written");
+                false
+            }
+            Err(err) => {
+                layers.namespaces = Layer::unavailable(err);
+                false
+            }
+        };
+        if in_user_namespace {
+            layers.namespaces = Layer::enforced(if plan.network {
+                "user, pid (the run is pid 1), ipc, uts, mount"
+            } else {
+                "user, pid (the run is pid 1), ipc, uts, mount, network"
+            });
+            let _ = nix::unistd::sethostname("weir-run");
+            layers.network = if plan.network {
+                Layer::enforced("allowed (PY_TOOL_NETWORK=allow): the host's network")
+            } else {
+                match namespaces::loopback_up() {
+                    Ok(()) => Layer::enforced("denied: a network namespace with loopback only"),
+                    Err(err) => Layer::partial(format!("denied: a network namespace ({err})")),
+                }
+            };
+            layers.filesystem = match isolation::mounts::build_view(plan) {
+                Ok(detail) => Layer::enforced(detail),
+                Err(err) => Layer::unavailable(format!("the run's view could not be built: {err}")),
+            };
+        } else {
+            layers.filesystem = Layer::unavailable("no mount namespace");
+            layers.network = if plan.network {
+                Layer::enforced("allowed (PY_TOOL_NETWORK=allow): the host's network")
+            } else {
+                Layer::unavailable("denied, but no network namespace (Landlock still denies TCP)")
+            };
+        }
+        layers.identity = namespaces::drop_to_run_ids(&plan.ids, in_user_namespace);
+        if let Err(err) = apply_rlimits(plan) {
+            eprintln!("weir-pyruntime: cannot set the run's limits: {err}");
+            exit_now(71);
+        }
+        if let Err(err) = nix::unistd::chdir(&plan.work()) {
+            eprintln!("weir-pyruntime: cannot enter the working directory: {err}");
+            exit_now(71);
+        }
+        layers.landlock = isolation::landlock::restrict(plan);
+        layers.seccomp = match &self.seccomp {
+            Ok(program) => isolation::seccomp::apply(program),
+            Err(err) => Layer::unavailable(err.clone()),
+        };
+        let layers_json = serde_json::to_string(&layers).unwrap_or_else(|_| "{}".to_owned());
+        let result = Python::attach(|py| -> PyResult<()> {
+            let harness = self.harness.bind(py);
+            match layers.first_missing() {
+                Some(missing) if plan.require => {
+                    harness.getattr("refuse")?.call1((layers_json, missing))?;
+                }
+                _ => {
+                    harness.getattr("child_main")?.call1((spec, layers_json))?;
+                }
+            }
+            Ok(())
+        });
+        if let Err(err) = result {
+            eprintln!("weir-pyruntime: the harness failed: {err}");
+            exit_now(1);
+        }
+        exit_now(0);
+    }
+}
+
+/// Flushes Python's streams and leaves without running finalizers (a forked child must
+/// not flush or delete what belongs to the zygote).
+fn exit_now(code: i32) -> ! {
+    Python::attach(|py| {
+        if let Ok(sys) = py.import("sys") {
+            for name in ["stdout", "stderr"] {
+                if let Ok(stream) = sys.getattr(name) {
+                    let _ = stream.call_method0("flush");
+                }
+            }
+        }
+    });
+    // SAFETY: _exit(2) ends the process at once; nothing is shared with the parent.
+    unsafe { libc::_exit(code) }
+}
+
+/// Waits for pid 1 of the run and ends this process the same way.
+fn mirror_exit(child: Pid) -> ! {
+    loop {
+        match waitpid(child, None) {
+            Ok(WaitStatus::Exited(_, code)) => {
+                // SAFETY: see exit_now; this process has nothing to flush.
+                unsafe { libc::_exit(code) }
+            }
+            Ok(WaitStatus::Signaled(_, signal, _)) => {
+                // SAFETY: restoring the default action and raising the same signal.
+                unsafe {
+                    libc::signal(signal as i32, libc::SIG_DFL);
+                    libc::raise(signal as i32);
+                    libc::_exit(128 + signal as i32)
+                }
+            }
+            Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
+            // SAFETY: as above.
+            Err(_) => unsafe { libc::_exit(71) },
+        }
+    }
+}
+
+/// stdin from /dev/null; stdout, stderr and the report (fd 3) into the run's files.
+fn redirect(plan: &Plan) -> std::io::Result<()> {
+    let create = |name: &str| {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(plan.run_root.join(name))
+    };
+    let null = File::open("/dev/null")?;
+    let stdout = create("stdout")?;
+    let stderr = create("stderr")?;
+    let report = create("report.json")?;
+    for (file, target) in [(&null, 0), (&stdout, 1), (&stderr, 2), (&report, REPORT_FD)] {
+        // SAFETY: dup2 onto the standard numbers (and the report's); the sources stay
+        // open until the end of this function.
+        if unsafe { libc::dup2(file.as_raw_fd(), target) } < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+fn apply_rlimits(plan: &Plan) -> nix::Result<()> {
+    use nix::sys::resource::{Resource, setrlimit};
+    let limits = plan.rlimits;
+    setrlimit(Resource::RLIMIT_CPU, limits.cpu_secs, limits.cpu_secs + 1)?;
+    setrlimit(
+        Resource::RLIMIT_AS,
+        limits.address_space,
+        limits.address_space,
+    )?;
+    setrlimit(Resource::RLIMIT_FSIZE, limits.file_size, limits.file_size)?;
+    setrlimit(Resource::RLIMIT_CORE, 0, 0)?;
+    setrlimit(Resource::RLIMIT_NPROC, limits.processes, limits.processes)?;
+    Ok(())
+}
+
+fn pipe() -> Result<(OwnedFd, OwnedFd), String> {
+    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|err| format!("pipe: {err}"))
+}
+
+fn read_byte(fd: &OwnedFd) -> Option<u8> {
+    let mut byte = [0u8; 1];
+    loop {
+        match nix::unistd::read(fd, &mut byte) {
+            Ok(1) => return Some(byte[0]),
+            Err(nix::errno::Errno::EINTR) => continue,
+            _ => return None,
+        }
+    }
+}
+
+/// A close-on-exec duplicate of `fd` numbered 10 or above.
+fn dup_high(fd: i32) -> Result<OwnedFd, String> {
+    // SAFETY: fcntl(F_DUPFD_CLOEXEC) returns a new descriptor we then own.
+    let new = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 10) };
+    if new < 0 {
+        return Err(format!("dup: {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: `new` was just created and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(new) })
+}
+
+/// Splits stdin into lines without blocking more than one read.
+#[derive(Default)]
+struct LineReader {
+    buffer: Vec<u8>,
+}
+
+impl LineReader {
+    /// Reads what is available; `false` at EOF.
+    fn read_available(&mut self) -> std::io::Result<bool> {
+        let mut chunk = [0u8; 64 * 1024];
+        loop {
+            match nix::unistd::read(std::io::stdin(), &mut chunk) {
+                Ok(0) => return Ok(false),
+                Ok(n) => {
+                    self.buffer.extend_from_slice(&chunk[..n]);
+                    return Ok(true);
+                }
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(err) => return Err(err.into()),
+            }
+        }
+    }
+
+    fn next_line(&mut self) -> Option<String> {
+        let end = self.buffer.iter().position(|&b| b == b'\n')?;
+        let line: Vec<u8> = self.buffer.drain(..=end).collect();
+        Some(String::from_utf8_lossy(&line[..end]).into_owned())
+    }
+
+    fn blocking_line(&mut self) -> Option<String> {
+        loop {
+            if let Some(line) = self.next_line() {
+                return Some(line);
+            }
+            if !self.read_available().ok()? {
+                return None;
+            }
+        }
+    }
+}
