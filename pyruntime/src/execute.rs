@@ -173,12 +173,20 @@ impl Executor {
     ) -> Result<(Venv, Vec<String>)> {
         let _guard = self.venvs.lock(workspace).await;
         let venv = self.venvs.ensure(workspace).await.map_err(venv_error)?;
+        if imported.is_empty() && requirements.is_empty() {
+            return Ok((venv, Vec::new()));
+        }
         let site = venv.site_packages.to_string_lossy().into_owned();
+        let needs_versions = !requirements.is_empty();
         let (missing, present) = blocking(move || {
-            Ok::<_, py::PyFailure>((
-                py::missing_modules(&site, &imported)?,
-                py::distributions(&site)?,
-            ))
+            let missing = py::missing_modules(&site, &imported)?;
+            // Installed versions matter only when something may be installed.
+            let present = if needs_versions || !missing.is_empty() {
+                py::distributions(&site)?
+            } else {
+                Default::default()
+            };
+            Ok::<_, py::PyFailure>((missing, present))
         })
         .await?
         .map_err(ApiError::internal)?;

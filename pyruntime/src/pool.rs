@@ -108,6 +108,9 @@ pub struct Zygote {
 struct Started {
     pid: i32,
     exited: oneshot::Receiver<(Option<i32>, Option<i32>)>,
+    /// Keeps the zygote process alive until the run is over, even once the pool has
+    /// replaced it (dropping the last handle kills the process, and its runs with it).
+    _zygote: Arc<Zygote>,
 }
 
 enum StartError {
@@ -181,7 +184,7 @@ impl Zygote {
         self.stdin.lock().await.write_all(&line).await
     }
 
-    async fn start_run(&self, plan: Plan, spec: Value) -> Result<Started, StartError> {
+    async fn start_run(self: &Arc<Self>, plan: Plan, spec: Value) -> Result<Started, StartError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (started_tx, started_rx) = oneshot::channel();
         let (exited_tx, exited_rx) = oneshot::channel();
@@ -206,6 +209,7 @@ impl Zygote {
             Ok(Ok(pid)) => Ok(Started {
                 pid,
                 exited: exited_rx,
+                _zygote: self.clone(),
             }),
             Ok(Err(message)) => Err(StartError::Failed(message)),
             Err(_) => Err(StartError::Dead),

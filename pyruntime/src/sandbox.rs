@@ -472,6 +472,10 @@ async fn read_report(path: &Path) -> (Option<Report>, Option<String>) {
     if let Err(err) = read {
         return (None, Some(format!("the run's report is unreadable: {err}")));
     }
+    if bytes.is_empty() {
+        // The run ended before its harness wrote anything.
+        return (None, None);
+    }
     if bytes.len() as u64 > REPORT_CAP {
         return (
             None,

@@ -339,13 +339,24 @@ impl Zygote {
             exit_now(71);
         }
         let unshared = namespaces::unshare_for_run(plan.network);
+        // A change of credentials (the new user namespace) clears the parent-death signal.
+        let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
         let _ = nix::unistd::write(&to_parent, &[u8::from(unshared.is_ok())]);
         let maps_written = read_byte(&from_parent) == Some(1);
         drop((to_parent, from_parent));
+        let Ok((status_read, status_write)) = pipe() else {
+            exit_now(71);
+        };
         let pid = Python::attach(|py| -> PyResult<i32> { self.fork.call0(py)?.extract(py) });
         match pid {
-            Ok(0) => self.run(plan, spec, unshared, maps_written),
-            Ok(pid) => mirror_exit(Pid::from_raw(pid)),
+            Ok(0) => {
+                drop(status_read);
+                self.run(plan, spec, unshared, maps_written, status_write)
+            }
+            Ok(pid) => {
+                drop(status_write);
+                mirror_exit(Pid::from_raw(pid), status_read)
+            }
             Err(err) => {
                 eprintln!("weir-pyruntime: fork: {err}");
                 exit_now(71);
@@ -353,8 +364,17 @@ impl Zygote {
         }
     }
 
-    /// pid 1 of the run: confines itself layer by layer, then runs the tool code.
-    fn run(&self, plan: &Plan, spec: &str, unshared: Result<(), String>, maps_written: bool) -> ! {
+    /// pid 1 of the run: confines itself layer by layer, then forks the process that runs
+    /// the tool code (pid 1 of a namespace ignores its own signals, so the code must not
+    /// be pid 1) and reaps until that one exits, whose end it reports on `status`.
+    fn run(
+        &self,
+        plan: &Plan,
+        spec: &str,
+        unshared: Result<(), String>,
+        maps_written: bool,
+        status: OwnedFd,
+    ) -> ! {
         let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
         let _ = nix::unistd::setsid();
         let mut layers = Layers::default();
@@ -410,7 +430,19 @@ impl Zygote {
             Ok(program) => isolation::seccomp::apply(program),
             Err(err) => Layer::unavailable(err.clone()),
         };
+        // Changing ids cleared the parent-death signal: pid 1 must die with the run's
+        // intermediate process (and with it, every process of the namespace).
+        let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
         let layers_json = serde_json::to_string(&layers).unwrap_or_else(|_| "{}".to_owned());
+        let runner = Python::attach(|py| -> PyResult<i32> { self.fork.call0(py)?.extract(py) });
+        match runner {
+            Ok(0) => drop(status),
+            Ok(pid) => init(Pid::from_raw(pid), status),
+            Err(err) => {
+                eprintln!("weir-pyruntime: fork: {err}");
+                exit_now(71);
+            }
+        }
         let result = Python::attach(|py| -> PyResult<()> {
             let harness = self.harness.bind(py);
             match layers.first_missing() {
@@ -447,27 +479,63 @@ fn exit_now(code: i32) -> ! {
     unsafe { libc::_exit(code) }
 }
 
-/// Waits for pid 1 of the run and ends this process the same way.
-fn mirror_exit(child: Pid) -> ! {
+/// pid 1's loop: reaps every process of the namespace until `runner` exits, then
+/// writes how it ended (`E<code>` or `S<signal>`) on `status` and exits, which ends
+/// every process left in the namespace.
+fn init(runner: Pid, status: OwnedFd) -> ! {
     loop {
-        match waitpid(child, None) {
-            Ok(WaitStatus::Exited(_, code)) => {
-                // SAFETY: see exit_now; this process has nothing to flush.
-                unsafe { libc::_exit(code) }
-            }
-            Ok(WaitStatus::Signaled(_, signal, _)) => {
-                // SAFETY: restoring the default action and raising the same signal.
-                unsafe {
-                    libc::signal(signal as i32, libc::SIG_DFL);
-                    libc::raise(signal as i32);
-                    libc::_exit(128 + signal as i32)
-                }
+        let ended = match waitpid(None, None) {
+            Ok(WaitStatus::Exited(pid, code)) if pid == runner => format!("E{code}"),
+            Ok(WaitStatus::Signaled(pid, signal, _)) if pid == runner => {
+                format!("S{}", signal as i32)
             }
             Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
-            // SAFETY: as above.
-            Err(_) => unsafe { libc::_exit(71) },
+            Err(_) => "E71".to_owned(),
+        };
+        let _ = nix::unistd::write(&status, ended.as_bytes());
+        // SAFETY: _exit(2) ends pid 1 (and so the namespace) at once.
+        unsafe { libc::_exit(0) }
+    }
+}
+
+/// Waits for pid 1 of the run and ends this process the way the runner ended (read from
+/// `status`), or the way pid 1 ended when it left no word (killed from outside).
+fn mirror_exit(child: Pid, status: OwnedFd) -> ! {
+    let mut word = [0u8; 16];
+    let mut len = 0;
+    while len < word.len() {
+        match nix::unistd::read(&status, &mut word[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => break,
         }
     }
+    let reported = std::str::from_utf8(&word[..len]).unwrap_or("").to_owned();
+    let own = loop {
+        match waitpid(child, None) {
+            Ok(WaitStatus::Exited(_, code)) => break (Some(code), None),
+            Ok(WaitStatus::Signaled(_, signal, _)) => break (None, Some(signal as i32)),
+            Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => break (Some(71), None),
+        }
+    };
+    let (code, signal) = match (reported.get(..1), reported.get(1..).map(str::parse::<i32>)) {
+        (Some("E"), Some(Ok(code))) => (Some(code), None),
+        (Some("S"), Some(Ok(signal))) => (None, Some(signal)),
+        _ => own,
+    };
+    if let Some(signal) = signal {
+        // SAFETY: restoring the default action and raising the same signal on this
+        // process (not a pid 1: it takes effect).
+        unsafe {
+            libc::signal(signal, libc::SIG_DFL);
+            libc::raise(signal);
+            libc::_exit(128 + signal)
+        }
+    }
+    // SAFETY: see exit_now; this process has nothing to flush.
+    unsafe { libc::_exit(code.unwrap_or(71)) }
 }
 
 /// stdin from /dev/null; stdout, stderr and the report (fd 3) into the run's files.
