@@ -145,6 +145,12 @@ pub fn serve() -> Result<(), String> {
     let setup: Setup =
         serde_json::from_str(&setup_line).map_err(|err| format!("bad setup line: {err}"))?;
 
+    // What CPython's own start-up does (an embedded interpreter skips it): a full pipe or
+    // an oversized file is an OSError in Python, not a fatal signal.
+    for ignored in [Signal::SIGPIPE, Signal::SIGXFSZ] {
+        // SAFETY: setting a signal to SIG_IGN installs no handler code.
+        let _ = unsafe { nix::sys::signal::signal(ignored, nix::sys::signal::SigHandler::SigIgn) };
+    }
     let mut mask = SigSet::empty();
     mask.add(Signal::SIGCHLD);
     sigprocmask(SigmaskHow::SIG_BLOCK, Some(&mask), None).map_err(|e| e.to_string())?;
@@ -436,7 +442,11 @@ impl Zygote {
         let layers_json = serde_json::to_string(&layers).unwrap_or_else(|_| "{}".to_owned());
         let runner = Python::attach(|py| -> PyResult<i32> { self.fork.call0(py)?.extract(py) });
         match runner {
-            Ok(0) => drop(status),
+            Ok(0) => {
+                drop(status);
+                // The code's own session and process group, as a fresh process would have.
+                let _ = nix::unistd::setsid();
+            }
             Ok(pid) => init(Pid::from_raw(pid), status),
             Err(err) => {
                 eprintln!("weir-pyruntime: fork: {err}");
@@ -552,9 +562,14 @@ fn redirect(plan: &Plan) -> std::io::Result<()> {
     let stdout = create("stdout")?;
     let stderr = create("stderr")?;
     let report = create("report.json")?;
-    for (file, target) in [(&null, 0), (&stdout, 1), (&stderr, 2), (&report, REPORT_FD)] {
-        // SAFETY: dup2 onto the standard numbers (and the report's); the sources stay
-        // open until the end of this function.
+    for (file, target) in [(null, 0), (stdout, 1), (stderr, 2), (report, REPORT_FD)] {
+        if file.as_raw_fd() == target {
+            // Already in place: closing it would undo the redirection.
+            std::mem::forget(file);
+            continue;
+        }
+        // SAFETY: dup2 onto the standard numbers (and the report's); the source is
+        // closed when `file` drops.
         if unsafe { libc::dup2(file.as_raw_fd(), target) } < 0 {
             return Err(std::io::Error::last_os_error());
         }
