@@ -230,13 +230,14 @@ impl Executor {
         };
         let artifacts = self.artifacts.clone();
         let workspace = workspace.to_owned();
-        let (kept, artifact_warnings) = blocking(move || {
+        let (collected, run_dir) = blocking(move || {
             let collected = artifacts.collect(&workspace, &run_dir.work());
-            drop(run_dir); // removing the tree can take a while: not on an async worker
-            collected
+            (collected, run_dir)
         })
-        .await?
-        .map_err(ApiError::internal)?;
+        .await?;
+        // Removing the tree takes a while: after the response, off the async workers.
+        tokio::task::spawn_blocking(move || drop(run_dir));
+        let (kept, artifact_warnings) = collected.map_err(ApiError::internal)?;
         warnings.extend(artifact_warnings);
         Ok((outcome, kept))
     }

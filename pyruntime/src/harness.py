@@ -23,7 +23,9 @@ import inspect
 import json
 import linecache
 import os
+import random
 import sys
+import tempfile
 import traceback
 import types
 
@@ -144,6 +146,9 @@ def prepare(site_packages, venv_dir, executable, helpers_source, preload):
     import site
     import threading
 
+    # Imported here so that no run pays for them (modules tool code commonly uses).
+    import datetime, decimal, math, re, collections, itertools, functools, dataclasses  # noqa: E401, F401
+
     sys.path[:] = [p for p in sys.path if not p.rstrip("/").endswith(("site-packages", "dist-packages"))]
     if site_packages:
         site.addsitedir(site_packages)
@@ -169,13 +174,9 @@ def prepare(site_packages, venv_dir, executable, helpers_source, preload):
 
 def child_main(spec_json, layers_json):
     """Runs in the forked, confined child: one execution, its report on fd 3."""
-    import random
-
     spec = json.loads(spec_json)
     os.environ["HOME"] = spec["home"]
     os.environ["TMPDIR"] = spec["tmp"]
-    import tempfile
-
     tempfile.tempdir = None
     random.seed()
     sys.argv = ["tool"]

@@ -225,6 +225,7 @@ impl Sandbox {
 
     /// Runs `job` in `run_dir` and waits for it (or its timeout).
     pub async fn run(&self, job: &Job<'_>, run_dir: &RunDir) -> io::Result<Outcome> {
+        let started = std::time::Instant::now();
         let cgroup_name = run_dir
             .root
             .file_name()
@@ -244,7 +245,9 @@ impl Sandbox {
             "tmp": run_dir.root.join("tmp"),
         });
         let zygote = self.zygote_spec(job.workspace, job.venv, job.cache_dir);
+        let prepared_at = started.elapsed();
         let exit = self.pool.run(&zygote, plan, spec, job.limits.timeout).await;
+        let ran_at = started.elapsed();
         if let Some(cgroup) = cgroup {
             cgroup.kill_all();
             // Removing a cgroup waits for its last processes to leave.
@@ -254,6 +257,13 @@ impl Sandbox {
         let (stdout, out_truncated) = read_capped(&run_dir.root.join("stdout")).await;
         let (stderr, err_truncated) = read_capped(&run_dir.root.join("stderr")).await;
         let (report, report_problem) = read_report(&run_dir.report_path()).await;
+        tracing::debug!(
+            workspace = job.workspace,
+            prepare_us = prepared_at.as_micros() as u64,
+            run_us = (ran_at - prepared_at).as_micros() as u64,
+            read_us = (started.elapsed() - ran_at).as_micros() as u64,
+            "run timings"
+        );
         Ok(Outcome {
             stdout,
             stderr,
