@@ -150,10 +150,10 @@ mod tests {
         let order = Arc::new(Mutex::new(Vec::new()));
         let mut tasks = Vec::new();
         for (i, workspace) in ["busy", "busy", "busy", "quiet"].into_iter().enumerate() {
-            let admission = admission.clone();
+            let queued = admission.clone();
             let order = order.clone();
             tasks.push(tokio::spawn(async move {
-                let permit = admission.enter(workspace).await.expect("queued");
+                let permit = queued.enter(workspace).await.expect("queued");
                 order.lock().expect("lock").push(workspace);
                 drop(permit);
             }));

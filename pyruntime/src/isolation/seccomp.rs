@@ -120,7 +120,7 @@ pub fn build() -> Result<BpfProgram, String> {
                 1,
                 SeccompCmpArgLen::Dword,
                 SeccompCmpOp::Eq,
-                request as u64,
+                request,
             )?])
         })
         .collect::<Result<Vec<_>, _>>()
