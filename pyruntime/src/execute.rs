@@ -191,14 +191,7 @@ impl Executor {
         .await?
         .map_err(ApiError::internal)?;
         let specs = imports::plan(requirements, &missing, &present);
-        let report = self
-            .venvs
-            .install(&venv, &specs)
-            .await
-            .map_err(venv_error)?;
-        if !report.installed.is_empty() {
-            self.sandbox.pool().retire(workspace).await;
-        }
+        let report = self.install_into(workspace, &venv, &specs).await?;
         Ok((venv, report.installed))
     }
 
@@ -249,19 +242,36 @@ impl Executor {
         let specs: Vec<String> = requirements.into_iter().map(|r| r.spec).collect();
         let _guard = self.venvs.lock(&workspace).await;
         let venv = self.venvs.ensure(&workspace).await.map_err(venv_error)?;
-        let report = self
-            .venvs
-            .install(&venv, &specs)
-            .await
-            .map_err(venv_error)?;
-        if !report.installed.is_empty() {
-            self.sandbox.pool().retire(&workspace).await;
-        }
+        let report = self.install_into(&workspace, &venv, &specs).await?;
         Ok(InstallResponse {
             success: true,
             workspace_id: workspace,
             report,
         })
+    }
+
+    /// Installs `specs` into the workspace's venv through the sandbox, and retires the
+    /// workspace's zygote when anything changed. The caller holds the workspace's lock.
+    async fn install_into(
+        &self,
+        workspace: &str,
+        venv: &Venv,
+        specs: &[String],
+    ) -> Result<crate::venvs::InstallReport> {
+        let scratch = self.artifacts.runs_dir();
+        let cache = self.venvs.root().join(".installer-cache").join(workspace);
+        let report = self
+            .venvs
+            .install(venv, specs, |program, args| {
+                self.sandbox
+                    .install(workspace, venv, &scratch, &cache, program, args)
+            })
+            .await
+            .map_err(venv_error)?;
+        if !report.installed.is_empty() {
+            self.sandbox.pool().retire(workspace).await;
+        }
+        Ok(report)
     }
 
     /// The run's timeout: default 30 s, capped at `PY_TOOL_MAX_TIMEOUT` (with a warning).

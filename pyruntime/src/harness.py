@@ -175,6 +175,10 @@ def prepare(site_packages, venv_dir, executable, helpers_source, preload):
 def child_main(spec_json, layers_json):
     """Runs in the forked, confined child: one execution, its report on fd 3."""
     spec = json.loads(spec_json)
+    if spec.get("exec"):
+        # A package install: the installer replaces this process, confined as a run is.
+        os.close(REPORT_FD)
+        os.execve(spec["exec"][0], spec["exec"], spec["env"])
     os.environ["HOME"] = spec["home"]
     os.environ["TMPDIR"] = spec["tmp"]
     tempfile.tempdir = None

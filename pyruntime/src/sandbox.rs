@@ -337,6 +337,232 @@ impl Sandbox {
     }
 }
 
+/// Address space, file size and memory of an install are not the tool's limits: wheels
+/// hold files beyond 100 MiB and compilers need room.
+const INSTALL_MEMORY: u64 = 4 << 30;
+/// `RLIM_INFINITY`.
+const UNLIMITED: u64 = u64::MAX;
+
+impl Sandbox {
+    /// Runs an installer (`program` `args`) confined like a run — its namespaces, view,
+    /// Landlock and seccomp — as the workspace's install ids, with the network, and with
+    /// write access only to the venv and the workspace's installer cache (which runs never
+    /// see). On failure returns the installer's last words.
+    pub async fn install(
+        &self,
+        workspace: &str,
+        venv: &Venv,
+        scratch: &Path,
+        installer_cache: &Path,
+        program: PathBuf,
+        args: Vec<String>,
+    ) -> Result<(), String> {
+        self.try_install(workspace, venv, scratch, installer_cache, program, args)
+            .await
+            .map_err(|err| match err {
+                InstallFailure::Installer(text) => text,
+                InstallFailure::Io(err) => format!("the installer could not run: {err}"),
+            })
+    }
+
+    async fn try_install(
+        &self,
+        workspace: &str,
+        venv: &Venv,
+        scratch: &Path,
+        installer_cache: &Path,
+        program: PathBuf,
+        args: Vec<String>,
+    ) -> Result<(), InstallFailure> {
+        let program = std::fs::canonicalize(&program)?;
+        let program_dir = program
+            .parent()
+            .map(Path::to_owned)
+            .ok_or_else(|| io::Error::other("the installer has no directory"))?;
+        let scratch = scratch.to_owned();
+        let run_dir = tokio::task::spawn_blocking(move || {
+            std::fs::create_dir_all(&scratch)?;
+            RunDir::create(&scratch)
+        })
+        .await
+        .map_err(io::Error::other)??;
+        let cgroup_name = run_dir
+            .root
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let cgroup = self.cgroups.create(&cgroup_name, INSTALL_MEMORY)?;
+        let mut read_only = self.interpreter_dirs.clone();
+        read_only.push(program_dir);
+        read_only.extend(local_find_links());
+        let ids = Ids::for_workspace(workspace).for_install();
+        let plan = Plan {
+            run_root: run_dir.root.clone(),
+            read_only,
+            writable: vec![venv.dir.clone(), installer_cache.to_owned()],
+            ids,
+            network: true,
+            rlimits: Rlimits {
+                cpu_secs: crate::venvs::INSTALL_TIMEOUT.as_secs() + CPU_GRACE_SECS,
+                address_space: UNLIMITED,
+                file_size: UNLIMITED,
+                processes: PROCESS_LIMIT,
+            },
+            cgroup_procs: cgroup.as_ref().map(|c| c.procs()).unwrap_or_default(),
+            require: self.require,
+        };
+        let prepared = plan.clone();
+        tokio::task::spawn_blocking(move || {
+            // Everything an install writes belongs to the install ids; a venv made by the
+            // server (or by an older version) is handed over once (before prepare_dirs
+            // gives the top directories away).
+            for dir in &prepared.writable {
+                std::fs::create_dir_all(dir)?;
+            }
+            give_tree(&prepared.writable, prepared.ids)?;
+            prepare_dirs(&prepared)
+        })
+        .await
+        .map_err(io::Error::other)??;
+        let mut exec = vec![program.to_string_lossy().into_owned()];
+        exec.extend(args);
+        let spec = json!({
+            "exec": exec,
+            "env": installer_env(venv, &run_dir, installer_cache),
+            "home": run_dir.root.join("home"),
+            "tmp": run_dir.root.join("tmp"),
+        });
+        let setup = Setup {
+            site_packages: None,
+            venv_dir: None,
+            executable: None,
+            preload: Vec::new(),
+        };
+        let zygote = Zygote::start(
+            self.pool.launcher(),
+            zygote_env(None, installer_cache),
+            &setup,
+        )
+        .await?;
+        let exit = Pool::run_on(Arc::new(zygote), plan, spec, crate::venvs::INSTALL_TIMEOUT).await;
+        if let Some(cgroup) = cgroup {
+            cgroup.kill_all();
+            tokio::task::spawn_blocking(move || drop(cgroup));
+        }
+        let exit = exit?;
+        let (stdout, _) = read_capped(&run_dir.root.join("stdout")).await;
+        let (stderr, _) = read_capped(&run_dir.root.join("stderr")).await;
+        tokio::task::spawn_blocking(move || drop(run_dir));
+        if exit.code == Some(0) {
+            return Ok(());
+        }
+        let text = if stderr.trim().is_empty() {
+            stdout
+        } else {
+            stderr
+        };
+        let text = if exit.timed_out {
+            format!(
+                "the installer did not finish within {} s",
+                crate::venvs::INSTALL_TIMEOUT.as_secs()
+            )
+        } else if text.trim().is_empty() {
+            format!(
+                "the installer failed (exit {:?}, signal {:?})",
+                exit.code, exit.signal
+            )
+        } else {
+            crate::venvs::tail(text.trim(), 2000)
+        };
+        Err(InstallFailure::Installer(text))
+    }
+}
+
+enum InstallFailure {
+    Installer(String),
+    Io(io::Error),
+}
+
+impl From<io::Error> for InstallFailure {
+    fn from(err: io::Error) -> Self {
+        Self::Io(err)
+    }
+}
+
+/// The installer's environment: no server secrets; the index, proxy and certificate
+/// settings of the server's environment (`UV_*`, `PIP_*`, `*_PROXY`, `SSL_CERT_*`) pass.
+fn installer_env(venv: &Venv, run_dir: &RunDir, cache: &Path) -> serde_json::Map<String, Value> {
+    let path = |p: &Path| Value::String(p.to_string_lossy().into_owned());
+    let mut env = serde_json::Map::new();
+    for (name, value) in std::env::vars() {
+        let upper = name.to_ascii_uppercase();
+        let passes = (upper.starts_with("UV_") || upper.starts_with("PIP_"))
+            || upper.ends_with("_PROXY")
+            || upper.starts_with("SSL_CERT_")
+            || upper == "REQUESTS_CA_BUNDLE"
+            || upper == "PYTHONHOME";
+        if passes {
+            env.insert(name, Value::String(value));
+        }
+    }
+    env.insert(
+        "PATH".into(),
+        Value::String(format!(
+            "{}:/usr/local/bin:/usr/bin:/bin",
+            venv.dir.join("bin").display()
+        )),
+    );
+    env.insert("HOME".into(), path(&run_dir.root.join("home")));
+    env.insert("TMPDIR".into(), path(&run_dir.root.join("tmp")));
+    env.insert("LANG".into(), "C.UTF-8".into());
+    env.insert("UV_CACHE_DIR".into(), path(&cache.join("uv")));
+    env.insert("PIP_CACHE_DIR".into(), path(&cache.join("pip")));
+    env.insert("UV_PYTHON_DOWNLOADS".into(), "never".into());
+    env.insert("UV_NO_PROGRESS".into(), "1".into());
+    env
+}
+
+/// Local directories named by `UV_FIND_LINKS` / `PIP_FIND_LINKS` (a wheelhouse for
+/// machines without an index): visible read-only to installs.
+fn local_find_links() -> Vec<PathBuf> {
+    ["UV_FIND_LINKS", "PIP_FIND_LINKS"]
+        .iter()
+        .filter_map(|name| std::env::var(name).ok())
+        .flat_map(|value| {
+            value
+                .split([',', ' '])
+                .map(|item| PathBuf::from(item.trim().trim_start_matches("file://")))
+                .collect::<Vec<_>>()
+        })
+        .filter(|path| path.is_absolute() && path.is_dir())
+        .collect()
+}
+
+/// Gives `dirs` (and, when the top is not theirs yet, everything below) to `ids`' ids.
+fn give_tree(dirs: &[PathBuf], ids: Ids) -> io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    if !nix::unistd::geteuid().is_root() {
+        return Ok(());
+    }
+    let (uid, gid) = (ids.run_uid(), ids.run_gid());
+    fn walk(path: &Path, uid: u32, gid: u32) -> io::Result<()> {
+        std::os::unix::fs::lchown(path, Some(uid), Some(gid))?;
+        let meta = std::fs::symlink_metadata(path)?;
+        if meta.is_dir() {
+            for entry in std::fs::read_dir(path)? {
+                walk(&entry?.path(), uid, gid)?;
+            }
+        }
+        Ok(())
+    }
+    for dir in dirs {
+        if std::fs::metadata(dir)?.uid() != uid {
+            walk(dir, uid, gid)?;
+        }
+    }
+    Ok(())
+}
+
 /// Creates the writable directories, gives the run's own to the workspace's run ids, and
 /// creates the mount points of its view.
 fn prepare_dirs(plan: &Plan) -> io::Result<()> {

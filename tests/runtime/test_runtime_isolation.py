@@ -395,3 +395,47 @@ def test_a_saturated_runtime_answers_429_with_retry_after(start_runtime):
     assert refused.headers["Retry-After"] == "1"
     assert "busy" in refused.json()["message"]
     assert tight.execute("result = 'after'", workspaceId="busy")["result"] == "after"
+
+
+def evil_sdist(directory: Path, target: Path) -> None:
+    """An sdist whose setup.py writes `target` (outside any venv) when it is built."""
+    import io
+    import tarfile
+
+    setup = textwrap.dedent(
+        f"""
+        from setuptools import setup
+        with open({str(target)!r}, "w") as handle:
+            handle.write("pwned by setup.py")
+        setup(name="weir-evil", version="0.1", py_modules=[])
+        """
+    )
+    info = "Metadata-Version: 2.1\nName: weir-evil\nVersion: 0.1\n"
+    with tarfile.open(directory / "weir_evil-0.1.tar.gz", "w:gz") as archive:
+        for name, text in [("setup.py", setup), ("PKG-INFO", info)]:
+            data = text.encode()
+            entry = tarfile.TarInfo(f"weir_evil-0.1/{name}")
+            entry.size = len(data)
+            archive.addfile(entry, io.BytesIO(data))
+
+
+def test_an_install_that_writes_outside_the_venv_fails_and_leaves_it_usable(start_runtime, tmp_path):
+    links = tmp_path / "links"
+    links.mkdir()
+    target = tmp_path / f"evil-{uuid.uuid4().hex}"
+    evil_sdist(links, target)
+    server = start_runtime({"UV_FIND_LINKS": str(links)})
+    needs(server, "filesystem", "landlock")
+    workspace = "evil"
+    assert server.execute("import six\nresult = six.__name__", workspaceId=workspace)["result"] == "six"
+    response = server.post(
+        "/tools/install-packages", {"packages": ["weir-evil==0.1"], "workspace_id": workspace}
+    )
+    assert response.status_code == 400, response.text
+    # It got as far as running setup.py, which the sandbox stopped at its write.
+    message = response.json()["message"]
+    assert str(target) in message and ("Permission denied" in message or "Read-only" in message), message
+    assert not target.exists(), "setup.py wrote outside the venv"
+    body = server.execute("import six\nresult = six.__name__", workspaceId=workspace)
+    assert body["success"] and body["result"] == "six", body
+    survives(server, workspace)

@@ -25,6 +25,9 @@ use serde::{Deserialize, Serialize};
 /// Uid (and gid) a run has inside its user namespace when the runtime runs as root: an
 /// ordinary unprivileged id, mapped to the workspace's own range outside.
 pub const RUN_ID_INSIDE: u32 = 1000;
+/// Uid (and gid) of the workspace's package installs: the owner of its venv, which runs
+/// (`RUN_ID_INSIDE`) can read but not change.
+pub const INSTALL_ID_INSIDE: u32 = 2000;
 /// Size of the id range mapped per workspace (as root).
 pub const ID_RANGE: u32 = 65536;
 /// First outside id of the workspace ranges, above every id a distribution hands out.
@@ -123,6 +126,8 @@ pub struct Ids {
     pub base_gid: u32,
     /// Whether a whole range is mapped (the runtime runs as root) or only its own ids.
     pub range: bool,
+    /// The id the child takes inside the range (`RUN_ID_INSIDE` or `INSTALL_ID_INSIDE`).
+    pub inside: u32,
 }
 
 impl Ids {
@@ -136,6 +141,7 @@ impl Ids {
                 base_uid: uid,
                 base_gid: gid,
                 range: false,
+                inside: RUN_ID_INSIDE,
             };
         }
         let base = ID_BASE + (fnv1a(workspace.as_bytes()) % ID_SLOTS) * ID_RANGE;
@@ -143,13 +149,22 @@ impl Ids {
             base_uid: base,
             base_gid: base,
             range: true,
+            inside: RUN_ID_INSIDE,
+        }
+    }
+
+    /// The same workspace's ids for its package installs.
+    pub fn for_install(self) -> Self {
+        Self {
+            inside: INSTALL_ID_INSIDE,
+            ..self
         }
     }
 
     /// The uid that owns what a run writes, seen from outside.
     pub fn run_uid(&self) -> u32 {
         if self.range {
-            self.base_uid + RUN_ID_INSIDE
+            self.base_uid + self.inside
         } else {
             self.base_uid
         }
@@ -157,7 +172,7 @@ impl Ids {
 
     pub fn run_gid(&self) -> u32 {
         if self.range {
-            self.base_gid + RUN_ID_INSIDE
+            self.base_gid + self.inside
         } else {
             self.base_gid
         }

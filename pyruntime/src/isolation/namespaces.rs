@@ -12,7 +12,7 @@
 use nix::sched::{CloneFlags, unshare};
 use nix::unistd::{Gid, Pid, Uid, setgroups, setresgid, setresuid};
 
-use super::{Ids, Layer, RUN_ID_INSIDE};
+use super::{Ids, Layer};
 
 /// The namespaces every run gets; `CLONE_NEWNET` is added when the network is denied.
 pub fn run_flags(network_allowed: bool) -> CloneFlags {
@@ -56,21 +56,22 @@ pub fn write_id_maps(pid: Pid, ids: &Ids) -> Result<(), String> {
     Ok(())
 }
 
-/// Drops to the run's identity: inside a user namespace the unprivileged uid/gid 1000
-/// (mapped to the workspace's range) or, for an unprivileged runtime, the mapped root
+/// Drops to the run's identity: inside a user namespace the unprivileged uid/gid
+/// `ids.inside` (mapped to the workspace's range) or, for an unprivileged runtime, the mapped root
 /// with every capability removed; without a user namespace, the workspace's ids outside
 /// (root runtime) or the runtime's own ids. Returns the identity layer.
 pub fn drop_to_run_ids(ids: &Ids, in_user_namespace: bool) -> Layer {
     let result = if in_user_namespace && ids.range {
         drop_bounding_set();
-        switch_ids(RUN_ID_INSIDE, RUN_ID_INSIDE)
+        switch_ids(ids.inside, ids.inside)
             .and_then(|()| clear_capabilities())
             .map(|()| {
-            format!(
-                "uid/gid {RUN_ID_INSIDE} in the run's user namespace ({} outside), no capabilities",
-                ids.run_uid()
-            )
-        })
+                format!(
+                    "uid/gid {} in the run's user namespace ({} outside), no capabilities",
+                    ids.inside,
+                    ids.run_uid()
+                )
+            })
     } else if in_user_namespace {
         drop_bounding_set();
         clear_capabilities().map(|()| {
