@@ -18,7 +18,6 @@ output (the server fills that in). Functions get the parameters their signature 
 keyword arguments (all of them with **kwargs); coroutine functions are awaited.
 """
 
-import asyncio
 import inspect
 import json
 import linecache
@@ -66,6 +65,8 @@ def call_entry(fn, params):
         }
     value = fn(**kwargs)
     if inspect.isawaitable(value):
+        import asyncio  # only async tools pay for it
+
         value = asyncio.run(_await(value))
     return value
 
@@ -149,6 +150,10 @@ def prepare(site_packages, venv_dir, executable, helpers_source, preload):
     # Imported here so that no run pays for them (modules tool code commonly uses).
     import datetime, decimal, math, re, collections, itertools, functools, dataclasses  # noqa: E401, F401
 
+    if sys.flags.no_site:
+        # The builtins `site` would have added (`exit()` is common in scripts).
+        site.setquit()
+        site.sethelper()
     sys.path[:] = [p for p in sys.path if not p.rstrip("/").endswith(("site-packages", "dist-packages"))]
     if site_packages:
         site.addsitedir(site_packages)

@@ -10,6 +10,13 @@ fn main() -> std::process::ExitCode {
         // A workspace's zygote (started by the server itself, see `pool`).
         _weir_runtime::zygote::reserve_report_fd();
         pin_python_home();
+        // No `site` at start: the installation's .pth files (some import whole packages)
+        // are not the workspace's; the zygote adds the venv's site-packages itself.
+        // SAFETY: written before the interpreter exists, from the only thread.
+        #[allow(deprecated)] // the flag is deprecated from Python 3.12; this is 3.11
+        unsafe {
+            pyo3::ffi::Py_NoSiteFlag = 1;
+        }
         Python::initialize();
         return _weir_runtime::zygote::main();
     }
