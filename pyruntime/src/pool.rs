@@ -24,7 +24,7 @@ use tokio::sync::{Mutex as AsyncMutex, oneshot};
 
 use crate::isolation::Plan;
 use crate::venvs::Venv;
-use crate::zygote::{self, Event, Setup};
+use crate::zygote::{self, Event, SandboxSetup, Setup};
 
 /// Runs a zygote serves before it is replaced.
 pub const MAX_RUNS: u32 = 500;
@@ -73,17 +73,21 @@ impl Launcher {
 }
 
 /// How a run ended.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Exit {
     pub code: Option<i32>,
     pub signal: Option<i32>,
     pub timed_out: bool,
+    /// The run's cgroup directories (the caller empties and removes them).
+    pub cgroups: Vec<PathBuf>,
 }
 
 type Waiters = Mutex<HashMap<u64, Waiter>>;
 
+type StartedTx = oneshot::Sender<Result<(i32, Vec<PathBuf>), String>>;
+
 struct Waiter {
-    started: Option<oneshot::Sender<Result<i32, String>>>,
+    started: Option<StartedTx>,
     exited: Option<oneshot::Sender<(Option<i32>, Option<i32>)>>,
 }
 
@@ -107,6 +111,7 @@ pub struct Zygote {
 /// A started run: kill it with `pid`, wait with `exited`.
 struct Started {
     pid: i32,
+    cgroups: Vec<PathBuf>,
     exited: oneshot::Receiver<(Option<i32>, Option<i32>)>,
     /// Keeps the zygote process alive until the run is over, even once the pool has
     /// replaced it (dropping the last handle kills the process, and its runs with it).
@@ -206,8 +211,9 @@ impl Zygote {
             return Err(StartError::Dead);
         }
         match started_rx.await {
-            Ok(Ok(pid)) => Ok(Started {
+            Ok(Ok((pid, cgroups))) => Ok(Started {
                 pid,
+                cgroups,
                 exited: exited_rx,
                 _zygote: self.clone(),
             }),
@@ -236,9 +242,9 @@ async fn read_events(
         };
         let mut waiters = lock(&waiters);
         match event {
-            Event::Started { id, pid } => {
+            Event::Started { id, pid, cgroups } => {
                 if let Some(tx) = waiters.get_mut(&id).and_then(|w| w.started.take()) {
-                    let _ = tx.send(Ok(pid));
+                    let _ = tx.send(Ok((pid, cgroups)));
                 }
             }
             Event::Failed { id, message } => {
@@ -292,6 +298,8 @@ impl Drop for KillOnDrop {
 /// Waits for a started run's exit, killing it at `timeout` (and when dropped).
 async fn wait(started: Started, timeout: Duration) -> io::Result<Exit> {
     let guard = KillOnDrop(Some(started.pid));
+    // Removed (after killing what is left in them) even when the zygote dies mid-run.
+    let cgroups = crate::isolation::cgroups::RunCgroup::adopt(started.cgroups);
     let mut exited = started.exited;
     let (status, timed_out) = match tokio::time::timeout(timeout, &mut exited).await {
         Ok(status) => (status, false),
@@ -303,8 +311,16 @@ async fn wait(started: Started, timeout: Duration) -> io::Result<Exit> {
             (status, true)
         }
     };
-    let (code, signal) =
-        status.map_err(|_| io::Error::other("the workspace's zygote crashed during the run"))?;
+    let (code, signal) = match status {
+        Ok(status) => status,
+        Err(_) => {
+            cgroups.kill_all();
+            tokio::task::spawn_blocking(move || drop(cgroups));
+            return Err(io::Error::other(
+                "the workspace's zygote crashed during the run",
+            ));
+        }
+    };
     // The run has exited: its pid may be reused, so it must not be signalled again.
     let mut guard = guard;
     guard.0 = None;
@@ -312,6 +328,7 @@ async fn wait(started: Started, timeout: Duration) -> io::Result<Exit> {
         code,
         signal,
         timed_out,
+        cgroups: cgroups.into_dirs(),
     })
 }
 
@@ -320,6 +337,7 @@ pub struct ZygoteSpec<'a> {
     pub workspace: &'a str,
     pub venv: &'a Venv,
     pub env: Vec<(String, String)>,
+    pub sandbox: SandboxSetup,
 }
 
 /// The zygotes of all workspaces.
@@ -444,6 +462,7 @@ impl Pool {
             venv_dir: Some(spec.venv.dir.clone()),
             executable: Some(spec.venv.python.clone()),
             preload,
+            sandbox: spec.sandbox.clone(),
         };
         let started = Instant::now();
         let zygote = Zygote::start(&self.launcher, spec.env.clone(), &setup).await?;
@@ -508,11 +527,13 @@ impl Pool {
         let workspace = spec.workspace.to_owned();
         let venv = spec.venv.clone();
         let env = spec.env;
+        let sandbox = spec.sandbox;
         tokio::spawn(async move {
             let spec = ZygoteSpec {
                 workspace: &workspace,
                 venv: &venv,
                 env,
+                sandbox,
             };
             match pool.spawn(&spec).await {
                 Ok(fresh) => {

@@ -23,11 +23,11 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use tokio::io::AsyncReadExt;
 
-use crate::isolation::cgroups::Cgroups;
+use crate::isolation::cgroups::{Cgroups, RunCgroup};
 use crate::isolation::{Ids, Layer, Layers, Plan, Rlimits};
 use crate::pool::{Pool, Zygote, ZygoteSpec};
 use crate::venvs::Venv;
-use crate::zygote::Setup;
+use crate::zygote::{SandboxSetup, Setup};
 
 /// RLIMIT_FSIZE: the largest file a run may write.
 pub const FILE_SIZE_LIMIT: u64 = 100 << 20;
@@ -157,6 +157,8 @@ pub struct Sandbox {
     require: bool,
     /// The interpreter's installation, visible read-only in every run.
     interpreter_dirs: Vec<PathBuf>,
+    /// `PY_TOOL_MAX_MEM`: also each run's cgroup memory limit.
+    max_mem: u64,
 }
 
 impl Sandbox {
@@ -166,6 +168,7 @@ impl Sandbox {
         network: bool,
         require: bool,
         interpreter_dirs: Vec<PathBuf>,
+        max_mem: u64,
     ) -> Self {
         Self {
             pool,
@@ -173,6 +176,7 @@ impl Sandbox {
             network,
             require,
             interpreter_dirs,
+            max_mem,
         }
     }
 
@@ -200,10 +204,16 @@ impl Sandbox {
             workspace,
             venv,
             env: zygote_env(Some(venv), cache_dir),
+            sandbox: SandboxSetup {
+                ids: Ids::for_workspace(workspace),
+                network: self.network,
+                cgroups: self.cgroups.spec(self.max_mem),
+                keep_spare: true,
+            },
         }
     }
 
-    fn plan(&self, job: &Job<'_>, run_dir: &RunDir, cgroup_procs: Vec<PathBuf>) -> Plan {
+    fn plan(&self, job: &Job<'_>, run_dir: &RunDir) -> Plan {
         let mut read_only = self.interpreter_dirs.clone();
         read_only.push(job.venv.dir.clone());
         Plan {
@@ -218,7 +228,6 @@ impl Sandbox {
                 file_size: FILE_SIZE_LIMIT,
                 processes: PROCESS_LIMIT,
             },
-            cgroup_procs,
             require: self.require,
         }
     }
@@ -226,14 +235,7 @@ impl Sandbox {
     /// Runs `job` in `run_dir` and waits for it (or its timeout).
     pub async fn run(&self, job: &Job<'_>, run_dir: &RunDir) -> io::Result<Outcome> {
         let started = std::time::Instant::now();
-        let cgroup_name = run_dir
-            .root
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let cgroup = self.cgroups.create(&cgroup_name, job.limits.max_mem)?;
-        let procs = cgroup.as_ref().map(|c| c.procs()).unwrap_or_default();
-        let plan = self.plan(job, run_dir, procs);
+        let plan = self.plan(job, run_dir);
         let prepared = plan.clone();
         tokio::task::spawn_blocking(move || prepare_dirs(&prepared))
             .await
@@ -246,14 +248,15 @@ impl Sandbox {
         });
         let zygote = self.zygote_spec(job.workspace, job.venv, job.cache_dir);
         let prepared_at = started.elapsed();
-        let exit = self.pool.run(&zygote, plan, spec, job.limits.timeout).await;
+        let exit = self
+            .pool
+            .run(&zygote, plan, spec, job.limits.timeout)
+            .await?;
         let ran_at = started.elapsed();
-        if let Some(cgroup) = cgroup {
-            cgroup.kill_all();
-            // Removing a cgroup waits for its last processes to leave.
-            tokio::task::spawn_blocking(move || drop(cgroup));
-        }
-        let exit = exit?;
+        // Whatever the run left in its cgroups dies; the directories go after the response.
+        let cgroup = RunCgroup::adopt(exit.cgroups.clone());
+        cgroup.kill_all();
+        drop(cgroup);
         let (stdout, out_truncated) = read_capped(&run_dir.root.join("stdout")).await;
         let (stderr, err_truncated) = read_capped(&run_dir.root.join("stderr")).await;
         let (report, report_problem) = read_report(&run_dir.report_path()).await;
@@ -300,7 +303,6 @@ impl Sandbox {
                 file_size: FILE_SIZE_LIMIT,
                 processes: PROCESS_LIMIT,
             },
-            cgroup_procs: Vec::new(),
             require: false,
         };
         let prepared = plan.clone();
@@ -312,6 +314,12 @@ impl Sandbox {
             venv_dir: None,
             executable: None,
             preload: Vec::new(),
+            sandbox: SandboxSetup {
+                ids: plan.ids,
+                network: self.network,
+                cgroups: None,
+                keep_spare: false,
+            },
         };
         let zygote = Zygote::start(self.pool.launcher(), zygote_env(None, &cache), &setup).await?;
         let spec = json!({
@@ -386,12 +394,6 @@ impl Sandbox {
         })
         .await
         .map_err(io::Error::other)??;
-        let cgroup_name = run_dir
-            .root
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let cgroup = self.cgroups.create(&cgroup_name, INSTALL_MEMORY)?;
         let mut read_only = self.interpreter_dirs.clone();
         read_only.push(program_dir);
         read_only.extend(local_find_links());
@@ -408,7 +410,6 @@ impl Sandbox {
                 file_size: UNLIMITED,
                 processes: PROCESS_LIMIT,
             },
-            cgroup_procs: cgroup.as_ref().map(|c| c.procs()).unwrap_or_default(),
             require: self.require,
         };
         let prepared = plan.clone();
@@ -437,6 +438,12 @@ impl Sandbox {
             venv_dir: None,
             executable: None,
             preload: Vec::new(),
+            sandbox: SandboxSetup {
+                ids,
+                network: true,
+                cgroups: self.cgroups.spec(INSTALL_MEMORY),
+                keep_spare: false,
+            },
         };
         let zygote = Zygote::start(
             self.pool.launcher(),
@@ -444,12 +451,11 @@ impl Sandbox {
             &setup,
         )
         .await?;
-        let exit = Pool::run_on(Arc::new(zygote), plan, spec, crate::venvs::INSTALL_TIMEOUT).await;
-        if let Some(cgroup) = cgroup {
-            cgroup.kill_all();
-            tokio::task::spawn_blocking(move || drop(cgroup));
-        }
-        let exit = exit?;
+        let exit =
+            Pool::run_on(Arc::new(zygote), plan, spec, crate::venvs::INSTALL_TIMEOUT).await?;
+        let cgroup = RunCgroup::adopt(exit.cgroups.clone());
+        cgroup.kill_all();
+        drop(cgroup);
         let (stdout, _) = read_capped(&run_dir.root.join("stdout")).await;
         let (stderr, _) = read_capped(&run_dir.root.join("stderr")).await;
         tokio::task::spawn_blocking(move || drop(run_dir));

@@ -164,6 +164,7 @@ async fn prepare(config: &Config) -> std::io::Result<AppState> {
         config.network_allowed(),
         config.require_isolation,
         interpreter_dirs,
+        config.max_mem,
     );
     let layers = sandbox
         .probe(&artifacts.runs_dir().join("probe"))

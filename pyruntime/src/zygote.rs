@@ -39,7 +39,8 @@ use pyo3::types::PyModule;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::isolation::{self, Layer, Layers, Plan, namespaces};
+use crate::isolation::cgroups::CgroupSpec;
+use crate::isolation::{self, Ids, Layer, Layers, Plan, namespaces};
 
 /// The first argument that makes the binary a zygote.
 pub const ARG: &str = "__zygote";
@@ -59,6 +60,34 @@ pub struct Setup {
     pub executable: Option<PathBuf>,
     /// Modules to import before the first fork.
     pub preload: Vec<String>,
+    /// What every run of this zygote gets before its plan arrives.
+    pub sandbox: SandboxSetup,
+}
+
+/// The part of a run's confinement that is the same for every run of a zygote, so that
+/// the next run's processes can be made ready in advance (`Spare`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SandboxSetup {
+    pub ids: Ids,
+    /// Whether runs may use the host's network (else: a network namespace).
+    pub network: bool,
+    /// Per-run cgroups, created by the zygote; `None` without cgroups.
+    pub cgroups: Option<CgroupSpec>,
+    /// Keep a spare ready after each run (workspace zygotes; not one-shot ones).
+    pub keep_spare: bool,
+}
+
+/// A run's plan and spec as handed to its waiting pid 1.
+#[derive(Serialize)]
+struct RunOrder<'a> {
+    plan: &'a Plan,
+    spec: &'a Value,
+}
+
+#[derive(Deserialize)]
+struct OwnedRunOrder {
+    plan: Plan,
+    spec: Value,
 }
 
 /// What the server asks of a zygote.
@@ -79,10 +108,12 @@ pub enum Event {
         pid: u32,
         preloaded: Vec<String>,
     },
-    /// The run's intermediate process exists and is released (kill it to kill the run).
+    /// The run's intermediate process has its plan (kill it to kill the run); `cgroups`
+    /// are the run's cgroup directories, the server's to remove.
     Started {
         id: u64,
         pid: i32,
+        cgroups: Vec<PathBuf>,
     },
     /// The run could not be started.
     Failed {
@@ -131,6 +162,19 @@ struct Zygote {
     /// Intermediate pid → run id.
     children: HashMap<i32, u64>,
     draining: bool,
+    sandbox: SandboxSetup,
+    /// The next run's processes, ready and waiting for its plan.
+    spare: Option<Spare>,
+    /// Numbers the cgroups this zygote creates.
+    spares_made: u64,
+}
+
+/// A run's intermediate process and pid 1, forked in advance: namespaces unshared, id
+/// maps written and cgroups joined. pid 1 waits for the plan on `plan`.
+struct Spare {
+    pid: i32,
+    plan: OwnedFd,
+    cgroups: Vec<PathBuf>,
 }
 
 /// The zygote's whole life; `main` and the wheel's `zygote()` report its error.
@@ -167,6 +211,9 @@ pub fn serve() -> Result<(), String> {
         signals,
         children: HashMap::new(),
         draining: false,
+        sandbox: setup.sandbox.clone(),
+        spare: None,
+        spares_made: 0,
     };
     zygote.emit(&Event::Ready {
         pid: std::process::id(),
@@ -250,15 +297,26 @@ impl Zygote {
         match command {
             Command::Drain => {
                 self.draining = true;
+                self.drop_spare();
                 Ok(())
             }
-            Command::Run { id, plan, spec } => match self.start(&plan, &spec) {
-                Ok(pid) => {
-                    self.children.insert(pid, id);
-                    self.emit(&Event::Started { id, pid })
+            Command::Run { id, plan, spec } => {
+                match self.start(&plan, &spec) {
+                    Ok((pid, cgroups)) => {
+                        self.children.insert(pid, id);
+                        self.emit(&Event::Started { id, pid, cgroups })?;
+                    }
+                    Err(message) => self.emit(&Event::Failed { id, message })?,
                 }
-                Err(message) => self.emit(&Event::Failed { id, message }),
-            },
+                if self.sandbox.keep_spare && !self.draining {
+                    // The next run finds its processes ready.
+                    match self.make_spare() {
+                        Ok(spare) => self.spare = Some(spare),
+                        Err(err) => eprintln!("weir-pyruntime zygote: no spare: {err}"),
+                    }
+                }
+                Ok(())
+            }
         }
     }
 
@@ -276,6 +334,11 @@ impl Zygote {
             };
             if let Some(id) = self.children.remove(&pid.as_raw()) {
                 self.emit(&Event::Exited { id, code, signal })?;
+            } else if self.spare.as_ref().is_some_and(|s| s.pid == pid.as_raw()) {
+                // The spare died unused: its cgroups go, the next run makes a new one.
+                if let Some(spare) = self.spare.take() {
+                    drop(isolation::cgroups::RunCgroup::adopt(spare.cgroups));
+                }
             }
         }
     }
@@ -284,10 +347,40 @@ impl Zygote {
         for pid in self.children.keys() {
             let _ = nix::sys::signal::kill(Pid::from_raw(*pid), Signal::SIGKILL);
         }
+        self.drop_spare();
     }
 
-    /// Forks the run's intermediate process, writes its id maps and cgroups, releases it.
-    fn start(&mut self, plan: &Plan, spec: &Value) -> Result<i32, String> {
+    /// Kills the spare, waits for it, and removes its cgroups.
+    fn drop_spare(&mut self) {
+        if let Some(spare) = self.spare.take() {
+            let pid = Pid::from_raw(spare.pid);
+            let _ = nix::sys::signal::kill(pid, Signal::SIGKILL);
+            let _ = waitpid(pid, None);
+            drop(isolation::cgroups::RunCgroup::adopt(spare.cgroups));
+        }
+    }
+
+    /// Hands `plan` to the spare (made now if there is none). Returns the run's
+    /// intermediate pid and cgroups.
+    fn start(&mut self, plan: &Plan, spec: &Value) -> Result<(i32, Vec<PathBuf>), String> {
+        let spare = match self.spare.take() {
+            Some(spare) => spare,
+            None => self.make_spare()?,
+        };
+        let command = serde_json::to_vec(&RunOrder { plan, spec })
+            .map_err(|err| format!("encoding the plan: {err}"))?;
+        let mut pipe = File::from(spare.plan);
+        if let Err(err) = pipe.write_all(&command) {
+            let _ = nix::sys::signal::kill(Pid::from_raw(spare.pid), Signal::SIGKILL);
+            drop(isolation::cgroups::RunCgroup::adopt(spare.cgroups));
+            return Err(format!("the run's processes are gone: {err}"));
+        }
+        Ok((spare.pid, spare.cgroups))
+    }
+
+    /// Forks the next run's intermediate process (which unshares its namespaces and forks
+    /// pid 1), writes its id maps, puts it in new cgroups, and releases it.
+    fn make_spare(&mut self) -> Result<Spare, String> {
         let threads = std::fs::read_dir("/proc/self/task")
             .map(|d| d.count())
             .unwrap_or(0);
@@ -298,39 +391,47 @@ impl Zygote {
         }
         let (from_child, to_parent) = pipe()?;
         let (from_parent, to_child) = pipe()?;
-        let spec = spec.to_string();
+        let (plan_read, plan_write) = pipe()?;
         let pid = Python::attach(|py| -> PyResult<i32> { self.fork.call0(py)?.extract(py) })
             .map_err(|err| format!("fork: {err}"))?;
         if pid == 0 {
-            drop((from_child, to_child));
-            self.intermediate(plan, &spec, to_parent, from_parent);
+            drop((from_child, to_child, plan_write));
+            self.intermediate(to_parent, from_parent, plan_read);
         }
-        drop((to_parent, from_parent));
+        drop((to_parent, from_parent, plan_read));
         let child = Pid::from_raw(pid);
         let unshared = read_byte(&from_child) == Some(1);
         let mut release = 0u8;
         if unshared {
-            match namespaces::write_id_maps(child, &plan.ids) {
+            match namespaces::write_id_maps(child, &self.sandbox.ids) {
                 Ok(()) => release |= 1,
                 Err(err) => eprintln!("weir-pyruntime zygote: {err}"),
             }
         }
-        for procs in &plan.cgroup_procs {
-            if let Err(err) = std::fs::write(procs, pid.to_string()) {
-                let _ = nix::sys::signal::kill(child, Signal::SIGKILL);
-                return Err(format!(
-                    "cannot place the run in {}: {err}",
-                    procs.display()
-                ));
+        let mut cgroups = Vec::new();
+        if let Some(spec) = &self.sandbox.cgroups {
+            self.spares_made += 1;
+            let name = format!("z{}-{}", std::process::id(), self.spares_made);
+            match spec.place(&name, pid) {
+                Ok(placed) => cgroups = placed.into_dirs(),
+                Err(err) => {
+                    let _ = nix::sys::signal::kill(child, Signal::SIGKILL);
+                    let _ = waitpid(child, None);
+                    return Err(format!("cannot create the run's cgroup {name}: {err}"));
+                }
             }
         }
         let _ = nix::unistd::write(&to_child, &[release]);
-        Ok(pid)
+        Ok(Spare {
+            pid,
+            plan: plan_write,
+            cgroups,
+        })
     }
 
-    /// The intermediate child: redirects, unshares, waits for its maps, forks pid 1 and
-    /// exits the way pid 1 did. Never returns.
-    fn intermediate(&self, plan: &Plan, spec: &str, to_parent: OwnedFd, from_parent: OwnedFd) -> ! {
+    /// The intermediate child: unshares, waits for its maps and cgroups, forks pid 1 and
+    /// exits the way the run ended. Never returns.
+    fn intermediate(&self, to_parent: OwnedFd, from_parent: OwnedFd, plan: OwnedFd) -> ! {
         let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
         let mut all = SigSet::empty();
         all.add(Signal::SIGCHLD);
@@ -340,11 +441,7 @@ impl Zygote {
             libc::close(self.events.as_raw_fd());
             libc::close(self.signals.as_raw_fd());
         }
-        if let Err(err) = redirect(plan) {
-            eprintln!("weir-pyruntime: cannot prepare the run's files: {err}");
-            exit_now(71);
-        }
-        let unshared = namespaces::unshare_for_run(plan.network);
+        let unshared = namespaces::unshare_for_run(self.sandbox.network);
         // A change of credentials (the new user namespace) clears the parent-death signal.
         let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
         let _ = nix::unistd::write(&to_parent, &[u8::from(unshared.is_ok())]);
@@ -357,10 +454,10 @@ impl Zygote {
         match pid {
             Ok(0) => {
                 drop(status_read);
-                self.run(plan, spec, unshared, maps_written, status_write)
+                self.pid_one(plan, unshared, maps_written, status_write)
             }
             Ok(pid) => {
-                drop(status_write);
+                drop((status_write, plan));
                 mirror_exit(Pid::from_raw(pid), status_read)
             }
             Err(err) => {
@@ -368,6 +465,40 @@ impl Zygote {
                 exit_now(71);
             }
         }
+    }
+
+    /// pid 1 waiting for its run: reads the plan, points stdout, stderr and the report at
+    /// the run's files, and goes on with `run`.
+    fn pid_one(
+        &self,
+        plan: OwnedFd,
+        unshared: Result<(), String>,
+        maps_written: bool,
+        status: OwnedFd,
+    ) -> ! {
+        let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
+        let mut bytes = Vec::new();
+        if std::io::Read::read_to_end(&mut File::from(plan), &mut bytes).is_err() {
+            exit_now(71);
+        }
+        let Ok(mut order) = serde_json::from_slice::<OwnedRunOrder>(&bytes) else {
+            // The zygote went away (or dropped the spare) without a run for us.
+            exit_now(71);
+        };
+        // The namespaces were made from the zygote's setup: the plan must say the same.
+        order.plan.ids = self.sandbox.ids;
+        order.plan.network = self.sandbox.network;
+        if let Err(err) = redirect(&order.plan) {
+            eprintln!("weir-pyruntime: cannot prepare the run's files: {err}");
+            exit_now(71);
+        }
+        self.run(
+            &order.plan,
+            &order.spec.to_string(),
+            unshared,
+            maps_written,
+            status,
+        )
     }
 
     /// pid 1 of the run: confines itself layer by layer, then forks the process that runs

@@ -334,7 +334,11 @@ def zygotes_of(runtime, workspace):
         except OSError:
             continue
         if b"__zygote" in cmdline and f"VIRTUAL_ENV={venv}\0".encode() in environ:
-            found.append(int(entry.name))
+            # The zygote itself, not the spare run processes forked from it.
+            status = (entry / "status").read_text()
+            parent = int(next(l for l in status.splitlines() if l.startswith("PPid:")).split()[1])
+            if parent == runtime.process.pid:
+                found.append(int(entry.name))
     return found
 
 

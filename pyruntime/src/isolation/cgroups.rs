@@ -4,13 +4,15 @@
 //! `Cgroups::detect` (at start) finds where the runtime sits: cgroup v1 `pids` and
 //! `memory` hierarchies (this machine kind: a hybrid with the controllers on v1) or a v2
 //! hierarchy with both controllers delegated, and creates `weir-pyruntime-<pid>/` under
-//! its own cgroup there. `create` makes one child cgroup per run with `pids.max` and the
-//! memory limit; the zygote writes the run's first process into the `cgroup.procs` files
-//! before releasing it, and `RunCgroup`'s drop removes the directories once the run is
-//! gone. Without either, runs keep only their rlimits and the layer says why.
+//! its own cgroup there. `spec` tells a zygote where to make one child cgroup per run
+//! with `pids.max` and the memory limit (`CgroupSpec::place`, before the run's first
+//! process is released); the server adopts the run's cgroups when the run starts, and
+//! `RunCgroup`'s drop removes the directories once the run is gone. Without either, runs keep only their rlimits and the layer says why.
 
 use std::io;
 use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
 
 use super::Layer;
 
@@ -37,11 +39,6 @@ pub struct RunCgroup {
 }
 
 impl RunCgroup {
-    /// The `cgroup.procs` files the run's first process is written into.
-    pub fn procs(&self) -> Vec<PathBuf> {
-        self.dirs.iter().map(|d| d.join("cgroup.procs")).collect()
-    }
-
     /// Kills every process still in the run's cgroups.
     pub fn kill_all(&self) {
         for dir in &self.dirs {
@@ -65,17 +62,31 @@ impl RunCgroup {
 
 impl Drop for RunCgroup {
     fn drop(&mut self) {
-        for dir in &self.dirs {
-            // The last processes of a run may take a moment to leave after its pid 1.
-            for attempt in 0..50 {
-                match std::fs::remove_dir(dir) {
-                    Ok(()) => break,
-                    Err(err) if err.kind() == io::ErrorKind::NotFound => break,
-                    Err(err) if attempt == 49 => {
-                        tracing::warn!(dir = %dir.display(), %err, "cannot remove a run's cgroup");
-                    }
-                    Err(_) => std::thread::sleep(std::time::Duration::from_millis(10)),
+        let dirs = std::mem::take(&mut self.dirs);
+        if dirs.is_empty() {
+            return;
+        }
+        // Removal may wait for the run's last processes: never on an async worker.
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => {
+                handle.spawn_blocking(move || remove(&dirs));
+            }
+            Err(_) => remove(&dirs),
+        }
+    }
+}
+
+/// Removes run cgroup directories, retrying while their last processes leave.
+fn remove(dirs: &[PathBuf]) {
+    for dir in dirs {
+        for attempt in 0..50 {
+            match std::fs::remove_dir(dir) {
+                Ok(()) => break,
+                Err(err) if err.kind() == io::ErrorKind::NotFound => break,
+                Err(err) if attempt == 49 => {
+                    tracing::warn!(dir = %dir.display(), %err, "cannot remove a run's cgroup");
                 }
+                Err(_) => std::thread::sleep(std::time::Duration::from_millis(10)),
             }
         }
     }
@@ -108,47 +119,74 @@ impl Cgroups {
         }
     }
 
-    /// Creates the cgroup(s) of run `name` with its limits.
-    pub fn create(&self, name: &str, memory_bytes: u64) -> io::Result<Option<RunCgroup>> {
-        let (dirs, files): (Vec<PathBuf>, Vec<(PathBuf, String)>) = match &self.kind {
-            Kind::None { .. } => return Ok(None),
-            Kind::V1 { pids, memory } => {
-                let (p, m) = (pids.join(name), memory.join(name));
+    /// What a zygote needs to create one cgroup per run itself: the parent directories
+    /// and the limit files to write in each child; `None` without cgroups.
+    pub fn spec(&self, memory_bytes: u64) -> Option<CgroupSpec> {
+        let parents = match &self.kind {
+            Kind::None { .. } => return None,
+            Kind::V1 { pids, memory } => vec![
                 (
-                    vec![p.clone(), m.clone()],
-                    vec![
-                        (p.join("pids.max"), PIDS_MAX.to_string()),
-                        (m.join("memory.limit_in_bytes"), memory_bytes.to_string()),
-                    ],
-                )
-            }
-            Kind::V2 { dir } => {
-                let d = dir.join(name);
+                    pids.clone(),
+                    vec![("pids.max".to_owned(), PIDS_MAX.to_string())],
+                ),
                 (
-                    vec![d.clone()],
-                    vec![
-                        (d.join("pids.max"), PIDS_MAX.to_string()),
-                        (d.join("memory.max"), memory_bytes.to_string()),
-                        (d.join("memory.swap.max"), "0".to_owned()),
-                    ],
-                )
-            }
+                    memory.clone(),
+                    vec![("memory.limit_in_bytes".to_owned(), memory_bytes.to_string())],
+                ),
+            ],
+            Kind::V2 { dir } => vec![(
+                dir.clone(),
+                vec![
+                    ("pids.max".to_owned(), PIDS_MAX.to_string()),
+                    ("memory.max".to_owned(), memory_bytes.to_string()),
+                    ("memory.swap.max".to_owned(), "0".to_owned()),
+                ],
+            )],
         };
-        let run = RunCgroup { dirs };
-        for dir in &run.dirs {
-            std::fs::create_dir(dir)?;
-        }
-        for (file, value) in files {
-            match std::fs::write(&file, value) {
-                Ok(()) => {}
-                // memory.swap.max is absent without swap accounting: not a failure.
-                Err(err) if file.ends_with("memory.swap.max") => {
-                    tracing::debug!(%err, "no swap limit for runs");
+        Some(CgroupSpec { parents })
+    }
+}
+
+/// Where and how a zygote creates per-run cgroups (sent in its setup).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CgroupSpec {
+    /// Parent directory → limit files (name, value) of each child.
+    pub parents: Vec<(PathBuf, Vec<(String, String)>)>,
+}
+
+impl CgroupSpec {
+    /// Creates child `name` under every parent with its limits, and puts `pid` in it.
+    /// Zygote side; on error, whatever was created is removed.
+    pub fn place(&self, name: &str, pid: i32) -> io::Result<RunCgroup> {
+        let run = RunCgroup { dirs: Vec::new() };
+        let mut run = run;
+        for (parent, files) in &self.parents {
+            let dir = parent.join(name);
+            std::fs::create_dir(&dir)?;
+            run.dirs.push(dir.clone());
+            for (file, value) in files {
+                match std::fs::write(dir.join(file), value) {
+                    Ok(()) => {}
+                    // memory.swap.max is absent without swap accounting: not a failure.
+                    Err(_) if file == "memory.swap.max" => {}
+                    Err(err) => return Err(err),
                 }
-                Err(err) => return Err(err),
             }
+            std::fs::write(dir.join("cgroup.procs"), pid.to_string())?;
         }
-        Ok(Some(run))
+        Ok(run)
+    }
+}
+
+impl RunCgroup {
+    /// The cgroups a zygote created for a run (named in its `Started` event).
+    pub fn adopt(dirs: Vec<PathBuf>) -> Self {
+        Self { dirs }
+    }
+
+    /// Hands the directories over (to the server) instead of removing them on drop.
+    pub fn into_dirs(mut self) -> Vec<PathBuf> {
+        std::mem::take(&mut self.dirs)
     }
 }
 
@@ -219,7 +257,37 @@ fn detect_kind() -> Result<Kind, String> {
     Err(problems.join("; "))
 }
 
+/// Removes the run cgroups of runtimes that are gone (`weir-pyruntime-<pid>` with no such
+/// process): a runtime killed mid-run, or run cgroups whose removal was cut short by a
+/// shutdown. Empty cgroups only: a directory with a process left is kept.
+fn sweep_stale(parent_of_ours: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent_of_ours) else {
+        return;
+    };
+    for entry in entries.filter_map(Result::ok) {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name.strip_prefix("weir-pyruntime-") else {
+            continue;
+        };
+        if Path::new("/proc").join(pid).exists() {
+            continue;
+        }
+        let dir = entry.path();
+        if let Ok(runs) = std::fs::read_dir(&dir) {
+            for run in runs.filter_map(Result::ok) {
+                if run.file_type().is_ok_and(|t| t.is_dir()) {
+                    let _ = std::fs::remove_dir(run.path());
+                }
+            }
+        }
+        let _ = std::fs::remove_dir(&dir);
+    }
+}
+
 fn make_parent(dir: &Path) -> io::Result<()> {
+    if let Some(parent) = dir.parent() {
+        sweep_stale(parent);
+    }
     match std::fs::create_dir(dir) {
         Ok(()) => Ok(()),
         Err(err) if err.kind() == io::ErrorKind::AlreadyExists => Ok(()),

@@ -211,8 +211,6 @@ pub struct Plan {
     /// Whether the run may use the host's network (`PY_TOOL_NETWORK=allow`).
     pub network: bool,
     pub rlimits: Rlimits,
-    /// `cgroup.procs` files the run is placed in before it starts.
-    pub cgroup_procs: Vec<PathBuf>,
     /// Refuse to run user code when a layer is not enforced.
     pub require: bool,
 }
