@@ -572,18 +572,18 @@ impl Zygote {
         let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
         let layers_json = serde_json::to_string(&layers).unwrap_or_else(|_| "{}".to_owned());
         let runner = Python::attach(|py| -> PyResult<i32> { self.fork.call0(py)?.extract(py) });
-        match runner {
+        let runner_pid = match runner {
             Ok(0) => {
-                drop(status);
                 // The code's own session and process group, as a fresh process would have.
                 let _ = nix::unistd::setsid();
+                nix::unistd::getpid()
             }
             Ok(pid) => init(Pid::from_raw(pid), status),
             Err(err) => {
                 eprintln!("weir-pyruntime: fork: {err}");
                 exit_now(71);
             }
-        }
+        };
         let result = Python::attach(|py| -> PyResult<()> {
             let harness = self.harness.bind(py);
             match layers.first_missing() {
@@ -600,6 +600,12 @@ impl Zygote {
             eprintln!("weir-pyruntime: the harness failed: {err}");
             exit_now(1);
         }
+        // The run is over once its report is written: say so before this (possibly large)
+        // process is torn down. Only the runner itself, not a process the code forked.
+        if nix::unistd::getpid() == runner_pid {
+            flush_python();
+            let _ = nix::unistd::write(&status, b"E0\n");
+        }
         exit_now(0);
     }
 }
@@ -607,6 +613,13 @@ impl Zygote {
 /// Flushes Python's streams and leaves without running finalizers (a forked child must
 /// not flush or delete what belongs to the zygote).
 fn exit_now(code: i32) -> ! {
+    flush_python();
+    // SAFETY: _exit(2) ends the process at once; nothing is shared with the parent.
+    unsafe { libc::_exit(code) }
+}
+
+/// Flushes Python's stdout and stderr.
+fn flush_python() {
     Python::attach(|py| {
         if let Ok(sys) = py.import("sys") {
             for name in ["stdout", "stderr"] {
@@ -616,8 +629,6 @@ fn exit_now(code: i32) -> ! {
             }
         }
     });
-    // SAFETY: _exit(2) ends the process at once; nothing is shared with the parent.
-    unsafe { libc::_exit(code) }
 }
 
 /// pid 1's loop: reaps every process of the namespace until `runner` exits, then
@@ -626,12 +637,12 @@ fn exit_now(code: i32) -> ! {
 fn init(runner: Pid, status: OwnedFd) -> ! {
     loop {
         let ended = match waitpid(None, None) {
-            Ok(WaitStatus::Exited(pid, code)) if pid == runner => format!("E{code}"),
+            Ok(WaitStatus::Exited(pid, code)) if pid == runner => format!("E{code}\n"),
             Ok(WaitStatus::Signaled(pid, signal, _)) if pid == runner => {
-                format!("S{}", signal as i32)
+                format!("S{}\n", signal as i32)
             }
             Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
-            Err(_) => "E71".to_owned(),
+            Err(_) => "E71\n".to_owned(),
         };
         let _ = nix::unistd::write(&status, ended.as_bytes());
         // SAFETY: _exit(2) ends pid 1 (and so the namespace) at once.
@@ -642,29 +653,33 @@ fn init(runner: Pid, status: OwnedFd) -> ! {
 /// Waits for pid 1 of the run and ends this process the way the runner ended (read from
 /// `status`), or the way pid 1 ended when it left no word (killed from outside).
 fn mirror_exit(child: Pid, status: OwnedFd) -> ! {
-    let mut word = [0u8; 16];
-    let mut len = 0;
-    while len < word.len() {
-        match nix::unistd::read(&status, &mut word[len..]) {
+    // The first line only: the runner and pid 1 may both speak, and a process the code
+    // left behind may hold the pipe open.
+    let mut word = Vec::with_capacity(16);
+    let mut byte = [0u8; 1];
+    while word.len() < 16 {
+        match nix::unistd::read(&status, &mut byte) {
             Ok(0) => break,
-            Ok(n) => len += n,
+            Ok(_) if byte[0] == b'\n' => break,
+            Ok(_) => word.push(byte[0]),
             Err(nix::errno::Errno::EINTR) => continue,
             Err(_) => break,
         }
     }
-    let reported = std::str::from_utf8(&word[..len]).unwrap_or("").to_owned();
-    let own = loop {
-        match waitpid(child, None) {
-            Ok(WaitStatus::Exited(_, code)) => break (Some(code), None),
-            Ok(WaitStatus::Signaled(_, signal, _)) => break (None, Some(signal as i32)),
-            Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
-            Err(_) => break (Some(71), None),
-        }
-    };
+    let reported = String::from_utf8_lossy(&word).into_owned();
     let (code, signal) = match (reported.get(..1), reported.get(1..).map(str::parse::<i32>)) {
+        // Reported: no need to wait for pid 1 and the namespace to be torn down (pid 1
+        // dies with this process; the server empties the run's cgroups).
         (Some("E"), Some(Ok(code))) => (Some(code), None),
         (Some("S"), Some(Ok(signal))) => (None, Some(signal)),
-        _ => own,
+        _ => loop {
+            match waitpid(child, None) {
+                Ok(WaitStatus::Exited(_, code)) => break (Some(code), None),
+                Ok(WaitStatus::Signaled(_, signal, _)) => break (None, Some(signal as i32)),
+                Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
+                Err(_) => break (Some(71), None),
+            }
+        },
     };
     if let Some(signal) = signal {
         // SAFETY: restoring the default action and raising the same signal on this
