@@ -19,7 +19,7 @@ use crate::artifacts::{Artifact, Artifacts};
 use crate::config::Config;
 use crate::error::{ApiError, Result};
 use crate::imports::{self, Requirement};
-use crate::sandbox::{self, Entry, Job, Limits, Outcome, RunDir, Sandbox, ToolError};
+use crate::sandbox::{self, Entry, Job, Limits, Outcome, Sandbox, ToolError};
 use crate::templates::{self, Variables};
 use crate::venvs::{InstallReport, Venv, VenvError, Venvs};
 use crate::{py, workspace};
@@ -203,13 +203,11 @@ impl Executor {
         workspace: &str,
         warnings: &mut Vec<String>,
     ) -> Result<(Outcome, Vec<Artifact>)> {
-        let runs = self.artifacts.runs_dir();
-        let run_dir = blocking(move || {
-            std::fs::create_dir_all(&runs)?;
-            RunDir::create(&runs)
-        })
-        .await?
-        .map_err(ApiError::internal)?;
+        let (run_dir, plan) = self
+            .sandbox
+            .prepare(job, &self.artifacts.runs_dir())
+            .await
+            .map_err(ApiError::internal)?;
         let outcome = {
             let _slot = self
                 .admission
@@ -217,7 +215,7 @@ impl Executor {
                 .await
                 .map_err(|_| ApiError::Busy)?;
             self.sandbox
-                .run(job, &run_dir)
+                .run(job, &run_dir, plan)
                 .await
                 .map_err(ApiError::internal)?
         };

@@ -232,14 +232,30 @@ impl Sandbox {
         }
     }
 
-    /// Runs `job` in `run_dir` and waits for it (or its timeout).
-    pub async fn run(&self, job: &Job<'_>, run_dir: &RunDir) -> io::Result<Outcome> {
-        let started = std::time::Instant::now();
-        let plan = self.plan(job, run_dir);
+    /// Creates `job`'s run directory under `runs` with everything its plan needs (one
+    /// trip to a blocking thread).
+    pub async fn prepare(&self, job: &Job<'_>, runs: &Path) -> io::Result<(RunDir, Plan)> {
+        let runs = runs.to_owned();
+        let run_dir = RunDir {
+            root: runs.join(uuid::Uuid::new_v4().to_string()),
+        };
+        let plan = self.plan(job, &run_dir);
         let prepared = plan.clone();
-        tokio::task::spawn_blocking(move || prepare_dirs(&prepared))
-            .await
-            .map_err(io::Error::other)??;
+        tokio::task::spawn_blocking(move || {
+            for dir in [prepared.work(), prepared.home(), prepared.tmp()] {
+                std::fs::create_dir_all(dir)?;
+            }
+            prepare_dirs(&prepared)?;
+            Ok::<_, io::Error>(run_dir)
+        })
+        .await
+        .map_err(io::Error::other)?
+        .map(|run_dir| (run_dir, plan))
+    }
+
+    /// Runs `job` in `run_dir` (from `prepare`) and waits for it (or its timeout).
+    pub async fn run(&self, job: &Job<'_>, run_dir: &RunDir, plan: Plan) -> io::Result<Outcome> {
+        let started = std::time::Instant::now();
         let spec = json!({
             "code": job.code,
             "params": job.params,
