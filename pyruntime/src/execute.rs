@@ -146,7 +146,9 @@ impl Executor {
 
         let mut response = shape(outcome, &limits, warnings);
         if response.success {
-            let spec = self.sandbox.zygote_spec(&workspace, &venv, &cache_dir);
+            let spec = self
+                .sandbox
+                .zygote_spec(&workspace, &venv, &cache_dir, &artifacts_dir);
             self.sandbox.pool().learn(spec, &imported);
         }
         response.artifacts = artifacts;
@@ -205,7 +207,7 @@ impl Executor {
     ) -> Result<(Outcome, Vec<Artifact>)> {
         let (run_dir, plan) = self
             .sandbox
-            .prepare(job, &self.artifacts.runs_dir())
+            .prepare(job)
             .await
             .map_err(ApiError::internal)?;
         let outcome = {
@@ -256,7 +258,7 @@ impl Executor {
         venv: &Venv,
         specs: &[String],
     ) -> Result<crate::venvs::InstallReport> {
-        let scratch = self.artifacts.runs_dir();
+        let scratch = self.artifacts.runs_dir().join(workspace);
         let cache = self.venvs.root().join(".installer-cache").join(workspace);
         let report = self
             .venvs

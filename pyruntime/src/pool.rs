@@ -23,6 +23,7 @@ use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::{Mutex as AsyncMutex, oneshot};
 
 use crate::isolation::Plan;
+use crate::sandbox::{HomeRecipe, ZygoteHome, make_home};
 use crate::venvs::Venv;
 use crate::zygote::{self, Event, SandboxSetup, Setup};
 
@@ -106,6 +107,8 @@ pub struct Zygote {
     pub pid: u32,
     /// Held so that dropping the last handle kills the process.
     _child: Child,
+    /// Its view's directory and delegated cgroups, removed after the process is killed.
+    _home: Option<ZygoteHome>,
 }
 
 /// A started run: kill it with `pid`, wait with `exited`.
@@ -130,6 +133,7 @@ impl Zygote {
         launcher: &Launcher,
         env: Vec<(String, String)>,
         setup: &Setup,
+        home: Option<ZygoteHome>,
     ) -> io::Result<Self> {
         let mut child = Command::new(&launcher.program)
             .args(&launcher.args)
@@ -153,6 +157,43 @@ impl Zygote {
         line.push(b'\n');
         stdin.write_all(&line).await?;
         let mut lines = BufReader::new(stdout).lines();
+        if setup.view.is_some() {
+            // The zygote enters its own user namespace first; its maps are written here.
+            let line = tokio::time::timeout(START_TIMEOUT, lines.next_line())
+                .await
+                .map_err(|_| io::Error::other("the zygote did not start in time"))??
+                .ok_or_else(|| {
+                    io::Error::other("the zygote exited while starting (see the log)")
+                })?;
+            let mapped = match serde_json::from_str::<Event>(&line) {
+                Ok(Event::Unshared { ok: true }) => {
+                    let pid = child
+                        .id()
+                        .ok_or_else(|| io::Error::other("the zygote is gone"))?;
+                    let ids = setup.sandbox.ids;
+                    tokio::task::spawn_blocking(move || {
+                        crate::isolation::namespaces::write_id_maps(
+                            nix::unistd::Pid::from_raw(pid as i32),
+                            &ids,
+                        )
+                    })
+                    .await
+                    .map_err(io::Error::other)?
+                    .map_err(io::Error::other)?;
+                    true
+                }
+                Ok(Event::Unshared { ok: false }) => false,
+                _ => {
+                    return Err(io::Error::other(format!("unexpected zygote line: {line}")));
+                }
+            };
+            if mapped {
+                let mut answer = serde_json::to_vec(&zygote::Command::Mapped { ok: true })
+                    .map_err(io::Error::other)?;
+                answer.push(b'\n');
+                stdin.write_all(&answer).await?;
+            }
+        }
         let first = tokio::time::timeout(START_TIMEOUT, lines.next_line())
             .await
             .map_err(|_| io::Error::other("the zygote did not become ready in time"))??
@@ -176,6 +217,7 @@ impl Zygote {
             preloaded,
             pid,
             _child: child,
+            _home: home,
         })
     }
 
@@ -261,7 +303,7 @@ async fn read_events(
                     let _ = tx.send((code, signal));
                 }
             }
-            Event::Ready { .. } => {}
+            Event::Ready { .. } | Event::Unshared { .. } => {}
         }
     }
     alive.store(false, Ordering::Release);
@@ -338,6 +380,8 @@ pub struct ZygoteSpec<'a> {
     pub venv: &'a Venv,
     pub env: Vec<(String, String)>,
     pub sandbox: SandboxSetup,
+    /// Its own view and delegated cgroups (`sandbox::make_home`).
+    pub home: HomeRecipe,
 }
 
 /// The zygotes of all workspaces.
@@ -457,15 +501,22 @@ impl Pool {
             .get(spec.workspace)
             .cloned()
             .unwrap_or_default();
+        let recipe = spec.home.clone();
+        let home = tokio::task::spawn_blocking(move || make_home(&recipe))
+            .await
+            .map_err(io::Error::other)??;
+        let mut sandbox = spec.sandbox.clone();
+        sandbox.cgroups = home.cgroups.clone();
         let setup = Setup {
             site_packages: Some(spec.venv.site_packages.clone()),
             venv_dir: Some(spec.venv.dir.clone()),
             executable: Some(spec.venv.python.clone()),
             preload,
-            sandbox: spec.sandbox.clone(),
+            sandbox,
+            view: home.view.clone(),
         };
         let started = Instant::now();
-        let zygote = Zygote::start(&self.launcher, spec.env.clone(), &setup).await?;
+        let zygote = Zygote::start(&self.launcher, spec.env.clone(), &setup, Some(home)).await?;
         tracing::info!(
             workspace = spec.workspace,
             pid = zygote.pid,
@@ -528,12 +579,14 @@ impl Pool {
         let venv = spec.venv.clone();
         let env = spec.env;
         let sandbox = spec.sandbox;
+        let home = spec.home;
         tokio::spawn(async move {
             let spec = ZygoteSpec {
                 workspace: &workspace,
                 venv: &venv,
                 env,
                 sandbox,
+                home,
             };
             match pool.spawn(&spec).await {
                 Ok(fresh) => {

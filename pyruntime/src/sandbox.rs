@@ -23,7 +23,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use tokio::io::AsyncReadExt;
 
-use crate::isolation::cgroups::{Cgroups, RunCgroup};
+use crate::isolation::cgroups::{CgroupSpec, Cgroups, RunCgroup};
 use crate::isolation::{Ids, Layer, Layers, Plan, Rlimits};
 use crate::pool::{Pool, Zygote, ZygoteSpec};
 use crate::venvs::Venv;
@@ -159,6 +159,8 @@ pub struct Sandbox {
     interpreter_dirs: Vec<PathBuf>,
     /// `PY_TOOL_MAX_MEM`: also each run's cgroup memory limit.
     max_mem: u64,
+    /// Where run directories go (`<runs_root>/<workspace>/<run>`).
+    runs_root: PathBuf,
 }
 
 impl Sandbox {
@@ -169,6 +171,7 @@ impl Sandbox {
         require: bool,
         interpreter_dirs: Vec<PathBuf>,
         max_mem: u64,
+        runs_root: PathBuf,
     ) -> Self {
         Self {
             pool,
@@ -177,6 +180,7 @@ impl Sandbox {
             require,
             interpreter_dirs,
             max_mem,
+            runs_root,
         }
     }
 
@@ -199,16 +203,27 @@ impl Sandbox {
         workspace: &'a str,
         venv: &'a Venv,
         cache_dir: &Path,
+        artifacts_dir: &Path,
     ) -> ZygoteSpec<'a> {
+        let ids = Ids::for_workspace(workspace);
+        let mut read_only = self.interpreter_dirs.clone();
+        read_only.push(venv.dir.clone());
         ZygoteSpec {
             workspace,
             venv,
             env: zygote_env(Some(venv), cache_dir),
             sandbox: SandboxSetup {
-                ids: Ids::for_workspace(workspace),
+                ids,
                 network: self.network,
-                cgroups: self.cgroups.spec(self.max_mem),
+                cgroups: None,
                 keep_spare: true,
+            },
+            home: HomeRecipe {
+                runs_dir: self.runs_root.join(workspace),
+                read_only,
+                writable: vec![artifacts_dir.to_owned(), cache_dir.to_owned()],
+                ids,
+                cgroups: self.cgroups.spec(self.max_mem),
             },
         }
     }
@@ -222,6 +237,7 @@ impl Sandbox {
             writable: vec![job.artifacts_dir.to_owned(), job.cache_dir.to_owned()],
             ids: Ids::for_workspace(job.workspace),
             network: self.network,
+            host_proc: false,
             rlimits: Rlimits {
                 cpu_secs: job.limits.cpu_secs(),
                 address_space: job.limits.max_mem,
@@ -234,10 +250,12 @@ impl Sandbox {
 
     /// Creates `job`'s run directory under `runs` with everything its plan needs (one
     /// trip to a blocking thread).
-    pub async fn prepare(&self, job: &Job<'_>, runs: &Path) -> io::Result<(RunDir, Plan)> {
-        let runs = runs.to_owned();
+    pub async fn prepare(&self, job: &Job<'_>) -> io::Result<(RunDir, Plan)> {
         let run_dir = RunDir {
-            root: runs.join(uuid::Uuid::new_v4().to_string()),
+            root: self
+                .runs_root
+                .join(job.workspace)
+                .join(uuid::Uuid::new_v4().to_string()),
         };
         let plan = self.plan(job, &run_dir);
         let prepared = plan.clone();
@@ -262,7 +280,7 @@ impl Sandbox {
             "home": run_dir.root.join("home"),
             "tmp": run_dir.root.join("tmp"),
         });
-        let zygote = self.zygote_spec(job.workspace, job.venv, job.cache_dir);
+        let zygote = self.zygote_spec(job.workspace, job.venv, job.cache_dir, job.artifacts_dir);
         let prepared_at = started.elapsed();
         let exit = self
             .pool
@@ -298,6 +316,7 @@ impl Sandbox {
     /// Runs `result = 1` in a bare zygote (no venv) and returns the layers it applied:
     /// what this kernel grants, measured rather than assumed.
     pub async fn probe(&self, scratch: &Path) -> io::Result<Layers> {
+        let scratch_dir = scratch.to_owned();
         let scratch = scratch.to_owned();
         let run_dir = tokio::task::spawn_blocking(move || {
             std::fs::create_dir_all(&scratch)?;
@@ -313,6 +332,7 @@ impl Sandbox {
             writable: vec![writable, cache.clone()],
             ids: Ids::for_workspace("probe"),
             network: self.network,
+            host_proc: false,
             rlimits: Rlimits {
                 cpu_secs: 10,
                 address_space: 1 << 30,
@@ -336,8 +356,27 @@ impl Sandbox {
                 cgroups: None,
                 keep_spare: false,
             },
+            view: None,
         };
-        let zygote = Zygote::start(self.pool.launcher(), zygote_env(None, &cache), &setup).await?;
+        let recipe = HomeRecipe {
+            runs_dir: scratch_dir.clone(),
+            read_only: self.interpreter_dirs.clone(),
+            writable: Vec::new(),
+            ids: plan.ids,
+            cgroups: None,
+        };
+        let home = tokio::task::spawn_blocking(move || make_home(&recipe))
+            .await
+            .map_err(io::Error::other)??;
+        let mut setup = setup;
+        setup.view = home.view.clone();
+        let zygote = Zygote::start(
+            self.pool.launcher(),
+            zygote_env(None, &cache),
+            &setup,
+            Some(home),
+        )
+        .await?;
         let spec = json!({
             "code": "result = 1",
             "params": {},
@@ -420,6 +459,7 @@ impl Sandbox {
             writable: vec![venv.dir.clone(), installer_cache.to_owned()],
             ids,
             network: true,
+            host_proc: false,
             rlimits: Rlimits {
                 cpu_secs: crate::venvs::INSTALL_TIMEOUT.as_secs() + CPU_GRACE_SECS,
                 address_space: UNLIMITED,
@@ -457,14 +497,33 @@ impl Sandbox {
             sandbox: SandboxSetup {
                 ids,
                 network: true,
-                cgroups: self.cgroups.spec(INSTALL_MEMORY),
+                cgroups: None,
                 keep_spare: false,
             },
+            view: None,
         };
+        let recipe = HomeRecipe {
+            runs_dir: run_dir
+                .root
+                .parent()
+                .map(Path::to_owned)
+                .unwrap_or_default(),
+            read_only: plan.read_only.clone(),
+            writable: plan.writable.clone(),
+            ids,
+            cgroups: self.cgroups.spec(INSTALL_MEMORY),
+        };
+        let home = tokio::task::spawn_blocking(move || make_home(&recipe))
+            .await
+            .map_err(io::Error::other)??;
+        let mut setup = setup;
+        setup.view = home.view.clone();
+        setup.sandbox.cgroups = home.cgroups.clone();
         let zygote = Zygote::start(
             self.pool.launcher(),
             zygote_env(None, installer_cache),
             &setup,
+            Some(home),
         )
         .await?;
         let exit =
@@ -585,6 +644,113 @@ fn give_tree(dirs: &[PathBuf], ids: Ids) -> io::Result<()> {
     Ok(())
 }
 
+/// What a zygote's own view holds (see `zygote::Setup::view`).
+#[derive(Debug, Clone)]
+pub struct HomeRecipe {
+    /// The workspace's run directories (every run's root is below it).
+    pub runs_dir: PathBuf,
+    pub read_only: Vec<PathBuf>,
+    pub writable: Vec<PathBuf>,
+    pub ids: Ids,
+    /// Per-run cgroups, created by the zygote in a cgroup delegated to it.
+    pub cgroups: Option<CgroupSpec>,
+}
+
+/// A zygote's home on the server side: the directory its view is built in and the
+/// cgroups delegated to it; removed (off the async workers) when the zygote is gone.
+pub struct ZygoteHome {
+    pub view: Option<Plan>,
+    pub cgroups: Option<CgroupSpec>,
+    dir: Option<PathBuf>,
+    delegated: Vec<PathBuf>,
+}
+
+impl Drop for ZygoteHome {
+    fn drop(&mut self) {
+        let dir = self.dir.take();
+        let delegated = RunCgroup::adopt(std::mem::take(&mut self.delegated));
+        let remove = move || {
+            drop(delegated);
+            if let Some(dir) = dir {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => {
+                handle.spawn_blocking(remove);
+            }
+            Err(_) => remove(),
+        }
+    }
+}
+
+/// Prepares a zygote's home (blocking): as root, the skeleton of its own view and a
+/// cgroup under each of the runtime's, owned by the workspace's first id, in which the
+/// zygote creates its runs' cgroups. Not root: no view of its own (the zygote is as
+/// unprivileged as the runtime) and the runtime's cgroups as they are.
+pub fn make_home(recipe: &HomeRecipe) -> io::Result<ZygoteHome> {
+    std::fs::create_dir_all(&recipe.runs_dir)?;
+    if !nix::unistd::geteuid().is_root() || !recipe.ids.range {
+        return Ok(ZygoteHome {
+            view: None,
+            cgroups: recipe.cgroups.clone(),
+            dir: None,
+            delegated: Vec::new(),
+        });
+    }
+    let name = format!("zygote-{}", uuid::Uuid::new_v4());
+    let dir = recipe.runs_dir.join(&name);
+    let mut home = ZygoteHome {
+        view: None,
+        cgroups: None,
+        dir: Some(dir.clone()),
+        delegated: Vec::new(),
+    };
+    for sub in ["work", "home", "tmp"] {
+        std::fs::create_dir_all(dir.join(sub))?;
+    }
+    for path in &recipe.writable {
+        std::fs::create_dir_all(path)?;
+    }
+    let mut writable = recipe.writable.clone();
+    writable.push(recipe.runs_dir.clone());
+    if let Some(spec) = &recipe.cgroups {
+        let owner = (
+            Some(nix::unistd::Uid::from_raw(recipe.ids.base_uid)),
+            Some(nix::unistd::Gid::from_raw(recipe.ids.base_gid)),
+        );
+        let mut parents = Vec::new();
+        for (parent, files) in &spec.parents {
+            let delegated = parent.join(&name);
+            std::fs::create_dir(&delegated)?;
+            home.delegated.push(delegated.clone());
+            nix::unistd::chown(&delegated, owner.0, owner.1).map_err(io::Error::from)?;
+            // The zygote sees its cgroups at their real path, writable.
+            writable.push(delegated.clone());
+            parents.push((delegated, files.clone()));
+        }
+        home.cgroups = Some(CgroupSpec { parents });
+    }
+    let view = Plan {
+        run_root: dir,
+        read_only: recipe.read_only.clone(),
+        writable,
+        ids: recipe.ids,
+        network: true,
+        host_proc: true,
+        rlimits: Rlimits {
+            cpu_secs: UNLIMITED,
+            address_space: UNLIMITED,
+            file_size: UNLIMITED,
+            processes: PROCESS_LIMIT,
+        },
+        require: false,
+    };
+    crate::isolation::mounts::skeleton(&view)?;
+    home.view = Some(view);
+    Ok(home)
+}
+
 /// Creates the writable directories, gives the run's own to the workspace's run ids, and
 /// creates the mount points of its view.
 fn prepare_dirs(plan: &Plan) -> io::Result<()> {
@@ -592,6 +758,13 @@ fn prepare_dirs(plan: &Plan) -> io::Result<()> {
         std::fs::create_dir_all(dir)?;
     }
     if nix::unistd::geteuid().is_root() {
+        // pid 1 (the workspace's first id on the host) creates the run's output files.
+        nix::unistd::chown(
+            &plan.run_root,
+            Some(nix::unistd::Uid::from_raw(plan.ids.base_uid)),
+            Some(nix::unistd::Gid::from_raw(plan.ids.base_gid)),
+        )
+        .map_err(io::Error::from)?;
         let uid = Some(nix::unistd::Uid::from_raw(plan.ids.run_uid()));
         let gid = Some(nix::unistd::Gid::from_raw(plan.ids.run_gid()));
         for dir in [plan.work(), plan.home(), plan.tmp()]

@@ -165,6 +165,7 @@ async fn prepare(config: &Config) -> std::io::Result<AppState> {
         config.require_isolation,
         interpreter_dirs,
         config.max_mem,
+        artifacts.runs_dir(),
     );
     let layers = sandbox
         .probe(&artifacts.runs_dir().join("probe"))

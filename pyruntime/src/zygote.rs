@@ -62,6 +62,10 @@ pub struct Setup {
     pub preload: Vec<String>,
     /// What every run of this zygote gets before its plan arrives.
     pub sandbox: SandboxSetup,
+    /// The zygote's own view (user and mount namespaces, read-only system, interpreter
+    /// and venv), entered before any of the workspace's code is imported; `None` when the
+    /// runtime is not root (the zygote is then as unprivileged as the runtime).
+    pub view: Option<Plan>,
 }
 
 /// The part of a run's confinement that is the same for every run of a zygote, so that
@@ -98,12 +102,18 @@ pub enum Command {
     Run { id: u64, plan: Plan, spec: Value },
     /// Accept no more runs; exit when the running ones are over.
     Drain,
+    /// The answer to `Event::Unshared`: whether the zygote's id maps were written.
+    Mapped { ok: bool },
 }
 
 /// What a zygote tells the server.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "lowercase")]
 pub enum Event {
+    /// The zygote entered its own user namespace (`ok`) and waits for its id maps.
+    Unshared {
+        ok: bool,
+    },
     Ready {
         pid: u32,
         preloaded: Vec<String>,
@@ -167,6 +177,8 @@ struct Zygote {
     spare: Option<Spare>,
     /// Numbers the cgroups this zygote creates.
     spares_made: u64,
+    /// The zygote is in its own user namespace: its children's ids map onto its own.
+    nested: bool,
 }
 
 /// A run's intermediate process and pid 1, forked in advance: namespaces unshared, id
@@ -188,6 +200,11 @@ pub fn serve() -> Result<(), String> {
     let setup_line = input.blocking_line().ok_or("no setup line on stdin")?;
     let setup: Setup =
         serde_json::from_str(&setup_line).map_err(|err| format!("bad setup line: {err}"))?;
+    let mut events = File::from(events);
+    let nested = match &setup.view {
+        Some(view) => confine_zygote(view, &mut input, &mut events)?,
+        None => false,
+    };
 
     // What CPython's own start-up does (an embedded interpreter skips it): a full pipe or
     // an oversized file is an OSError in Python, not a fatal signal.
@@ -207,19 +224,51 @@ pub fn serve() -> Result<(), String> {
         harness,
         fork,
         seccomp: isolation::seccomp::build(),
-        events: File::from(events),
+        events,
         signals,
         children: HashMap::new(),
         draining: false,
         sandbox: setup.sandbox.clone(),
         spare: None,
         spares_made: 0,
+        nested,
     };
     zygote.emit(&Event::Ready {
         pid: std::process::id(),
         preloaded,
     })?;
     zygote.run_loop(&mut input)
+}
+
+/// Enters the zygote's own user and mount namespaces (the server writes the id maps) and
+/// its read-only view, then becomes root of that namespace only — unprivileged on the
+/// host — before any of the workspace's code is imported. Returns whether it did; a
+/// kernel that refuses leaves the zygote as it was (and says so on stderr).
+fn confine_zygote(view: &Plan, input: &mut LineReader, events: &mut File) -> Result<bool, String> {
+    let unshared = namespaces::unshare_for_zygote();
+    if let Err(err) = &unshared {
+        eprintln!("weir-pyruntime zygote: no namespaces of its own: {err}");
+    }
+    let mut line = serde_json::to_vec(&Event::Unshared {
+        ok: unshared.is_ok(),
+    })
+    .map_err(|e| e.to_string())?;
+    line.push(b'\n');
+    events
+        .write_all(&line)
+        .map_err(|err| format!("the server is gone: {err}"))?;
+    if unshared.is_err() {
+        return Ok(false);
+    }
+    let answer = input.blocking_line().ok_or("no answer to unshared")?;
+    match serde_json::from_str::<Command>(&answer) {
+        Ok(Command::Mapped { ok: true }) => {}
+        _ => return Err("the server could not map the zygote's ids".to_owned()),
+    }
+    isolation::mounts::build_view(view).map_err(|err| format!("the zygote's view: {err}"))?;
+    namespaces::become_namespace_root()?;
+    nix::sys::prctl::set_no_new_privs().map_err(|err| format!("no_new_privs: {err}"))?;
+    Ok(true)
 }
 
 fn prepare_python(
@@ -295,6 +344,8 @@ impl Zygote {
         let command: Command =
             serde_json::from_str(line).map_err(|err| format!("bad command: {err}"))?;
         match command {
+            // Only meaningful during start-up.
+            Command::Mapped { .. } => Ok(()),
             Command::Drain => {
                 self.draining = true;
                 self.drop_spare();
@@ -403,7 +454,17 @@ impl Zygote {
         let unshared = read_byte(&from_child) == Some(1);
         let mut release = 0u8;
         if unshared {
-            match namespaces::write_id_maps(child, &self.sandbox.ids) {
+            let ids = if self.nested {
+                // The zygote's own namespace already maps the workspace's range at 0.
+                Ids {
+                    base_uid: 0,
+                    base_gid: 0,
+                    ..self.sandbox.ids
+                }
+            } else {
+                self.sandbox.ids
+            };
+            match namespaces::write_id_maps(child, &ids) {
                 Ok(()) => release |= 1,
                 Err(err) => eprintln!("weir-pyruntime zygote: {err}"),
             }
@@ -442,8 +503,11 @@ impl Zygote {
             libc::close(self.signals.as_raw_fd());
         }
         let unshared = namespaces::unshare_for_run(self.sandbox.network);
-        // A change of credentials (the new user namespace) clears the parent-death signal.
+        // A change of credentials (the new user namespace) clears the parent-death signal,
+        // and makes the process undumpable: its /proc files would then belong to the
+        // host's root, and a zygote in a namespace of its own could not write its maps.
         let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
+        let _ = nix::sys::prctl::set_dumpable(true);
         let _ = nix::unistd::write(&to_parent, &[u8::from(unshared.is_ok())]);
         let maps_written = read_byte(&from_parent) == Some(1);
         drop((to_parent, from_parent));

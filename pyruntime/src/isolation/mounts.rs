@@ -66,6 +66,9 @@ fn binds(plan: &Plan) -> Vec<Bind> {
         let device = Path::new("/dev").join(name);
         add(&device, &device, true);
     }
+    if plan.host_proc {
+        add(Path::new("/proc"), Path::new("/proc"), true);
+    }
     binds
 }
 
@@ -136,14 +139,16 @@ pub fn build_view(plan: &Plan) -> Result<String, String> {
         Some("size=64m,mode=1777"),
     )
     .map_err(|err| format!("/dev/shm: {err}"))?;
-    mount(
-        Some("proc"),
-        &root.join("proc"),
-        Some("proc"),
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
-        none,
-    )
-    .map_err(|err| format!("/proc of the run's pid namespace: {err}"))?;
+    if !plan.host_proc {
+        mount(
+            Some("proc"),
+            &root.join("proc"),
+            Some("proc"),
+            MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+            none,
+        )
+        .map_err(|err| format!("/proc of the run's pid namespace: {err}"))?;
+    }
 
     nix::unistd::pivot_root(&root, &root.join(".old"))
         .map_err(|err| format!("pivot_root: {err}"))?;

@@ -33,6 +33,23 @@ pub fn unshare_for_run(network_allowed: bool) -> Result<(), String> {
     unshare(run_flags(network_allowed)).map_err(|err| format!("unshare refused: {err}"))
 }
 
+/// Moves a zygote into a user and a mount namespace of its own, where it builds its
+/// view before importing any of the workspace's code.
+pub fn unshare_for_zygote() -> Result<(), String> {
+    unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS)
+        .map_err(|err| format!("unshare refused: {err}"))
+}
+
+/// Takes the mapped root identity of the caller's user namespace (capabilities there
+/// only; on the host, the workspace's first id).
+pub fn become_namespace_root() -> Result<(), String> {
+    let (gid, uid) = (Gid::from_raw(0), Uid::from_raw(0));
+    setgroups(&[]).map_err(|err| format!("setgroups: {err}"))?;
+    setresgid(gid, gid, gid).map_err(|err| format!("setresgid(0): {err}"))?;
+    setresuid(uid, uid, uid).map_err(|err| format!("setresuid(0): {err}"))?;
+    Ok(())
+}
+
 /// Writes the uid and gid maps of `pid`, which has just unshared its user namespace:
 /// the workspace's range at 0 when the runtime is root, else 0 → the runtime's own ids.
 pub fn write_id_maps(pid: Pid, ids: &Ids) -> Result<(), String> {
