@@ -443,3 +443,36 @@ def test_an_install_that_writes_outside_the_venv_fails_and_leaves_it_usable(star
     body = server.execute("import six\nresult = six.__name__", workspaceId=workspace)
     assert body["success"] and body["result"] == "six", body
     survives(server, workspace)
+
+
+def test_modules_a_zygote_preimports_run_unprivileged_in_its_view(runtime, workspace):
+    """A zygote pre-imports what the workspace's runs imported: that import runs package
+    code outside any run, so the zygote itself must be confined."""
+    assert runtime.execute("result = 1", workspaceId=workspace)["success"]
+    site = next((runtime.venvs / workspace / "lib").glob("python*/site-packages"))
+    target = runtime.data / f"zygote-pwned-{uuid.uuid4().hex}"
+    (site / "weir_probe_mod.py").write_text(
+        textwrap.dedent(
+            f"""
+            import os
+            facts = {{"uid": os.getuid()}}
+            try:
+                open({str(target)!r}, "w").write("written at import")
+            except OSError as e:
+                facts["write"] = type(e).__name__
+            """
+        )
+    )
+    first = zygotes_of(runtime, workspace)
+    body = runtime.execute("import weir_probe_mod\nresult = weir_probe_mod.facts", workspaceId=workspace)
+    assert body["success"], body
+    deadline = time.monotonic() + 20
+    while zygotes_of(runtime, workspace) in ([], first) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    (zygote,) = zygotes_of(runtime, workspace)
+    assert zygote not in first, "a warmer zygote replaced the first one"
+    status = Path(f"/proc/{zygote}/status").read_text()
+    uid = int(next(l for l in status.splitlines() if l.startswith("Uid:")).split()[1])
+    assert uid != 0, "the zygote is not root on the host"
+    assert not target.exists(), "code imported by the zygote wrote outside its view"
+    survives(runtime, workspace)
