@@ -175,10 +175,21 @@ struct Zygote {
     sandbox: SandboxSetup,
     /// The next run's processes, ready and waiting for its plan.
     spare: Option<Spare>,
+    /// The next run's processes, still getting ready.
+    pending: Option<PendingSpare>,
     /// Numbers the cgroups this zygote creates.
     spares_made: u64,
     /// The zygote is in its own user namespace: its children's ids map onto its own.
     nested: bool,
+}
+
+/// A spare whose intermediate process is still joining its cgroups and unsharing.
+struct PendingSpare {
+    pid: i32,
+    from_child: OwnedFd,
+    to_child: OwnedFd,
+    plan: OwnedFd,
+    cgroups: isolation::cgroups::RunCgroup,
 }
 
 /// A run's intermediate process and pid 1, forked in advance: namespaces unshared, id
@@ -230,6 +241,7 @@ pub fn serve() -> Result<(), String> {
         draining: false,
         sandbox: setup.sandbox.clone(),
         spare: None,
+        pending: None,
         spares_made: 0,
         nested,
     };
@@ -306,20 +318,33 @@ impl Zygote {
             if self.draining && self.children.is_empty() {
                 return Ok(());
             }
-            let (stdin_ready, child_ready) = {
+            let (stdin_ready, child_ready, spare_ready) = {
                 let stdin = std::io::stdin();
-                let mut fds = [
+                let mut fds = vec![
                     PollFd::new(stdin.as_fd(), PollFlags::POLLIN),
                     PollFd::new(self.signals.as_fd(), PollFlags::POLLIN),
                 ];
+                if let Some(pending) = &self.pending {
+                    fds.push(PollFd::new(pending.from_child.as_fd(), PollFlags::POLLIN));
+                }
                 match poll(&mut fds, PollTimeout::NONE) {
                     Ok(_) => {}
                     Err(nix::errno::Errno::EINTR) => continue,
                     Err(err) => return Err(format!("poll: {err}")),
                 }
                 let ready = |fd: &PollFd| fd.revents().is_some_and(|r| !r.is_empty());
-                (ready(&fds[0]), ready(&fds[1]))
+                (
+                    ready(&fds[0]),
+                    ready(&fds[1]),
+                    fds.get(2).is_some_and(ready),
+                )
             };
+            if spare_ready && let Some(pending) = self.pending.take() {
+                match self.finish_spare(pending) {
+                    Ok(spare) => self.spare = Some(spare),
+                    Err(err) => eprintln!("weir-pyruntime zygote: no spare: {err}"),
+                }
+            }
             if child_ready {
                 self.reap()?;
             }
@@ -360,9 +385,9 @@ impl Zygote {
                     Err(message) => self.emit(&Event::Failed { id, message })?,
                 }
                 if self.sandbox.keep_spare && !self.draining {
-                    // The next run finds its processes ready.
-                    match self.make_spare() {
-                        Ok(spare) => self.spare = Some(spare),
+                    // The next run finds its processes ready (finished from the loop).
+                    match self.begin_spare() {
+                        Ok(pending) => self.pending = Some(pending),
                         Err(err) => eprintln!("weir-pyruntime zygote: no spare: {err}"),
                     }
                 }
@@ -401,8 +426,14 @@ impl Zygote {
         self.drop_spare();
     }
 
-    /// Kills the spare, waits for it, and removes its cgroups.
+    /// Kills the spare (ready or not), waits for it, and removes its cgroups.
     fn drop_spare(&mut self) {
+        if let Some(pending) = self.pending.take() {
+            let pid = Pid::from_raw(pending.pid);
+            let _ = nix::sys::signal::kill(pid, Signal::SIGKILL);
+            let _ = waitpid(pid, None);
+            drop(pending);
+        }
         if let Some(spare) = self.spare.take() {
             let pid = Pid::from_raw(spare.pid);
             let _ = nix::sys::signal::kill(pid, Signal::SIGKILL);
@@ -414,9 +445,10 @@ impl Zygote {
     /// Hands `plan` to the spare (made now if there is none). Returns the run's
     /// intermediate pid and cgroups.
     fn start(&mut self, plan: &Plan, spec: &Value) -> Result<(i32, Vec<PathBuf>), String> {
-        let spare = match self.spare.take() {
-            Some(spare) => spare,
-            None => self.make_spare()?,
+        let spare = match (self.spare.take(), self.pending.take()) {
+            (Some(spare), _) => spare,
+            (None, Some(pending)) => self.finish_spare(pending)?,
+            (None, None) => self.make_spare()?,
         };
         let command = serde_json::to_vec(&RunOrder { plan, spec })
             .map_err(|err| format!("encoding the plan: {err}"))?;
@@ -432,6 +464,23 @@ impl Zygote {
     /// Forks the next run's intermediate process (which unshares its namespaces and forks
     /// pid 1), writes its id maps, puts it in new cgroups, and releases it.
     fn make_spare(&mut self) -> Result<Spare, String> {
+        let pending = self.begin_spare()?;
+        self.finish_spare(pending)
+    }
+
+    /// Creates the next run's cgroups and forks its intermediate process, which joins
+    /// them and unshares its namespaces on its own; `finish_spare` (when it says it is
+    /// ready) writes its maps and releases it.
+    fn begin_spare(&mut self) -> Result<PendingSpare, String> {
+        let mut cgroups = isolation::cgroups::RunCgroup::adopt(Vec::new());
+        if let Some(spec) = &self.sandbox.cgroups {
+            self.spares_made += 1;
+            let name = format!("z{}-{}", std::process::id(), self.spares_made);
+            cgroups = spec
+                .create(&name)
+                .map_err(|err| format!("cannot create the run's cgroup {name}: {err}"))?;
+        }
+        let cgroup_dirs = cgroups.dirs().to_vec();
         let threads = std::fs::read_dir("/proc/self/task")
             .map(|d| d.count())
             .unwrap_or(0);
@@ -447,11 +496,35 @@ impl Zygote {
             .map_err(|err| format!("fork: {err}"))?;
         if pid == 0 {
             drop((from_child, to_child, plan_write));
-            self.intermediate(to_parent, from_parent, plan_read);
+            std::mem::forget(cgroups);
+            self.intermediate(&cgroup_dirs, to_parent, from_parent, plan_read);
         }
         drop((to_parent, from_parent, plan_read));
+        Ok(PendingSpare {
+            pid,
+            from_child,
+            to_child,
+            plan: plan_write,
+            cgroups,
+        })
+    }
+
+    /// Waits for a pending spare to have unshared, writes its id maps and releases it.
+    fn finish_spare(&mut self, pending: PendingSpare) -> Result<Spare, String> {
+        let PendingSpare {
+            pid,
+            from_child,
+            to_child,
+            plan: plan_write,
+            cgroups,
+        } = pending;
         let child = Pid::from_raw(pid);
-        let unshared = read_byte(&from_child) == Some(1);
+        let answer = read_byte(&from_child);
+        if answer.is_none() {
+            let _ = waitpid(child, None);
+            return Err("the run's intermediate process died while starting".to_owned());
+        }
+        let unshared = answer == Some(1);
         let mut release = 0u8;
         if unshared {
             let ids = if self.nested {
@@ -469,30 +542,23 @@ impl Zygote {
                 Err(err) => eprintln!("weir-pyruntime zygote: {err}"),
             }
         }
-        let mut cgroups = Vec::new();
-        if let Some(spec) = &self.sandbox.cgroups {
-            self.spares_made += 1;
-            let name = format!("z{}-{}", std::process::id(), self.spares_made);
-            match spec.place(&name, pid) {
-                Ok(placed) => cgroups = placed.into_dirs(),
-                Err(err) => {
-                    let _ = nix::sys::signal::kill(child, Signal::SIGKILL);
-                    let _ = waitpid(child, None);
-                    return Err(format!("cannot create the run's cgroup {name}: {err}"));
-                }
-            }
-        }
         let _ = nix::unistd::write(&to_child, &[release]);
         Ok(Spare {
             pid,
             plan: plan_write,
-            cgroups,
+            cgroups: cgroups.into_dirs(),
         })
     }
 
     /// The intermediate child: unshares, waits for its maps and cgroups, forks pid 1 and
     /// exits the way the run ended. Never returns.
-    fn intermediate(&self, to_parent: OwnedFd, from_parent: OwnedFd, plan: OwnedFd) -> ! {
+    fn intermediate(
+        &self,
+        cgroups: &[PathBuf],
+        to_parent: OwnedFd,
+        from_parent: OwnedFd,
+        plan: OwnedFd,
+    ) -> ! {
         let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
         let mut all = SigSet::empty();
         all.add(Signal::SIGCHLD);
@@ -501,6 +567,10 @@ impl Zygote {
         unsafe {
             libc::close(self.events.as_raw_fd());
             libc::close(self.signals.as_raw_fd());
+        }
+        if let Err(err) = isolation::cgroups::join(cgroups) {
+            eprintln!("weir-pyruntime: cannot join the run's cgroups: {err}");
+            exit_now(71);
         }
         let unshared = namespaces::unshare_for_run(self.sandbox.network);
         // A change of credentials (the new user namespace) clears the parent-death signal,

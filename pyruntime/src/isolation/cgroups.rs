@@ -155,9 +155,10 @@ pub struct CgroupSpec {
 }
 
 impl CgroupSpec {
-    /// Creates child `name` under every parent with its limits, and puts `pid` in it.
-    /// Zygote side; on error, whatever was created is removed.
-    pub fn place(&self, name: &str, pid: i32) -> io::Result<RunCgroup> {
+    /// Creates child `name` under every parent with its limits; the run's first process
+    /// then joins it itself (`join`). Zygote side; on error, whatever was created is
+    /// removed.
+    pub fn create(&self, name: &str) -> io::Result<RunCgroup> {
         let run = RunCgroup { dirs: Vec::new() };
         let mut run = run;
         for (parent, files) in &self.parents {
@@ -172,16 +173,29 @@ impl CgroupSpec {
                     Err(err) => return Err(err),
                 }
             }
-            std::fs::write(dir.join("cgroup.procs"), pid.to_string())?;
         }
         Ok(run)
     }
+}
+
+/// Moves the calling process into each of `dirs` (a cgroup v1 attach waits for an RCU
+/// grace period: done by the run's own process, it never holds up its zygote).
+pub fn join(dirs: &[PathBuf]) -> io::Result<()> {
+    for dir in dirs {
+        std::fs::write(dir.join("cgroup.procs"), "0")?;
+    }
+    Ok(())
 }
 
 impl RunCgroup {
     /// The cgroups a zygote created for a run (named in its `Started` event).
     pub fn adopt(dirs: Vec<PathBuf>) -> Self {
         Self { dirs }
+    }
+
+    /// The run's cgroup directories.
+    pub fn dirs(&self) -> &[PathBuf] {
+        &self.dirs
     }
 
     /// Hands the directories over (to the server) instead of removing them on drop.
