@@ -213,7 +213,7 @@ pub fn serve() -> Result<(), String> {
         serde_json::from_str(&setup_line).map_err(|err| format!("bad setup line: {err}"))?;
     let mut events = File::from(events);
     let nested = match &setup.view {
-        Some(view) => confine_zygote(view, &mut input, &mut events)?,
+        Some(view) => confine_zygote(view, setup.sandbox.network, &mut input, &mut events)?,
         None => false,
     };
 
@@ -256,8 +256,13 @@ pub fn serve() -> Result<(), String> {
 /// its read-only view, then becomes root of that namespace only — unprivileged on the
 /// host — before any of the workspace's code is imported. Returns whether it did; a
 /// kernel that refuses leaves the zygote as it was (and says so on stderr).
-fn confine_zygote(view: &Plan, input: &mut LineReader, events: &mut File) -> Result<bool, String> {
-    let unshared = namespaces::unshare_for_zygote();
+fn confine_zygote(
+    view: &Plan,
+    network_allowed: bool,
+    input: &mut LineReader,
+    events: &mut File,
+) -> Result<bool, String> {
+    let unshared = namespaces::unshare_for_zygote(network_allowed);
     if let Err(err) = &unshared {
         eprintln!("weir-pyruntime zygote: no namespaces of its own: {err}");
     }

@@ -33,11 +33,15 @@ pub fn unshare_for_run(network_allowed: bool) -> Result<(), String> {
     unshare(run_flags(network_allowed)).map_err(|err| format!("unshare refused: {err}"))
 }
 
-/// Moves a zygote into a user and a mount namespace of its own, where it builds its
-/// view before importing any of the workspace's code.
-pub fn unshare_for_zygote() -> Result<(), String> {
-    unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS)
-        .map_err(|err| format!("unshare refused: {err}"))
+/// Moves a zygote into a user and a mount namespace of its own (and a network namespace
+/// when runs may not use the network), where it builds its view before importing any of
+/// the workspace's code.
+pub fn unshare_for_zygote(network_allowed: bool) -> Result<(), String> {
+    let mut flags = CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS;
+    if !network_allowed {
+        flags |= CloneFlags::CLONE_NEWNET;
+    }
+    unshare(flags).map_err(|err| format!("unshare refused: {err}"))
 }
 
 /// Takes the mapped root identity of the caller's user namespace (capabilities there
