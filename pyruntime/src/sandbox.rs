@@ -3,7 +3,8 @@
 //! Entry point: `Sandbox::run`. Each execution gets a `RunDir` (working directory, home,
 //! tmp, the mount points of its file-system view, and the files its stdout, stderr and
 //! report go to) owned by the workspace's unprivileged ids, a cgroup with a pids and a
-//! memory limit (`isolation::cgroups`), and an `isolation::Plan` that the child applies
+//! memory limit (`isolation::cgroups`, made by the zygote), and an `isolation::Plan` that
+//! the child applies
 //! to itself before any user code runs: namespaces, its own view of the file system, its
 //! ids, rlimits (CPU = timeout + 2 s, address space = `PY_TOOL_MAX_MEM`, file size
 //! 100 MiB, core 0, RLIMIT_NPROC 1024), Landlock and seccomp. The child is forked from
@@ -11,7 +12,8 @@
 //! secrets). A wall-clock timeout, the end of the run, and dropping the request all kill
 //! the run's whole pid namespace. stdout and stderr are kept up to `OUTPUT_CAP` each.
 //! `Sandbox::probe` runs one trivial execution at start: the layers it reports are what
-//! `/tools/health` shows. This module never interprets tool results beyond reading the
+//! `/tools/health` shows. `Sandbox::install` runs a package installer confined the same
+//! way. `make_home` prepares a zygote's own view and the cgroups delegated to it. This module never interprets tool results beyond reading the
 //! harness report; collecting artifacts is `artifacts`' job.
 
 use std::io;

@@ -2,24 +2,30 @@
 //!
 //! A zygote is this crate's code in a process of its own (`weir-pyruntime __zygote`, or
 //! the wheel's interpreter calling `_weir_runtime.zygote()`), started by `pool` with a
-//! scrubbed environment that holds no secrets. `main` reads one `Setup` line, prepares
-//! the embedded CPython (`harness.prepare`: the workspace's venv on the path, BLAS and
-//! OpenMP pools at one thread through the environment, the workspace's usual modules
-//! pre-imported), answers `Event::Ready`, and then serves `Command`s on stdin, events on
-//! stdout, one JSON object per line. It stays single-threaded, and asserts it before each
-//! fork (`/proc/self/task` has one entry).
+//! scrubbed environment that holds no secrets. `serve` reads one `Setup` line; as root's
+//! zygote it first enters a user and mount namespace of its own (`confine_zygote`: the
+//! server writes its id maps, the zygote pivots into its read-only view and becomes root
+//! of that namespace only), then prepares the embedded CPython (`harness.prepare`: the
+//! workspace's venv on the path, BLAS and OpenMP pools at one thread through the
+//! environment, the workspace's usual modules pre-imported), answers `Event::Ready`, and
+//! serves `Command`s on stdin, events on stdout, one JSON object per line. It stays
+//! single-threaded, and asserts it before each fork (`/proc/self/task` has one entry).
 //!
-//! A run is two forks (through CPython's `os.fork`, which wraps them in
-//! `PyOS_BeforeFork`/`PyOS_AfterFork_*`): the intermediate child redirects stdout/stderr
-//! and the report (fd 3) to the run's files, unshares its namespaces and waits while the
-//! zygote writes its id maps and puts it in the run's cgroups; its own child is pid 1 of
-//! the new pid namespace, builds the file-system view, drops to the run's ids, applies
-//! rlimits, Landlock and seccomp, and only then runs the tool code (`harness.child_main`).
-//! The intermediate exits the way its child did, and the zygote reports that exit
-//! (`Event::Exited`). Killing the intermediate kills the run: its child has a parent-death
-//! signal, and the death of a pid namespace's pid 1 takes every other process of it.
-//! EOF on stdin kills every run and ends the zygote; `Command::Drain` ends it once its
-//! runs are over.
+//! A run is three processes, forked through CPython's `os.fork` (which wraps them in
+//! `PyOS_BeforeFork`/`PyOS_AfterFork_*`). The first two are made ahead, as the next run's
+//! `Spare`: the intermediate child joins the run's cgroups and unshares its namespaces on
+//! its own while the zygote goes on serving (`begin_spare`); when it says so, the zygote
+//! writes its id maps (`finish_spare`), and it forks pid 1 of the new pid namespace,
+//! which waits for its plan. A run sends the plan to pid 1, which points stdout, stderr
+//! and the report (fd 3) at the run's files, builds the file-system view, drops to the
+//! run's ids, applies rlimits, Landlock and seccomp, and forks the runner (pid 1 ignores
+//! its own signals, so tool code must not be pid 1), which runs the tool code
+//! (`harness.child_main`) and says it is done on a status pipe once its report is
+//! written. The intermediate exits the way the runner ended, and the zygote reports that
+//! exit (`Event::Exited`). Killing the intermediate kills the run: pid 1 has a
+//! parent-death signal, and the death of a pid namespace's pid 1 takes every other
+//! process of it. EOF on stdin kills every run and ends the zygote; `Command::Drain` ends
+//! it once its runs are over.
 
 use std::collections::HashMap;
 use std::ffi::CString;
