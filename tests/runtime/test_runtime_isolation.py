@@ -210,11 +210,20 @@ def test_unshare_and_mount_fail(runtime, workspace):
             import ctypes, os, subprocess
             libc = ctypes.CDLL(None, use_errno=True)
             CLONE_NEWUSER, CLONE_NEWNS = 0x10000000, 0x00020000
+            import threading
             outcomes = {
                 "unshare": libc.unshare(CLONE_NEWUSER | CLONE_NEWNS),
                 "mount": libc.mount(b"tmpfs", b"/tmp", b"tmpfs", 0, None),
                 "cli": subprocess.run(["unshare", "-r", "-m", "true"], capture_output=True).returncode,
             }
+            libc.syscall.restype = ctypes.c_long
+            outcomes["clone3"] = (libc.syscall(435, None, 0), ctypes.get_errno())
+            outcomes["tiocsti"] = (libc.ioctl(1, 0x5412, b"x"), ctypes.get_errno())
+            seen = []
+            worker = threading.Thread(target=lambda: seen.append("thread ran"))
+            worker.start(); worker.join()
+            outcomes["threads"] = seen
+            outcomes["fork"] = subprocess.run(["true"]).returncode
             result = outcomes
             """
         ),
@@ -224,6 +233,11 @@ def test_unshare_and_mount_fail(runtime, workspace):
     assert body["result"]["unshare"] == -1
     assert body["result"]["mount"] == -1
     assert body["result"]["cli"] != 0
+    # clone3 answers ENOSYS so that glibc falls back to clone: threads and forks work.
+    assert body["result"]["clone3"] == [-1, 38]
+    assert body["result"]["tiocsti"] == [-1, 1]  # EPERM before any tty check
+    assert body["result"]["threads"] == ["thread ran"]
+    assert body["result"]["fork"] == 0
     survives(runtime, workspace)
 
 
