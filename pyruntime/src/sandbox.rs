@@ -163,6 +163,8 @@ pub struct Sandbox {
     max_mem: u64,
     /// Where run directories go (`<runs_root>/<workspace>/<run>`).
     runs_root: PathBuf,
+    /// Set by `probe` when runs get their namespaces and view (see `zygote_views`).
+    views: std::sync::atomic::AtomicBool,
 }
 
 impl Sandbox {
@@ -183,6 +185,7 @@ impl Sandbox {
             interpreter_dirs,
             max_mem,
             runs_root,
+            views: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -226,8 +229,16 @@ impl Sandbox {
                 writable: vec![artifacts_dir.to_owned(), cache_dir.to_owned()],
                 ids,
                 cgroups: self.cgroups.spec(self.max_mem),
+                view: self.zygote_views(),
             },
         }
+    }
+
+    /// Whether zygotes get namespaces and a view of their own: only once the start-up
+    /// probe showed that runs get theirs (a kernel that refuses them refuses them to a
+    /// zygote too, and the runtime must still start).
+    fn zygote_views(&self) -> bool {
+        self.views.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn plan(&self, job: &Job<'_>, run_dir: &RunDir) -> Plan {
@@ -366,6 +377,7 @@ impl Sandbox {
             writable: Vec::new(),
             ids: plan.ids,
             cgroups: None,
+            view: false,
         };
         let home = tokio::task::spawn_blocking(move || make_home(&recipe))
             .await
@@ -390,7 +402,14 @@ impl Sandbox {
         let (stderr, _) = read_capped(&run_dir.root.join("stderr")).await;
         tokio::task::spawn_blocking(move || drop(run_dir));
         match report.and_then(|r| r.layers) {
-            Some(layers) => Ok(layers),
+            Some(layers) => {
+                use crate::isolation::State;
+                let views = layers.namespaces.state == State::Enforced
+                    && layers.filesystem.state == State::Enforced;
+                self.views
+                    .store(views, std::sync::atomic::Ordering::Relaxed);
+                Ok(layers)
+            }
             None => Err(io::Error::other(format!(
                 "the isolation probe failed (exit {:?}, signal {:?}): {} {}",
                 exit.code,
@@ -514,6 +533,7 @@ impl Sandbox {
             writable: plan.writable.clone(),
             ids,
             cgroups: self.cgroups.spec(INSTALL_MEMORY),
+            view: self.zygote_views(),
         };
         let home = tokio::task::spawn_blocking(move || make_home(&recipe))
             .await
@@ -656,6 +676,8 @@ pub struct HomeRecipe {
     pub ids: Ids,
     /// Per-run cgroups, created by the zygote in a cgroup delegated to it.
     pub cgroups: Option<CgroupSpec>,
+    /// Give the zygote a view of its own (only where runs' namespaces and views work).
+    pub view: bool,
 }
 
 /// A zygote's home on the server side: the directory its view is built in and the
@@ -692,7 +714,7 @@ impl Drop for ZygoteHome {
 /// unprivileged as the runtime) and the runtime's cgroups as they are.
 pub fn make_home(recipe: &HomeRecipe) -> io::Result<ZygoteHome> {
     std::fs::create_dir_all(&recipe.runs_dir)?;
-    if !nix::unistd::geteuid().is_root() || !recipe.ids.range {
+    if !recipe.view || !nix::unistd::geteuid().is_root() || !recipe.ids.range {
         return Ok(ZygoteHome {
             view: None,
             cgroups: recipe.cgroups.clone(),
