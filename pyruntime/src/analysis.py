@@ -316,4 +316,6 @@ def interpreter():
         "version": sys.version.split()[0],
         "executable": base,
         "scripts": sysconfig.get_path("scripts") or "",
+        "host": sys.executable or "",
+        "base_prefix": sys.base_prefix or "",
     }

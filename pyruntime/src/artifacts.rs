@@ -48,6 +48,11 @@ impl Artifacts {
         self.root.join(".runs")
     }
 
+    /// The workspace's artifact directory (its runs see it, writable, at this path).
+    pub fn workspace_dir(&self, workspace: &str) -> PathBuf {
+        self.root.join(workspace)
+    }
+
     /// Copies the files in `work_dir` into the workspace's directory. Returns what was
     /// kept and warnings about what was not. Blocking: call it off the async runtime.
     pub fn collect(

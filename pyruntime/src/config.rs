@@ -45,6 +45,20 @@ pub struct Config {
     #[arg(long, env = "PY_TOOL_MAX_CONCURRENCY")]
     pub max_concurrency: Option<usize>,
 
+    /// How many executions may wait for a slot; beyond that a request is answered 429 with
+    /// `Retry-After`. By default eight times the concurrency.
+    #[arg(long, env = "PY_TOOL_MAX_QUEUE")]
+    pub max_queue: Option<usize>,
+
+    /// Network access of tool code: `allow` (default; tools commonly fetch data) or
+    /// `deny` (a network namespace with loopback only, and Landlock denies TCP).
+    #[arg(long, env = "PY_TOOL_NETWORK", default_value = "allow", value_parser = ["allow", "deny"])]
+    pub network: String,
+
+    /// Refuse to start (and refuse to run code) when an isolation layer is missing.
+    #[arg(long, env = "PY_TOOL_REQUIRE_ISOLATION", default_value = "0", value_parser = parse_flag)]
+    pub require_isolation: bool,
+
     /// When set, every endpoint except /tools/health requires `Authorization: Bearer <key>`.
     #[arg(long, env = "PY_TOOL_API_KEY", hide_env_values = true)]
     pub api_key: Option<String>,
@@ -67,10 +81,29 @@ impl Config {
             .max(1)
     }
 
+    /// `max_queue`, or eight times the concurrency.
+    pub fn queue(&self) -> usize {
+        self.max_queue.unwrap_or_else(|| self.concurrency() * 8)
+    }
+
+    /// Whether tool code may use the host's network.
+    pub fn network_allowed(&self) -> bool {
+        self.network == "allow"
+    }
+
     /// Upper bound (bytes) of a request body.
     pub const MAX_BODY_BYTES: usize = 10 << 20;
     /// Default `timeout` of an execution when the request sends none.
     pub const DEFAULT_TIMEOUT_SECS: f64 = 30.0;
+}
+
+/// Parses an on/off setting: `1`, `true`, `yes`, `on` or `0`, `false`, `no`, `off`, ``.
+pub fn parse_flag(text: &str) -> Result<bool, String> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Ok(true),
+        "0" | "false" | "no" | "off" | "" => Ok(false),
+        _ => Err(format!("`{text}` is not 0 or 1")),
+    }
 }
 
 /// Parses a memory size: plain bytes (`1073741824`) or a number with a binary suffix
@@ -132,5 +165,16 @@ mod tests {
         assert!(config.host.is_loopback());
         assert_eq!(config.max_mem, DEFAULT_MAX_MEM);
         assert_eq!(config.max_timeout, 300);
+        assert!(config.network_allowed());
+        assert!(!config.require_isolation);
+        assert_eq!(config.queue(), config.concurrency() * 8);
+    }
+
+    #[test]
+    fn flags_parse() {
+        assert_eq!(parse_flag("1"), Ok(true));
+        assert_eq!(parse_flag("0"), Ok(false));
+        assert_eq!(parse_flag("yes"), Ok(true));
+        assert!(parse_flag("maybe").is_err());
     }
 }

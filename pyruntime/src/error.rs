@@ -38,6 +38,9 @@ pub enum ApiError {
     /// Body is not `application/json` (415).
     #[error("expected a JSON body with `Content-Type: application/json`")]
     UnsupportedMediaType,
+    /// Every run slot is taken and the queue is full (429, with `Retry-After`).
+    #[error("the runtime is busy: every run slot is taken and the queue is full; retry shortly")]
+    Busy,
     /// Anything else: logged with its detail, answered generically (500).
     #[error("internal error: {0}")]
     Internal(String),
@@ -57,6 +60,7 @@ impl ApiError {
             Self::MissingField(_) => StatusCode::PRECONDITION_FAILED,
             Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Self::Busy => StatusCode::TOO_MANY_REQUESTS,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -71,7 +75,15 @@ impl IntoResponse for ApiError {
             }
             other => other.to_string(),
         };
-        (self.status_code(), Json(json!({ "message": message }))).into_response()
+        let mut response =
+            (self.status_code(), Json(json!({ "message": message }))).into_response();
+        if matches!(self, Self::Busy) {
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from_static("1"),
+            );
+        }
+        response
     }
 }
 

@@ -2,8 +2,10 @@
 //!
 //! `Executor::execute` validates a request, substitutes templates (`templates`), detects
 //! imports (`py`), installs what is missing under the workspace lock (`imports`,
-//! `venvs`), runs the code in a sandboxed child (`sandbox`), collects the files it wrote
-//! (`artifacts`) and shapes the response. Anything the user's code did is a successful
+//! `venvs`), waits for a slot (`admission`: 429 when the queue is full), runs the code in
+//! a confined child of the workspace's zygote (`sandbox`), collects the files it wrote
+//! (`artifacts`) and shapes the response. An install retires the workspace's zygote (its
+//! venv changed); a successful run teaches the pool what the workspace imports. Anything the user's code did is a successful
 //! response with `success: false`; only bad input and infrastructure failures are
 //! `ApiError`s. HTTP concerns (routing, auth, extraction) stay in `server`.
 
@@ -12,11 +14,12 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::admission::Admission;
 use crate::artifacts::{Artifact, Artifacts};
 use crate::config::Config;
 use crate::error::{ApiError, Result};
 use crate::imports::{self, Requirement};
-use crate::sandbox::{self, Entry, Job, Limits, Outcome, RunDir, ToolError};
+use crate::sandbox::{self, Entry, Job, Limits, Outcome, Sandbox, ToolError};
 use crate::templates::{self, Variables};
 use crate::venvs::{InstallReport, Venv, VenvError, Venvs};
 use crate::{py, workspace};
@@ -74,21 +77,31 @@ pub struct InstallResponse {
 pub struct Executor {
     venvs: Venvs,
     artifacts: Artifacts,
-    /// Caps the number of child processes alive at once (`PY_TOOL_MAX_CONCURRENCY`).
-    slots: tokio::sync::Semaphore,
+    sandbox: Sandbox,
+    /// Caps the runs alive at once (`PY_TOOL_MAX_CONCURRENCY`) and the queue behind them.
+    admission: Admission,
     max_mem: u64,
     max_timeout: u64,
 }
 
 impl Executor {
-    pub fn new(venvs: Venvs, artifacts: Artifacts, config: &Config) -> Self {
+    pub fn new(venvs: Venvs, artifacts: Artifacts, sandbox: Sandbox, config: &Config) -> Self {
         Self {
             venvs,
             artifacts,
-            slots: tokio::sync::Semaphore::new(config.concurrency()),
+            sandbox,
+            admission: Admission::new(config.concurrency(), config.queue()),
             max_mem: config.max_mem,
             max_timeout: config.max_timeout,
         }
+    }
+
+    pub fn sandbox(&self) -> &Sandbox {
+        &self.sandbox
+    }
+
+    pub fn admission(&self) -> &Admission {
+        &self.admission
     }
 
     pub fn venvs(&self) -> &Venvs {
@@ -114,12 +127,15 @@ impl Executor {
 
         let (code, imported) = prepare_code(code, variables, &mut warnings).await?;
         let (venv, installed) = self
-            .prepare_venv(&workspace, &requirements, imported)
+            .prepare_venv(&workspace, &requirements, imported.clone())
             .await?;
+        let cache_dir = self.venvs.root().join(".cache").join(&workspace);
+        let artifacts_dir = self.artifacts.workspace_dir(&workspace);
         let job = Job {
-            python: &venv.python,
-            venv_dir: &venv.dir,
-            cache_dir: &self.venvs.root().join(".cache").join(&workspace),
+            workspace: &workspace,
+            venv: &venv,
+            cache_dir: &cache_dir,
+            artifacts_dir: &artifacts_dir,
             code: &code,
             params: &params,
             limits,
@@ -129,6 +145,12 @@ impl Executor {
             .await?;
 
         let mut response = shape(outcome, &limits, warnings);
+        if response.success {
+            let spec = self
+                .sandbox
+                .zygote_spec(&workspace, &venv, &cache_dir, &artifacts_dir);
+            self.sandbox.pool().learn(spec, &imported);
+        }
         response.artifacts = artifacts;
         response.installed_packages = installed;
         response.duration_ms = started.elapsed().as_millis() as u64;
@@ -153,21 +175,25 @@ impl Executor {
     ) -> Result<(Venv, Vec<String>)> {
         let _guard = self.venvs.lock(workspace).await;
         let venv = self.venvs.ensure(workspace).await.map_err(venv_error)?;
+        if imported.is_empty() && requirements.is_empty() {
+            return Ok((venv, Vec::new()));
+        }
         let site = venv.site_packages.to_string_lossy().into_owned();
+        let needs_versions = !requirements.is_empty();
         let (missing, present) = blocking(move || {
-            Ok::<_, py::PyFailure>((
-                py::missing_modules(&site, &imported)?,
-                py::distributions(&site)?,
-            ))
+            let missing = py::missing_modules(&site, &imported)?;
+            // Installed versions matter only when something may be installed.
+            let present = if needs_versions || !missing.is_empty() {
+                py::distributions(&site)?
+            } else {
+                Default::default()
+            };
+            Ok::<_, py::PyFailure>((missing, present))
         })
         .await?
         .map_err(ApiError::internal)?;
         let specs = imports::plan(requirements, &missing, &present);
-        let report = self
-            .venvs
-            .install(&venv, &specs)
-            .await
-            .map_err(venv_error)?;
+        let report = self.install_into(workspace, &venv, &specs).await?;
         Ok((venv, report.installed))
     }
 
@@ -179,28 +205,32 @@ impl Executor {
         workspace: &str,
         warnings: &mut Vec<String>,
     ) -> Result<(Outcome, Vec<Artifact>)> {
-        let runs = self.artifacts.runs_dir();
-        let run_dir = blocking(move || {
-            std::fs::create_dir_all(&runs)?;
-            RunDir::create(&runs)
-        })
-        .await?
-        .map_err(ApiError::internal)?;
+        let (run_dir, plan) = self
+            .sandbox
+            .prepare(job)
+            .await
+            .map_err(ApiError::internal)?;
         let outcome = {
-            let _slot = self.slots.acquire().await.map_err(ApiError::internal)?;
-            sandbox::run(job, &run_dir)
+            let _slot = self
+                .admission
+                .enter(workspace)
+                .await
+                .map_err(|_| ApiError::Busy)?;
+            self.sandbox
+                .run(job, &run_dir, plan)
                 .await
                 .map_err(ApiError::internal)?
         };
         let artifacts = self.artifacts.clone();
         let workspace = workspace.to_owned();
-        let (kept, artifact_warnings) = blocking(move || {
+        let (collected, run_dir) = blocking(move || {
             let collected = artifacts.collect(&workspace, &run_dir.work());
-            drop(run_dir); // removing the tree can take a while: not on an async worker
-            collected
+            (collected, run_dir)
         })
-        .await?
-        .map_err(ApiError::internal)?;
+        .await?;
+        // Removing the tree takes a while: after the response, off the async workers.
+        tokio::task::spawn_blocking(move || drop(run_dir));
+        let (kept, artifact_warnings) = collected.map_err(ApiError::internal)?;
         warnings.extend(artifact_warnings);
         Ok((outcome, kept))
     }
@@ -212,16 +242,36 @@ impl Executor {
         let specs: Vec<String> = requirements.into_iter().map(|r| r.spec).collect();
         let _guard = self.venvs.lock(&workspace).await;
         let venv = self.venvs.ensure(&workspace).await.map_err(venv_error)?;
-        let report = self
-            .venvs
-            .install(&venv, &specs)
-            .await
-            .map_err(venv_error)?;
+        let report = self.install_into(&workspace, &venv, &specs).await?;
         Ok(InstallResponse {
             success: true,
             workspace_id: workspace,
             report,
         })
+    }
+
+    /// Installs `specs` into the workspace's venv through the sandbox, and retires the
+    /// workspace's zygote when anything changed. The caller holds the workspace's lock.
+    async fn install_into(
+        &self,
+        workspace: &str,
+        venv: &Venv,
+        specs: &[String],
+    ) -> Result<crate::venvs::InstallReport> {
+        let scratch = self.artifacts.runs_dir().join(workspace);
+        let cache = self.venvs.root().join(".installer-cache").join(workspace);
+        let report = self
+            .venvs
+            .install(venv, specs, |program, args| {
+                self.sandbox
+                    .install(workspace, venv, &scratch, &cache, program, args)
+            })
+            .await
+            .map_err(venv_error)?;
+        if !report.installed.is_empty() {
+            self.sandbox.pool().retire(workspace).await;
+        }
+        Ok(report)
     }
 
     /// The run's timeout: default 30 s, capped at `PY_TOOL_MAX_TIMEOUT` (with a warning).
@@ -423,6 +473,7 @@ mod tests {
             result,
             output: output.map(str::to_owned),
             error,
+            layers: None,
         }
     }
 

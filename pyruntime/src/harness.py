@@ -1,14 +1,16 @@
-"""weir run harness: runs one tool execution inside the sandboxed child process.
+"""weir run harness: prepares a workspace's zygote and runs one tool execution in it.
 
-Started by the server as `python -s harness.py spec.json` with the workspace venv's
-interpreter, a scrubbed environment, rlimits and the run's working directory as cwd.
-spec.json holds the tool code (templates already substituted), the direct tool
-parameters and the path of the result file. The harness executes the code as module
-`__tool__`, picks the entry point, calls it and writes one JSON report:
+Loaded by the zygote (`weir-pyruntime __zygote`, the embedded CPython) as module
+`weir_harness`. `prepare` puts the workspace's venv on the path instead of any other
+site-packages, installs the `weir_runtime` helpers and pre-imports the modules the
+workspace's recent runs used. Each run is a fork of the zygote that has already confined
+itself (namespaces, Landlock, seccomp: see the Rust side); it calls `child_main` with the
+spec (tool code with templates already substituted, the direct tool parameters, HOME and
+TMPDIR of the run) and writes one JSON report to file descriptor 3:
 
     {"entry": {"kind": "function"|"result"|"stdout", "name": str|null},
      "result": <JSON value>, "output": str|null,
-     "error": null | {"type", "message", "traceback"}}
+     "error": null | {"type", "message", "traceback"}, "layers": {...}}
 
 Entry order: a function `main`; else the first function (in source order) named
 execute_*, run_*, process_*, handle_*; else a module-level `result`; else the printed
@@ -16,18 +18,20 @@ output (the server fills that in). Functions get the parameters their signature 
 keyword arguments (all of them with **kwargs); coroutine functions are awaited.
 """
 
-import asyncio
 import inspect
 import json
 import linecache
 import os
+import random
 import sys
+import tempfile
 import traceback
 import types
 
 PATTERNS = ("execute_", "run_", "process_", "handle_")
 TOOL_FILE = "<tool>"
-HERE = os.path.abspath(__file__)
+HERE = __file__
+REPORT_FD = 3
 
 
 def _own_function(value):
@@ -61,6 +65,8 @@ def call_entry(fn, params):
         }
     value = fn(**kwargs)
     if inspect.isawaitable(value):
+        import asyncio  # only async tools pay for it
+
         value = asyncio.run(_await(value))
     return value
 
@@ -94,7 +100,7 @@ def to_text(value):
 
 def describe(exc):
     tb = exc.__traceback__
-    while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) == HERE:
+    while tb is not None and tb.tb_frame.f_code.co_filename == HERE:
         tb = tb.tb_next
     text = "".join(traceback.format_exception(type(exc), exc, tb))
     return {"type": type(exc).__name__, "message": str(exc), "traceback": text}
@@ -109,7 +115,7 @@ def run(spec):
     sys.modules["__tool__"] = module
     namespace = module.__dict__
 
-    import weir_runtime  # the helpers shipped beside this file
+    import weir_runtime  # the helpers, installed by prepare
 
     namespace["save_image_artifact"] = weir_runtime.save_image_artifact
     entry = {"kind": "stdout", "name": None}
@@ -133,22 +139,82 @@ def run(spec):
     return {"entry": entry, "result": to_json(value), "output": to_text(value), "error": None}
 
 
-def main():
-    with open(sys.argv[1], encoding="utf-8") as handle:
-        spec = json.load(handle)
+def prepare(site_packages, venv_dir, executable, helpers_source, preload):
+    """Runs once in the zygote: the venv's packages instead of any other site-packages,
+    the helpers as `weir_runtime`, and `preload` imported when importable (errors are
+    ignored: a module that fails to import simply is not warm). Returns what was
+    imported."""
+    import site
+    import threading
+
+    # Imported here so that no run pays for them (modules tool code commonly uses).
+    import datetime, decimal, math, re, collections, itertools, functools, dataclasses  # noqa: E401, F401
+
+    if sys.flags.no_site:
+        # The builtins `site` would have added (`exit()` is common in scripts).
+        site.setquit()
+        site.sethelper()
+    sys.path[:] = [p for p in sys.path if not p.rstrip("/").endswith(("site-packages", "dist-packages"))]
+    if site_packages:
+        site.addsitedir(site_packages)
+    if executable:
+        sys.executable = executable
+    if venv_dir:
+        sys.prefix = sys.exec_prefix = venv_dir
+    helpers = types.ModuleType("weir_runtime")
+    helpers.__file__ = "<weir_runtime>"
+    exec(compile(helpers_source, "<weir_runtime>", "exec"), helpers.__dict__)
+    sys.modules["weir_runtime"] = helpers
+    imported = []
+    for name in preload:
+        try:
+            __import__(name)
+        except BaseException:  # noqa: BLE001 - a module that fails stays cold
+            continue
+        if threading.active_count() > 1:
+            raise RuntimeError(f"importing {name} started a thread: the zygote cannot fork safely")
+        imported.append(name)
+    return imported
+
+
+def child_main(spec_json, layers_json):
+    """Runs in the forked, confined child: one execution, its report on fd 3."""
+    spec = json.loads(spec_json)
+    if spec.get("exec"):
+        # A package install: the installer replaces this process, confined as a run is.
+        os.close(REPORT_FD)
+        os.execve(spec["exec"][0], spec["exec"], spec["env"])
+    os.environ["HOME"] = spec["home"]
+    os.environ["TMPDIR"] = spec["tmp"]
+    tempfile.tempdir = None
+    random.seed()
     sys.argv = ["tool"]
     report = run(spec)
+    report["layers"] = json.loads(layers_json)
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except Exception:  # noqa: BLE001 - a closed stream must not lose the report
             pass
-    result_path = spec["resultPath"]
-    partial = result_path + ".part"
-    with open(partial, "w", encoding="utf-8") as handle:
-        json.dump(report, handle, ensure_ascii=False)
-    os.replace(partial, result_path)
+    data = json.dumps(report, ensure_ascii=False).encode("utf-8")
+    view = memoryview(data)
+    while view:
+        written = os.write(REPORT_FD, view)
+        view = view[written:]
+    os.close(REPORT_FD)
 
 
-if __name__ == "__main__":
-    main()
+def refuse(layers_json, missing):
+    """Writes the report of a run that was refused because a layer is missing."""
+    report = {
+        "entry": {"kind": "stdout", "name": None},
+        "result": None,
+        "output": None,
+        "error": {
+            "type": "IsolationError",
+            "message": f"refused to run: PY_TOOL_REQUIRE_ISOLATION=1 and {missing}",
+            "traceback": "",
+        },
+        "layers": json.loads(layers_json),
+    }
+    os.write(REPORT_FD, json.dumps(report).encode("utf-8"))

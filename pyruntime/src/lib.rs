@@ -3,34 +3,45 @@
 //!
 //! The server embeds CPython (PyO3) for trusted analysis only — template substitution
 //! driven by CPython's tokenizer and import detection with its `ast` — and never runs tool
-//! code in its own interpreter. The same library is the `weir-pyruntime` binary (which
+//! code in its own interpreter: tool code runs in forks of per-workspace zygotes, each
+//! fork confined by every OS isolation layer the kernel grants. The same library is the `weir-pyruntime` binary (which
 //! initialises the interpreter) and the extension module `weir_runtime._weir_runtime` of
 //! the wheel (where a Python process hosts the server through `serve`).
 //!
 //! # Layout
 //! - `config`: the `PY_TOOL_*` settings (one clap struct).
+//! - `admission`: the concurrency cap, the bounded fair queue, 429 when it is full.
 //! - `server`: router, API-key middleware, handlers, `run`/`serve`, shutdown.
 //! - `execute`: the pipeline behind execute-python and install-packages.
 //! - `templates`: template grammar and resolution of `variables`.
 //! - `imports`: import → distribution table, requirement validation, install planning.
 //! - `venvs`: per-workspace venvs, locks, uv/pip installs.
-//! - `sandbox`: the child process, its limits, output capture, its harness.
+//! - `sandbox`: one run: its directories, plan, cgroup, outputs and report.
+//! - `isolation`: the layers a run applies to itself (namespaces, file-system view,
+//!   ids, Landlock, seccomp) and per-run cgroups, each reported enforced/partial/unavailable.
+//! - `pool`: the per-workspace zygotes (start, reuse, replace) as the server sees them.
+//! - `zygote`: the zygote process itself: a warm interpreter that forks a confined child
+//!   per run.
 //! - `artifacts`: collecting files a run wrote and serving them.
 //! - `workspace`: the rule for workspace ids.
 //! - `py`: the PyO3 boundary (analysis calls and the `serve` pyfunction).
 //! - `error`: `ApiError`, the JSON error body.
 
+pub mod admission;
 pub mod artifacts;
 pub mod config;
 pub mod error;
 pub mod execute;
 pub mod imports;
+pub mod isolation;
+pub mod pool;
 pub mod py;
 pub mod sandbox;
 pub mod server;
 pub mod templates;
 pub mod venvs;
 pub mod workspace;
+pub mod zygote;
 
 pub use config::Config;
 pub use error::{ApiError, Result};
@@ -45,6 +56,9 @@ mod _weir_runtime {
 
     #[pymodule_export]
     use crate::py::serve;
+
+    #[pymodule_export]
+    use crate::py::zygote;
 
     #[pymodule_init]
     fn init(module: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -1,10 +1,25 @@
 //! `weir-pyruntime`: parses the configuration, starts the embedded interpreter once and
-//! hands off to `_weir_runtime::run`, which serves until Ctrl-C or SIGTERM.
+//! hands off to `_weir_runtime::run`, which serves until Ctrl-C or SIGTERM. Started as
+//! `weir-pyruntime __zygote` (by the server only) it is a workspace's zygote instead.
 
 use clap::Parser;
 use pyo3::Python;
 
 fn main() -> std::process::ExitCode {
+    if std::env::args().nth(1).as_deref() == Some(_weir_runtime::zygote::ARG) {
+        // A workspace's zygote (started by the server itself, see `pool`).
+        _weir_runtime::zygote::reserve_report_fd();
+        pin_python_home();
+        // No `site` at start: the installation's .pth files (some import whole packages)
+        // are not the workspace's; the zygote adds the venv's site-packages itself.
+        // SAFETY: written before the interpreter exists, from the only thread.
+        #[allow(deprecated)] // the flag is deprecated from Python 3.12; this is 3.11
+        unsafe {
+            pyo3::ffi::Py_NoSiteFlag = 1;
+        }
+        Python::initialize();
+        return _weir_runtime::zygote::main();
+    }
     let config = _weir_runtime::Config::parse();
     pin_python_home();
     // The one place the binary enters CPython; the library only attaches to it.

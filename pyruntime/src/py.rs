@@ -42,6 +42,10 @@ pub struct InterpreterInfo {
     /// The installation's (or active venv's) scripts directory, where a wheel-installed
     /// `uv` lives.
     pub scripts: String,
+    /// `sys.executable` of the hosting process (the wheel's interpreter starts zygotes).
+    pub host: String,
+    /// `sys.base_prefix`: the installation every run sees read-only.
+    pub base_prefix: String,
 }
 
 static ANALYSIS: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
@@ -100,6 +104,8 @@ pub fn interpreter() -> Result<InterpreterInfo, PyFailure> {
         version: get("version"),
         executable: get("executable"),
         scripts: get("scripts"),
+        host: get("host"),
+        base_prefix: get("base_prefix"),
     })
 }
 
@@ -122,4 +128,17 @@ pub fn serve(py: Python<'_>, argv: Option<Vec<String>>) -> PyResult<()> {
     };
     py.detach(|| crate::server::run(config))
         .map_err(|err| pyo3::exceptions::PyRuntimeError::new_err(err.to_string()))
+}
+
+/// Runs a zygote in the calling Python process (how the wheel starts them; the binary
+/// uses `weir-pyruntime __zygote`). Returns the process exit status.
+#[pyfunction]
+pub fn zygote() -> i32 {
+    match crate::zygote::serve() {
+        Ok(()) => 0,
+        Err(err) => {
+            eprintln!("weir-pyruntime zygote: {err}");
+            1
+        }
+    }
 }

@@ -1,49 +1,47 @@
-//! Runs tool code in a sandboxed child process and reports how it ended.
+//! Runs tool code in a confined child of the workspace's zygote and reports how it ended.
 //!
-//! Entry point: `run`. Each execution gets a `RunDir` (working directory, home, tmp,
-//! the harness files) and a child — the workspace venv's `python` running `harness.py` —
-//! in its own session and process group, with RLIMIT_CPU = timeout + 2 s,
-//! RLIMIT_AS = `PY_TOOL_MAX_MEM`, RLIMIT_FSIZE = 100 MiB, RLIMIT_CORE = 0 and
-//! RLIMIT_NPROC = 1024 (not enforced for root), and an
-//! environment built from scratch (no server secrets). A wall-clock timeout, the end of
-//! the run, and dropping the request all kill the whole process group. stdout and stderr
-//! are captured up to `OUTPUT_CAP` each. This module never interprets tool results beyond
-//! reading the harness report; collecting artifacts is `artifacts`' job.
+//! Entry point: `Sandbox::run`. Each execution gets a `RunDir` (working directory, home,
+//! tmp, the mount points of its file-system view, and the files its stdout, stderr and
+//! report go to) owned by the workspace's unprivileged ids, a cgroup with a pids and a
+//! memory limit (`isolation::cgroups`, made by the zygote), and an `isolation::Plan` that
+//! the child applies
+//! to itself before any user code runs: namespaces, its own view of the file system, its
+//! ids, rlimits (CPU = timeout + 2 s, address space = `PY_TOOL_MAX_MEM`, file size
+//! 100 MiB, core 0, RLIMIT_NPROC 1024), Landlock and seccomp. The child is forked from
+//! the workspace's zygote (`pool`), which holds a scrubbed environment (no server
+//! secrets). A wall-clock timeout, the end of the run, and dropping the request all kill
+//! the run's whole pid namespace. stdout and stderr are kept up to `OUTPUT_CAP` each.
+//! `Sandbox::probe` runs one trivial execution at start: the layers it reports are what
+//! `/tools/health` shows. `Sandbox::install` runs a package installer confined the same
+//! way. `make_home` prepares a zygote's own view and the cgroups delegated to it. This module never interprets tool results beyond reading the
+//! harness report; collecting artifacts is `artifacts`' job.
 
 use std::io;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
-use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::process::Command;
+use tokio::io::AsyncReadExt;
 
-const HARNESS: &str = include_str!("harness.py");
-const HELPERS: &str = include_str!("../../python/weir_runtime/helpers.py");
+use crate::isolation::cgroups::{CgroupSpec, Cgroups, RunCgroup};
+use crate::isolation::{Ids, Layer, Layers, Plan, Rlimits};
+use crate::pool::{Pool, Zygote, ZygoteSpec};
+use crate::venvs::Venv;
+use crate::zygote::{SandboxSetup, Setup};
 
 /// RLIMIT_FSIZE: the largest file a run may write.
 pub const FILE_SIZE_LIMIT: u64 = 100 << 20;
 /// Bytes of stdout (and, separately, stderr) kept per run.
 pub const OUTPUT_CAP: usize = 1 << 20;
-/// RLIMIT_NPROC: processes (threads included) of the runtime's user while a run forks.
-/// The kernel ignores it for root, so it stops fork bombs only when the runtime runs as an
-/// unprivileged user, as it should.
+/// RLIMIT_NPROC: processes (threads included) of the run's uid. Runs never have root's
+/// exemption: they run as the workspace's unprivileged ids.
 pub const PROCESS_LIMIT: u64 = 1024;
 /// CPU seconds granted beyond the wall-clock timeout (SPEC.md: timeout + 2 s).
 pub const CPU_GRACE_SECS: u64 = 2;
 /// Largest harness report read back.
 const REPORT_CAP: u64 = 32 << 20;
-/// How long to wait for the output pipes after the process group is gone.
-const DRAIN_GRACE: Duration = Duration::from_secs(2);
-
-/// Whether RLIMIT_NPROC binds children: the kernel does not apply it to root.
-pub fn process_limit_enforced() -> bool {
-    // SAFETY: geteuid(2) has no preconditions and cannot fail.
-    unsafe { libc::geteuid() != 0 }
-}
 
 /// Limits of one run.
 #[derive(Debug, Clone, Copy)]
@@ -64,27 +62,19 @@ pub struct RunDir {
 }
 
 impl RunDir {
-    /// Creates `<base>/<uuid>/{work,home,tmp,harness/weir_runtime}` with the harness files.
+    /// Creates `<base>/<uuid>/{work,home,tmp}`.
     pub fn create(base: &Path) -> io::Result<Self> {
         let root = base.join(uuid::Uuid::new_v4().to_string());
         let run = Self { root };
         for dir in [run.work(), run.root.join("home"), run.root.join("tmp")] {
             std::fs::create_dir_all(dir)?;
         }
-        let package = run.harness_dir().join("weir_runtime");
-        std::fs::create_dir_all(&package)?;
-        std::fs::write(run.harness_dir().join("harness.py"), HARNESS)?;
-        std::fs::write(package.join("__init__.py"), HELPERS)?;
         Ok(run)
     }
 
     /// The child's working directory: every file left here is an artifact.
     pub fn work(&self) -> PathBuf {
         self.root.join("work")
-    }
-
-    fn harness_dir(&self) -> PathBuf {
-        self.root.join("harness")
     }
 
     fn report_path(&self) -> PathBuf {
@@ -104,10 +94,12 @@ impl Drop for RunDir {
 
 /// What to run.
 pub struct Job<'a> {
-    pub python: &'a Path,
-    pub venv_dir: &'a Path,
-    /// Persistent per-workspace cache (matplotlib's font cache lives here).
+    pub workspace: &'a str,
+    pub venv: &'a Venv,
+    /// Persistent per-workspace cache (matplotlib's font cache lives here), writable.
     pub cache_dir: &'a Path,
+    /// The workspace's artifact directory, writable.
+    pub artifacts_dir: &'a Path,
     pub code: &'a str,
     pub params: &'a Map<String, Value>,
     pub limits: Limits,
@@ -136,6 +128,9 @@ pub struct Report {
     pub result: Value,
     pub output: Option<String>,
     pub error: Option<ToolError>,
+    /// The isolation layers the child applied before running the code.
+    #[serde(default)]
+    pub layers: Option<Layers>,
 }
 
 /// How a run ended.
@@ -154,70 +149,656 @@ pub struct Outcome {
     pub report_problem: Option<String>,
 }
 
-/// Runs `job` in `run_dir` and waits for it (or its timeout).
-pub async fn run(job: &Job<'_>, run_dir: &RunDir) -> io::Result<Outcome> {
-    let spec_path = run_dir.root.join("spec.json");
-    let report_path = run_dir.report_path();
-    let spec = json!({
-        "code": job.code,
-        "params": job.params,
-        "resultPath": report_path,
-    });
-    tokio::fs::write(&spec_path, spec.to_string()).await?;
-    tokio::fs::create_dir_all(job.cache_dir.join("matplotlib")).await?;
+/// Where runs happen: the zygotes, the cgroups, and the policy every run gets.
+pub struct Sandbox {
+    pool: Arc<Pool>,
+    cgroups: Cgroups,
+    /// `PY_TOOL_NETWORK=allow`.
+    network: bool,
+    /// `PY_TOOL_REQUIRE_ISOLATION=1`: a child refuses to run code when a layer is missing.
+    require: bool,
+    /// The interpreter's installation, visible read-only in every run.
+    interpreter_dirs: Vec<PathBuf>,
+    /// `PY_TOOL_MAX_MEM`: also each run's cgroup memory limit.
+    max_mem: u64,
+    /// Where run directories go (`<runs_root>/<workspace>/<run>`).
+    runs_root: PathBuf,
+    /// Set by `probe` when runs get their namespaces and view (see `zygote_views`).
+    views: std::sync::atomic::AtomicBool,
+}
 
-    let mut command = Command::new(job.python);
-    command
-        .arg("-s")
-        .arg(run_dir.harness_dir().join("harness.py"))
-        .arg(&spec_path)
-        .current_dir(run_dir.work())
-        .env_clear()
-        .envs(child_env(job, run_dir))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    let limits = RlimitValues::new(job.limits);
-    // SAFETY: the closure runs between fork and exec and only calls the async-signal-
-    // safe functions setsid(2) and setrlimit(2) on values computed before the fork.
-    unsafe {
-        command.pre_exec(move || limits.apply());
-    }
-
-    let mut child = command.spawn()?;
-    let group = child.id().map(|pid| ProcessGroup(pid as libc::pid_t));
-    let stdout = capture(child.stdout.take());
-    let stderr = capture(child.stderr.take());
-
-    let (status, timed_out) = match tokio::time::timeout(job.limits.timeout, child.wait()).await {
-        Ok(status) => (status?, false),
-        Err(_) => {
-            if let Some(group) = &group {
-                group.kill();
-            }
-            (child.wait().await?, true)
+impl Sandbox {
+    pub fn new(
+        pool: Arc<Pool>,
+        cgroups: Cgroups,
+        network: bool,
+        require: bool,
+        interpreter_dirs: Vec<PathBuf>,
+        max_mem: u64,
+        runs_root: PathBuf,
+    ) -> Self {
+        Self {
+            pool,
+            cgroups,
+            network,
+            require,
+            interpreter_dirs,
+            max_mem,
+            runs_root,
+            views: std::sync::atomic::AtomicBool::new(false),
         }
-    };
-    // Whatever the code left running in the background dies with the run.
-    if let Some(group) = &group {
-        group.kill();
     }
-    let (stdout, out_truncated) = stdout.finish().await;
-    let (stderr, err_truncated) = stderr.finish().await;
 
-    let (report, report_problem) = read_report(&report_path).await;
-    use std::os::unix::process::ExitStatusExt;
-    Ok(Outcome {
-        stdout,
-        stderr,
-        truncated: out_truncated || err_truncated,
-        timed_out,
-        exit_code: status.code(),
-        signal: status.signal(),
-        report,
-        report_problem,
-    })
+    pub fn pool(&self) -> &Arc<Pool> {
+        &self.pool
+    }
+
+    /// The cgroup layer (server side).
+    pub fn cgroups(&self) -> Layer {
+        self.cgroups.layer()
+    }
+
+    pub fn network_allowed(&self) -> bool {
+        self.network
+    }
+
+    /// The zygote of a workspace: its venv, its environment.
+    pub fn zygote_spec<'a>(
+        &self,
+        workspace: &'a str,
+        venv: &'a Venv,
+        cache_dir: &Path,
+        artifacts_dir: &Path,
+    ) -> ZygoteSpec<'a> {
+        let ids = Ids::for_workspace(workspace);
+        let mut read_only = self.interpreter_dirs.clone();
+        read_only.push(venv.dir.clone());
+        ZygoteSpec {
+            workspace,
+            venv,
+            env: zygote_env(Some(venv), cache_dir),
+            sandbox: SandboxSetup {
+                ids,
+                network: self.network,
+                cgroups: None,
+                keep_spare: true,
+            },
+            home: HomeRecipe {
+                runs_dir: self.runs_root.join(workspace),
+                read_only,
+                writable: vec![artifacts_dir.to_owned(), cache_dir.to_owned()],
+                ids,
+                cgroups: self.cgroups.spec(self.max_mem),
+                view: self.zygote_views(),
+            },
+        }
+    }
+
+    /// Whether zygotes get namespaces and a view of their own: only once the start-up
+    /// probe showed that runs get theirs (a kernel that refuses them refuses them to a
+    /// zygote too, and the runtime must still start).
+    fn zygote_views(&self) -> bool {
+        self.views.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn plan(&self, job: &Job<'_>, run_dir: &RunDir) -> Plan {
+        let mut read_only = self.interpreter_dirs.clone();
+        read_only.push(job.venv.dir.clone());
+        Plan {
+            run_root: run_dir.root.clone(),
+            read_only,
+            writable: vec![job.artifacts_dir.to_owned(), job.cache_dir.to_owned()],
+            ids: Ids::for_workspace(job.workspace),
+            network: self.network,
+            host_proc: false,
+            rlimits: Rlimits {
+                cpu_secs: job.limits.cpu_secs(),
+                address_space: job.limits.max_mem,
+                file_size: FILE_SIZE_LIMIT,
+                processes: PROCESS_LIMIT,
+            },
+            require: self.require,
+        }
+    }
+
+    /// Creates `job`'s run directory under `runs` with everything its plan needs (one
+    /// trip to a blocking thread).
+    pub async fn prepare(&self, job: &Job<'_>) -> io::Result<(RunDir, Plan)> {
+        let run_dir = RunDir {
+            root: self
+                .runs_root
+                .join(job.workspace)
+                .join(uuid::Uuid::new_v4().to_string()),
+        };
+        let plan = self.plan(job, &run_dir);
+        let prepared = plan.clone();
+        tokio::task::spawn_blocking(move || {
+            for dir in [prepared.work(), prepared.home(), prepared.tmp()] {
+                std::fs::create_dir_all(dir)?;
+            }
+            prepare_dirs(&prepared)?;
+            Ok::<_, io::Error>(run_dir)
+        })
+        .await
+        .map_err(io::Error::other)?
+        .map(|run_dir| (run_dir, plan))
+    }
+
+    /// Runs `job` in `run_dir` (from `prepare`) and waits for it (or its timeout).
+    pub async fn run(&self, job: &Job<'_>, run_dir: &RunDir, plan: Plan) -> io::Result<Outcome> {
+        let started = std::time::Instant::now();
+        let spec = json!({
+            "code": job.code,
+            "params": job.params,
+            "home": run_dir.root.join("home"),
+            "tmp": run_dir.root.join("tmp"),
+        });
+        let zygote = self.zygote_spec(job.workspace, job.venv, job.cache_dir, job.artifacts_dir);
+        let prepared_at = started.elapsed();
+        let exit = self
+            .pool
+            .run(&zygote, plan, spec, job.limits.timeout)
+            .await?;
+        let ran_at = started.elapsed();
+        // Whatever the run left in its cgroups dies; the directories go after the response.
+        let cgroup = RunCgroup::adopt(exit.cgroups.clone());
+        cgroup.kill_all();
+        drop(cgroup);
+        let (stdout, out_truncated) = read_capped(&run_dir.root.join("stdout")).await;
+        let (stderr, err_truncated) = read_capped(&run_dir.root.join("stderr")).await;
+        let (report, report_problem) = read_report(&run_dir.report_path()).await;
+        tracing::debug!(
+            workspace = job.workspace,
+            prepare_us = prepared_at.as_micros() as u64,
+            run_us = (ran_at - prepared_at).as_micros() as u64,
+            read_us = (started.elapsed() - ran_at).as_micros() as u64,
+            "run timings"
+        );
+        Ok(Outcome {
+            stdout,
+            stderr,
+            truncated: out_truncated || err_truncated,
+            timed_out: exit.timed_out,
+            exit_code: exit.code,
+            signal: exit.signal,
+            report,
+            report_problem,
+        })
+    }
+
+    /// Runs `result = 1` in a bare zygote (no venv) and returns the layers it applied:
+    /// what this kernel grants, measured rather than assumed.
+    pub async fn probe(&self, scratch: &Path) -> io::Result<Layers> {
+        let scratch_dir = scratch.to_owned();
+        let scratch = scratch.to_owned();
+        let run_dir = tokio::task::spawn_blocking(move || {
+            std::fs::create_dir_all(&scratch)?;
+            RunDir::create(&scratch)
+        })
+        .await
+        .map_err(io::Error::other)??;
+        let writable = run_dir.root.join("artifacts");
+        let cache = run_dir.root.join("cache");
+        let plan = Plan {
+            run_root: run_dir.root.clone(),
+            read_only: self.interpreter_dirs.clone(),
+            writable: vec![writable, cache.clone()],
+            ids: Ids::for_workspace("probe"),
+            network: self.network,
+            host_proc: false,
+            rlimits: Rlimits {
+                cpu_secs: 10,
+                address_space: 1 << 30,
+                file_size: FILE_SIZE_LIMIT,
+                processes: PROCESS_LIMIT,
+            },
+            require: false,
+        };
+        let prepared = plan.clone();
+        tokio::task::spawn_blocking(move || prepare_dirs(&prepared))
+            .await
+            .map_err(io::Error::other)??;
+        let setup = Setup {
+            site_packages: None,
+            venv_dir: None,
+            executable: None,
+            preload: Vec::new(),
+            sandbox: SandboxSetup {
+                ids: plan.ids,
+                network: self.network,
+                cgroups: None,
+                keep_spare: false,
+            },
+            view: None,
+        };
+        let recipe = HomeRecipe {
+            runs_dir: scratch_dir.clone(),
+            read_only: self.interpreter_dirs.clone(),
+            writable: Vec::new(),
+            ids: plan.ids,
+            cgroups: None,
+            view: false,
+        };
+        let home = tokio::task::spawn_blocking(move || make_home(&recipe))
+            .await
+            .map_err(io::Error::other)??;
+        let mut setup = setup;
+        setup.view = home.view.clone();
+        let zygote = Zygote::start(
+            self.pool.launcher(),
+            zygote_env(None, &cache),
+            &setup,
+            Some(home),
+        )
+        .await?;
+        let spec = json!({
+            "code": "result = 1",
+            "params": {},
+            "home": run_dir.root.join("home"),
+            "tmp": run_dir.root.join("tmp"),
+        });
+        let exit = Pool::run_on(Arc::new(zygote), plan, spec, Duration::from_secs(30)).await?;
+        let (report, problem) = read_report(&run_dir.report_path()).await;
+        let (stderr, _) = read_capped(&run_dir.root.join("stderr")).await;
+        tokio::task::spawn_blocking(move || drop(run_dir));
+        match report.and_then(|r| r.layers) {
+            Some(layers) => {
+                use crate::isolation::State;
+                let views = layers.namespaces.state == State::Enforced
+                    && layers.filesystem.state == State::Enforced;
+                self.views
+                    .store(views, std::sync::atomic::Ordering::Relaxed);
+                Ok(layers)
+            }
+            None => Err(io::Error::other(format!(
+                "the isolation probe failed (exit {:?}, signal {:?}): {} {}",
+                exit.code,
+                exit.signal,
+                problem.unwrap_or_default(),
+                stderr.trim()
+            ))),
+        }
+    }
+}
+
+/// Address space, file size and memory of an install are not the tool's limits: wheels
+/// hold files beyond 100 MiB and compilers need room.
+const INSTALL_MEMORY: u64 = 4 << 30;
+/// `RLIM_INFINITY`.
+const UNLIMITED: u64 = u64::MAX;
+
+impl Sandbox {
+    /// Runs an installer (`program` `args`) confined like a run — its namespaces, view,
+    /// Landlock and seccomp — as the workspace's install ids, with the network, and with
+    /// write access only to the venv and the workspace's installer cache (which runs never
+    /// see). On failure returns the installer's last words.
+    pub async fn install(
+        &self,
+        workspace: &str,
+        venv: &Venv,
+        scratch: &Path,
+        installer_cache: &Path,
+        program: PathBuf,
+        args: Vec<String>,
+    ) -> Result<(), String> {
+        self.try_install(workspace, venv, scratch, installer_cache, program, args)
+            .await
+            .map_err(|err| match err {
+                InstallFailure::Installer(text) => text,
+                InstallFailure::Io(err) => format!("the installer could not run: {err}"),
+            })
+    }
+
+    async fn try_install(
+        &self,
+        workspace: &str,
+        venv: &Venv,
+        scratch: &Path,
+        installer_cache: &Path,
+        program: PathBuf,
+        args: Vec<String>,
+    ) -> Result<(), InstallFailure> {
+        let program = std::fs::canonicalize(&program)?;
+        let program_dir = program
+            .parent()
+            .map(Path::to_owned)
+            .ok_or_else(|| io::Error::other("the installer has no directory"))?;
+        let scratch = scratch.to_owned();
+        let run_dir = tokio::task::spawn_blocking(move || {
+            std::fs::create_dir_all(&scratch)?;
+            RunDir::create(&scratch)
+        })
+        .await
+        .map_err(io::Error::other)??;
+        let mut read_only = self.interpreter_dirs.clone();
+        read_only.push(program_dir);
+        read_only.extend(local_find_links());
+        let ids = Ids::for_workspace(workspace).for_install();
+        let plan = Plan {
+            run_root: run_dir.root.clone(),
+            read_only,
+            writable: vec![venv.dir.clone(), installer_cache.to_owned()],
+            ids,
+            network: true,
+            host_proc: false,
+            rlimits: Rlimits {
+                cpu_secs: crate::venvs::INSTALL_TIMEOUT.as_secs() + CPU_GRACE_SECS,
+                address_space: UNLIMITED,
+                file_size: UNLIMITED,
+                processes: PROCESS_LIMIT,
+            },
+            require: self.require,
+        };
+        let prepared = plan.clone();
+        tokio::task::spawn_blocking(move || {
+            // Everything an install writes belongs to the install ids; a venv made by the
+            // server (or by an older version) is handed over once (before prepare_dirs
+            // gives the top directories away).
+            for dir in &prepared.writable {
+                std::fs::create_dir_all(dir)?;
+            }
+            give_tree(&prepared.writable, prepared.ids)?;
+            prepare_dirs(&prepared)
+        })
+        .await
+        .map_err(io::Error::other)??;
+        let mut exec = vec![program.to_string_lossy().into_owned()];
+        exec.extend(args);
+        let spec = json!({
+            "exec": exec,
+            "env": installer_env(venv, &run_dir, installer_cache),
+            "home": run_dir.root.join("home"),
+            "tmp": run_dir.root.join("tmp"),
+        });
+        let setup = Setup {
+            site_packages: None,
+            venv_dir: None,
+            executable: None,
+            preload: Vec::new(),
+            sandbox: SandboxSetup {
+                ids,
+                network: true,
+                cgroups: None,
+                keep_spare: false,
+            },
+            view: None,
+        };
+        let recipe = HomeRecipe {
+            runs_dir: run_dir
+                .root
+                .parent()
+                .map(Path::to_owned)
+                .unwrap_or_default(),
+            read_only: plan.read_only.clone(),
+            writable: plan.writable.clone(),
+            ids,
+            cgroups: self.cgroups.spec(INSTALL_MEMORY),
+            view: self.zygote_views(),
+        };
+        let home = tokio::task::spawn_blocking(move || make_home(&recipe))
+            .await
+            .map_err(io::Error::other)??;
+        let mut setup = setup;
+        setup.view = home.view.clone();
+        setup.sandbox.cgroups = home.cgroups.clone();
+        let zygote = Zygote::start(
+            self.pool.launcher(),
+            zygote_env(None, installer_cache),
+            &setup,
+            Some(home),
+        )
+        .await?;
+        let exit =
+            Pool::run_on(Arc::new(zygote), plan, spec, crate::venvs::INSTALL_TIMEOUT).await?;
+        let cgroup = RunCgroup::adopt(exit.cgroups.clone());
+        cgroup.kill_all();
+        drop(cgroup);
+        let (stdout, _) = read_capped(&run_dir.root.join("stdout")).await;
+        let (stderr, _) = read_capped(&run_dir.root.join("stderr")).await;
+        tokio::task::spawn_blocking(move || drop(run_dir));
+        if exit.code == Some(0) {
+            return Ok(());
+        }
+        let text = if stderr.trim().is_empty() {
+            stdout
+        } else {
+            stderr
+        };
+        let text = if exit.timed_out {
+            format!(
+                "the installer did not finish within {} s",
+                crate::venvs::INSTALL_TIMEOUT.as_secs()
+            )
+        } else if text.trim().is_empty() {
+            format!(
+                "the installer failed (exit {:?}, signal {:?})",
+                exit.code, exit.signal
+            )
+        } else {
+            crate::venvs::tail(text.trim(), 2000)
+        };
+        Err(InstallFailure::Installer(text))
+    }
+}
+
+enum InstallFailure {
+    Installer(String),
+    Io(io::Error),
+}
+
+impl From<io::Error> for InstallFailure {
+    fn from(err: io::Error) -> Self {
+        Self::Io(err)
+    }
+}
+
+/// The installer's environment: no server secrets; the index, proxy and certificate
+/// settings of the server's environment (`UV_*`, `PIP_*`, `*_PROXY`, `SSL_CERT_*`) pass.
+fn installer_env(venv: &Venv, run_dir: &RunDir, cache: &Path) -> serde_json::Map<String, Value> {
+    let path = |p: &Path| Value::String(p.to_string_lossy().into_owned());
+    let mut env = serde_json::Map::new();
+    for (name, value) in std::env::vars() {
+        let upper = name.to_ascii_uppercase();
+        let passes = (upper.starts_with("UV_") || upper.starts_with("PIP_"))
+            || upper.ends_with("_PROXY")
+            || upper.starts_with("SSL_CERT_")
+            || upper == "REQUESTS_CA_BUNDLE"
+            || upper == "PYTHONHOME";
+        if passes {
+            env.insert(name, Value::String(value));
+        }
+    }
+    env.insert(
+        "PATH".into(),
+        Value::String(format!(
+            "{}:/usr/local/bin:/usr/bin:/bin",
+            venv.dir.join("bin").display()
+        )),
+    );
+    env.insert("HOME".into(), path(&run_dir.root.join("home")));
+    env.insert("TMPDIR".into(), path(&run_dir.root.join("tmp")));
+    env.insert("LANG".into(), "C.UTF-8".into());
+    env.insert("UV_CACHE_DIR".into(), path(&cache.join("uv")));
+    env.insert("PIP_CACHE_DIR".into(), path(&cache.join("pip")));
+    env.insert("UV_PYTHON_DOWNLOADS".into(), "never".into());
+    env.insert("UV_NO_PROGRESS".into(), "1".into());
+    env
+}
+
+/// Local directories named by `UV_FIND_LINKS` / `PIP_FIND_LINKS` (a wheelhouse for
+/// machines without an index): visible read-only to installs.
+fn local_find_links() -> Vec<PathBuf> {
+    ["UV_FIND_LINKS", "PIP_FIND_LINKS"]
+        .iter()
+        .filter_map(|name| std::env::var(name).ok())
+        .flat_map(|value| {
+            value
+                .split([',', ' '])
+                .map(|item| PathBuf::from(item.trim().trim_start_matches("file://")))
+                .collect::<Vec<_>>()
+        })
+        .filter(|path| path.is_absolute() && path.is_dir())
+        .collect()
+}
+
+/// Gives `dirs` (and, when the top is not theirs yet, everything below) to `ids`' ids.
+fn give_tree(dirs: &[PathBuf], ids: Ids) -> io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    if !nix::unistd::geteuid().is_root() {
+        return Ok(());
+    }
+    let (uid, gid) = (ids.run_uid(), ids.run_gid());
+    fn walk(path: &Path, uid: u32, gid: u32) -> io::Result<()> {
+        std::os::unix::fs::lchown(path, Some(uid), Some(gid))?;
+        let meta = std::fs::symlink_metadata(path)?;
+        if meta.is_dir() {
+            for entry in std::fs::read_dir(path)? {
+                walk(&entry?.path(), uid, gid)?;
+            }
+        }
+        Ok(())
+    }
+    for dir in dirs {
+        if std::fs::metadata(dir)?.uid() != uid {
+            walk(dir, uid, gid)?;
+        }
+    }
+    Ok(())
+}
+
+/// What a zygote's own view holds (see `zygote::Setup::view`).
+#[derive(Debug, Clone)]
+pub struct HomeRecipe {
+    /// The workspace's run directories (every run's root is below it).
+    pub runs_dir: PathBuf,
+    pub read_only: Vec<PathBuf>,
+    pub writable: Vec<PathBuf>,
+    pub ids: Ids,
+    /// Per-run cgroups, created by the zygote in a cgroup delegated to it.
+    pub cgroups: Option<CgroupSpec>,
+    /// Give the zygote a view of its own (only where runs' namespaces and views work).
+    pub view: bool,
+}
+
+/// A zygote's home on the server side: the directory its view is built in and the
+/// cgroups delegated to it; removed (off the async workers) when the zygote is gone.
+pub struct ZygoteHome {
+    pub view: Option<Plan>,
+    pub cgroups: Option<CgroupSpec>,
+    dir: Option<PathBuf>,
+    delegated: Vec<PathBuf>,
+}
+
+impl Drop for ZygoteHome {
+    fn drop(&mut self) {
+        let dir = self.dir.take();
+        let delegated = RunCgroup::adopt(std::mem::take(&mut self.delegated));
+        let remove = move || {
+            drop(delegated);
+            if let Some(dir) = dir {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => {
+                handle.spawn_blocking(remove);
+            }
+            Err(_) => remove(),
+        }
+    }
+}
+
+/// Prepares a zygote's home (blocking): as root, the skeleton of its own view and a
+/// cgroup under each of the runtime's, owned by the workspace's first id, in which the
+/// zygote creates its runs' cgroups. Not root: no view of its own (the zygote is as
+/// unprivileged as the runtime) and the runtime's cgroups as they are.
+pub fn make_home(recipe: &HomeRecipe) -> io::Result<ZygoteHome> {
+    std::fs::create_dir_all(&recipe.runs_dir)?;
+    if !recipe.view || !nix::unistd::geteuid().is_root() || !recipe.ids.range {
+        return Ok(ZygoteHome {
+            view: None,
+            cgroups: recipe.cgroups.clone(),
+            dir: None,
+            delegated: Vec::new(),
+        });
+    }
+    let name = format!("zygote-{}", uuid::Uuid::new_v4());
+    let dir = recipe.runs_dir.join(&name);
+    let mut home = ZygoteHome {
+        view: None,
+        cgroups: None,
+        dir: Some(dir.clone()),
+        delegated: Vec::new(),
+    };
+    for sub in ["work", "home", "tmp"] {
+        std::fs::create_dir_all(dir.join(sub))?;
+    }
+    for path in &recipe.writable {
+        std::fs::create_dir_all(path)?;
+    }
+    let mut writable = recipe.writable.clone();
+    writable.push(recipe.runs_dir.clone());
+    if let Some(spec) = &recipe.cgroups {
+        let owner = (
+            Some(nix::unistd::Uid::from_raw(recipe.ids.base_uid)),
+            Some(nix::unistd::Gid::from_raw(recipe.ids.base_gid)),
+        );
+        let mut parents = Vec::new();
+        for (parent, files) in &spec.parents {
+            let delegated = parent.join(&name);
+            std::fs::create_dir(&delegated)?;
+            home.delegated.push(delegated.clone());
+            nix::unistd::chown(&delegated, owner.0, owner.1).map_err(io::Error::from)?;
+            // The zygote sees its cgroups at their real path, writable.
+            writable.push(delegated.clone());
+            parents.push((delegated, files.clone()));
+        }
+        home.cgroups = Some(CgroupSpec { parents });
+    }
+    let view = Plan {
+        run_root: dir,
+        read_only: recipe.read_only.clone(),
+        writable,
+        ids: recipe.ids,
+        network: true,
+        host_proc: true,
+        rlimits: Rlimits {
+            cpu_secs: UNLIMITED,
+            address_space: UNLIMITED,
+            file_size: UNLIMITED,
+            processes: PROCESS_LIMIT,
+        },
+        require: false,
+    };
+    crate::isolation::mounts::skeleton(&view)?;
+    home.view = Some(view);
+    Ok(home)
+}
+
+/// Creates the writable directories, gives the run's own to the workspace's run ids, and
+/// creates the mount points of its view.
+fn prepare_dirs(plan: &Plan) -> io::Result<()> {
+    for dir in &plan.writable {
+        std::fs::create_dir_all(dir)?;
+    }
+    if nix::unistd::geteuid().is_root() {
+        // pid 1 (the workspace's first id on the host) creates the run's output files.
+        nix::unistd::chown(
+            &plan.run_root,
+            Some(nix::unistd::Uid::from_raw(plan.ids.base_uid)),
+            Some(nix::unistd::Gid::from_raw(plan.ids.base_gid)),
+        )
+        .map_err(io::Error::from)?;
+        let uid = Some(nix::unistd::Uid::from_raw(plan.ids.run_uid()));
+        let gid = Some(nix::unistd::Gid::from_raw(plan.ids.run_gid()));
+        for dir in [plan.work(), plan.home(), plan.tmp()]
+            .iter()
+            .chain(&plan.writable)
+        {
+            nix::unistd::chown(dir, uid, gid).map_err(io::Error::from)?;
+        }
+    }
+    crate::isolation::mounts::skeleton(plan)
 }
 
 /// Why a process that was ended by `signal` died, in words for the user.
@@ -266,15 +847,17 @@ fn signal_name(signal: i32) -> String {
     name.to_owned()
 }
 
-/// The child's whole environment: only what Python and common libraries need.
-fn child_env(job: &Job<'_>, run_dir: &RunDir) -> Vec<(String, String)> {
-    let path = |p: PathBuf| p.to_string_lossy().into_owned();
-    let bin = path(job.venv_dir.join("bin"));
-    vec![
-        ("PATH".into(), format!("{bin}:/usr/local/bin:/usr/bin:/bin")),
-        ("HOME".into(), path(run_dir.root.join("home"))),
-        ("TMPDIR".into(), path(run_dir.root.join("tmp"))),
-        ("VIRTUAL_ENV".into(), path(job.venv_dir.to_owned())),
+/// A zygote's whole environment: only what Python and common libraries need, numeric
+/// libraries at one thread (fork safety, a predictable address space), no server
+/// secrets. HOME and TMPDIR are set per run by the harness.
+fn zygote_env(venv: Option<&Venv>, cache_dir: &Path) -> Vec<(String, String)> {
+    let path = |p: &Path| p.to_string_lossy().into_owned();
+    let bin = venv
+        .map(|v| format!("{}:", path(&v.dir.join("bin"))))
+        .unwrap_or_default();
+    let mut env: Vec<(String, String)> = vec![
+        ("PATH".into(), format!("{bin}/usr/local/bin:/usr/bin:/bin")),
+        ("HOME".into(), "/nonexistent".into()),
         ("LANG".into(), "C.UTF-8".into()),
         ("LC_ALL".into(), "C.UTF-8".into()),
         ("PYTHONIOENCODING".into(), "utf-8".into()),
@@ -282,125 +865,49 @@ fn child_env(job: &Job<'_>, run_dir: &RunDir) -> Vec<(String, String)> {
         ("PYTHONDONTWRITEBYTECODE".into(), "1".into()),
         ("PYTHONNOUSERSITE".into(), "1".into()),
         ("MPLBACKEND".into(), "Agg".into()),
-        (
-            "MPLCONFIGDIR".into(),
-            path(job.cache_dir.join("matplotlib")),
-        ),
-        // One thread per numeric library keeps the address space (RLIMIT_AS) predictable.
-        ("OPENBLAS_NUM_THREADS".into(), "1".into()),
-        ("OMP_NUM_THREADS".into(), "1".into()),
-        ("MKL_NUM_THREADS".into(), "1".into()),
-    ]
-}
-
-/// rlimit values computed before the fork.
-#[derive(Clone, Copy)]
-struct RlimitValues {
-    cpu: u64,
-    mem: u64,
-}
-
-impl RlimitValues {
-    fn new(limits: Limits) -> Self {
-        Self {
-            cpu: limits.cpu_secs(),
-            mem: limits.max_mem,
-        }
+        ("MPLCONFIGDIR".into(), path(&cache_dir.join("matplotlib"))),
+    ];
+    for pool in [
+        "OPENBLAS_NUM_THREADS",
+        "OMP_NUM_THREADS",
+        "MKL_NUM_THREADS",
+        "NUMEXPR_NUM_THREADS",
+        "VECLIB_MAXIMUM_THREADS",
+    ] {
+        env.push((pool.into(), "1".into()));
     }
-
-    /// Runs in the child between fork and exec.
-    fn apply(self) -> io::Result<()> {
-        // SAFETY: setsid and setrlimit are async-signal-safe and take plain values.
-        unsafe {
-            if libc::setsid() == -1 {
-                return Err(io::Error::last_os_error());
-            }
-            for (resource, soft, hard) in [
-                (libc::RLIMIT_CPU, self.cpu, self.cpu + 1),
-                (libc::RLIMIT_AS, self.mem, self.mem),
-                (libc::RLIMIT_FSIZE, FILE_SIZE_LIMIT, FILE_SIZE_LIMIT),
-                (libc::RLIMIT_CORE, 0, 0),
-                (libc::RLIMIT_NPROC, PROCESS_LIMIT, PROCESS_LIMIT),
-            ] {
-                let limit = libc::rlimit {
-                    rlim_cur: soft as libc::rlim_t,
-                    rlim_max: hard as libc::rlim_t,
-                };
-                if libc::setrlimit(resource, &limit) == -1 {
-                    return Err(io::Error::last_os_error());
-                }
-            }
-        }
-        Ok(())
+    if let Some(venv) = venv {
+        env.push(("VIRTUAL_ENV".into(), path(&venv.dir)));
     }
-}
-
-/// The child's process group (its pid, as the child called setsid). Killed on drop, so
-/// a cancelled request leaves nothing running.
-struct ProcessGroup(libc::pid_t);
-
-impl ProcessGroup {
-    fn kill(&self) {
-        // SAFETY: kill(2) with a negative pid signals that process group; no memory involved.
-        unsafe {
-            libc::kill(-self.0, libc::SIGKILL);
-        }
+    // The binary pins its interpreter's home (main.rs); its zygotes need the same.
+    if let Some(home) = std::env::var_os("PYTHONHOME") {
+        env.push(("PYTHONHOME".into(), home.to_string_lossy().into_owned()));
     }
+    env
 }
 
-impl Drop for ProcessGroup {
-    fn drop(&mut self) {
-        self.kill();
+/// Reads at most `OUTPUT_CAP` bytes of a run's output file (never following a link).
+async fn read_capped(path: &Path) -> (String, bool) {
+    let opened = tokio::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .await;
+    let Ok(file) = opened else {
+        return (String::new(), false);
+    };
+    let mut bytes = Vec::new();
+    if file
+        .take(OUTPUT_CAP as u64 + 1)
+        .read_to_end(&mut bytes)
+        .await
+        .is_err()
+    {
+        return (String::new(), false);
     }
-}
-
-/// A pipe being read into a capped buffer by a background task.
-struct Capture {
-    buffer: Arc<Mutex<(Vec<u8>, bool)>>,
-    task: Option<tokio::task::JoinHandle<()>>,
-}
-
-fn capture(pipe: Option<impl AsyncRead + Unpin + Send + 'static>) -> Capture {
-    let buffer = Arc::new(Mutex::new((Vec::new(), false)));
-    let task = pipe.map(|mut pipe| {
-        let buffer = buffer.clone();
-        tokio::spawn(async move {
-            let mut chunk = vec![0u8; 64 * 1024];
-            loop {
-                let n = match pipe.read(&mut chunk).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => n,
-                };
-                let mut guard = buffer
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-                let (data, truncated) = &mut *guard;
-                let room = OUTPUT_CAP.saturating_sub(data.len());
-                data.extend_from_slice(&chunk[..n.min(room)]);
-                if n > room {
-                    *truncated = true;
-                }
-            }
-        })
-    });
-    Capture { buffer, task }
-}
-
-impl Capture {
-    /// Waits (briefly) for the pipe to close, then returns the text and truncation flag.
-    async fn finish(mut self) -> (String, bool) {
-        if let Some(mut task) = self.task.take()
-            && tokio::time::timeout(DRAIN_GRACE, &mut task).await.is_err()
-        {
-            // Something escaped the process group and still holds the pipe.
-            task.abort();
-        }
-        let guard = self
-            .buffer
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        (String::from_utf8_lossy(&guard.0).into_owned(), guard.1)
-    }
+    let truncated = bytes.len() > OUTPUT_CAP;
+    bytes.truncate(OUTPUT_CAP);
+    (String::from_utf8_lossy(&bytes).into_owned(), truncated)
 }
 
 /// Reads the harness report; the file is the child's, so no symlink is followed.
@@ -419,6 +926,10 @@ async fn read_report(path: &Path) -> (Option<Report>, Option<String>) {
     let read = file.take(REPORT_CAP + 1).read_to_end(&mut bytes).await;
     if let Err(err) = read {
         return (None, Some(format!("the run's report is unreadable: {err}")));
+    }
+    if bytes.is_empty() {
+        // The run ended before its harness wrote anything.
+        return (None, None);
     }
     if bytes.len() as u64 > REPORT_CAP {
         return (

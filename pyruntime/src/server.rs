@@ -27,8 +27,11 @@ use crate::artifacts::{self, Artifacts};
 use crate::config::Config;
 use crate::error::{ApiError, Result};
 use crate::execute::{ExecuteRequest, ExecuteResponse, Executor, InstallRequest, InstallResponse};
+use crate::isolation::cgroups::Cgroups;
+use crate::isolation::{Layer, Layers, State as LayerState};
+use crate::pool::{Launcher, Pool};
 use crate::py::{self, InterpreterInfo};
-use crate::sandbox;
+use crate::sandbox::{self, Sandbox};
 use crate::venvs::{self, Installer, Venvs};
 
 /// How long requests in flight may go on after Ctrl-C or SIGTERM.
@@ -43,6 +46,27 @@ pub struct AppState {
     python: Arc<InterpreterInfo>,
     max_mem: u64,
     max_timeout: u64,
+    /// What the start-up probe's run applied to itself, plus the server-side cgroups.
+    isolation: Arc<Isolation>,
+}
+
+/// The isolation layers as measured at start.
+struct Isolation {
+    layers: Layers,
+    cgroups: Layer,
+    required: bool,
+    network_allowed: bool,
+    max_concurrency: usize,
+    max_queue: usize,
+}
+
+impl Isolation {
+    /// Every layer, the run's own and the cgroups, as `(name, layer)`.
+    fn all(&self) -> Vec<(&'static str, &Layer)> {
+        let mut all: Vec<_> = self.layers.iter().into_iter().collect();
+        all.push(("cgroups", &self.cgroups));
+        all
+    }
 }
 
 /// Builds the tokio runtime and serves `config` until Ctrl-C or SIGTERM.
@@ -126,8 +150,67 @@ async fn prepare(config: &Config) -> std::io::Result<AppState> {
         tracing::warn!(%err, "cannot clean stale run directories");
     }
     let venvs = Venvs::new(venvs_root, base_python, installer);
+
+    let launcher = Launcher::detect(&python.host)?;
+    let pool = Arc::new(Pool::new(launcher));
+    let interpreter_dirs = [&python.base_prefix]
+        .into_iter()
+        .filter(|p| !p.is_empty())
+        .map(std::path::PathBuf::from)
+        .collect();
+    let sandbox = Sandbox::new(
+        pool.clone(),
+        Cgroups::detect(),
+        config.network_allowed(),
+        config.require_isolation,
+        interpreter_dirs,
+        config.max_mem,
+        artifacts.runs_dir(),
+    );
+    let layers = sandbox
+        .probe(&artifacts.runs_dir().join("probe"))
+        .await
+        .map_err(|err| std::io::Error::other(format!("isolation probe: {err}")))?;
+    let isolation = Isolation {
+        layers,
+        cgroups: sandbox.cgroups(),
+        required: config.require_isolation,
+        network_allowed: config.network_allowed(),
+        max_concurrency: config.concurrency(),
+        max_queue: config.queue(),
+    };
+    for (name, layer) in isolation.all() {
+        if layer.state == LayerState::Enforced {
+            tracing::info!(layer = name, detail = %layer.detail, "isolation layer enforced");
+        } else {
+            tracing::warn!(layer = name, state = ?layer.state, detail = %layer.detail, "isolation layer missing");
+        }
+    }
+    if config.require_isolation
+        && let Some((name, layer)) = isolation
+            .all()
+            .into_iter()
+            .find(|(_, layer)| layer.state != LayerState::Enforced)
+    {
+        return Err(std::io::Error::other(format!(
+            "PY_TOOL_REQUIRE_ISOLATION=1 but the {name} layer is {:?}: {}",
+            layer.state, layer.detail
+        )));
+    }
+    // Idle zygotes are stopped from time to time.
+    let sweeper = Arc::downgrade(&pool);
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(30));
+        loop {
+            tick.tick().await;
+            let Some(pool) = sweeper.upgrade() else {
+                return;
+            };
+            pool.sweep().await;
+        }
+    });
     Ok(AppState {
-        executor: Arc::new(Executor::new(venvs, artifacts, config)),
+        executor: Arc::new(Executor::new(venvs, artifacts, sandbox, config)),
         api_key_hash: config
             .api_key
             .as_deref()
@@ -135,6 +218,7 @@ async fn prepare(config: &Config) -> std::io::Result<AppState> {
         python: Arc::new(python),
         max_mem: config.max_mem,
         max_timeout: config.max_timeout,
+        isolation: Arc::new(isolation),
     })
 }
 
@@ -234,18 +318,31 @@ async fn health(State(state): State<AppState>) -> Json<Value> {
             "fallback": "python -m venv --without-pip + pip --python",
         }),
     };
+    let isolation = &state.isolation;
+    let layers: serde_json::Map<String, Value> = isolation
+        .all()
+        .into_iter()
+        .map(|(name, layer)| (name.to_owned(), json!(layer)))
+        .collect();
+    let (running, queued) = state.executor.admission().load();
     Json(json!({
         "status": "ok",
         "python": {"version": state.python.version, "executable": state.python.executable},
         "uv": uv,
         "workspaces": state.executor.venvs().count(),
+        "zygotes": state.executor.sandbox().pool().len(),
         "limits": {
             "defaultTimeoutSeconds": Config::DEFAULT_TIMEOUT_SECS,
             "maxTimeoutSeconds": state.max_timeout,
+            "maxConcurrency": isolation.max_concurrency,
+            "maxQueue": isolation.max_queue,
         },
+        "load": {"running": running, "queued": queued},
         "isolation": {
+            "required": isolation.required,
+            "network": if isolation.network_allowed { "allow" } else { "deny" },
+            "layers": layers,
             "childProcess": true,
-            "processGroup": true,
             "scrubbedEnvironment": true,
             "rlimits": {
                 "cpuSeconds": format!("timeout + {}", sandbox::CPU_GRACE_SECS),
@@ -253,12 +350,11 @@ async fn health(State(state): State<AppState>) -> Json<Value> {
                 "fileSizeBytes": sandbox::FILE_SIZE_LIMIT,
                 "coreBytes": 0,
                 "processes": sandbox::PROCESS_LIMIT,
-                "processesEnforced": sandbox::process_limit_enforced(),
             },
             "outputCapBytes": sandbox::OUTPUT_CAP,
-            "namespaces": false,
-            "landlock": false,
-            "seccomp": false,
+            "namespaces": isolation.layers.namespaces.state == LayerState::Enforced,
+            "landlock": isolation.layers.landlock.state == LayerState::Enforced,
+            "seccomp": isolation.layers.seccomp.state == LayerState::Enforced,
         },
     }))
 }

@@ -1,10 +1,11 @@
 //! Per-workspace virtual environments: creation on demand and package installation.
 //!
 //! `Venvs` owns `PY_TOOL_VENVS/<workspace>/` and one async lock per workspace, so two
-//! requests never create or install into the same venv at once. Installs run here, in
-//! the trusted server, never in a sandboxed child: with `uv pip install --link-mode=copy`
-//! (uv's default hard links would let a write through one venv poison uv's cache and
-//! every other workspace) and `--compile-bytecode` (children run with
+//! requests never create or install into the same venv at once. Venvs are created here
+//! (`uv venv`, which runs no package code); installs are planned here and run in a
+//! confined child (`Sandbox::install`: the build code of a source distribution is as
+//! untrusted as tool code): `uv pip install --link-mode=copy` (a write through one venv
+//! can never reach a cache) and `--compile-bytecode` (children run with
 //! `PYTHONDONTWRITEBYTECODE`); without uv, `python -m venv --without-pip` and the base
 //! interpreter's `pip --python`. What was installed is measured by comparing the venv's
 //! distributions before and after, which works the same for both installers.
@@ -22,7 +23,7 @@ use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
 use crate::py;
 
 /// Longest an installer may run before it is killed.
-const INSTALL_TIMEOUT: Duration = Duration::from_secs(900);
+pub const INSTALL_TIMEOUT: Duration = Duration::from_secs(900);
 
 #[derive(Debug, thiserror::Error)]
 pub enum VenvError {
@@ -170,42 +171,59 @@ impl Venvs {
         })
     }
 
-    /// Installs `specs` (validated requirement specifiers) into `venv`.
+    /// The installer's command line for `specs` into `venv`: program and arguments.
+    pub fn install_command(&self, venv: &Venv, specs: &[String]) -> (PathBuf, Vec<String>) {
+        let text = |p: &Path| p.to_string_lossy().into_owned();
+        let (program, mut args) = match &self.installer {
+            Installer::Uv { path, .. } => (
+                path.clone(),
+                vec![
+                    "pip".to_owned(),
+                    "install".to_owned(),
+                    "--link-mode=copy".to_owned(),
+                    "--compile-bytecode".to_owned(),
+                    "--no-progress".to_owned(),
+                    "--python".to_owned(),
+                    text(&venv.python),
+                ],
+            ),
+            Installer::Pip => (
+                self.base_python.clone(),
+                vec![
+                    "-m".to_owned(),
+                    "pip".to_owned(),
+                    "--python".to_owned(),
+                    text(&venv.python),
+                    "install".to_owned(),
+                    "--disable-pip-version-check".to_owned(),
+                    "--no-input".to_owned(),
+                ],
+            ),
+        };
+        args.extend(specs.iter().cloned());
+        (program, args)
+    }
+
+    /// Installs `specs` (validated requirement specifiers) into `venv`, running the
+    /// installer through `run` (the sandbox: installs run build code of packages).
     /// The caller holds the workspace's lock.
-    pub async fn install(&self, venv: &Venv, specs: &[String]) -> Result<InstallReport, VenvError> {
+    pub async fn install<F, Fut>(
+        &self,
+        venv: &Venv,
+        specs: &[String],
+        run: F,
+    ) -> Result<InstallReport, VenvError>
+    where
+        F: FnOnce(PathBuf, Vec<String>) -> Fut,
+        Fut: std::future::Future<Output = Result<(), String>>,
+    {
         if specs.is_empty() {
             return Ok(InstallReport::default());
         }
         let before = distributions(&venv.site_packages).await?;
-        let mut command = match &self.installer {
-            Installer::Uv { path, .. } => {
-                let mut c = installer_command(path);
-                c.args([
-                    "pip",
-                    "install",
-                    "--link-mode=copy",
-                    "--compile-bytecode",
-                    "--no-progress",
-                    "--python",
-                ])
-                .arg(&venv.python);
-                c
-            }
-            Installer::Pip => {
-                let mut c = installer_command(&self.base_python);
-                c.args(["-m", "pip", "--python"]).arg(&venv.python).args([
-                    "install",
-                    "--disable-pip-version-check",
-                    "--no-input",
-                ]);
-                c
-            }
-        };
-        command.args(specs);
+        let (program, args) = self.install_command(venv, specs);
         tracing::info!(venv = %venv.dir.display(), ?specs, "installing packages");
-        run_installer(&mut command)
-            .await
-            .map_err(VenvError::Install)?;
+        run(program, args).await.map_err(VenvError::Install)?;
         let after = distributions(&venv.site_packages).await?;
 
         let installed: Vec<String> = after
@@ -318,7 +336,7 @@ async fn run_installer(command: &mut Command) -> Result<(), String> {
 }
 
 /// The last `max` bytes of `text`, cut at a character boundary.
-fn tail(text: &str, max: usize) -> String {
+pub fn tail(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_owned();
     }

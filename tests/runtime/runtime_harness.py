@@ -42,7 +42,13 @@ class Runtime:
         self.data = data
         self.venvs = data / "venvs"
         self.artifacts = data / "artifacts"
-        inherited = {k: v for k, v in os.environ.items() if not k.startswith("PY_TOOL_")}
+        # PY_TOOL_* settings of the caller do not leak into the servers under test, except
+        # PY_TOOL_REQUIRE_ISOLATION (CI sets it: every server must then have every layer).
+        inherited = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith("PY_TOOL_") or k == "PY_TOOL_REQUIRE_ISOLATION"
+        }
         self.env = {
             **inherited,
             "PY_TOOL_VENVS": str(self.venvs),

@@ -247,9 +247,11 @@ def test_oversized_results_are_refused_cleanly(runtime, shared_workspace):
 
 
 def test_a_forged_report_link_is_not_followed(runtime, shared_workspace):
+    # The run's report lives outside its view: the link cannot even be created (the view
+    # is read-only there), and a report that is not one is never read as one.
     body = runtime.execute(
         "import os\nos.symlink('/etc/hostname', '../report.json')\nos._exit(0)\n",
         workspaceId=shared_workspace,
     )
     assert body["success"] is False
-    assert body["error"]["type"] == "ResultError"
+    assert body["error"]["type"] in ("OSError", "PermissionError", "ResultError"), body["error"]

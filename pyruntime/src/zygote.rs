@@ -1,0 +1,951 @@
+//! The zygote: one warm interpreter per workspace that forks a confined child per run.
+//!
+//! A zygote is this crate's code in a process of its own (`weir-pyruntime __zygote`, or
+//! the wheel's interpreter calling `_weir_runtime.zygote()`), started by `pool` with a
+//! scrubbed environment that holds no secrets. `serve` reads one `Setup` line; as root's
+//! zygote it first enters a user and mount namespace of its own (`confine_zygote`: the
+//! server writes its id maps, the zygote pivots into its read-only view and becomes root
+//! of that namespace only), then prepares the embedded CPython (`harness.prepare`: the
+//! workspace's venv on the path, BLAS and OpenMP pools at one thread through the
+//! environment, the workspace's usual modules pre-imported), answers `Event::Ready`, and
+//! serves `Command`s on stdin, events on stdout, one JSON object per line. It stays
+//! single-threaded, and asserts it before each fork (`/proc/self/task` has one entry).
+//!
+//! A run is three processes, forked through CPython's `os.fork` (which wraps them in
+//! `PyOS_BeforeFork`/`PyOS_AfterFork_*`). The first two are made ahead, as the next run's
+//! `Spare`: the intermediate child joins the run's cgroups and unshares its namespaces on
+//! its own while the zygote goes on serving (`begin_spare`); when it says so, the zygote
+//! writes its id maps (`finish_spare`), and it forks pid 1 of the new pid namespace,
+//! which waits for its plan. A run sends the plan to pid 1, which points stdout, stderr
+//! and the report (fd 3) at the run's files, builds the file-system view, drops to the
+//! run's ids, applies rlimits, Landlock and seccomp, and forks the runner (pid 1 ignores
+//! its own signals, so tool code must not be pid 1), which runs the tool code
+//! (`harness.child_main`) and says it is done on a status pipe once its report is
+//! written. The intermediate exits the way the runner ended, and the zygote reports that
+//! exit (`Event::Exited`). Killing the intermediate kills the run: pid 1 has a
+//! parent-death signal, and the death of a pid namespace's pid 1 takes every other
+//! process of it. EOF on stdin kills every run and ends the zygote; `Command::Drain` ends
+//! it once its runs are over.
+
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::fs::File;
+use std::io::Write;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
+
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::signal::{SigSet, SigmaskHow, Signal, sigprocmask};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::Pid;
+use pyo3::prelude::*;
+use pyo3::types::PyModule;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::isolation::cgroups::CgroupSpec;
+use crate::isolation::{self, Ids, Layer, Layers, Plan, namespaces};
+
+/// The first argument that makes the binary a zygote.
+pub const ARG: &str = "__zygote";
+/// File descriptor on which the run's harness writes its report.
+pub const REPORT_FD: i32 = 3;
+
+const HARNESS: &str = include_str!("harness.py");
+const HELPERS: &str = include_str!("../../python/weir_runtime/helpers.py");
+
+/// The first line a zygote reads.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Setup {
+    /// The workspace venv's site-packages (none: the probe's bare interpreter).
+    pub site_packages: Option<PathBuf>,
+    pub venv_dir: Option<PathBuf>,
+    /// What tool code sees as `sys.executable`.
+    pub executable: Option<PathBuf>,
+    /// Modules to import before the first fork.
+    pub preload: Vec<String>,
+    /// What every run of this zygote gets before its plan arrives.
+    pub sandbox: SandboxSetup,
+    /// The zygote's own view (user and mount namespaces, read-only system, interpreter
+    /// and venv), entered before any of the workspace's code is imported; `None` when the
+    /// runtime is not root (the zygote is then as unprivileged as the runtime).
+    pub view: Option<Plan>,
+}
+
+/// The part of a run's confinement that is the same for every run of a zygote, so that
+/// the next run's processes can be made ready in advance (`Spare`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SandboxSetup {
+    pub ids: Ids,
+    /// Whether runs may use the host's network (else: a network namespace).
+    pub network: bool,
+    /// Per-run cgroups, created by the zygote; `None` without cgroups.
+    pub cgroups: Option<CgroupSpec>,
+    /// Keep a spare ready after each run (workspace zygotes; not one-shot ones).
+    pub keep_spare: bool,
+}
+
+/// A run's plan and spec as handed to its waiting pid 1.
+#[derive(Serialize)]
+struct RunOrder<'a> {
+    plan: &'a Plan,
+    spec: &'a Value,
+}
+
+#[derive(Deserialize)]
+struct OwnedRunOrder {
+    plan: Plan,
+    spec: Value,
+}
+
+/// What the server asks of a zygote.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "lowercase")]
+pub enum Command {
+    /// Fork a confined child for one run.
+    Run { id: u64, plan: Plan, spec: Value },
+    /// Accept no more runs; exit when the running ones are over.
+    Drain,
+    /// The answer to `Event::Unshared`: whether the zygote's id maps were written.
+    Mapped { ok: bool },
+}
+
+/// What a zygote tells the server.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "lowercase")]
+pub enum Event {
+    /// The zygote entered its own user namespace (`ok`) and waits for its id maps.
+    Unshared {
+        ok: bool,
+    },
+    Ready {
+        pid: u32,
+        preloaded: Vec<String>,
+    },
+    /// The run's intermediate process has its plan (kill it to kill the run); `cgroups`
+    /// are the run's cgroup directories, the server's to remove.
+    Started {
+        id: u64,
+        pid: i32,
+        cgroups: Vec<PathBuf>,
+    },
+    /// The run could not be started.
+    Failed {
+        id: u64,
+        message: String,
+    },
+    Exited {
+        id: u64,
+        code: Option<i32>,
+        signal: Option<i32>,
+    },
+}
+
+/// Runs a zygote until its stdin closes. The interpreter must be initialised.
+pub fn main() -> std::process::ExitCode {
+    match serve() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("weir-pyruntime zygote: {err}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// Keeps fd `REPORT_FD` taken (by /dev/null, close-on-exec) so that nothing the
+/// interpreter opens lands on the number a run's report is later written to. Call before
+/// initialising the interpreter.
+pub fn reserve_report_fd() {
+    if let Ok(null) = File::open("/dev/null") {
+        let fd = null.as_raw_fd();
+        if fd != REPORT_FD {
+            // SAFETY: dup3 onto a fixed number, then the original is closed by drop.
+            unsafe { libc::dup3(fd, REPORT_FD, libc::O_CLOEXEC) };
+        } else {
+            std::mem::forget(null);
+        }
+    }
+}
+
+struct Zygote {
+    harness: Py<PyModule>,
+    fork: Py<PyAny>,
+    seccomp: Result<seccompiler::BpfProgram, String>,
+    events: File,
+    signals: SignalFd,
+    /// Intermediate pid → run id.
+    children: HashMap<i32, u64>,
+    draining: bool,
+    sandbox: SandboxSetup,
+    /// The next run's processes, ready and waiting for its plan.
+    spare: Option<Spare>,
+    /// The next run's processes, still getting ready.
+    pending: Option<PendingSpare>,
+    /// Numbers the cgroups this zygote creates.
+    spares_made: u64,
+    /// The zygote is in its own user namespace: its children's ids map onto its own.
+    nested: bool,
+}
+
+/// A spare whose intermediate process is still joining its cgroups and unsharing.
+struct PendingSpare {
+    pid: i32,
+    from_child: OwnedFd,
+    to_child: OwnedFd,
+    plan: OwnedFd,
+    cgroups: isolation::cgroups::RunCgroup,
+}
+
+/// A run's intermediate process and pid 1, forked in advance: namespaces unshared, id
+/// maps written and cgroups joined. pid 1 waits for the plan on `plan`.
+struct Spare {
+    pid: i32,
+    plan: OwnedFd,
+    cgroups: Vec<PathBuf>,
+}
+
+/// The zygote's whole life; `main` and the wheel's `zygote()` report its error.
+pub fn serve() -> Result<(), String> {
+    // Events go to a private copy of stdout; fd 1 then points at stderr, so that nothing
+    // the interpreter prints can corrupt the protocol.
+    let events = dup_high(1)?;
+    // SAFETY: dup2 of stderr onto stdout, both open.
+    unsafe { libc::dup2(2, 1) };
+    let mut input = LineReader::default();
+    let setup_line = input.blocking_line().ok_or("no setup line on stdin")?;
+    let setup: Setup =
+        serde_json::from_str(&setup_line).map_err(|err| format!("bad setup line: {err}"))?;
+    let mut events = File::from(events);
+    let nested = match &setup.view {
+        Some(view) => confine_zygote(view, setup.sandbox.network, &mut input, &mut events)?,
+        None => false,
+    };
+
+    // What CPython's own start-up does (an embedded interpreter skips it): a full pipe or
+    // an oversized file is an OSError in Python, not a fatal signal.
+    for ignored in [Signal::SIGPIPE, Signal::SIGXFSZ] {
+        // SAFETY: setting a signal to SIG_IGN installs no handler code.
+        let _ = unsafe { nix::sys::signal::signal(ignored, nix::sys::signal::SigHandler::SigIgn) };
+    }
+    let mut mask = SigSet::empty();
+    mask.add(Signal::SIGCHLD);
+    sigprocmask(SigmaskHow::SIG_BLOCK, Some(&mask), None).map_err(|e| e.to_string())?;
+    let signals = SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
+        .map_err(|e| format!("signalfd: {e}"))?;
+
+    let (harness, fork, preloaded) = Python::attach(|py| prepare_python(py, &setup))
+        .map_err(|err| format!("preparing the interpreter: {err}"))?;
+    let mut zygote = Zygote {
+        harness,
+        fork,
+        seccomp: isolation::seccomp::build(),
+        events,
+        signals,
+        children: HashMap::new(),
+        draining: false,
+        sandbox: setup.sandbox.clone(),
+        spare: None,
+        pending: None,
+        spares_made: 0,
+        nested,
+    };
+    zygote.emit(&Event::Ready {
+        pid: std::process::id(),
+        preloaded,
+    })?;
+    zygote.run_loop(&mut input)
+}
+
+/// Enters the zygote's own user and mount namespaces (the server writes the id maps) and
+/// its read-only view, then becomes root of that namespace only — unprivileged on the
+/// host — before any of the workspace's code is imported. Returns whether it did; a
+/// kernel that refuses leaves the zygote as it was (and says so on stderr).
+fn confine_zygote(
+    view: &Plan,
+    network_allowed: bool,
+    input: &mut LineReader,
+    events: &mut File,
+) -> Result<bool, String> {
+    let unshared = namespaces::unshare_for_zygote(network_allowed);
+    if let Err(err) = &unshared {
+        eprintln!("weir-pyruntime zygote: no namespaces of its own: {err}");
+    }
+    let mut line = serde_json::to_vec(&Event::Unshared {
+        ok: unshared.is_ok(),
+    })
+    .map_err(|e| e.to_string())?;
+    line.push(b'\n');
+    events
+        .write_all(&line)
+        .map_err(|err| format!("the server is gone: {err}"))?;
+    if unshared.is_err() {
+        return Ok(false);
+    }
+    let answer = input.blocking_line().ok_or("no answer to unshared")?;
+    match serde_json::from_str::<Command>(&answer) {
+        Ok(Command::Mapped { ok: true }) => {}
+        _ => return Err("the server could not map the zygote's ids".to_owned()),
+    }
+    isolation::mounts::build_view(view).map_err(|err| format!("the zygote's view: {err}"))?;
+    namespaces::become_namespace_root()?;
+    nix::sys::prctl::set_no_new_privs().map_err(|err| format!("no_new_privs: {err}"))?;
+    Ok(true)
+}
+
+fn prepare_python(
+    py: Python<'_>,
+    setup: &Setup,
+) -> PyResult<(Py<PyModule>, Py<PyAny>, Vec<String>)> {
+    let source = CString::new(HARNESS)?;
+    let harness = PyModule::from_code(py, &source, c"<weir-harness>", c"weir_harness")?;
+    let path = |p: &Option<PathBuf>| p.as_ref().map(|p| p.to_string_lossy().into_owned());
+    let preloaded: Vec<String> = harness
+        .getattr("prepare")?
+        .call1((
+            path(&setup.site_packages),
+            path(&setup.venv_dir),
+            path(&setup.executable),
+            HELPERS,
+            setup.preload.clone(),
+        ))?
+        .extract()?;
+    let fork = py.import("os")?.getattr("fork")?.unbind();
+    Ok((harness.unbind(), fork, preloaded))
+}
+
+impl Zygote {
+    fn emit(&mut self, event: &Event) -> Result<(), String> {
+        let mut line = serde_json::to_vec(event).map_err(|e| e.to_string())?;
+        line.push(b'\n');
+        self.events
+            .write_all(&line)
+            .map_err(|err| format!("the server is gone: {err}"))
+    }
+
+    fn run_loop(&mut self, input: &mut LineReader) -> Result<(), String> {
+        loop {
+            if self.draining && self.children.is_empty() {
+                return Ok(());
+            }
+            let (stdin_ready, child_ready, spare_ready) = {
+                let stdin = std::io::stdin();
+                let mut fds = vec![
+                    PollFd::new(stdin.as_fd(), PollFlags::POLLIN),
+                    PollFd::new(self.signals.as_fd(), PollFlags::POLLIN),
+                ];
+                if let Some(pending) = &self.pending {
+                    fds.push(PollFd::new(pending.from_child.as_fd(), PollFlags::POLLIN));
+                }
+                match poll(&mut fds, PollTimeout::NONE) {
+                    Ok(_) => {}
+                    Err(nix::errno::Errno::EINTR) => continue,
+                    Err(err) => return Err(format!("poll: {err}")),
+                }
+                let ready = |fd: &PollFd| fd.revents().is_some_and(|r| !r.is_empty());
+                (
+                    ready(&fds[0]),
+                    ready(&fds[1]),
+                    fds.get(2).is_some_and(ready),
+                )
+            };
+            if spare_ready && let Some(pending) = self.pending.take() {
+                match self.finish_spare(pending) {
+                    Ok(spare) => self.spare = Some(spare),
+                    Err(err) => eprintln!("weir-pyruntime zygote: no spare: {err}"),
+                }
+            }
+            if child_ready {
+                self.reap()?;
+            }
+            if stdin_ready {
+                match input.read_available() {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        // The server is gone or let go of us: nothing may outlive it.
+                        self.kill_all();
+                        return Ok(());
+                    }
+                    Err(err) => return Err(format!("reading commands: {err}")),
+                }
+                while let Some(line) = input.next_line() {
+                    self.handle(&line)?;
+                }
+            }
+        }
+    }
+
+    fn handle(&mut self, line: &str) -> Result<(), String> {
+        let command: Command =
+            serde_json::from_str(line).map_err(|err| format!("bad command: {err}"))?;
+        match command {
+            // Only meaningful during start-up.
+            Command::Mapped { .. } => Ok(()),
+            Command::Drain => {
+                self.draining = true;
+                self.drop_spare();
+                Ok(())
+            }
+            Command::Run { id, plan, spec } => {
+                match self.start(&plan, &spec) {
+                    Ok((pid, cgroups)) => {
+                        self.children.insert(pid, id);
+                        self.emit(&Event::Started { id, pid, cgroups })?;
+                    }
+                    Err(message) => self.emit(&Event::Failed { id, message })?,
+                }
+                if self.sandbox.keep_spare && !self.draining {
+                    // The next run finds its processes ready (finished from the loop).
+                    match self.begin_spare() {
+                        Ok(pending) => self.pending = Some(pending),
+                        Err(err) => eprintln!("weir-pyruntime zygote: no spare: {err}"),
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn reap(&mut self) -> Result<(), String> {
+        while let Ok(Some(_)) = self.signals.read_signal() {}
+        loop {
+            let status = match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::StillAlive) | Err(_) => return Ok(()),
+                Ok(status) => status,
+            };
+            let (pid, code, signal) = match status {
+                WaitStatus::Exited(pid, code) => (pid, Some(code), None),
+                WaitStatus::Signaled(pid, signal, _) => (pid, None, Some(signal as i32)),
+                _ => continue,
+            };
+            if let Some(id) = self.children.remove(&pid.as_raw()) {
+                self.emit(&Event::Exited { id, code, signal })?;
+            } else if self.spare.as_ref().is_some_and(|s| s.pid == pid.as_raw()) {
+                // The spare died unused: its cgroups go, the next run makes a new one.
+                if let Some(spare) = self.spare.take() {
+                    drop(isolation::cgroups::RunCgroup::adopt(spare.cgroups));
+                }
+            }
+        }
+    }
+
+    fn kill_all(&mut self) {
+        for pid in self.children.keys() {
+            let _ = nix::sys::signal::kill(Pid::from_raw(*pid), Signal::SIGKILL);
+        }
+        self.drop_spare();
+    }
+
+    /// Kills the spare (ready or not), waits for it, and removes its cgroups.
+    fn drop_spare(&mut self) {
+        if let Some(pending) = self.pending.take() {
+            let pid = Pid::from_raw(pending.pid);
+            let _ = nix::sys::signal::kill(pid, Signal::SIGKILL);
+            let _ = waitpid(pid, None);
+            drop(pending);
+        }
+        if let Some(spare) = self.spare.take() {
+            let pid = Pid::from_raw(spare.pid);
+            let _ = nix::sys::signal::kill(pid, Signal::SIGKILL);
+            let _ = waitpid(pid, None);
+            drop(isolation::cgroups::RunCgroup::adopt(spare.cgroups));
+        }
+    }
+
+    /// Hands `plan` to the spare (made now if there is none). Returns the run's
+    /// intermediate pid and cgroups.
+    fn start(&mut self, plan: &Plan, spec: &Value) -> Result<(i32, Vec<PathBuf>), String> {
+        let spare = match (self.spare.take(), self.pending.take()) {
+            (Some(spare), _) => spare,
+            (None, Some(pending)) => self.finish_spare(pending)?,
+            (None, None) => self.make_spare()?,
+        };
+        let command = serde_json::to_vec(&RunOrder { plan, spec })
+            .map_err(|err| format!("encoding the plan: {err}"))?;
+        let mut pipe = File::from(spare.plan);
+        if let Err(err) = pipe.write_all(&command) {
+            let _ = nix::sys::signal::kill(Pid::from_raw(spare.pid), Signal::SIGKILL);
+            drop(isolation::cgroups::RunCgroup::adopt(spare.cgroups));
+            return Err(format!("the run's processes are gone: {err}"));
+        }
+        Ok((spare.pid, spare.cgroups))
+    }
+
+    /// Forks the next run's intermediate process (which unshares its namespaces and forks
+    /// pid 1), writes its id maps, puts it in new cgroups, and releases it.
+    fn make_spare(&mut self) -> Result<Spare, String> {
+        let pending = self.begin_spare()?;
+        self.finish_spare(pending)
+    }
+
+    /// Creates the next run's cgroups and forks its intermediate process, which joins
+    /// them and unshares its namespaces on its own; `finish_spare` (when it says it is
+    /// ready) writes its maps and releases it.
+    fn begin_spare(&mut self) -> Result<PendingSpare, String> {
+        let mut cgroups = isolation::cgroups::RunCgroup::adopt(Vec::new());
+        if let Some(spec) = &self.sandbox.cgroups {
+            self.spares_made += 1;
+            let name = format!("z{}-{}", std::process::id(), self.spares_made);
+            cgroups = spec
+                .create(&name)
+                .map_err(|err| format!("cannot create the run's cgroup {name}: {err}"))?;
+        }
+        let cgroup_dirs = cgroups.dirs().to_vec();
+        let threads = std::fs::read_dir("/proc/self/task")
+            .map(|d| d.count())
+            .unwrap_or(0);
+        if threads != 1 {
+            // Forking with a second thread alive can deadlock the child: stop serving.
+            eprintln!("weir-pyruntime zygote: {threads} threads at fork time; exiting");
+            std::process::exit(70);
+        }
+        let (from_child, to_parent) = pipe()?;
+        let (from_parent, to_child) = pipe()?;
+        let (plan_read, plan_write) = pipe()?;
+        let pid = Python::attach(|py| -> PyResult<i32> { self.fork.call0(py)?.extract(py) })
+            .map_err(|err| format!("fork: {err}"))?;
+        if pid == 0 {
+            drop((from_child, to_child, plan_write));
+            std::mem::forget(cgroups);
+            self.intermediate(&cgroup_dirs, to_parent, from_parent, plan_read);
+        }
+        drop((to_parent, from_parent, plan_read));
+        Ok(PendingSpare {
+            pid,
+            from_child,
+            to_child,
+            plan: plan_write,
+            cgroups,
+        })
+    }
+
+    /// Waits for a pending spare to have unshared, writes its id maps and releases it.
+    fn finish_spare(&mut self, pending: PendingSpare) -> Result<Spare, String> {
+        let PendingSpare {
+            pid,
+            from_child,
+            to_child,
+            plan: plan_write,
+            cgroups,
+        } = pending;
+        let child = Pid::from_raw(pid);
+        let answer = read_byte(&from_child);
+        if answer.is_none() {
+            let _ = waitpid(child, None);
+            return Err("the run's intermediate process died while starting".to_owned());
+        }
+        let unshared = answer == Some(1);
+        let mut release = 0u8;
+        if unshared {
+            let ids = if self.nested {
+                // The zygote's own namespace already maps the workspace's range at 0.
+                Ids {
+                    base_uid: 0,
+                    base_gid: 0,
+                    ..self.sandbox.ids
+                }
+            } else {
+                self.sandbox.ids
+            };
+            match namespaces::write_id_maps(child, &ids) {
+                Ok(()) => release |= 1,
+                Err(err) => eprintln!("weir-pyruntime zygote: {err}"),
+            }
+        }
+        let _ = nix::unistd::write(&to_child, &[release]);
+        Ok(Spare {
+            pid,
+            plan: plan_write,
+            cgroups: cgroups.into_dirs(),
+        })
+    }
+
+    /// The intermediate child: unshares, waits for its maps and cgroups, forks pid 1 and
+    /// exits the way the run ended. Never returns.
+    fn intermediate(
+        &self,
+        cgroups: &[PathBuf],
+        to_parent: OwnedFd,
+        from_parent: OwnedFd,
+        plan: OwnedFd,
+    ) -> ! {
+        let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
+        let mut all = SigSet::empty();
+        all.add(Signal::SIGCHLD);
+        let _ = sigprocmask(SigmaskHow::SIG_UNBLOCK, Some(&all), None);
+        // SAFETY: closing the zygote's protocol and signal descriptors in this child only.
+        unsafe {
+            libc::close(self.events.as_raw_fd());
+            libc::close(self.signals.as_raw_fd());
+        }
+        if let Err(err) = isolation::cgroups::join(cgroups) {
+            eprintln!("weir-pyruntime: cannot join the run's cgroups: {err}");
+            exit_now(71);
+        }
+        let unshared = namespaces::unshare_for_run(self.sandbox.network);
+        // A change of credentials (the new user namespace) clears the parent-death signal,
+        // and makes the process undumpable: its /proc files would then belong to the
+        // host's root, and a zygote in a namespace of its own could not write its maps.
+        let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
+        let _ = nix::sys::prctl::set_dumpable(true);
+        let _ = nix::unistd::write(&to_parent, &[u8::from(unshared.is_ok())]);
+        let maps_written = read_byte(&from_parent) == Some(1);
+        drop((to_parent, from_parent));
+        let Ok((status_read, status_write)) = pipe() else {
+            exit_now(71);
+        };
+        let pid = Python::attach(|py| -> PyResult<i32> { self.fork.call0(py)?.extract(py) });
+        match pid {
+            Ok(0) => {
+                drop(status_read);
+                self.pid_one(plan, unshared, maps_written, status_write)
+            }
+            Ok(pid) => {
+                drop((status_write, plan));
+                mirror_exit(Pid::from_raw(pid), status_read)
+            }
+            Err(err) => {
+                eprintln!("weir-pyruntime: fork: {err}");
+                exit_now(71);
+            }
+        }
+    }
+
+    /// pid 1 waiting for its run: reads the plan, points stdout, stderr and the report at
+    /// the run's files, and goes on with `run`.
+    fn pid_one(
+        &self,
+        plan: OwnedFd,
+        unshared: Result<(), String>,
+        maps_written: bool,
+        status: OwnedFd,
+    ) -> ! {
+        let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
+        let mut bytes = Vec::new();
+        if std::io::Read::read_to_end(&mut File::from(plan), &mut bytes).is_err() {
+            exit_now(71);
+        }
+        let Ok(mut order) = serde_json::from_slice::<OwnedRunOrder>(&bytes) else {
+            // The zygote went away (or dropped the spare) without a run for us.
+            exit_now(71);
+        };
+        // The namespaces were made from the zygote's setup: the plan must say the same.
+        order.plan.ids = self.sandbox.ids;
+        order.plan.network = self.sandbox.network;
+        if let Err(err) = redirect(&order.plan) {
+            eprintln!("weir-pyruntime: cannot prepare the run's files: {err}");
+            exit_now(71);
+        }
+        self.run(
+            &order.plan,
+            &order.spec.to_string(),
+            unshared,
+            maps_written,
+            status,
+        )
+    }
+
+    /// pid 1 of the run: confines itself layer by layer, then forks the process that runs
+    /// the tool code (pid 1 of a namespace ignores its own signals, so the code must not
+    /// be pid 1) and reaps until that one exits, whose end it reports on `status`.
+    fn run(
+        &self,
+        plan: &Plan,
+        spec: &str,
+        unshared: Result<(), String>,
+        maps_written: bool,
+        status: OwnedFd,
+    ) -> ! {
+        let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
+        let _ = nix::unistd::setsid();
+        let mut layers = Layers::default();
+        let in_user_namespace = match unshared {
+            Ok(()) if maps_written => true,
+            Ok(()) => {
+                layers.namespaces = Layer::unavailable("the id maps could not be written");
+                false
+            }
+            Err(err) => {
+                layers.namespaces = Layer::unavailable(err);
+                false
+            }
+        };
+        if in_user_namespace {
+            layers.namespaces = Layer::enforced(if plan.network {
+                "user, pid (the run is pid 1), ipc, uts, mount"
+            } else {
+                "user, pid (the run is pid 1), ipc, uts, mount, network"
+            });
+            let _ = nix::unistd::sethostname("weir-run");
+            layers.network = if plan.network {
+                Layer::enforced("allowed (PY_TOOL_NETWORK=allow): the host's network")
+            } else {
+                match namespaces::loopback_up() {
+                    Ok(()) => Layer::enforced("denied: a network namespace with loopback only"),
+                    Err(err) => Layer::partial(format!("denied: a network namespace ({err})")),
+                }
+            };
+            layers.filesystem = match isolation::mounts::build_view(plan) {
+                Ok(detail) => Layer::enforced(detail),
+                Err(err) => Layer::unavailable(format!("the run's view could not be built: {err}")),
+            };
+        } else {
+            layers.filesystem = Layer::unavailable("no mount namespace");
+            layers.network = if plan.network {
+                Layer::enforced("allowed (PY_TOOL_NETWORK=allow): the host's network")
+            } else {
+                Layer::unavailable("denied, but no network namespace (Landlock still denies TCP)")
+            };
+        }
+        layers.identity = namespaces::drop_to_run_ids(&plan.ids, in_user_namespace);
+        if let Err(err) = apply_rlimits(plan) {
+            eprintln!("weir-pyruntime: cannot set the run's limits: {err}");
+            exit_now(71);
+        }
+        if let Err(err) = nix::unistd::chdir(&plan.work()) {
+            eprintln!("weir-pyruntime: cannot enter the working directory: {err}");
+            exit_now(71);
+        }
+        layers.landlock = isolation::landlock::restrict(plan);
+        layers.seccomp = match &self.seccomp {
+            Ok(program) => isolation::seccomp::apply(program),
+            Err(err) => Layer::unavailable(err.clone()),
+        };
+        // Changing ids cleared the parent-death signal: pid 1 must die with the run's
+        // intermediate process (and with it, every process of the namespace).
+        let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
+        let layers_json = serde_json::to_string(&layers).unwrap_or_else(|_| "{}".to_owned());
+        let runner = Python::attach(|py| -> PyResult<i32> { self.fork.call0(py)?.extract(py) });
+        let runner_pid = match runner {
+            Ok(0) => {
+                // The code's own session and process group, as a fresh process would have.
+                let _ = nix::unistd::setsid();
+                nix::unistd::getpid()
+            }
+            Ok(pid) => init(Pid::from_raw(pid), status),
+            Err(err) => {
+                eprintln!("weir-pyruntime: fork: {err}");
+                exit_now(71);
+            }
+        };
+        let result = Python::attach(|py| -> PyResult<()> {
+            let harness = self.harness.bind(py);
+            match layers.first_missing() {
+                Some(missing) if plan.require => {
+                    harness.getattr("refuse")?.call1((layers_json, missing))?;
+                }
+                _ => {
+                    harness.getattr("child_main")?.call1((spec, layers_json))?;
+                }
+            }
+            Ok(())
+        });
+        if let Err(err) = result {
+            eprintln!("weir-pyruntime: the harness failed: {err}");
+            exit_now(1);
+        }
+        // The run is over once its report is written: say so before this (possibly large)
+        // process is torn down. Only the runner itself, not a process the code forked.
+        if nix::unistd::getpid() == runner_pid {
+            flush_python();
+            let _ = nix::unistd::write(&status, b"E0\n");
+        }
+        exit_now(0);
+    }
+}
+
+/// Flushes Python's streams and leaves without running finalizers (a forked child must
+/// not flush or delete what belongs to the zygote).
+fn exit_now(code: i32) -> ! {
+    flush_python();
+    // SAFETY: _exit(2) ends the process at once; nothing is shared with the parent.
+    unsafe { libc::_exit(code) }
+}
+
+/// Flushes Python's stdout and stderr.
+fn flush_python() {
+    Python::attach(|py| {
+        if let Ok(sys) = py.import("sys") {
+            for name in ["stdout", "stderr"] {
+                if let Ok(stream) = sys.getattr(name) {
+                    let _ = stream.call_method0("flush");
+                }
+            }
+        }
+    });
+}
+
+/// pid 1's loop: reaps every process of the namespace until `runner` exits, then
+/// writes how it ended (`E<code>` or `S<signal>`) on `status` and exits, which ends
+/// every process left in the namespace.
+fn init(runner: Pid, status: OwnedFd) -> ! {
+    loop {
+        let ended = match waitpid(None, None) {
+            Ok(WaitStatus::Exited(pid, code)) if pid == runner => format!("E{code}\n"),
+            Ok(WaitStatus::Signaled(pid, signal, _)) if pid == runner => {
+                format!("S{}\n", signal as i32)
+            }
+            Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => "E71\n".to_owned(),
+        };
+        let _ = nix::unistd::write(&status, ended.as_bytes());
+        // SAFETY: _exit(2) ends pid 1 (and so the namespace) at once.
+        unsafe { libc::_exit(0) }
+    }
+}
+
+/// Waits for pid 1 of the run and ends this process the way the runner ended (read from
+/// `status`), or the way pid 1 ended when it left no word (killed from outside).
+fn mirror_exit(child: Pid, status: OwnedFd) -> ! {
+    // The first line only: the runner and pid 1 may both speak, and a process the code
+    // left behind may hold the pipe open.
+    let mut word = Vec::with_capacity(16);
+    let mut byte = [0u8; 1];
+    while word.len() < 16 {
+        match nix::unistd::read(&status, &mut byte) {
+            Ok(0) => break,
+            Ok(_) if byte[0] == b'\n' => break,
+            Ok(_) => word.push(byte[0]),
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => break,
+        }
+    }
+    let reported = String::from_utf8_lossy(&word).into_owned();
+    let (code, signal) = match (reported.get(..1), reported.get(1..).map(str::parse::<i32>)) {
+        // Reported: no need to wait for pid 1 and the namespace to be torn down (pid 1
+        // dies with this process; the server empties the run's cgroups).
+        (Some("E"), Some(Ok(code))) => (Some(code), None),
+        (Some("S"), Some(Ok(signal))) => (None, Some(signal)),
+        _ => loop {
+            match waitpid(child, None) {
+                Ok(WaitStatus::Exited(_, code)) => break (Some(code), None),
+                Ok(WaitStatus::Signaled(_, signal, _)) => break (None, Some(signal as i32)),
+                Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
+                Err(_) => break (Some(71), None),
+            }
+        },
+    };
+    if let Some(signal) = signal {
+        // SAFETY: restoring the default action and raising the same signal on this
+        // process (not a pid 1: it takes effect).
+        unsafe {
+            libc::signal(signal, libc::SIG_DFL);
+            libc::raise(signal);
+            libc::_exit(128 + signal)
+        }
+    }
+    // SAFETY: see exit_now; this process has nothing to flush.
+    unsafe { libc::_exit(code.unwrap_or(71)) }
+}
+
+/// stdin from /dev/null; stdout, stderr and the report (fd 3) into the run's files.
+fn redirect(plan: &Plan) -> std::io::Result<()> {
+    let create = |name: &str| {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(plan.run_root.join(name))
+    };
+    let null = File::open("/dev/null")?;
+    let stdout = create("stdout")?;
+    let stderr = create("stderr")?;
+    let report = create("report.json")?;
+    for (file, target) in [(null, 0), (stdout, 1), (stderr, 2), (report, REPORT_FD)] {
+        if file.as_raw_fd() == target {
+            // Already in place: closing it would undo the redirection.
+            std::mem::forget(file);
+            continue;
+        }
+        // SAFETY: dup2 onto the standard numbers (and the report's); the source is
+        // closed when `file` drops.
+        if unsafe { libc::dup2(file.as_raw_fd(), target) } < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+fn apply_rlimits(plan: &Plan) -> nix::Result<()> {
+    use nix::sys::resource::{Resource, setrlimit};
+    let limits = plan.rlimits;
+    setrlimit(Resource::RLIMIT_CPU, limits.cpu_secs, limits.cpu_secs + 1)?;
+    setrlimit(
+        Resource::RLIMIT_AS,
+        limits.address_space,
+        limits.address_space,
+    )?;
+    setrlimit(Resource::RLIMIT_FSIZE, limits.file_size, limits.file_size)?;
+    setrlimit(Resource::RLIMIT_CORE, 0, 0)?;
+    setrlimit(Resource::RLIMIT_NPROC, limits.processes, limits.processes)?;
+    Ok(())
+}
+
+fn pipe() -> Result<(OwnedFd, OwnedFd), String> {
+    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|err| format!("pipe: {err}"))
+}
+
+fn read_byte(fd: &OwnedFd) -> Option<u8> {
+    let mut byte = [0u8; 1];
+    loop {
+        match nix::unistd::read(fd, &mut byte) {
+            Ok(1) => return Some(byte[0]),
+            Err(nix::errno::Errno::EINTR) => continue,
+            _ => return None,
+        }
+    }
+}
+
+/// A close-on-exec duplicate of `fd` numbered 10 or above.
+fn dup_high(fd: i32) -> Result<OwnedFd, String> {
+    // SAFETY: fcntl(F_DUPFD_CLOEXEC) returns a new descriptor we then own.
+    let new = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 10) };
+    if new < 0 {
+        return Err(format!("dup: {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: `new` was just created and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(new) })
+}
+
+/// Splits stdin into lines without blocking more than one read.
+#[derive(Default)]
+struct LineReader {
+    buffer: Vec<u8>,
+}
+
+impl LineReader {
+    /// Reads what is available; `false` at EOF.
+    fn read_available(&mut self) -> std::io::Result<bool> {
+        let mut chunk = [0u8; 64 * 1024];
+        loop {
+            match nix::unistd::read(std::io::stdin(), &mut chunk) {
+                Ok(0) => return Ok(false),
+                Ok(n) => {
+                    self.buffer.extend_from_slice(&chunk[..n]);
+                    return Ok(true);
+                }
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(err) => return Err(err.into()),
+            }
+        }
+    }
+
+    fn next_line(&mut self) -> Option<String> {
+        let end = self.buffer.iter().position(|&b| b == b'\n')?;
+        let line: Vec<u8> = self.buffer.drain(..=end).collect();
+        Some(String::from_utf8_lossy(&line[..end]).into_owned())
+    }
+
+    fn blocking_line(&mut self) -> Option<String> {
+        loop {
+            if let Some(line) = self.next_line() {
+                return Some(line);
+            }
+            if !self.read_available().ok()? {
+                return None;
+            }
+        }
+    }
+}

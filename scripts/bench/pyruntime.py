@@ -1,0 +1,175 @@
+"""Benchmark of the Python tool runtime (see scripts/bench/pyruntime).
+
+Starts weir-pyruntime on a free port with fresh data directories, then measures end to
+end over HTTP (loopback, JSON, the full pipeline: templates, import detection, the
+workspace's zygote, the fork and every isolation layer, artifacts) and, in the same run,
+the baseline of spawning a fresh interpreter of the same venv for the same code.
+Prints one markdown table.
+"""
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+PANDAS_CODE = "import pandas as pd\nresult = int(pd.DataFrame({'a': [1, 2]})['a'].sum())\n"
+TRIVIAL_CODE = "result = 1"
+
+
+def post(url, path, body, timeout=600):
+    request = urllib.request.Request(
+        url + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        return json.loads(response.read())
+
+
+def timed(fn):
+    started = time.perf_counter()
+    value = fn()
+    return (time.perf_counter() - started) * 1000, value
+
+
+def p50(samples):
+    return statistics.median(samples)
+
+
+def p90(samples):
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.9))]
+
+
+def start(binary, data, uv):
+    port_socket = socket.socket()
+    port_socket.bind(("127.0.0.1", 0))
+    port = port_socket.getsockname()[1]
+    port_socket.close()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PY_TOOL_")}
+    env.update(
+        PY_TOOL_VENVS=str(data / "venvs"),
+        PY_TOOL_ARTIFACTS=str(data / "artifacts"),
+        PY_TOOL_PORT=str(port),
+        PY_TOOL_UV=uv,
+        RUST_LOG="warn",
+    )
+    process = subprocess.Popen([binary], env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    for line in process.stdout:
+        if b"listening on" in line:
+            return process, line.decode().split("listening on ", 1)[1].strip()
+    raise SystemExit("the runtime did not start")
+
+
+def run_ok(url, code, workspace):
+    body = post(url, "/tools/execute-python", {"code": code, "workspaceId": workspace})
+    if not body["success"]:
+        raise SystemExit(f"run failed: {body['error']}")
+    return body
+
+
+def spawn_baseline(python, code, n):
+    samples = []
+    for _ in range(n):
+        ms, result = timed(lambda: subprocess.run([python, "-c", code], capture_output=True))
+        if result.returncode != 0:
+            raise SystemExit(f"baseline failed: {result.stderr.decode()}")
+        samples.append(ms)
+    return samples
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("binary")
+    parser.add_argument("uv")
+    parser.add_argument("--quick", action="store_true", help="fewer samples (under a minute)")
+    args = parser.parse_args()
+    n_trivial, n_pandas, n_first, n_venv = (30, 15, 3, 3) if args.quick else (300, 100, 10, 10)
+
+    data = Path(tempfile.mkdtemp(prefix="weir-bench-"))
+    process, url = start(args.binary, data, args.uv)
+    rows = []
+    try:
+        # Warm trivial code.
+        ws = "bench-trivial"
+        for _ in range(5):
+            run_ok(url, TRIVIAL_CODE, ws)
+        trivial = [timed(lambda: run_ok(url, TRIVIAL_CODE, ws))[0] for _ in range(n_trivial)]
+        python = str(data / "venvs" / ws / "bin" / "python")
+        trivial_base = spawn_baseline(python, TRIVIAL_CODE.replace("result = ", "x = "), n_trivial)
+        rows.append(("trivial code (`result = 1`), warm", trivial, trivial_base))
+
+        # pandas, warm: install once, let the zygote learn the import.
+        ws = "bench-pandas"
+        post(url, "/tools/install-packages", {"packages": ["pandas"], "workspace_id": ws})
+        run_ok(url, PANDAS_CODE, ws)
+        time.sleep(3)  # the replacement zygote that pre-imports pandas becomes ready
+        for _ in range(5):
+            run_ok(url, PANDAS_CODE, ws)
+        pandas = [timed(lambda: run_ok(url, PANDAS_CODE, ws))[0] for _ in range(n_pandas)]
+        python = str(data / "venvs" / ws / "bin" / "python")
+        pandas_base = spawn_baseline(python, PANDAS_CODE, n_pandas)
+        rows.append(("pandas import + two-row DataFrame sum, warm", pandas, pandas_base))
+
+        # First run in a brand-new workspace (venv creation, zygote start, the run).
+        first = []
+        for _ in range(n_first):
+            ws = f"bench-new-{uuid.uuid4().hex[:8]}"
+            first.append(timed(lambda: run_ok(url, TRIVIAL_CODE, ws))[0])
+        first_base = []
+        for _ in range(n_first):
+            venv = data / f"baseline-{uuid.uuid4().hex[:8]}"
+            first_base.append(
+                timed(
+                    lambda: (
+                        subprocess.run([args.uv, "venv", "-q", "--python", sys.executable, str(venv)], check=True),
+                        subprocess.run([str(venv / "bin" / "python"), "-c", "x = 1"], check=True),
+                    )
+                )[0]
+            )
+        rows.append(("first run in a brand-new workspace", first, first_base))
+
+        # A new venv via uv (install-packages with nothing to install creates it).
+        venvs = []
+        for _ in range(n_venv):
+            ws = f"bench-venv-{uuid.uuid4().hex[:8]}"
+            venvs.append(
+                timed(lambda: post(url, "/tools/install-packages", {"packages": [], "workspace_id": ws}))[0]
+            )
+        venv_base = []
+        for _ in range(n_venv):
+            venv = data / f"baseline-{uuid.uuid4().hex[:8]}"
+            venv_base.append(
+                timed(lambda: subprocess.run([args.uv, "venv", "-q", "--python", sys.executable, str(venv)], check=True))[0]
+            )
+        rows.append(("new venv via uv (install-packages, no packages)", venvs, venv_base))
+    finally:
+        process.terminate()
+        process.wait(30)
+        shutil.rmtree(data, ignore_errors=True)
+
+    cpu = "unknown CPU"
+    try:
+        cpu = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    print(f"weir-pyruntime benchmark, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; "
+          f"{os.cpu_count()} CPUs ({cpu}), Linux {platform.release()}, Python {platform.python_version()}; "
+          f"{'quick' if args.quick else 'full'} run")
+    print()
+    print("| case | weir p50 (ms) | weir p90 (ms) | fresh interpreter p50 (ms) | samples |")
+    print("|---|---:|---:|---:|---:|")
+    for name, ours, base in rows:
+        print(f"| {name} | {p50(ours):.1f} | {p90(ours):.1f} | {p50(base):.1f} | {len(ours)} |")
+
+
+if __name__ == "__main__":
+    main()
