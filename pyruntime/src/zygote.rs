@@ -297,6 +297,7 @@ fn confine_zygote(
     }
     isolation::mounts::build_view(view).map_err(|err| format!("the zygote's view: {err}"))?;
     namespaces::become_namespace_root()?;
+    namespaces::keep_only_id_capabilities()?;
     nix::sys::prctl::set_no_new_privs().map_err(|err| format!("no_new_privs: {err}"))?;
     Ok(true)
 }

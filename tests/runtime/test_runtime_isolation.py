@@ -488,5 +488,7 @@ def test_modules_a_zygote_preimports_run_unprivileged_in_its_view(runtime, works
     status = Path(f"/proc/{zygote}/status").read_text()
     uid = int(next(l for l in status.splitlines() if l.startswith("Uid:")).split()[1])
     assert uid != 0, "the zygote is not root on the host"
+    caps = int(next(l for l in status.splitlines() if l.startswith("CapEff:")).split()[1], 16)
+    assert caps == (1 << 6) | (1 << 7) | (1 << 31), f"only setgid, setuid, setfcap: {caps:#x}"
     assert not target.exists(), "code imported by the zygote wrote outside its view"
     survives(runtime, workspace)
