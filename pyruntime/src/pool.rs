@@ -484,7 +484,18 @@ impl Pool {
         if let Some(zygote) = self.live(spec.workspace) {
             return Ok(zygote);
         }
-        let zygote = Arc::new(self.spawn(spec).await?);
+        let zygote = match self.spawn(spec).await {
+            Ok(zygote) => zygote,
+            Err(err) if lock(&self.learned).contains_key(spec.workspace) => {
+                // A pre-import can break a zygote (a module that starts a thread makes
+                // forking unsafe): start a cold one and learn again from scratch.
+                tracing::warn!(workspace = spec.workspace, %err, "zygote failed with pre-imports; starting a cold one");
+                lock(&self.learned).remove(spec.workspace);
+                self.spawn(spec).await?
+            }
+            Err(err) => return Err(err),
+        };
+        let zygote = Arc::new(zygote);
         lock(&self.zygotes).insert(spec.workspace.to_owned(), zygote.clone());
         Ok(zygote)
     }
