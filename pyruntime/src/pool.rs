@@ -394,6 +394,9 @@ pub struct Pool {
     learned: Mutex<HashMap<String, Vec<String>>>,
     /// Workspaces whose replacement zygote is being started in the background.
     refreshing: Mutex<std::collections::HashSet<String>>,
+    /// Workspaces whose warmer zygote failed to start: no more attempts until their
+    /// zygote is replaced for another reason.
+    frozen: Mutex<std::collections::HashSet<String>>,
 }
 
 impl Pool {
@@ -404,6 +407,7 @@ impl Pool {
             starting: Mutex::default(),
             learned: Mutex::default(),
             refreshing: Mutex::default(),
+            frozen: Mutex::default(),
         }
     }
 
@@ -484,7 +488,19 @@ impl Pool {
         if let Some(zygote) = self.live(spec.workspace) {
             return Ok(zygote);
         }
-        let zygote = Arc::new(self.spawn(spec).await?);
+        let zygote = match self.spawn(spec).await {
+            Ok(zygote) => zygote,
+            Err(err) if lock(&self.learned).contains_key(spec.workspace) => {
+                // A pre-import can break a zygote (a module that starts a thread makes
+                // forking unsafe): start a cold one and learn again from scratch.
+                tracing::warn!(workspace = spec.workspace, %err, "zygote failed with pre-imports; starting a cold one");
+                lock(&self.learned).remove(spec.workspace);
+                self.spawn(spec).await?
+            }
+            Err(err) => return Err(err),
+        };
+        lock(&self.frozen).remove(spec.workspace);
+        let zygote = Arc::new(zygote);
         lock(&self.zygotes).insert(spec.workspace.to_owned(), zygote.clone());
         Ok(zygote)
     }
@@ -571,7 +587,10 @@ impl Pool {
         wanted.sort();
         let mut asked = current.requested.clone();
         asked.sort();
-        if wanted == asked || !lock(&self.refreshing).insert(spec.workspace.to_owned()) {
+        if wanted == asked
+            || lock(&self.frozen).contains(spec.workspace)
+            || !lock(&self.refreshing).insert(spec.workspace.to_owned())
+        {
             return;
         }
         let pool = self.clone();
@@ -595,7 +614,13 @@ impl Pool {
                         old.drain().await;
                     }
                 }
-                Err(err) => tracing::warn!(workspace, %err, "cannot start a warmer zygote"),
+                Err(err) => {
+                    tracing::warn!(workspace, %err, "cannot start a warmer zygote");
+                    // Stop asking for one: the learned list is what this zygote has, and
+                    // runs importing the troublesome module stay cold.
+                    lock(&pool.learned).insert(workspace.clone(), current.requested.clone());
+                    lock(&pool.frozen).insert(workspace.clone());
+                }
             }
             lock(&pool.refreshing).remove(&workspace);
         });

@@ -300,10 +300,8 @@ impl Sandbox {
             .run(&zygote, plan, spec, job.limits.timeout)
             .await?;
         let ran_at = started.elapsed();
-        // Whatever the run left in its cgroups dies; the directories go after the response.
-        let cgroup = RunCgroup::adopt(exit.cgroups.clone());
-        cgroup.kill_all();
-        drop(cgroup);
+        // Whatever the run left in its cgroups dies (the zygote reuses them).
+        crate::isolation::cgroups::kill_in(&exit.cgroups);
         let (stdout, out_truncated) = read_capped(&run_dir.root.join("stdout")).await;
         let (stderr, err_truncated) = read_capped(&run_dir.root.join("stderr")).await;
         let (report, report_problem) = read_report(&run_dir.report_path()).await;
@@ -550,9 +548,8 @@ impl Sandbox {
         .await?;
         let exit =
             Pool::run_on(Arc::new(zygote), plan, spec, crate::venvs::INSTALL_TIMEOUT).await?;
-        let cgroup = RunCgroup::adopt(exit.cgroups.clone());
-        cgroup.kill_all();
-        drop(cgroup);
+        // Whatever the run left in its cgroups dies (the zygote reuses them).
+        crate::isolation::cgroups::kill_in(&exit.cgroups);
         let (stdout, _) = read_capped(&run_dir.root.join("stdout")).await;
         let (stderr, _) = read_capped(&run_dir.root.join("stderr")).await;
         tokio::task::spawn_blocking(move || drop(run_dir));

@@ -48,6 +48,9 @@ use serde_json::Value;
 use crate::isolation::cgroups::CgroupSpec;
 use crate::isolation::{self, Ids, Layer, Layers, Plan, namespaces};
 
+/// Finished runs' cgroups kept for reuse.
+const MAX_RECYCLED: usize = 8;
+
 /// The first argument that makes the binary a zygote.
 pub const ARG: &str = "__zygote";
 /// File descriptor on which the run's harness writes its report.
@@ -176,7 +179,10 @@ struct Zygote {
     events: File,
     signals: SignalFd,
     /// Intermediate pid → run id.
-    children: HashMap<i32, u64>,
+    children: HashMap<i32, (u64, Vec<PathBuf>)>,
+    /// Cgroups of finished runs, reused once empty (creating and removing a memory
+    /// cgroup per run leaves the kernel with dying cgroups that slow every later one).
+    recycled: Vec<Vec<PathBuf>>,
     draining: bool,
     sandbox: SandboxSetup,
     /// The next run's processes, ready and waiting for its plan.
@@ -244,6 +250,7 @@ pub fn serve() -> Result<(), String> {
         events,
         signals,
         children: HashMap::new(),
+        recycled: Vec::new(),
         draining: false,
         sandbox: setup.sandbox.clone(),
         spare: None,
@@ -290,6 +297,7 @@ fn confine_zygote(
     }
     isolation::mounts::build_view(view).map_err(|err| format!("the zygote's view: {err}"))?;
     namespaces::become_namespace_root()?;
+    namespaces::keep_only_id_capabilities()?;
     nix::sys::prctl::set_no_new_privs().map_err(|err| format!("no_new_privs: {err}"))?;
     Ok(true)
 }
@@ -390,7 +398,7 @@ impl Zygote {
             Command::Run { id, plan, spec } => {
                 match self.start(&plan, &spec) {
                     Ok((pid, cgroups)) => {
-                        self.children.insert(pid, id);
+                        self.children.insert(pid, (id, cgroups.clone()));
                         self.emit(&Event::Started { id, pid, cgroups })?;
                     }
                     Err(message) => self.emit(&Event::Failed { id, message })?,
@@ -419,8 +427,16 @@ impl Zygote {
                 WaitStatus::Signaled(pid, signal, _) => (pid, None, Some(signal as i32)),
                 _ => continue,
             };
-            if let Some(id) = self.children.remove(&pid.as_raw()) {
+            if let Some((id, cgroups)) = self.children.remove(&pid.as_raw()) {
                 self.emit(&Event::Exited { id, code, signal })?;
+                if !cgroups.is_empty() {
+                    self.recycled.push(cgroups);
+                    if self.recycled.len() > MAX_RECYCLED {
+                        drop(isolation::cgroups::RunCgroup::adopt(
+                            self.recycled.remove(0),
+                        ));
+                    }
+                }
             } else if self.spare.as_ref().is_some_and(|s| s.pid == pid.as_raw()) {
                 // The spare died unused: its cgroups go, the next run makes a new one.
                 if let Some(spare) = self.spare.take() {
@@ -435,6 +451,9 @@ impl Zygote {
             let _ = nix::sys::signal::kill(Pid::from_raw(*pid), Signal::SIGKILL);
         }
         self.drop_spare();
+        for dirs in std::mem::take(&mut self.recycled) {
+            drop(isolation::cgroups::RunCgroup::adopt(dirs));
+        }
     }
 
     /// Kills the spare (ready or not), waits for it, and removes its cgroups.
@@ -484,7 +503,13 @@ impl Zygote {
     /// ready) writes its maps and releases it.
     fn begin_spare(&mut self) -> Result<PendingSpare, String> {
         let mut cgroups = isolation::cgroups::RunCgroup::adopt(Vec::new());
-        if let Some(spec) = &self.sandbox.cgroups {
+        let reusable = self
+            .recycled
+            .iter()
+            .position(|dirs| isolation::cgroups::is_empty(dirs));
+        if let Some(index) = reusable {
+            cgroups = isolation::cgroups::RunCgroup::adopt(self.recycled.remove(index));
+        } else if let Some(spec) = &self.sandbox.cgroups {
             self.spares_made += 1;
             let name = format!("z{}-{}", std::process::id(), self.spares_made);
             cgroups = spec

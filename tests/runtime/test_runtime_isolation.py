@@ -488,5 +488,28 @@ def test_modules_a_zygote_preimports_run_unprivileged_in_its_view(runtime, works
     status = Path(f"/proc/{zygote}/status").read_text()
     uid = int(next(l for l in status.splitlines() if l.startswith("Uid:")).split()[1])
     assert uid != 0, "the zygote is not root on the host"
+    caps = int(next(l for l in status.splitlines() if l.startswith("CapEff:")).split()[1], 16)
+    assert caps == (1 << 6) | (1 << 7) | (1 << 31), f"only setgid, setuid, setfcap: {caps:#x}"
     assert not target.exists(), "code imported by the zygote wrote outside its view"
+    survives(runtime, workspace)
+
+
+def test_a_module_that_starts_a_thread_at_import_never_breaks_the_workspace(runtime, workspace):
+    """A zygote must be single-threaded to fork: a learned module that starts a thread
+    when imported cannot be pre-imported, and the workspace keeps working."""
+    assert runtime.execute("result = 1", workspaceId=workspace)["success"]
+    site = next((runtime.venvs / workspace / "lib").glob("python*/site-packages"))
+    (site / "weir_thread_mod.py").write_text(
+        "import threading, time\n"
+        "threading.Thread(target=time.sleep, args=(3600,), daemon=True).start()\n"
+        "value = 7\n"
+    )
+    code = "import weir_thread_mod\nresult = weir_thread_mod.value"
+    assert runtime.execute(code, workspaceId=workspace)["result"] == 7
+    time.sleep(1)  # the warmer zygote it asked for fails in the background
+    for pid in zygotes_of(runtime, workspace):
+        os.kill(pid, signal.SIGKILL)
+    time.sleep(0.2)
+    body = runtime.execute(code, workspaceId=workspace)
+    assert body["success"] and body["result"] == 7, body
     survives(runtime, workspace)

@@ -41,21 +41,26 @@ pub struct RunCgroup {
 impl RunCgroup {
     /// Kills every process still in the run's cgroups.
     pub fn kill_all(&self) {
-        for dir in &self.dirs {
-            let kill = dir.join("cgroup.kill");
-            if kill.exists() {
-                let _ = std::fs::write(&kill, "1");
-                continue;
-            }
-            let Ok(text) = std::fs::read_to_string(dir.join("cgroup.procs")) else {
-                continue;
-            };
-            for pid in text.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
-                let _ = nix::sys::signal::kill(
-                    nix::unistd::Pid::from_raw(pid),
-                    nix::sys::signal::Signal::SIGKILL,
-                );
-            }
+        kill_in(&self.dirs);
+    }
+}
+
+/// Kills every process in the cgroups `dirs`.
+pub fn kill_in(dirs: &[PathBuf]) {
+    for dir in dirs {
+        let kill = dir.join("cgroup.kill");
+        if kill.exists() {
+            let _ = std::fs::write(&kill, "1");
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(dir.join("cgroup.procs")) else {
+            continue;
+        };
+        for pid in text.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
         }
     }
 }
@@ -76,9 +81,18 @@ impl Drop for RunCgroup {
     }
 }
 
-/// Removes run cgroup directories, retrying while their last processes leave.
+/// Removes run cgroup directories (and any cgroup left below them, deepest first),
+/// retrying while their last processes leave.
 fn remove(dirs: &[PathBuf]) {
     for dir in dirs {
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            let children: Vec<PathBuf> = entries
+                .filter_map(Result::ok)
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .map(|e| e.path())
+                .collect();
+            remove(&children);
+        }
         for attempt in 0..50 {
             match std::fs::remove_dir(dir) {
                 Ok(()) => break,
@@ -176,6 +190,13 @@ impl CgroupSpec {
         }
         Ok(run)
     }
+}
+
+/// Whether no process is left in any of `dirs` (then a new run may use them).
+pub fn is_empty(dirs: &[PathBuf]) -> bool {
+    dirs.iter().all(|dir| {
+        std::fs::read_to_string(dir.join("cgroup.procs")).is_ok_and(|procs| procs.trim().is_empty())
+    })
 }
 
 /// Moves the calling process into each of `dirs` (a cgroup v1 attach waits for an RCU
@@ -286,16 +307,20 @@ fn sweep_stale(parent_of_ours: &Path) {
         if Path::new("/proc").join(pid).exists() {
             continue;
         }
-        let dir = entry.path();
-        if let Ok(runs) = std::fs::read_dir(&dir) {
-            for run in runs.filter_map(Result::ok) {
-                if run.file_type().is_ok_and(|t| t.is_dir()) {
-                    let _ = std::fs::remove_dir(run.path());
-                }
+        remove_empty_tree(&entry.path());
+    }
+}
+
+/// Removes a tree of empty cgroups, deepest first; cgroups with processes stay.
+fn remove_empty_tree(dir: &Path) {
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.filter_map(Result::ok) {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                remove_empty_tree(&entry.path());
             }
         }
-        let _ = std::fs::remove_dir(&dir);
     }
+    let _ = std::fs::remove_dir(dir);
 }
 
 fn make_parent(dir: &Path) -> io::Result<()> {

@@ -42,13 +42,15 @@ fn try_restrict(plan: &Plan) -> Result<Layer, landlock::RulesetError> {
         plan.work(),
         plan.home(),
         plan.tmp(),
-        PathBuf::from("/tmp"),
         PathBuf::from("/dev/shm"),
         PathBuf::from("/dev/null"),
         PathBuf::from("/dev/zero"),
         PathBuf::from("/dev/full"),
     ];
     writable.extend(plan.writable.iter().cloned());
+    if super::mounts::tmp_at_slash_tmp(plan) {
+        writable.push(PathBuf::from("/tmp"));
+    }
     let status = ruleset
         .create()?
         .add_rules(path_beneath_rules(read_only, AccessFs::from_read(WANTED)))?

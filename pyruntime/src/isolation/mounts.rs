@@ -74,7 +74,7 @@ fn binds(plan: &Plan) -> Vec<Bind> {
 
 /// The run's tmp is also `/tmp` unless one of its own paths lives under `/tmp` (then
 /// `TMPDIR` alone points at it).
-fn tmp_at_slash_tmp(plan: &Plan) -> bool {
+pub fn tmp_at_slash_tmp(plan: &Plan) -> bool {
     !plan
         .writable
         .iter()

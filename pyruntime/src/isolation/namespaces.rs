@@ -132,6 +132,45 @@ fn switch_ids(uid: u32, gid: u32) -> Result<(), String> {
     Ok(())
 }
 
+/// Keeps only CAP_SETUID, CAP_SETGID and CAP_SETFCAP (a zygote needs them, in its own
+/// namespace, to write its children's id maps; mapping their root needs CAP_SETFCAP):
+/// no mounts, no remounting its view writable, no DAC override.
+pub fn keep_only_id_capabilities() -> Result<(), String> {
+    // capability.h: CAP_SETGID = 6, CAP_SETUID = 7, CAP_SETFCAP = 31.
+    const CAP_SETGID: u32 = 6;
+    const CAP_SETUID: u32 = 7;
+    const CAP_SETFCAP: u32 = 31;
+    let keep = (1u32 << CAP_SETUID) | (1u32 << CAP_SETGID) | (1u32 << CAP_SETFCAP);
+    for cap in 0..64 {
+        if cap < 32 && keep & (1 << cap) != 0 {
+            continue;
+        }
+        // SAFETY: prctl(PR_CAPBSET_DROP) takes a plain integer; EINVAL past the last
+        // capability is expected.
+        unsafe {
+            libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0);
+        }
+    }
+    let header = CapHeader {
+        version: CAP_VERSION_3,
+        pid: 0,
+    };
+    let data = [
+        CapData {
+            effective: keep,
+            permitted: keep,
+            inheritable: 0,
+        },
+        CapData::default(),
+    ];
+    // SAFETY: capset(2) reads one header and two data structs of the v3 layout.
+    let rc = unsafe { libc::syscall(libc::SYS_capset, &header, data.as_ptr()) };
+    if rc != 0 {
+        return Err(format!("capset: {}", std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
 /// Removes every capability from the bounding set (ignored where CAP_SETPCAP is missing:
 /// the capability sets are cleared anyway).
 fn drop_bounding_set() {
