@@ -267,6 +267,18 @@ pub fn failure_mail(
     })
 }
 
+/// The conflict of a webhook `nodeId` another webhook trigger already uses.
+pub fn address_taken(node_id: &str) -> String {
+    format!(
+        "nodeId '{node_id}' already receives another webhook trigger (a webhook address must be unique)"
+    )
+}
+
+/// The full webhook address of a trigger on a server reached at `base`.
+pub fn webhook_url(base: &str, node_id: &str) -> String {
+    format!("{base}/api/v1/triggers/webhook/{node_id}")
+}
+
 /// The error recorded for a firing whose replica stopped while running it.
 pub const LEASE_EXPIRED: &str =
     "the replica running this execution stopped before it finished; it is not run again";

@@ -17,13 +17,14 @@ use utoipa_axum::routes;
 use uuid::Uuid;
 
 use super::CommonErrors;
+use crate::domain::trigger::webhook_url;
 use crate::domain::{Permission, Trigger, TriggerResult, TriggerType, time};
 use crate::http::AppState;
 use crate::http::auth::AuthUser;
 use crate::http::error::{ApiResult, ErrorBody};
 use crate::http::extract::{Json, Path, Query};
 use crate::http::pagination::{PageQuery, total_count};
-use crate::services::triggers::{self, TriggerFields, telegram, webhook};
+use crate::services::triggers::{self, TriggerFields, webhook};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -72,7 +73,7 @@ fn view(trigger: Trigger, base: &str, recent_results: Option<Vec<TriggerResult>>
         webhook_secret_configured: trigger.webhook_secret.is_some(),
         webhook_bot_token_configured: trigger.webhook_bot_token.is_some(),
         webhook_url: (trigger.trigger_type == TriggerType::Webhook)
-            .then(|| telegram::webhook_url(base, &trigger.node_id)),
+            .then(|| webhook_url(base, &trigger.node_id)),
         recent_results,
         trigger,
     }

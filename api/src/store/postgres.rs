@@ -939,10 +939,7 @@ impl Store for PostgresStore {
     }
 
     async fn create_trigger(&self, trigger: Trigger) -> StoreResult<Trigger> {
-        let conflict = format!(
-            "nodeId '{}' already receives another webhook trigger (a webhook address must be unique)",
-            trigger.node_id
-        );
+        let conflict = trig::address_taken(&trigger.node_id);
         let client = self.client().await?;
         write_trigger(
             &client,
@@ -982,10 +979,7 @@ impl Store for PostgresStore {
     }
 
     async fn update_trigger(&self, t: &Trigger) -> StoreResult<bool> {
-        let conflict = format!(
-            "nodeId '{}' already receives another webhook trigger (a webhook address must be unique)",
-            t.node_id
-        );
+        let conflict = trig::address_taken(&t.node_id);
         self.execute(
             "UPDATE triggers SET name = $3, chatflow_id = $4, node_id = $5, cron_expression = $6,
                timezone = $7, enabled = $8, webhook_platform = $9, webhook_secret = $10,

@@ -935,10 +935,7 @@ impl Store for SqliteStore {
     }
 
     async fn create_trigger(&self, trigger: Trigger) -> StoreResult<Trigger> {
-        let conflict = format!(
-            "nodeId '{}' already receives another webhook trigger (a webhook address must be unique)",
-            trigger.node_id
-        );
+        let conflict = trig::address_taken(&trigger.node_id);
         self.call(move |conn| {
             write_trigger(
                 conn,
@@ -986,10 +983,7 @@ impl Store for SqliteStore {
     }
 
     async fn update_trigger(&self, trigger: &Trigger) -> StoreResult<bool> {
-        let conflict = format!(
-            "nodeId '{}' already receives another webhook trigger (a webhook address must be unique)",
-            trigger.node_id
-        );
+        let conflict = trig::address_taken(&trigger.node_id);
         let t = trigger.clone();
         self.call(move |conn| {
             conn.execute(

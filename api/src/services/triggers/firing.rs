@@ -220,6 +220,7 @@ pub async fn execute(
     (outcome, stored)
 }
 
-fn non_empty(items: &[Value]) -> Option<Value> {
+/// The items as a JSON array, `None` when there are none (a result's `null`).
+pub fn non_empty(items: &[Value]) -> Option<Value> {
     (!items.is_empty()).then(|| Value::Array(items.to_vec()))
 }

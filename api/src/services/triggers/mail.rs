@@ -17,8 +17,8 @@ use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
 use tokio_util::sync::CancellationToken;
 
 use super::super::Services;
+use crate::domain::OutboxMail;
 use crate::domain::time::{self, Timestamp};
-use crate::domain::{OutboxMail, time::format as format_time};
 
 /// At most one mail per trigger this often.
 pub const MAIL_INTERVAL: TimeDelta = TimeDelta::minutes(10);
@@ -139,7 +139,7 @@ fn compose(from: &Mailbox, mails: &[OutboxMail]) -> Result<Message, String> {
                 .lines()
                 .find_map(|l| l.strip_prefix("Error: "))
                 .unwrap_or("");
-            body.push_str(&format!("- {}: {error}\n", format_time(&more.created_at)));
+            body.push_str(&format!("- {}: {error}\n", time::format(&more.created_at)));
         }
         format!("{} (and {} more)", first.subject, mails.len() - 1)
     } else {

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use super::super::{ServiceError, ServiceResult, Services};
 use crate::domain::Trigger;
+use crate::domain::trigger::webhook_url;
 
 /// Longest text one Telegram message may carry.
 pub const MESSAGE_LIMIT: usize = 4096;
@@ -22,11 +23,6 @@ pub fn generate_secret() -> String {
         .take(48)
         .map(char::from)
         .collect()
-}
-
-/// The full webhook address of a trigger, from `PUBLIC_URL`.
-pub fn webhook_url(public_url: &str, node_id: &str) -> String {
-    format!("{public_url}/api/v1/triggers/webhook/{node_id}")
 }
 
 /// One Bot API call; `Err` carries Telegram's description (or why it could not be

@@ -193,20 +193,13 @@ async fn run(services: &Services, trigger: Trigger, call: &Call, body: Value) ->
             {
                 tracing::warn!(trigger = %trigger.id, error = %e, "cannot send the answer to Telegram");
             }
-            let list = |items: &[Value]| {
-                if items.is_empty() {
-                    Value::Null
-                } else {
-                    Value::Array(items.to_vec())
-                }
-            };
             Answer {
                 status: 200,
                 body: json!({
                     "text": result.text,
                     "chatId": chat_id,
-                    "sourceDocuments": list(&result.source_documents),
-                    "usedTools": list(&result.used_tools),
+                    "sourceDocuments": firing::non_empty(&result.source_documents),
+                    "usedTools": firing::non_empty(&result.used_tools),
                 }),
             }
         }
