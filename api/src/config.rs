@@ -109,6 +109,14 @@ pub struct Config {
     #[arg(long, env = "TRIGGER_LEASE_SECS", default_value_t = 30,
           value_parser = clap::value_parser!(u32).range(3..=3600), global = true)]
     pub trigger_lease_secs: u32,
+
+    /// Milliseconds an API key or a chatflow read from the store is reused before
+    /// being read again. Changes made on this replica apply at once; this bounds
+    /// how long another replica (or `weir keys revoke`) may still see the old one.
+    /// 0 turns the cache off.
+    #[arg(long, env = "STORE_CACHE_TTL_MS", default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(0..=60_000), global = true)]
+    pub store_cache_ttl_ms: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -129,6 +137,10 @@ impl Config {
         self.models_dir
             .clone()
             .unwrap_or_else(|| self.data_dir.join("models"))
+    }
+
+    pub fn store_cache_ttl(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.store_cache_ttl_ms)
     }
 
     pub fn store_location(&self) -> StoreLocation {

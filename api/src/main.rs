@@ -97,7 +97,7 @@ fn main() -> ExitCode {
 
 async fn run(cli: Cli) -> Result<(), String> {
     let config = cli.config;
-    let store = store::open(&config.store_location())
+    let store = store::open(&config.store_location(), config.store_cache_ttl())
         .await
         .map_err(|e| format!("cannot open the store: {e}"))?;
     match cli.command {

@@ -1,6 +1,7 @@
 """API keys: how they are presented, checked, scoped and managed."""
 
 import re
+import time
 
 from weir_harness import FLOW, Api, assert_error
 
@@ -51,6 +52,12 @@ def test_cli_revoked_key_stops_working(server, api):
     client = api.with_key(key)
     assert client.get("/chatflows").status_code == 200
     server.cli("keys", "revoke", key_id)
+    # Revoked from another process: the running server stops accepting it within
+    # STORE_CACHE_TTL_MS (1 s by default; README "Caching and durability").
+    deadline = time.monotonic() + 2.5
+    while client.get("/chatflows").status_code != 401:
+        assert time.monotonic() < deadline, "the revoked key still works after the cache bound"
+        time.sleep(0.05)
     assert_error(client.get("/chatflows"), 401)
     assert server.cli("keys", "revoke", key_id, check=False).returncode != 0
 

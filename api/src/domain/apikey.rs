@@ -130,10 +130,12 @@ impl ApiKey {
 
     /// Constant-time check that `plaintext` is this key.
     pub fn matches(&self, plaintext: &str) -> bool {
-        hash_key(plaintext)
-            .as_bytes()
-            .ct_eq(self.key_hash.as_bytes())
-            .into()
+        self.matches_hash(&hash_key(plaintext))
+    }
+
+    /// Constant-time check that `hash` (a presented key's [`hash_key`]) is this key's.
+    pub fn matches_hash(&self, hash: &str) -> bool {
+        hash.as_bytes().ct_eq(self.key_hash.as_bytes()).into()
     }
 }
 
@@ -162,11 +164,12 @@ pub fn generate_key() -> (String, String) {
 
 /// SHA-256 of a key as lowercase hex: what the store indexes.
 pub fn hash_key(plaintext: &str) -> String {
-    use std::fmt::Write;
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let digest = Sha256::digest(plaintext.as_bytes());
     let mut hex = String::with_capacity(64);
     for byte in digest {
-        let _ = write!(hex, "{byte:02x}");
+        hex.push(char::from(HEX[usize::from(byte >> 4)]));
+        hex.push(char::from(HEX[usize::from(byte & 0x0f)]));
     }
     hex
 }

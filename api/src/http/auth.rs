@@ -86,12 +86,13 @@ impl AuthUser {
     /// Authenticates a presented key against the store.
     pub async fn authenticate(state: &AppState, presented: &str) -> Result<Self, ApiError> {
         let invalid = || ApiError::Unauthorized("invalid API key".into());
+        let hash = hash_key(presented);
         let key = state
             .store
-            .find_api_key_by_hash(&hash_key(presented))
+            .find_api_key_by_hash(&hash)
             .await?
             .ok_or_else(invalid)?;
-        if !key.matches(presented) {
+        if !key.matches_hash(&hash) {
             return Err(invalid());
         }
         let stale = key

@@ -7,6 +7,7 @@
 //! `predictions:create`.
 
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -247,7 +248,11 @@ fn caller(request: &Request, auth: Option<&AuthUser>, trust_proxy: bool) -> Stri
 }
 
 /// The chatflow, if this caller may run it.
-async fn authorize(state: &AppState, id: Uuid, auth: Option<&AuthUser>) -> ApiResult<Chatflow> {
+async fn authorize(
+    state: &AppState,
+    id: Uuid,
+    auth: Option<&AuthUser>,
+) -> ApiResult<Arc<Chatflow>> {
     let not_found = || ApiError::not_found("chatflow");
     let flow = state.store.find_chatflow(id).await?.ok_or_else(not_found)?;
     if let Some(only) = flow.apikeyid.as_deref() {

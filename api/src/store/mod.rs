@@ -5,12 +5,18 @@
 //! - [`PostgresStore`] (`postgres.rs`): deadpool-postgres, for several replicas
 //!   sharing one database.
 //!
-//! SQL lives only in those two files. Each backend embeds its numbered migrations
+//! - [`CachedStore`] (`cached.rs`): the layer [`open`] puts in front of either —
+//!   API keys and chatflows cached with a bounded lifetime, conversation messages
+//!   committed in groups (`group_commit.rs`).
+//!
+//! SQL lives only in the two backends. Each backend embeds its numbered migrations
 //! (`migrations/<backend>/NNNN_name.sql`) and applies the missing ones at open.
 //! Every method is scoped by workspace where the record belongs to one, so a
 //! resource of another workspace is simply "not found". Unique-constraint
 //! violations come back as [`StoreError::Conflict`].
 
+mod cached;
+mod group_commit;
 mod migrations;
 mod postgres;
 mod sqlite;
@@ -31,6 +37,7 @@ use crate::domain::{
 /// Decides, inside the claiming transaction, what a due cron trigger does now.
 pub type ClaimPlanner = fn(&Trigger, Timestamp) -> ClaimPlan;
 
+pub use cached::CachedStore;
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 
@@ -88,8 +95,9 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<Option<Chatflow>>;
     async fn delete_chatflow(&self, workspace: Uuid, id: Uuid) -> StoreResult<bool>;
     /// A chatflow by id whatever its workspace: public chatflows are reached
-    /// without a key, and callers check access themselves.
-    async fn find_chatflow(&self, id: Uuid) -> StoreResult<Option<Chatflow>>;
+    /// without a key, and callers check access themselves. Shared, as the
+    /// prediction path reads it on every request (see [`CachedStore`]).
+    async fn find_chatflow(&self, id: Uuid) -> StoreResult<Option<Arc<Chatflow>>>;
 
     // Conversation memory
     /// Appends messages in order, all or none.
@@ -256,14 +264,20 @@ pub trait Store: Send + Sync + 'static {
     async fn any_trigger_with_email(&self) -> StoreResult<bool>;
 }
 
-/// Opens the configured store and applies pending migrations.
-pub async fn open(location: &StoreLocation) -> StoreResult<Arc<dyn Store>> {
-    Ok(match location {
+/// Opens the configured store, applies pending migrations, and puts the
+/// hot-path layer ([`CachedStore`]: caches living at most `cache_ttl`, group
+/// commit of conversation messages) in front of it.
+pub async fn open(
+    location: &StoreLocation,
+    cache_ttl: std::time::Duration,
+) -> StoreResult<Arc<dyn Store>> {
+    let backend: Arc<dyn Store> = match location {
         StoreLocation::Sqlite(path) => Arc::new(SqliteStore::open(path).await?),
         StoreLocation::Postgres { url, schema } => {
             Arc::new(PostgresStore::connect(url, schema.as_deref()).await?)
         }
-    })
+    };
+    Ok(Arc::new(CachedStore::new(backend, cache_ttl)))
 }
 
 /// Replaces a backend's generic conflict text with one a user understands.

@@ -7,6 +7,8 @@
 //! together apply each one exactly once. Statements are prepared once per
 //! connection (`prepare_cached`).
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio_postgres::error::SqlState;
@@ -803,11 +805,11 @@ impl Store for PostgresStore {
         .map(|n| n > 0)
     }
 
-    async fn find_chatflow(&self, id: Uuid) -> StoreResult<Option<Chatflow>> {
+    async fn find_chatflow(&self, id: Uuid) -> StoreResult<Option<Arc<Chatflow>>> {
         self.query_opt(
             &format!("SELECT {CHATFLOW_COLUMNS} FROM chatflows WHERE id = $1"),
             &[&id],
-            chatflow_from_row,
+            |row| chatflow_from_row(row).map(Arc::new),
         )
         .await
     }
@@ -816,36 +818,39 @@ impl Store for PostgresStore {
         &self,
         messages: Vec<NewChatMessage>,
     ) -> StoreResult<Vec<ChatMessageRecord>> {
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(backend)?;
-        let stmt = tx
-            .prepare_cached(&format!(
-                "INSERT INTO chat_messages ({MESSAGE_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
-            ))
-            .await
-            .map_err(backend)?;
         let now = time::now();
-        let mut records = Vec::with_capacity(messages.len());
-        for m in messages {
-            let r = m.into_record(Uuid::new_v4(), now);
-            tx.execute(
-                &stmt,
-                &[
-                    &r.id,
-                    &r.chatflow_id,
-                    &r.chat_id,
-                    &r.role.as_str(),
-                    &r.content,
-                    &r.source_documents,
-                    &r.used_tools,
-                    &r.created_date,
-                ],
-            )
-            .await
-            .map_err(backend)?;
-            records.push(r);
-        }
-        tx.commit().await.map_err(backend)?;
+        let records: Vec<ChatMessageRecord> = messages
+            .into_iter()
+            .map(|m| m.into_record(Uuid::new_v4(), now))
+            .collect();
+        // One statement (atomic on its own: one round trip, one commit); the
+        // ordinality keeps `seq` in the order given.
+        let column = |f: fn(&ChatMessageRecord) -> Option<&str>| -> Vec<Option<&str>> {
+            records.iter().map(f).collect()
+        };
+        let ids: Vec<Uuid> = records.iter().map(|r| r.id).collect();
+        let chatflows: Vec<Uuid> = records.iter().map(|r| r.chatflow_id).collect();
+        let chat_ids = column(|r| Some(r.chat_id.as_str()));
+        let roles = column(|r| Some(r.role.as_str()));
+        let contents = column(|r| Some(r.content.as_str()));
+        let sources = column(|r| r.source_documents.as_deref());
+        let tools = column(|r| r.used_tools.as_deref());
+        self.execute(
+            &format!(
+                "INSERT INTO chat_messages ({MESSAGE_COLUMNS})
+                 SELECT m.id, m.chatflow_id, m.chat_id, m.role, m.content, m.source_documents,
+                        m.used_tools, $8
+                 FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[],
+                             $6::text[], $7::text[])
+                      WITH ORDINALITY AS m(id, chatflow_id, chat_id, role, content,
+                                           source_documents, used_tools, ord)
+                 ORDER BY m.ord"
+            ),
+            &[
+                &ids, &chatflows, &chat_ids, &roles, &contents, &sources, &tools, &now,
+            ],
+        )
+        .await?;
         Ok(records)
     }
 
@@ -856,18 +861,37 @@ impl Store for PostgresStore {
         last: Option<u32>,
     ) -> StoreResult<Vec<ChatMessageRecord>> {
         let limit: Option<i64> = last.map(i64::from);
-        self.query_all(
-            &format!(
-                "SELECT {MESSAGE_COLUMNS} FROM (
-                   SELECT seq, {MESSAGE_COLUMNS} FROM chat_messages
-                   WHERE chatflow_id = $1 AND ($2::text IS NULL OR chat_id = $2)
-                   ORDER BY seq DESC LIMIT $3
-                 ) recent ORDER BY seq"
-            ),
-            &[&chatflow, &chat_id, &limit],
-            message_from_row,
-        )
-        .await
+        // One statement per shape, so a session's read walks its own index range.
+        match chat_id {
+            Some(chat_id) => {
+                self.query_all(
+                    &format!(
+                        "SELECT {MESSAGE_COLUMNS} FROM (
+                           SELECT seq, {MESSAGE_COLUMNS} FROM chat_messages
+                           WHERE chatflow_id = $1 AND chat_id = $2
+                           ORDER BY seq DESC LIMIT $3
+                         ) recent ORDER BY seq"
+                    ),
+                    &[&chatflow, &chat_id, &limit],
+                    message_from_row,
+                )
+                .await
+            }
+            None => {
+                self.query_all(
+                    &format!(
+                        "SELECT {MESSAGE_COLUMNS} FROM (
+                           SELECT seq, {MESSAGE_COLUMNS} FROM chat_messages
+                           WHERE chatflow_id = $1
+                           ORDER BY seq DESC LIMIT $2
+                         ) recent ORDER BY seq"
+                    ),
+                    &[&chatflow, &limit],
+                    message_from_row,
+                )
+                .await
+            }
+        }
     }
 
     async fn delete_chat_messages(

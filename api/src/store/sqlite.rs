@@ -789,14 +789,14 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn find_chatflow(&self, id: Uuid) -> StoreResult<Option<Chatflow>> {
+    async fn find_chatflow(&self, id: Uuid) -> StoreResult<Option<Arc<Chatflow>>> {
         self.read(move |conn| {
-            conn.query_row(
-                &format!("SELECT {CHATFLOW_COLUMNS} FROM chatflows WHERE id = ?1"),
-                [id.to_string()],
-                chatflow_from_row,
-            )
-            .optional()
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {CHATFLOW_COLUMNS} FROM chatflows WHERE id = ?1"
+            ))?;
+            stmt.query_row([id.to_string()], chatflow_from_row)
+                .optional()
+                .map(|flow| flow.map(Arc::new))
         })
         .await
     }
@@ -842,20 +842,34 @@ impl Store for SqliteStore {
     ) -> StoreResult<Vec<ChatMessageRecord>> {
         let chat_id = chat_id.map(str::to_owned);
         self.read(move |conn| {
-            // The newest `last` rows, returned oldest first.
-            let mut stmt = conn.prepare_cached(&format!(
-                "SELECT {MESSAGE_COLUMNS} FROM (
-                   SELECT seq, {MESSAGE_COLUMNS} FROM chat_messages
-                   WHERE chatflow_id = ?1 AND (?2 IS NULL OR chat_id = ?2)
-                   ORDER BY seq DESC LIMIT ?3
-                 ) ORDER BY seq"
-            ))?;
+            // The newest `last` rows, returned oldest first. One statement per
+            // shape, so a session's read walks its own index range only.
             let limit = last.map_or(-1, i64::from);
-            stmt.query_map(
-                params![chatflow.to_string(), chat_id, limit],
-                message_from_row,
-            )?
-            .collect()
+            match chat_id {
+                Some(chat_id) => conn
+                    .prepare_cached(&format!(
+                        "SELECT {MESSAGE_COLUMNS} FROM (
+                           SELECT seq, {MESSAGE_COLUMNS} FROM chat_messages
+                           WHERE chatflow_id = ?1 AND chat_id = ?2
+                           ORDER BY seq DESC LIMIT ?3
+                         ) ORDER BY seq"
+                    ))?
+                    .query_map(
+                        params![chatflow.to_string(), chat_id, limit],
+                        message_from_row,
+                    )?
+                    .collect(),
+                None => conn
+                    .prepare_cached(&format!(
+                        "SELECT {MESSAGE_COLUMNS} FROM (
+                           SELECT seq, {MESSAGE_COLUMNS} FROM chat_messages
+                           WHERE chatflow_id = ?1
+                           ORDER BY seq DESC LIMIT ?2
+                         ) ORDER BY seq"
+                    ))?
+                    .query_map(params![chatflow.to_string(), limit], message_from_row)?
+                    .collect(),
+            }
         })
         .await
     }

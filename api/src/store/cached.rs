@@ -1,0 +1,507 @@
+//! The hot-path layer over a backend: what every prediction would otherwise read
+//! or write on its own.
+//!
+//! [`CachedStore`] wraps a [`Store`] and serves two reads from memory — API keys
+//! by hash, chatflows by id — and sends conversation writes through
+//! [`GroupCommit`]. Everything else passes straight through.
+//!
+//! The caches never weaken what a write promises:
+//! - A write through this store (revoking a key, updating or deleting a chatflow)
+//!   takes effect at once for every later request of this process: the entry is
+//!   dropped, and a read that started before the write cannot put its stale copy
+//!   back (each cache has a generation, bumped by every invalidation; a fill from
+//!   an older generation is discarded).
+//! - A write made elsewhere (another replica on the same PostgreSQL, `weir keys
+//!   revoke` from the command line) is seen once the entry is older than the
+//!   time to live (`STORE_CACHE_TTL_MS`, default 1,000 ms): that is the bound on
+//!   how long a revoked key or an old chatflow may still be used there.
+//! - Both caches are bounded (entries past [`CAPACITY`] evict the stalest).
+
+use std::borrow::Borrow;
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use uuid::Uuid;
+
+use super::group_commit::GroupCommit;
+use super::{ClaimPlanner, Listing, Store, StoreResult};
+use crate::domain::time::{self, Timestamp};
+use crate::domain::{
+    ApiKey, ChatMessageRecord, Chatflow, ChatflowPatch, Delivery, Firing, Lead, NewApiKey,
+    NewChatMessage, NewChatflow, NewMail, NewTriggerResult, NewVariable, OutboxMail, Page,
+    Trigger, TriggerResult, Variable, VariablePatch, Workspace,
+};
+
+/// Entries each cache holds at most.
+pub const CAPACITY: usize = 4096;
+
+/// A bounded map whose entries expire, with a generation that invalidations bump.
+struct TtlCache<K, V> {
+    ttl: Duration,
+    state: Mutex<CacheState<K, V>>,
+}
+
+struct CacheState<K, V> {
+    entries: HashMap<K, (Instant, V)>,
+    generation: u64,
+}
+
+impl<K: Hash + Eq + Clone, V: Clone> TtlCache<K, V> {
+    fn new(ttl: Duration) -> Self {
+        TtlCache {
+            ttl,
+            state: Mutex::new(CacheState {
+                entries: HashMap::new(),
+                generation: 0,
+            }),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, CacheState<K, V>> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The fresh entry for `key`, or the generation a fill must come from.
+    fn get<Q>(&self, key: &Q) -> Result<V, u64>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let state = self.state();
+        match state.entries.get(key) {
+            Some((at, value)) if at.elapsed() < self.ttl => Ok(value.clone()),
+            _ => Err(state.generation),
+        }
+    }
+
+    /// Keeps `value` unless something was invalidated since `generation` was read.
+    fn fill(&self, key: K, value: V, generation: u64) {
+        if self.ttl.is_zero() {
+            return;
+        }
+        let mut state = self.state();
+        if state.generation != generation {
+            return;
+        }
+        if state.entries.len() >= CAPACITY && !state.entries.contains_key(&key) {
+            let ttl = self.ttl;
+            state.entries.retain(|_, (at, _)| at.elapsed() < ttl);
+            let stalest = state
+                .entries
+                .iter()
+                .min_by_key(|(_, (at, _))| *at)
+                .map(|(k, _)| k.clone());
+            if let Some(stalest) = stalest.filter(|_| state.entries.len() >= CAPACITY) {
+                state.entries.remove(&stalest);
+            }
+        }
+        state.entries.insert(key, (Instant::now(), value));
+    }
+
+    /// Drops every entry `doomed` selects and fails the fills already under way.
+    fn invalidate(&self, doomed: impl Fn(&V) -> bool) {
+        let mut state = self.state();
+        state.generation += 1;
+        state.entries.retain(|_, (_, value)| !doomed(value));
+    }
+
+    /// Changes the cached values `edit` selects, in place.
+    fn update(&self, edit: impl Fn(&mut V)) {
+        let mut state = self.state();
+        for (_, value) in state.entries.values_mut() {
+            edit(value);
+        }
+    }
+}
+
+/// A [`Store`] with the hot-path reads cached and conversation writes grouped.
+pub struct CachedStore {
+    inner: Arc<dyn Store>,
+    /// Keys by the SHA-256 hash of their secret.
+    keys: TtlCache<String, ApiKey>,
+    chatflows: TtlCache<Uuid, Arc<Chatflow>>,
+    messages: GroupCommit,
+}
+
+impl CachedStore {
+    /// Wraps `inner`; entries live at most `ttl` (zero turns caching off, the
+    /// group commit stays). Must be called inside the Tokio runtime.
+    pub fn new(inner: Arc<dyn Store>, ttl: Duration) -> Self {
+        CachedStore {
+            messages: GroupCommit::start(Arc::clone(&inner)),
+            inner,
+            keys: TtlCache::new(ttl),
+            chatflows: TtlCache::new(ttl),
+        }
+    }
+}
+
+#[async_trait]
+impl Store for CachedStore {
+    fn backend(&self) -> &'static str {
+        self.inner.backend()
+    }
+
+    async fn ensure_workspace(&self, name: &str) -> StoreResult<Workspace> {
+        self.inner.ensure_workspace(name).await
+    }
+
+    async fn find_workspace(&self, name: &str) -> StoreResult<Option<Workspace>> {
+        self.inner.find_workspace(name).await
+    }
+
+    async fn create_api_key(&self, key: NewApiKey) -> StoreResult<ApiKey> {
+        self.inner.create_api_key(key).await
+    }
+
+    async fn find_api_key_by_hash(&self, hash: &str) -> StoreResult<Option<ApiKey>> {
+        let generation = match self.keys.get(hash) {
+            Ok(key) => return Ok(Some(key)),
+            Err(generation) => generation,
+        };
+        let key = self.inner.find_api_key_by_hash(hash).await?;
+        if let Some(key) = &key {
+            self.keys.fill(hash.to_owned(), key.clone(), generation);
+        }
+        Ok(key)
+    }
+
+    async fn list_api_keys(&self, workspace: Option<Uuid>) -> StoreResult<Vec<ApiKey>> {
+        self.inner.list_api_keys(workspace).await
+    }
+
+    async fn delete_api_key(&self, workspace: Option<Uuid>, id: Uuid) -> StoreResult<bool> {
+        // Invalidated before and after: no request may use the key once the
+        // delete returns, and none that read it before can cache it again.
+        self.keys.invalidate(|key| key.id == id);
+        let deleted = self.inner.delete_api_key(workspace, id).await;
+        self.keys.invalidate(|key| key.id == id);
+        deleted
+    }
+
+    async fn count_api_keys(&self) -> StoreResult<u64> {
+        self.inner.count_api_keys().await
+    }
+
+    async fn touch_api_key(&self, id: Uuid) -> StoreResult<()> {
+        let now = time::now();
+        self.keys.update(|key| {
+            if key.id == id {
+                key.last_used_date = Some(now);
+            }
+        });
+        self.inner.touch_api_key(id).await
+    }
+
+    async fn create_chatflow(&self, flow: NewChatflow) -> StoreResult<Chatflow> {
+        self.inner.create_chatflow(flow).await
+    }
+
+    async fn get_chatflow(&self, workspace: Uuid, id: Uuid) -> StoreResult<Option<Chatflow>> {
+        self.inner.get_chatflow(workspace, id).await
+    }
+
+    async fn list_chatflows(&self, workspace: Uuid, page: Page) -> StoreResult<Listing<Chatflow>> {
+        self.inner.list_chatflows(workspace, page).await
+    }
+
+    async fn update_chatflow(
+        &self,
+        workspace: Uuid,
+        id: Uuid,
+        patch: ChatflowPatch,
+    ) -> StoreResult<Option<Chatflow>> {
+        self.chatflows.invalidate(|flow| flow.id == id);
+        let updated = self.inner.update_chatflow(workspace, id, patch).await;
+        self.chatflows.invalidate(|flow| flow.id == id);
+        updated
+    }
+
+    async fn delete_chatflow(&self, workspace: Uuid, id: Uuid) -> StoreResult<bool> {
+        self.chatflows.invalidate(|flow| flow.id == id);
+        let deleted = self.inner.delete_chatflow(workspace, id).await;
+        self.chatflows.invalidate(|flow| flow.id == id);
+        deleted
+    }
+
+    async fn find_chatflow(&self, id: Uuid) -> StoreResult<Option<Arc<Chatflow>>> {
+        let generation = match self.chatflows.get(&id) {
+            Ok(flow) => return Ok(Some(flow)),
+            Err(generation) => generation,
+        };
+        let flow = self.inner.find_chatflow(id).await?;
+        if let Some(flow) = &flow {
+            self.chatflows.fill(id, Arc::clone(flow), generation);
+        }
+        Ok(flow)
+    }
+
+    async fn append_chat_messages(
+        &self,
+        messages: Vec<NewChatMessage>,
+    ) -> StoreResult<Vec<ChatMessageRecord>> {
+        self.messages.append(messages).await
+    }
+
+    async fn list_chat_messages(
+        &self,
+        chatflow: Uuid,
+        chat_id: Option<&str>,
+        last: Option<u32>,
+    ) -> StoreResult<Vec<ChatMessageRecord>> {
+        self.inner.list_chat_messages(chatflow, chat_id, last).await
+    }
+
+    async fn delete_chat_messages(
+        &self,
+        chatflow: Uuid,
+        chat_id: Option<&str>,
+    ) -> StoreResult<u64> {
+        self.inner.delete_chat_messages(chatflow, chat_id).await
+    }
+
+    async fn create_lead(&self, chatflow: Uuid, chat_id: &str, email: &str) -> StoreResult<Lead> {
+        self.inner.create_lead(chatflow, chat_id, email).await
+    }
+
+    async fn list_leads(&self, chatflow: Uuid) -> StoreResult<Vec<Lead>> {
+        self.inner.list_leads(chatflow).await
+    }
+
+    async fn rate_limit_hit(
+        &self,
+        bucket: &str,
+        window_start_ms: i64,
+        window_ms: i64,
+    ) -> StoreResult<u64> {
+        self.inner
+            .rate_limit_hit(bucket, window_start_ms, window_ms)
+            .await
+    }
+
+    async fn create_variable(&self, workspace: Uuid, var: NewVariable) -> StoreResult<Variable> {
+        self.inner.create_variable(workspace, var).await
+    }
+
+    async fn get_variable(&self, workspace: Uuid, id: Uuid) -> StoreResult<Option<Variable>> {
+        self.inner.get_variable(workspace, id).await
+    }
+
+    async fn list_variables(&self, workspace: Uuid, page: Page) -> StoreResult<Listing<Variable>> {
+        self.inner.list_variables(workspace, page).await
+    }
+
+    async fn update_variable(
+        &self,
+        workspace: Uuid,
+        id: Uuid,
+        patch: VariablePatch,
+    ) -> StoreResult<Option<Variable>> {
+        self.inner.update_variable(workspace, id, patch).await
+    }
+
+    async fn delete_variable(&self, workspace: Uuid, id: Uuid) -> StoreResult<bool> {
+        self.inner.delete_variable(workspace, id).await
+    }
+
+    async fn create_trigger(&self, trigger: Trigger) -> StoreResult<Trigger> {
+        self.inner.create_trigger(trigger).await
+    }
+
+    async fn get_trigger(&self, workspace: Uuid, id: Uuid) -> StoreResult<Option<Trigger>> {
+        self.inner.get_trigger(workspace, id).await
+    }
+
+    async fn list_triggers(&self, workspace: Uuid, page: Page) -> StoreResult<Listing<Trigger>> {
+        self.inner.list_triggers(workspace, page).await
+    }
+
+    async fn update_trigger(&self, trigger: &Trigger) -> StoreResult<bool> {
+        self.inner.update_trigger(trigger).await
+    }
+
+    async fn delete_trigger(&self, workspace: Uuid, id: Uuid) -> StoreResult<bool> {
+        self.inner.delete_trigger(workspace, id).await
+    }
+
+    async fn find_webhook_trigger(&self, node_id: &str) -> StoreResult<Option<Trigger>> {
+        self.inner.find_webhook_trigger(node_id).await
+    }
+
+    async fn next_cron_due(&self) -> StoreResult<Option<Timestamp>> {
+        self.inner.next_cron_due().await
+    }
+
+    async fn claim_due_triggers(
+        &self,
+        now: Timestamp,
+        owner: Uuid,
+        lease_until: Timestamp,
+        limit: u32,
+        plan: ClaimPlanner,
+    ) -> StoreResult<Vec<Firing>> {
+        self.inner
+            .claim_due_triggers(now, owner, lease_until, limit, plan)
+            .await
+    }
+
+    async fn claim_webhook_firing(
+        &self,
+        trigger: Uuid,
+        now: Timestamp,
+        owner: Uuid,
+        lease_until: Timestamp,
+        input: String,
+        chat_id: String,
+    ) -> StoreResult<Option<Firing>> {
+        self.inner
+            .claim_webhook_firing(trigger, now, owner, lease_until, input, chat_id)
+            .await
+    }
+
+    async fn firing_exists(&self, firing: Uuid) -> StoreResult<bool> {
+        self.inner.firing_exists(firing).await
+    }
+
+    async fn renew_leases(
+        &self,
+        owner: Uuid,
+        firings: &[Uuid],
+        lease_until: Timestamp,
+    ) -> StoreResult<()> {
+        self.inner.renew_leases(owner, firings, lease_until).await
+    }
+
+    async fn finish_firing(
+        &self,
+        firing: Uuid,
+        result: NewTriggerResult,
+        mail: Option<NewMail>,
+        keep: u32,
+    ) -> StoreResult<Option<TriggerResult>> {
+        self.inner.finish_firing(firing, result, mail, keep).await
+    }
+
+    async fn expire_firings(&self, now: Timestamp, keep: u32) -> StoreResult<u64> {
+        self.inner.expire_firings(now, keep).await
+    }
+
+    async fn list_trigger_results(
+        &self,
+        trigger: Uuid,
+        limit: u32,
+    ) -> StoreResult<Vec<TriggerResult>> {
+        self.inner.list_trigger_results(trigger, limit).await
+    }
+
+    async fn recent_trigger_results(
+        &self,
+        triggers: &[Uuid],
+        per_trigger: u32,
+    ) -> StoreResult<Vec<TriggerResult>> {
+        self.inner
+            .recent_trigger_results(triggers, per_trigger)
+            .await
+    }
+
+    async fn prune_trigger_history(
+        &self,
+        before: Timestamp,
+        deliveries_before: Timestamp,
+    ) -> StoreResult<u64> {
+        self.inner
+            .prune_trigger_history(before, deliveries_before)
+            .await
+    }
+
+    async fn begin_delivery(
+        &self,
+        trigger: Uuid,
+        delivery: &str,
+        now: Timestamp,
+    ) -> StoreResult<Delivery> {
+        self.inner.begin_delivery(trigger, delivery, now).await
+    }
+
+    async fn finish_delivery(
+        &self,
+        trigger: Uuid,
+        delivery: &str,
+        status: u16,
+        body: &str,
+    ) -> StoreResult<()> {
+        self.inner
+            .finish_delivery(trigger, delivery, status, body)
+            .await
+    }
+
+    async fn claim_mail(
+        &self,
+        now: Timestamp,
+        claim_until: Timestamp,
+    ) -> StoreResult<Vec<(OutboxMail, Option<Timestamp>)>> {
+        self.inner.claim_mail(now, claim_until).await
+    }
+
+    async fn mail_sent(&self, ids: &[Uuid], at: Timestamp) -> StoreResult<()> {
+        self.inner.mail_sent(ids, at).await
+    }
+
+    async fn mail_retry(&self, ids: &[Uuid], at: Timestamp, failed: bool) -> StoreResult<()> {
+        self.inner.mail_retry(ids, at, failed).await
+    }
+
+    async fn any_trigger_with_email(&self) -> StoreResult<bool> {
+        self.inner.any_trigger_with_email().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_expire_and_invalidation_fails_older_fills() {
+        let cache: TtlCache<u32, &str> = TtlCache::new(Duration::from_millis(50));
+        let generation = cache.get(&1).err().unwrap_or(u64::MAX);
+        cache.fill(1, "one", generation);
+        assert_eq!(cache.get(&1), Ok("one"));
+
+        // A fill that began before an invalidation is discarded.
+        let before = cache.get(&2).err().unwrap_or(u64::MAX);
+        cache.invalidate(|v| *v == "one");
+        assert!(cache.get(&1).is_err());
+        cache.fill(2, "two", before);
+        assert!(cache.get(&2).is_err());
+
+        let now = cache.get(&3).err().unwrap_or(u64::MAX);
+        cache.fill(3, "three", now);
+        std::thread::sleep(Duration::from_millis(60));
+        assert!(cache.get(&3).is_err(), "an entry older than the TTL is not served");
+    }
+
+    #[test]
+    fn a_zero_ttl_caches_nothing() {
+        let cache: TtlCache<u32, u32> = TtlCache::new(Duration::ZERO);
+        let generation = cache.get(&1).err().unwrap_or(u64::MAX);
+        cache.fill(1, 1, generation);
+        assert!(cache.get(&1).is_err());
+    }
+
+    #[test]
+    fn a_full_cache_evicts_the_stalest_entry() {
+        let cache: TtlCache<usize, usize> = TtlCache::new(Duration::from_secs(60));
+        for i in 0..CAPACITY {
+            let generation = cache.get(&i).err().unwrap_or(u64::MAX);
+            cache.fill(i, i, generation);
+        }
+        let generation = cache.get(&CAPACITY).err().unwrap_or(u64::MAX);
+        cache.fill(CAPACITY, CAPACITY, generation);
+        assert!(cache.get(&0).is_err(), "the oldest entry made room");
+        assert_eq!(cache.get(&CAPACITY), Ok(CAPACITY));
+        assert_eq!(cache.get(&1), Ok(1));
+    }
+}
