@@ -37,9 +37,12 @@ pub fn router(state: AppState) -> Router {
                     .get(&REQUEST_ID)
                     .and_then(|v| v.to_str().ok())
                     .unwrap_or("-");
-                tracing::info_span!("request", request_id = %id, method = %req.method(), path = %req.uri().path())
+                tracing::debug_span!("request", request_id = %id, method = %req.method(), path = %req.uri().path())
             })
-            .on_response(DefaultOnResponse::new().level(tracing::Level::INFO)),
+            // The span and the line per request are `debug`: at `info` they cost
+            // a fifth of the prediction throughput (BENCHMARKS.md). Server errors
+            // are logged with their request id by `json_errors` at any level.
+            .on_response(DefaultOnResponse::new().level(tracing::Level::DEBUG)),
         )
         .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
         .with_state(state)

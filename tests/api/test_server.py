@@ -71,6 +71,7 @@ def test_sigterm_stops_cleanly(make_weir):
 def test_json_logs(make_weir):
     w = make_weir()
     w.env["LOG_FORMAT"] = "json"
+    w.env["LOG_LEVEL"] = "debug"  # one line per request is a debug line
     w.start()
     requests.get(f"{w.url}/api/v1/ping", timeout=5)
     w.stop()

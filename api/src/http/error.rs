@@ -98,18 +98,29 @@ pub fn error_response(status: StatusCode, message: String) -> Response {
     (status, Json(ErrorBody { message })).into_response()
 }
 
+/// A failure the edge logs with the request's id ([`super::json_errors`] does, as
+/// it sees both the request and the answer), attached to the error response.
+#[derive(Debug, Clone)]
+pub enum ToLog {
+    /// A server error: logged at `error`, never shown to the client.
+    Error(String),
+    /// A chatflow that failed while running: logged at `warn`.
+    FlowFailed(String),
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status_code();
         match self {
             ApiError::Internal(detail) => {
-                tracing::error!(error = %detail, "request failed");
-                error_response(
+                let mut response = error_response(
                     status,
                     "Internal server error; the server log has the details under this \
                      response's X-Request-Id"
                         .into(),
-                )
+                );
+                response.extensions_mut().insert(ToLog::Error(detail));
+                response
             }
             ApiError::TooManyRequests {
                 message,
@@ -122,8 +133,9 @@ impl IntoResponse for ApiError {
                 response
             }
             ApiError::FlowFailed(message) => {
-                tracing::warn!(error = %message, "chatflow failed");
-                error_response(status, message)
+                let mut response = error_response(status, message.clone());
+                response.extensions_mut().insert(ToLog::FlowFailed(message));
+                response
             }
             other => error_response(status, other.to_string()),
         }

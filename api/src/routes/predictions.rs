@@ -7,8 +7,8 @@
 //! `predictions:create`.
 
 use std::convert::Infallible;
-use std::sync::Arc;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{ConnectInfo, DefaultBodyLimit, FromRequest, Multipart, Request, State};

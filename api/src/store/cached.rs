@@ -31,8 +31,8 @@ use super::{ClaimPlanner, Listing, Store, StoreResult};
 use crate::domain::time::{self, Timestamp};
 use crate::domain::{
     ApiKey, ChatMessageRecord, Chatflow, ChatflowPatch, Delivery, Firing, Lead, NewApiKey,
-    NewChatMessage, NewChatflow, NewMail, NewTriggerResult, NewVariable, OutboxMail, Page,
-    Trigger, TriggerResult, Variable, VariablePatch, Workspace,
+    NewChatMessage, NewChatflow, NewMail, NewTriggerResult, NewVariable, OutboxMail, Page, Trigger,
+    TriggerResult, Variable, VariablePatch, Workspace,
 };
 
 /// Entries each cache holds at most.
@@ -480,7 +480,10 @@ mod tests {
         let now = cache.get(&3).err().unwrap_or(u64::MAX);
         cache.fill(3, "three", now);
         std::thread::sleep(Duration::from_millis(60));
-        assert!(cache.get(&3).is_err(), "an entry older than the TTL is not served");
+        assert!(
+            cache.get(&3).is_err(),
+            "an entry older than the TTL is not served"
+        );
     }
 
     #[test]

@@ -128,18 +128,23 @@ impl PostgresStore {
         map: fn(&Row) -> PgResult<T>,
     ) -> StoreResult<Listing<T>> {
         let client = self.client().await?;
-        let count = client.prepare_cached(count_sql).await.map_err(backend)?;
-        let total: i64 = client
-            .query_one(&count, &[&workspace])
-            .await
-            .and_then(|r| r.try_get(0))
-            .map_err(backend)?;
+        let (count, stmt) = futures_util::future::try_join(
+            client.prepare_cached(count_sql),
+            client.prepare_cached(page_sql),
+        )
+        .await
+        .map_err(backend)?;
         let offset = i64::try_from(page.offset()).unwrap_or(i64::MAX);
-        let stmt = client.prepare_cached(page_sql).await.map_err(backend)?;
-        let rows = client
-            .query(&stmt, &[&workspace, &i64::from(page.limit), &offset])
-            .await
-            .map_err(backend)?;
+        let limit = i64::from(page.limit);
+        // Both queries go out together on the one connection (pipelined): one
+        // round trip, not two.
+        let (total, rows) = futures_util::future::try_join(
+            client.query_one(&count, &[&workspace]),
+            client.query(&stmt, &[&workspace, &limit, &offset]),
+        )
+        .await
+        .map_err(backend)?;
+        let total: i64 = total.try_get(0).map_err(backend)?;
         Ok(Listing {
             items: rows
                 .iter()
