@@ -140,7 +140,7 @@ class Weir:
         self.postgres = postgres
         self.schema = f"weir_bench_{uuid.uuid4().hex[:12]}" if postgres else None
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_", "PORT", "HOST"))}
-        self.env.update(WEIR_DATA_DIR=str(self.data), HOST="127.0.0.1", LOG_LEVEL="warn")
+        self.env.update(WEIR_DATA_DIR=str(self.data), HOST="127.0.0.1", LOG_LEVEL="info")
         # No local model: the idle-RSS figure is without one.
         self.env.setdefault("WEIR_MODELS_DIR", str(self.data / "no-models"))
         if postgres:
