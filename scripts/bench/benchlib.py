@@ -221,25 +221,10 @@ def call(method, url, key=None, body=None, headers=None, timeout=60):
         return json.loads(text) if text and r.headers.get("content-type", "").startswith("application/json") else text
 
 
-# --- flows (the shapes of tests/api/flows.py) ------------------------------------------
+# --- flows (built with the test suite's builders: the same shapes the tests run) ------
 
-
-def node(node_id, name, inputs):
-    return {"id": node_id, "position": {"x": 0, "y": 0}, "type": "customNode",
-            "data": {"id": node_id, "name": name, "label": name, "inputs": inputs}}
-
-
-def ref(node_id):
-    return "{{" + node_id + ".data.instance}}"
-
-
-def edge(source, target):
-    return {"id": f"{source}-{target}", "source": source, "target": target,
-            "sourceHandle": f"{source}-output", "targetHandle": f"{target}-input"}
-
-
-def graph(nodes, edges):
-    return {"nodes": list(nodes), "edges": list(edges), "viewport": {"x": 0, "y": 0, "zoom": 1}}
+sys.path.insert(0, str(ROOT / "tests" / "api"))
+from flows import edge, graph, node, ref  # noqa: E402
 
 
 def openai_model(provider_url):

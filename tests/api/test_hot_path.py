@@ -19,7 +19,7 @@ import requests
 
 from fakes import FakeProviders
 from flows import buffer_memory, conversation, openai_model
-from weir_harness import PG_URL, Api, assert_error
+from weir_harness import PG_URL, Api, assert_error, start_replicas
 
 # Default STORE_CACHE_TTL_MS, and slack for a loaded CI machine.
 CACHE_TTL = 1.0
@@ -94,11 +94,7 @@ def test_key_revoked_from_the_command_line_stops_within_the_cache_bound(make_wei
 
 @pytest.mark.skipif(not PG_URL, reason="WEIR_TEST_DATABASE_URL is not set: PostgreSQL not tested")
 def test_another_replica_sees_revocation_and_updates_within_the_cache_bound(make_weir, fake):
-    first = make_weir("postgres").start()
-    second = make_weir("postgres")
-    second.env.update(DATABASE_SCHEMA=first.schema)
-    second.schema = None  # dropped by the first
-    second.start()
+    first, second = start_replicas(make_weir, 2)
     admin = Api(first.url, first.create_key(workspace="replicas"))
     flow = create_flow(admin, conversation(openai_model(fake.url, modelName="before")))
     created = admin.post("/apikey", json={"keyName": "roaming",

@@ -11,7 +11,7 @@ import requests
 
 import flows
 from fakes import FakeProviders
-from weir_harness import Api, assert_error, backends
+from weir_harness import Api, assert_error, backends, start_replicas
 
 
 @pytest.fixture(scope="module")
@@ -321,11 +321,7 @@ def test_rate_limit(api, fake):
 
 @pytest.mark.skipif("not __import__('weir_harness').PG_URL", reason="WEIR_TEST_DATABASE_URL is not set: PostgreSQL not tested")
 def test_rate_limit_is_shared_by_replicas_on_postgres(make_weir, fake):
-    first = make_weir("postgres").start()
-    second = make_weir("postgres")
-    second.env.update(DATABASE_SCHEMA=first.schema)
-    second.schema = None  # dropped by the first
-    second.start()
+    first, second = start_replicas(make_weir, 2)
     key = first.create_key()
     a, b = Api(first.url, key), Api(second.url, key)
     flow = rate_limited(a, fake, 3)

@@ -12,7 +12,7 @@ import pytest
 
 from fakes import FakeProviders
 from test_triggers import conversation_flow, create_flow, cron_body, wait_for
-from weir_harness import PG_URL, Api
+from weir_harness import PG_URL, Api, start_replicas
 
 pytestmark = pytest.mark.skipif(not PG_URL, reason="WEIR_TEST_DATABASE_URL is not set: PostgreSQL not tested")
 
@@ -45,17 +45,8 @@ def slow_calls(fake):
 
 
 def test_three_replicas_fire_each_minute_exactly_once(make_weir, fake):
-    replicas = []
-    first = make_weir("postgres")
-    first.env.update(TRIGGER_LEASE_SECS=LEASE_SECS)
-    first.start()
-    replicas.append(first)
-    for _ in range(2):
-        w = make_weir("postgres")
-        w.env.update(DATABASE_SCHEMA=first.schema, TRIGGER_LEASE_SECS=LEASE_SECS)
-        w.schema = None  # dropped by the first
-        w.start()
-        replicas.append(w)
+    replicas = start_replicas(make_weir, 3, TRIGGER_LEASE_SECS=LEASE_SECS)
+    first = replicas[0]
     ids = {replica_id(w): w for w in replicas}
     key = first.create_key()
     api = Api(first.url, key)

@@ -106,6 +106,19 @@ class Weir:
         return self.stderr_path.read_text(errors="replace")
 
 
+def start_replicas(make_weir, count: int, **env: str) -> list[Weir]:
+    """`count` running servers sharing one PostgreSQL schema (dropped with the first)."""
+    replicas = []
+    for _ in range(count):
+        w = make_weir("postgres")
+        w.env.update(env)
+        if replicas:
+            w.env.update(DATABASE_SCHEMA=replicas[0].schema)
+            w.schema = None  # dropped by the first
+        replicas.append(w.start())
+    return replicas
+
+
 def backends():
     return [
         "sqlite",

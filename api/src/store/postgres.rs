@@ -824,9 +824,11 @@ impl Store for PostgresStore {
         messages: Vec<NewChatMessage>,
     ) -> StoreResult<Vec<ChatMessageRecord>> {
         let now = time::now();
+        // Time-ordered ids (v7): new rows land at the end of the id index, not
+        // on a random page of it, however large the table grows.
         let records: Vec<ChatMessageRecord> = messages
             .into_iter()
-            .map(|m| m.into_record(Uuid::new_v4(), now))
+            .map(|m| m.into_record(Uuid::now_v7(), now))
             .collect();
         // One statement (atomic on its own: one round trip, one commit); the
         // ordinality keeps `seq` in the order given.
