@@ -3,7 +3,8 @@
 - a revoked API key stops working at once on the server that revoked it, and
   within the documented bound (STORE_CACHE_TTL_MS, default 1 s) on another
   replica or after `weir keys revoke` from the command line;
-- an updated chatflow is used from the next request, a deleted one is gone;
+- an updated chatflow is used from the next request, a deleted one is gone, and a
+  listing shows every change at once;
 - a run that answered 200 has its messages stored durably: they survive the
   server being killed with SIGKILL right after the answer;
 - messages of many concurrent runs, committed together, land in their own
@@ -76,6 +77,17 @@ def test_an_updated_chatflow_is_used_from_the_next_request(api, fake):
 
     assert api.delete(f"/chatflows/{flow}").status_code == 204
     assert_error(predict(api, flow, "still there?"), 404)
+
+
+def test_chatflow_listings_show_every_change_at_once(api):
+    names = lambda: [f["name"] for f in api.get("/chatflows").json()]  # noqa: E731
+    assert names() == names() == []  # an empty page, now cached
+    first = api.post("/chatflows", json={"name": "first", "flowData": {"nodes": [], "edges": []}}).json()
+    assert names() == ["first"]
+    assert api.put(f"/chatflows/{first['id']}", json={"name": "renamed"}).status_code == 200
+    assert names() == ["renamed"]
+    assert api.delete(f"/chatflows/{first['id']}").status_code == 204
+    assert names() == []
 
 
 def test_key_revoked_from_the_command_line_stops_within_the_cache_bound(make_weir):

@@ -1,10 +1,12 @@
 //! `/api/v1/chatflows`: create, read, list (paginated, newest first), update and
 //! delete chatflow records in the caller's workspace.
 
+use std::sync::Arc;
+
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -18,6 +20,7 @@ use crate::http::auth::AuthUser;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::{Json, Path, Query, required};
 use crate::http::pagination::{PageQuery, total_count};
+use crate::store::Listing;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -105,6 +108,15 @@ async fn check_key_id(state: &AppState, workspace: Uuid, id: &str) -> ApiResult<
     }
 }
 
+/// The records of a (cached, shared) page, serialised without copying them.
+struct PageItems(Arc<Listing<Chatflow>>);
+
+impl Serialize for PageItems {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.items.serialize(serializer)
+    }
+}
+
 /// Lists the workspace's chatflows, newest `updatedDate` first.
 #[utoipa::path(
     get,
@@ -127,7 +139,7 @@ async fn list_chatflows(
         .store
         .list_chatflows(auth.workspace(), query.page()?)
         .await?;
-    Ok((total_count(listing.total), Json(listing.items)))
+    Ok((total_count(listing.total), Json(PageItems(listing))))
 }
 
 /// Creates a chatflow.

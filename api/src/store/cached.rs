@@ -1,13 +1,14 @@
 //! The hot-path layer over a backend: what every prediction would otherwise read
 //! or write on its own.
 //!
-//! [`CachedStore`] wraps a [`Store`] and serves two reads from memory — API keys
-//! by hash, chatflows by id — and sends conversation writes through
-//! [`GroupCommit`]. Everything else passes straight through.
+//! [`CachedStore`] wraps a [`Store`] and serves three reads from memory — API keys
+//! by hash, chatflows by id, pages of a workspace's chatflows — and sends
+//! conversation writes through [`GroupCommit`]. Everything else passes straight
+//! through.
 //!
 //! The caches never weaken what a write promises:
-//! - A write through this store (revoking a key, updating or deleting a chatflow)
-//!   takes effect at once for every later request of this process: the entry is
+//! - A write through this store (revoking a key, creating, updating or deleting a
+//!   chatflow) takes effect at once for every later request of this process: the entry is
 //!   dropped, and a read that started before the write cannot put its stale copy
 //!   back (each cache has a generation, bumped by every invalidation; a fill from
 //!   an older generation is discarded).
@@ -15,7 +16,7 @@
 //!   revoke` from the command line) is seen once the entry is older than the
 //!   time to live (`STORE_CACHE_TTL_MS`, default 1,000 ms): that is the bound on
 //!   how long a revoked key or an old chatflow may still be used there.
-//! - Both caches are bounded (entries past [`CAPACITY`] evict the stalest).
+//! - Every cache is bounded (entries past [`CAPACITY`] evict the stalest).
 
 use std::borrow::Borrow;
 use std::collections::HashMap;
@@ -102,10 +103,10 @@ impl<K: Hash + Eq + Clone, V: Clone> TtlCache<K, V> {
     }
 
     /// Drops every entry `doomed` selects and fails the fills already under way.
-    fn invalidate(&self, doomed: impl Fn(&V) -> bool) {
+    fn invalidate(&self, doomed: impl Fn(&K, &V) -> bool) {
         let mut state = self.state();
         state.generation += 1;
-        state.entries.retain(|_, (_, value)| !doomed(value));
+        state.entries.retain(|key, (_, value)| !doomed(key, value));
     }
 
     /// Changes the cached values `edit` selects, in place.
@@ -123,6 +124,8 @@ pub struct CachedStore {
     /// Keys by the SHA-256 hash of their secret.
     keys: TtlCache<String, ApiKey>,
     chatflows: TtlCache<Uuid, Arc<Chatflow>>,
+    /// Pages of a workspace's chatflows, by (workspace, page, limit).
+    listings: TtlCache<(Uuid, u32, u32), Arc<Listing<Chatflow>>>,
     messages: GroupCommit,
 }
 
@@ -135,7 +138,15 @@ impl CachedStore {
             inner,
             keys: TtlCache::new(ttl),
             chatflows: TtlCache::new(ttl),
+            listings: TtlCache::new(ttl),
         }
+    }
+}
+
+impl CachedStore {
+    /// Drops the cached pages of `workspace`'s chatflows (around any write to one).
+    fn forget_listings(&self, workspace: Uuid) {
+        self.listings.invalidate(|(ws, _, _), _| *ws == workspace);
     }
 }
 
@@ -176,9 +187,9 @@ impl Store for CachedStore {
     async fn delete_api_key(&self, workspace: Option<Uuid>, id: Uuid) -> StoreResult<bool> {
         // Invalidated before and after: no request may use the key once the
         // delete returns, and none that read it before can cache it again.
-        self.keys.invalidate(|key| key.id == id);
+        self.keys.invalidate(|_, key| key.id == id);
         let deleted = self.inner.delete_api_key(workspace, id).await;
-        self.keys.invalidate(|key| key.id == id);
+        self.keys.invalidate(|_, key| key.id == id);
         deleted
     }
 
@@ -197,15 +208,30 @@ impl Store for CachedStore {
     }
 
     async fn create_chatflow(&self, flow: NewChatflow) -> StoreResult<Chatflow> {
-        self.inner.create_chatflow(flow).await
+        let workspace = flow.workspace_id;
+        self.forget_listings(workspace);
+        let created = self.inner.create_chatflow(flow).await;
+        self.forget_listings(workspace);
+        created
     }
 
     async fn get_chatflow(&self, workspace: Uuid, id: Uuid) -> StoreResult<Option<Chatflow>> {
         self.inner.get_chatflow(workspace, id).await
     }
 
-    async fn list_chatflows(&self, workspace: Uuid, page: Page) -> StoreResult<Listing<Chatflow>> {
-        self.inner.list_chatflows(workspace, page).await
+    async fn list_chatflows(
+        &self,
+        workspace: Uuid,
+        page: Page,
+    ) -> StoreResult<Arc<Listing<Chatflow>>> {
+        let key = (workspace, page.page, page.limit);
+        let generation = match self.listings.get(&key) {
+            Ok(listing) => return Ok(listing),
+            Err(generation) => generation,
+        };
+        let listing = self.inner.list_chatflows(workspace, page).await?;
+        self.listings.fill(key, Arc::clone(&listing), generation);
+        Ok(listing)
     }
 
     async fn update_chatflow(
@@ -214,16 +240,20 @@ impl Store for CachedStore {
         id: Uuid,
         patch: ChatflowPatch,
     ) -> StoreResult<Option<Chatflow>> {
-        self.chatflows.invalidate(|flow| flow.id == id);
+        self.chatflows.invalidate(|_, flow| flow.id == id);
+        self.forget_listings(workspace);
         let updated = self.inner.update_chatflow(workspace, id, patch).await;
-        self.chatflows.invalidate(|flow| flow.id == id);
+        self.chatflows.invalidate(|_, flow| flow.id == id);
+        self.forget_listings(workspace);
         updated
     }
 
     async fn delete_chatflow(&self, workspace: Uuid, id: Uuid) -> StoreResult<bool> {
-        self.chatflows.invalidate(|flow| flow.id == id);
+        self.chatflows.invalidate(|_, flow| flow.id == id);
+        self.forget_listings(workspace);
         let deleted = self.inner.delete_chatflow(workspace, id).await;
-        self.chatflows.invalidate(|flow| flow.id == id);
+        self.chatflows.invalidate(|_, flow| flow.id == id);
+        self.forget_listings(workspace);
         deleted
     }
 
@@ -472,7 +502,7 @@ mod tests {
 
         // A fill that began before an invalidation is discarded.
         let before = cache.get(&2).err().unwrap_or(u64::MAX);
-        cache.invalidate(|v| *v == "one");
+        cache.invalidate(|_, v| *v == "one");
         assert!(cache.get(&1).is_err());
         cache.fill(2, "two", before);
         assert!(cache.get(&2).is_err());

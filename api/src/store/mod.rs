@@ -85,8 +85,12 @@ pub trait Store: Send + Sync + 'static {
     // Chatflows
     async fn create_chatflow(&self, flow: NewChatflow) -> StoreResult<Chatflow>;
     async fn get_chatflow(&self, workspace: Uuid, id: Uuid) -> StoreResult<Option<Chatflow>>;
-    /// Newest `updatedDate` first.
-    async fn list_chatflows(&self, workspace: Uuid, page: Page) -> StoreResult<Listing<Chatflow>>;
+    /// Newest `updatedDate` first. Shared, as listings are cached (see [`CachedStore`]).
+    async fn list_chatflows(
+        &self,
+        workspace: Uuid,
+        page: Page,
+    ) -> StoreResult<Arc<Listing<Chatflow>>>;
     async fn update_chatflow(
         &self,
         workspace: Uuid,

@@ -645,7 +645,11 @@ impl Store for PostgresStore {
         .await
     }
 
-    async fn list_chatflows(&self, workspace: Uuid, page: Page) -> StoreResult<Listing<Chatflow>> {
+    async fn list_chatflows(
+        &self,
+        workspace: Uuid,
+        page: Page,
+    ) -> StoreResult<Arc<Listing<Chatflow>>> {
         self.list_page(
             "SELECT COUNT(*) FROM chatflows WHERE workspace_id = $1",
             &format!(
@@ -657,6 +661,7 @@ impl Store for PostgresStore {
             chatflow_from_row,
         )
         .await
+        .map(Arc::new)
     }
 
     async fn update_chatflow(

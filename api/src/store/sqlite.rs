@@ -644,7 +644,11 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn list_chatflows(&self, workspace: Uuid, page: Page) -> StoreResult<Listing<Chatflow>> {
+    async fn list_chatflows(
+        &self,
+        workspace: Uuid,
+        page: Page,
+    ) -> StoreResult<Arc<Listing<Chatflow>>> {
         self.read(move |conn| {
             list_page(
                 conn,
@@ -657,6 +661,7 @@ impl Store for SqliteStore {
                 page,
                 chatflow_from_row,
             )
+            .map(Arc::new)
         })
         .await
     }
