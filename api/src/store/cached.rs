@@ -20,6 +20,7 @@
 
 use std::borrow::Borrow;
 use std::collections::HashMap;
+use std::future::Future;
 use std::hash::Hash;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -76,6 +77,28 @@ impl<K: Hash + Eq + Clone, V: Clone> TtlCache<K, V> {
             Some((at, value)) if at.elapsed() < self.ttl => Ok(value.clone()),
             _ => Err(state.generation),
         }
+    }
+
+    /// The fresh entry for `key`, else what `load` reads (kept when found, unless
+    /// an invalidation came in between).
+    async fn get_or_load<Q, E>(
+        &self,
+        key: &Q,
+        load: impl Future<Output = Result<Option<V>, E>>,
+    ) -> Result<Option<V>, E>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let generation = match self.get(key) {
+            Ok(value) => return Ok(Some(value)),
+            Err(generation) => generation,
+        };
+        let loaded = load.await?;
+        if let Some(value) = &loaded {
+            self.fill(key.to_owned(), value.clone(), generation);
+        }
+        Ok(loaded)
     }
 
     /// Keeps `value` unless something was invalidated since `generation` was read.
@@ -144,8 +167,21 @@ impl CachedStore {
 }
 
 impl CachedStore {
-    /// Drops the cached pages of `workspace`'s chatflows (around any write to one).
-    fn forget_listings(&self, workspace: Uuid) {
+    /// Runs a store `write` with what it changes forgotten before and after it:
+    /// no request may use the old record once the write returns, and none that
+    /// read it before can cache it again.
+    async fn around<T>(forget: impl Fn(), write: impl Future<Output = T>) -> T {
+        forget();
+        let written = write.await;
+        forget();
+        written
+    }
+
+    /// Forgets a chatflow and the cached pages of its workspace's listing.
+    fn forget_chatflow(&self, workspace: Uuid, id: Option<Uuid>) {
+        if let Some(id) = id {
+            self.chatflows.invalidate(|_, flow| flow.id == id);
+        }
         self.listings.invalidate(|(ws, _, _), _| *ws == workspace);
     }
 }
@@ -169,15 +205,9 @@ impl Store for CachedStore {
     }
 
     async fn find_api_key_by_hash(&self, hash: &str) -> StoreResult<Option<ApiKey>> {
-        let generation = match self.keys.get(hash) {
-            Ok(key) => return Ok(Some(key)),
-            Err(generation) => generation,
-        };
-        let key = self.inner.find_api_key_by_hash(hash).await?;
-        if let Some(key) = &key {
-            self.keys.fill(hash.to_owned(), key.clone(), generation);
-        }
-        Ok(key)
+        self.keys
+            .get_or_load(hash, self.inner.find_api_key_by_hash(hash))
+            .await
     }
 
     async fn list_api_keys(&self, workspace: Option<Uuid>) -> StoreResult<Vec<ApiKey>> {
@@ -185,12 +215,8 @@ impl Store for CachedStore {
     }
 
     async fn delete_api_key(&self, workspace: Option<Uuid>, id: Uuid) -> StoreResult<bool> {
-        // Invalidated before and after: no request may use the key once the
-        // delete returns, and none that read it before can cache it again.
-        self.keys.invalidate(|_, key| key.id == id);
-        let deleted = self.inner.delete_api_key(workspace, id).await;
-        self.keys.invalidate(|_, key| key.id == id);
-        deleted
+        let forget = || self.keys.invalidate(|_, key| key.id == id);
+        Self::around(forget, self.inner.delete_api_key(workspace, id)).await
     }
 
     async fn count_api_keys(&self) -> StoreResult<u64> {
@@ -209,10 +235,8 @@ impl Store for CachedStore {
 
     async fn create_chatflow(&self, flow: NewChatflow) -> StoreResult<Chatflow> {
         let workspace = flow.workspace_id;
-        self.forget_listings(workspace);
-        let created = self.inner.create_chatflow(flow).await;
-        self.forget_listings(workspace);
-        created
+        let forget = || self.forget_chatflow(workspace, None);
+        Self::around(forget, self.inner.create_chatflow(flow)).await
     }
 
     async fn get_chatflow(&self, workspace: Uuid, id: Uuid) -> StoreResult<Option<Chatflow>> {
@@ -224,14 +248,12 @@ impl Store for CachedStore {
         workspace: Uuid,
         page: Page,
     ) -> StoreResult<Arc<Listing<Chatflow>>> {
-        let key = (workspace, page.page, page.limit);
-        let generation = match self.listings.get(&key) {
-            Ok(listing) => return Ok(listing),
-            Err(generation) => generation,
-        };
-        let listing = self.inner.list_chatflows(workspace, page).await?;
-        self.listings.fill(key, Arc::clone(&listing), generation);
-        Ok(listing)
+        let load = async { self.inner.list_chatflows(workspace, page).await.map(Some) };
+        let listing = self
+            .listings
+            .get_or_load(&(workspace, page.page, page.limit), load)
+            .await?;
+        Ok(listing.unwrap_or_default())
     }
 
     async fn update_chatflow(
@@ -240,33 +262,19 @@ impl Store for CachedStore {
         id: Uuid,
         patch: ChatflowPatch,
     ) -> StoreResult<Option<Chatflow>> {
-        self.chatflows.invalidate(|_, flow| flow.id == id);
-        self.forget_listings(workspace);
-        let updated = self.inner.update_chatflow(workspace, id, patch).await;
-        self.chatflows.invalidate(|_, flow| flow.id == id);
-        self.forget_listings(workspace);
-        updated
+        let forget = || self.forget_chatflow(workspace, Some(id));
+        Self::around(forget, self.inner.update_chatflow(workspace, id, patch)).await
     }
 
     async fn delete_chatflow(&self, workspace: Uuid, id: Uuid) -> StoreResult<bool> {
-        self.chatflows.invalidate(|_, flow| flow.id == id);
-        self.forget_listings(workspace);
-        let deleted = self.inner.delete_chatflow(workspace, id).await;
-        self.chatflows.invalidate(|_, flow| flow.id == id);
-        self.forget_listings(workspace);
-        deleted
+        let forget = || self.forget_chatflow(workspace, Some(id));
+        Self::around(forget, self.inner.delete_chatflow(workspace, id)).await
     }
 
     async fn find_chatflow(&self, id: Uuid) -> StoreResult<Option<Arc<Chatflow>>> {
-        let generation = match self.chatflows.get(&id) {
-            Ok(flow) => return Ok(Some(flow)),
-            Err(generation) => generation,
-        };
-        let flow = self.inner.find_chatflow(id).await?;
-        if let Some(flow) = &flow {
-            self.chatflows.fill(id, Arc::clone(flow), generation);
-        }
-        Ok(flow)
+        self.chatflows
+            .get_or_load(&id, self.inner.find_chatflow(id))
+            .await
     }
 
     async fn append_chat_messages(

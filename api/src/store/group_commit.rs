@@ -72,33 +72,29 @@ async fn write_loop(store: Arc<dyn Store>, mut queue: mpsc::Receiver<Pending>) {
 
 /// Stores `batch` (emptying it) in one transaction, falling back to one per run.
 async fn commit(store: &dyn Store, batch: &mut Vec<Pending>) {
-    if batch.len() == 1 {
-        if let Some(run) = batch.pop() {
-            let _ = run
-                .reply
-                .send(store.append_chat_messages(run.messages).await);
+    if batch.len() > 1 {
+        let counts: Vec<usize> = batch.iter().map(|run| run.messages.len()).collect();
+        // Copies, so that the runs can still be stored one by one if this fails.
+        let all: Vec<NewChatMessage> = batch
+            .iter()
+            .flat_map(|run| run.messages.iter().cloned())
+            .collect();
+        match store.append_chat_messages(all).await {
+            Ok(records) => {
+                let mut records = records.into_iter();
+                for (run, count) in batch.drain(..).zip(counts) {
+                    let _ = run.reply.send(Ok(records.by_ref().take(count).collect()));
+                }
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(runs = batch.len(), error = %e, "group commit failed; storing each run on its own");
+            }
         }
-        return;
     }
-    let counts: Vec<usize> = batch.iter().map(|run| run.messages.len()).collect();
-    let all: Vec<NewChatMessage> = batch
-        .iter()
-        .flat_map(|run| run.messages.iter().cloned())
-        .collect();
-    match store.append_chat_messages(all).await {
-        Ok(records) => {
-            let mut records = records.into_iter();
-            for (run, count) in batch.drain(..).zip(counts) {
-                let _ = run.reply.send(Ok(records.by_ref().take(count).collect()));
-            }
-        }
-        Err(e) => {
-            tracing::warn!(runs = batch.len(), error = %e, "group commit failed; storing each run on its own");
-            for run in batch.drain(..) {
-                let _ = run
-                    .reply
-                    .send(store.append_chat_messages(run.messages).await);
-            }
-        }
+    for run in batch.drain(..) {
+        let _ = run
+            .reply
+            .send(store.append_chat_messages(run.messages).await);
     }
 }

@@ -60,6 +60,16 @@ pub struct Listing<T> {
     pub total: u64,
 }
 
+/// An empty page (not derived: that would ask `T: Default`).
+impl<T> Default for Listing<T> {
+    fn default() -> Self {
+        Listing {
+            items: Vec::new(),
+            total: 0,
+        }
+    }
+}
+
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     /// Short name of the backend, for logs and health output.
