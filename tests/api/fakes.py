@@ -1,16 +1,48 @@
 """Fake LLM providers: real HTTP servers on loopback speaking the OpenAI chat
-completions, Anthropic Messages and Ollama chat wire formats, streaming their
-answers chunk by chunk. They record what they were sent, so tests can check the
-messages a flow built (memory, prompts, overrides).
+completions (Azure OpenAI and Mistral included), Anthropic Messages and Ollama chat
+wire formats, streaming their answers chunk by chunk. They record what they were
+sent, so tests can check the messages a flow built (memory, prompts, overrides,
+tool turns).
 
 The answer to a conversation is `Echo: <last user message>`, sent word by word.
 Special questions: `FAIL_MIDWAY` sends two chunks then a provider error;
 `SLOW` sends a chunk every 0.2 s for 20 s (to observe a disconnect), `SLOWISH`
-one every 0.1 s for 1 s."""
+one every 0.1 s for 1 s.
+
+Tool calls. When a request offers tools, directives in the conversation make the
+model call them natively, in the provider's own wire format (OpenAI: streamed
+`delta.tool_calls` with the arguments split across chunks and finish_reason
+`tool_calls`; Anthropic: `tool_use` content blocks with `input_json_delta` pieces
+and stop_reason `tool_use`; Ollama: `message.tool_calls` with an arguments object).
+A directive is read from the last user *text* message (tool results do not count);
+when that message has none, from the system prompt (so a worker's or agent's own
+prompt can carry one). JSON may be written with doubled braces (`{{"a": 1}}`), as
+prompt templates require; text after the JSON object is ignored.
+
+- `CALL <tool> <json> ;; CALL <tool> <json> ...`: with n tool results after that
+  user message, the model makes the (n+1)-th call; after the last one it answers
+  `Done: <content of the last tool result>`.
+- `LOOP <tool> <json>`: the model calls that tool again every time.
+- `PARALLEL <tool> <json> && <tool> <json>`: several calls in ONE response, then
+  `Done: <content of the last tool result>`.
+- `ROUTE a,b,...` (a supervisor: the request's tools include `route`): the k-th
+  supervisor call for the user message holding the directive (the first one in the
+  conversation) routes to the k-th name, then `FINISH`, with arguments
+  `{"reasoning", "next", "instructions": "do part k"}`. The count is kept per
+  message text: give each question a unique nonce.
+
+No directive, or no tools: the Echo behaviour above.
+
+Keys: `Authorization: Bearer sk-good` (OpenAI-compatible), `api-key: sk-good`
+(Azure, whose path is `/openai/deployments/<dep>/chat/completions?api-version=V`),
+`x-api-key: sk-good` (Anthropic). Every request is recorded with its full path
+(query included), headers and body."""
 
 import json
+import re
 import threading
 import time
+import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 GOOD_KEY = "sk-good"
@@ -26,11 +58,147 @@ def pieces(text):
     return [w if i == 0 else " " + w for i, w in enumerate(words)]
 
 
+def halves(text):
+    """A JSON text in two non-empty pieces (three when it is long enough)."""
+    if len(text) < 4:
+        return [text[:1], text[1:]]
+    third = len(text) // 3
+    return [text[:third], text[third:2 * third], text[2 * third:]]
+
+
+# --- The conversation, whatever the provider ---------------------------------------
+
+class Turn:
+    """One step of a conversation: `role` is user, assistant or tool; `calls` are
+    (name, arguments) pairs an assistant made."""
+
+    def __init__(self, role, text="", calls=()):
+        self.role, self.text, self.calls = role, text, list(calls)
+
+
+def _text_of(content):
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+    return "" if content is None else str(content)
+
+
+def openai_conversation(body):
+    """(system text, turns) of a chat completions or Ollama request."""
+    system, turns = [], []
+    for m in body.get("messages", []):
+        role = m.get("role")
+        if role == "system":
+            system.append(_text_of(m.get("content")))
+        elif role == "tool":
+            turns.append(Turn("tool", _text_of(m.get("content"))))
+        elif role == "assistant":
+            calls = [(c["function"]["name"], c["function"].get("arguments")) for c in m.get("tool_calls") or []]
+            turns.append(Turn("assistant", _text_of(m.get("content")), calls))
+        else:
+            turns.append(Turn("user", _text_of(m.get("content"))))
+    return "\n\n".join(system), turns
+
+
+def anthropic_conversation(body):
+    """(system text, turns) of a Messages request: content blocks become turns."""
+    turns = []
+    for m in body.get("messages", []):
+        content = m.get("content")
+        if isinstance(content, str):
+            turns.append(Turn(m["role"], content))
+            continue
+        calls = []
+        for block in content or []:
+            kind = block.get("type")
+            if kind == "tool_result":
+                turns.append(Turn("tool", _text_of(block.get("content"))))
+            elif kind == "tool_use":
+                calls.append((block["name"], block.get("input")))
+            elif kind == "text" and m["role"] == "user":
+                turns.append(Turn("user", block.get("text", "")))
+            elif kind == "text":
+                turns.append(Turn("assistant", block.get("text", "")))
+        if calls:
+            turns.append(Turn("assistant", "", calls))
+    return _text_of(body.get("system", "")), turns
+
+
+def last_user_text(turns):
+    return next((t.text for t in reversed(turns) if t.role == "user"), "")
+
+
+def tool_names(body):
+    names = []
+    for tool in body.get("tools") or []:
+        names.append(tool["function"]["name"] if "function" in tool else tool.get("name"))
+    return names
+
+
+# --- Directives ---------------------------------------------------------------------
+
+_DIRECTIVE = re.compile(r"\b(CALL|LOOP|PARALLEL)\s")
+_ROUTE = re.compile(r"\bROUTE\s+([\w-]+(?:,[\w-]+)*)")
+_TOOL_AND_JSON = re.compile(r"\s*(\S+)\s+(.*)", re.S)
+
+
+def _json_prefix(text):
+    text = text.strip()
+    if text.startswith("{{"):
+        text = text.replace("{{", "{").replace("}}", "}")
+    value, _ = json.JSONDecoder().raw_decode(text)
+    return value
+
+
+def _tool_call(text):
+    """`<tool> <json>` → (tool, arguments), or None."""
+    m = _TOOL_AND_JSON.match(text)
+    if not m:
+        return None
+    try:
+        return m.group(1), _json_prefix(m.group(2))
+    except ValueError:
+        return None
+
+
+def parse_directive(text):
+    """("CALL" | "LOOP" | "PARALLEL", [(tool, arguments), ...]) or None."""
+    m = _DIRECTIVE.search(text or "")
+    if not m:
+        return None
+    kind, rest = m.group(1), text[m.end():]
+    if kind == "CALL":
+        calls = []
+        for segment in rest.split(" ;; "):
+            segment = segment.strip()
+            segment = segment[len("CALL"):] if segment.startswith("CALL ") else segment
+            call = _tool_call(segment)
+            if call is None:
+                break
+            calls.append(call)
+    elif kind == "LOOP":
+        calls = [c for c in [_tool_call(rest)] if c]
+    else:
+        calls = [c for c in map(_tool_call, rest.split(" && ")) if c]
+    return (kind, calls) if calls else None
+
+
+class Answer:
+    """What the fake model says: `calls` [(name, arguments)] or `text`."""
+
+    def __init__(self, calls=None, text=None):
+        self.calls, self.text = calls, text
+
+
+# --- The servers ----------------------------------------------------------------------
+
 class FakeProviders:
     def __init__(self):
         self.requests = []  # (path, headers, body)
         self.disconnected = threading.Event()
         self.lock = threading.Lock()
+        self.routes = {}  # supervisor calls seen per ROUTE message text
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -44,12 +212,13 @@ class FakeProviders:
                 body = json.loads(self.rfile.read(length) or b"{}")
                 with fake.lock:
                     fake.requests.append((self.path, dict(self.headers), body))
+                path = self.path.split("?", 1)[0]
                 try:
-                    if self.path.endswith("/chat/completions"):
+                    if path.endswith("/chat/completions"):
                         fake.openai(self, body)
-                    elif self.path.endswith("/v1/messages"):
+                    elif path.endswith("/v1/messages"):
                         fake.anthropic(self, body)
-                    elif self.path.endswith("/api/chat"):
+                    elif path.endswith("/api/chat"):
                         fake.ollama(self, body)
                     else:
                         self.send_error(404)
@@ -64,16 +233,33 @@ class FakeProviders:
     def close(self):
         self.server.shutdown()
 
-    def last(self, suffix):
+    def last_request(self, suffix):
+        """(path with query, headers, body) of the last request whose path (query
+        left out) ends with `suffix`."""
         with self.lock:
             for path, headers, body in reversed(self.requests):
-                if path.endswith(suffix):
-                    return body
+                if path.split("?", 1)[0].endswith(suffix):
+                    return path, headers, body
         raise AssertionError(f"no request to {suffix}")
+
+    def last(self, suffix):
+        return self.last_request(suffix)[2]
 
     def count(self, suffix):
         with self.lock:
-            return sum(1 for p, _, _ in self.requests if p.endswith(suffix))
+            return sum(1 for p, _, _ in self.requests if p.split("?", 1)[0].endswith(suffix))
+
+    def bodies(self, suffix, containing=""):
+        """Bodies of every request to `suffix` whose JSON text contains `containing`."""
+        with self.lock:
+            return [b for p, _, b in self.requests
+                    if p.split("?", 1)[0].endswith(suffix) and containing in json.dumps(b)]
+
+    def supervisor_calls(self, fragment):
+        """How many supervisor (route) calls were made for the ROUTE question
+        containing `fragment`."""
+        with self.lock:
+            return sum(n for text, n in self.routes.items() if fragment in text)
 
     @staticmethod
     def reply_json(h, status, payload):
@@ -90,25 +276,80 @@ class FakeProviders:
         h.send_header("Content-Type", content_type)
         h.end_headers()
 
-    def script(self, messages):
-        question = next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
+    def script(self, question):
+        """Echo chunks for a question: (chunks, delay between them, fail after)."""
         # A webhook asks its body as JSON text: {"q": "SLOW"} counts as ending in SLOW.
-        question = question.rstrip('"}')
-        if question.endswith("SLOWISH"):
+        ending = question.rstrip('"}')
+        if ending.endswith("SLOWISH"):
             return ["tick "] * 10, 0.1, False
-        if question.endswith("SLOW"):
+        if ending.endswith("SLOW"):
             return ["tick "] * 100, 0.2, False
-        if question.endswith("FAIL_MIDWAY"):
+        if ending.endswith("FAIL_MIDWAY"):
             return ["Partial", " answer"], 0.0, True
-        return pieces(answer_for(messages)), 0.0, False
+        return pieces(f"Echo: {question}"), 0.0, False
+
+    def decide(self, body, system, turns):
+        """The tool calls or the final text a directive asks for; None to echo."""
+        names = tool_names(body)
+        if not names:
+            return None
+        if "route" in names:
+            for turn in turns:
+                m = _ROUTE.search(turn.text) if turn.role == "user" else None
+                if m:
+                    return Answer(calls=[self.route(turn.text, m.group(1).split(","))])
+        last_user = max((i for i, t in enumerate(turns) if t.role == "user"), default=-1)
+        results = [t.text for t in turns[last_user + 1:] if t.role == "tool"]
+        directive = parse_directive(turns[last_user].text if last_user >= 0 else "") or parse_directive(system)
+        if directive is None:
+            return None
+        kind, calls = directive
+        done = Answer(text=f"Done: {results[-1]}" if results else "Done: nothing")
+        if kind == "LOOP":
+            return Answer(calls=calls[:1])
+        if kind == "PARALLEL":
+            return Answer(calls=calls) if not results else done
+        return Answer(calls=[calls[len(results)]]) if len(results) < len(calls) else done
+
+    def route(self, text, names):
+        with self.lock:
+            k = self.routes.get(text, 0)
+            self.routes[text] = k + 1
+        nxt = names[k] if k < len(names) else "FINISH"
+        return "route", {"reasoning": f"step {k + 1}", "next": nxt, "instructions": f"do part {k + 1}"}
+
+    # OpenAI-compatible (OpenAI, Azure OpenAI, Mistral, vLLM...)
 
     def openai(self, h, body):
-        if h.headers.get("Authorization") != f"Bearer {GOOD_KEY}":
+        auth = h.headers.get("Authorization")
+        key_ok = auth == f"Bearer {GOOD_KEY}" if auth is not None else h.headers.get("api-key") == GOOD_KEY
+        if not key_ok:
             return self.reply_json(h, 401, {"error": {"message": "Incorrect API key provided", "type": "invalid_request_error"}})
         if body.get("model") == "missing-model":
             return self.reply_json(h, 404, {"error": {"message": "The model `missing-model` does not exist"}})
-        chunks, delay, fail = self.script(body["messages"])
+        system, turns = openai_conversation(body)
+        answer = self.decide(body, system, turns)
         self.start_stream(h, "text/event-stream")
+
+        def send(payload):
+            h.wfile.write(f"data: {json.dumps(payload)}\n\n".encode())
+            h.wfile.flush()
+
+        def choice(delta, finish=None):
+            return {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "model": body.get("model"),
+                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+        if answer and answer.calls:
+            send(choice({"role": "assistant", "content": None}))
+            for k, (name, arguments) in enumerate(answer.calls):
+                send(choice({"tool_calls": [{"index": k, "id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",
+                                             "function": {"name": name, "arguments": ""}}]}))
+                for part in halves(json.dumps(arguments)):
+                    send(choice({"tool_calls": [{"index": k, "function": {"arguments": part}}]}))
+            send(choice({}, "tool_calls"))
+            h.wfile.write(b"data: [DONE]\n\n")
+            return
+        chunks, delay, fail = (pieces(answer.text), 0.0, False) if answer else self.script(last_user_text(turns))
         h.wfile.write(b'data: {"choices":[{"index":0,"delta":{"role":"assistant"}}]}\n\n')
         for c in chunks:
             h.wfile.write(f"data: {json.dumps({'choices': [{'index': 0, 'delta': {'content': c}}]})}\n\n".encode())
@@ -119,18 +360,36 @@ class FakeProviders:
             return
         h.wfile.write(b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n')
 
+    # Anthropic Messages
+
     def anthropic(self, h, body):
         if h.headers.get("x-api-key") != GOOD_KEY:
             return self.reply_json(h, 401, {"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}})
-        msgs = body["messages"]
-        chunks, delay, fail = self.script(msgs)
+        system, turns = anthropic_conversation(body)
+        answer = self.decide(body, system, turns)
         self.start_stream(h, "text/event-stream")
 
         def event(name, data):
             h.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
             h.wfile.flush()
 
-        event("message_start", {"type": "message_start", "message": {"id": "m", "content": []}})
+        event("message_start", {"type": "message_start", "message": {
+            "id": f"msg_{uuid.uuid4().hex[:24]}", "type": "message", "role": "assistant", "content": [],
+            "model": body.get("model"), "stop_reason": None, "stop_sequence": None,
+            "usage": {"input_tokens": 10, "output_tokens": 1}}})
+        if answer and answer.calls:
+            for k, (name, arguments) in enumerate(answer.calls):
+                event("content_block_start", {"type": "content_block_start", "index": k, "content_block": {
+                    "type": "tool_use", "id": f"toolu_{uuid.uuid4().hex[:24]}", "name": name, "input": {}}})
+                for part in halves(json.dumps(arguments)):
+                    event("content_block_delta", {"type": "content_block_delta", "index": k,
+                                                  "delta": {"type": "input_json_delta", "partial_json": part}})
+                event("content_block_stop", {"type": "content_block_stop", "index": k})
+            event("message_delta", {"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+                                    "usage": {"output_tokens": 20}})
+            event("message_stop", {"type": "message_stop"})
+            return
+        chunks, delay, fail = (pieces(answer.text), 0.0, False) if answer else self.script(last_user_text(turns))
         event("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})
         event("ping", {"type": "ping"})
         for c in chunks:
@@ -140,21 +399,37 @@ class FakeProviders:
             event("error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
             return
         event("content_block_stop", {"type": "content_block_stop", "index": 0})
+        event("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                                "usage": {"output_tokens": len(chunks)}})
         event("message_stop", {"type": "message_stop"})
+
+    # Ollama native chat
 
     def ollama(self, h, body):
         if body.get("model") == "missing-model":
             return self.reply_json(h, 404, {"error": "model 'missing-model' not found"})
-        chunks, delay, fail = self.script(body["messages"])
+        system, turns = openai_conversation(body)
+        answer = self.decide(body, system, turns)
         self.start_stream(h, "application/x-ndjson")
-        for c in chunks:
-            h.wfile.write((json.dumps({"model": body["model"], "message": {"role": "assistant", "content": c}, "done": False}) + "\n").encode())
+
+        def line(message, done, **extra):
+            h.wfile.write((json.dumps({"model": body["model"], "created_at": "2024-01-01T00:00:00Z",
+                                       "message": message, "done": done, **extra}) + "\n").encode())
             h.wfile.flush()
+
+        if answer and answer.calls:
+            line({"role": "assistant", "content": "", "tool_calls": [
+                {"function": {"name": name, "arguments": arguments}} for name, arguments in answer.calls]}, False)
+            line({"role": "assistant", "content": ""}, True, done_reason="stop")
+            return
+        chunks, delay, fail = (pieces(answer.text), 0.0, False) if answer else self.script(last_user_text(turns))
+        for c in chunks:
+            line({"role": "assistant", "content": c}, False)
             time.sleep(delay)
         if fail:
             h.wfile.write(b'{"error":"runner crashed"}\n')
             return
-        h.wfile.write((json.dumps({"model": body["model"], "message": {"role": "assistant", "content": ""}, "done": True}) + "\n").encode())
+        line({"role": "assistant", "content": ""}, True)
 
 
 class FakeTelegram:
