@@ -4,6 +4,7 @@ import uuid
 
 import pytest
 
+from tool_runtime import start_runtime, use_runtime
 from weir_harness import Api, Weir, backends
 
 
@@ -39,3 +40,29 @@ def api(server) -> Api:
     return Api(server.url, server.create_key(workspace=ws))
 
 
+
+
+@pytest.fixture(scope="session")
+def py_runtime(tmp_path_factory):
+    """The real Python tool runtime, shared by the session (runtimes are slow to start)."""
+    runtime = start_runtime(tmp_path_factory.mktemp("pyruntime"))
+    yield runtime
+    runtime.stop()
+
+
+@pytest.fixture(scope="session", params=backends())
+def py_server(request, py_runtime, tmp_path_factory):
+    """One weir per backend whose Python tools run on `py_runtime`. Its environment
+    holds WEIR_TEST_REGION=eu-test, which a `runtime` workspace variable reads."""
+    w = use_runtime(Weir(tmp_path_factory.mktemp(f"weir-py-{request.param}"), request.param), py_runtime)
+    w.env["WEIR_TEST_REGION"] = "eu-test"
+    w.start()
+    yield w
+    w.cleanup()
+
+
+@pytest.fixture
+def py_api(py_server) -> Api:
+    """Like `api`, on `py_server`."""
+    ws = f"ws-{uuid.uuid4().hex[:8]}"
+    return Api(py_server.url, py_server.create_key(workspace=ws))

@@ -234,12 +234,12 @@ class FakeProviders:
         self.server.shutdown()
 
     def last_request(self, suffix):
-        """(path with query, headers, body) of the last request whose path (query
-        left out) ends with `suffix`."""
+        """(path with query, headers with lower-case names, body) of the last request
+        whose path (query left out) ends with `suffix`."""
         with self.lock:
             for path, headers, body in reversed(self.requests):
                 if path.split("?", 1)[0].endswith(suffix):
-                    return path, headers, body
+                    return path, {k.lower(): v for k, v in headers.items()}, body
         raise AssertionError(f"no request to {suffix}")
 
     def last(self, suffix):
@@ -468,6 +468,56 @@ class FakeTelegram:
     def methods(self, method):
         with self.lock:
             return [(token, body) for token, m, body in self.calls if m == method]
+
+    def close(self):
+        self.server.shutdown()
+
+
+class FakeSite:
+    """A web site on a loopback address (any of 127.0.0.0/8): GET answers `body`,
+    POST answers `posted: <request body>`; with `redirect_to` every request is a 302
+    there. Records each request as (method, path, headers with lower-case names, body)."""
+
+    def __init__(self, host="127.0.0.1", body="hello from the site", redirect_to=None):
+        self.hits = []
+        self.body = body
+        self.redirect_to = redirect_to
+        site = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.0"
+
+            def log_message(self, *args):
+                pass
+
+            def answer(self, method):
+                length = int(self.headers.get("content-length") or 0)
+                data = self.rfile.read(length).decode(errors="replace") if length else ""
+                site.hits.append((method, self.path, {k.lower(): v for k, v in self.headers.items()}, data))
+                if site.redirect_to:
+                    self.send_response(302)
+                    self.send_header("Location", site.redirect_to)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                payload = (site.body if method == "GET" else f"posted: {data}").encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; charset=utf-8")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def do_GET(self):
+                self.answer("GET")
+
+            def do_POST(self):
+                self.answer("POST")
+
+        self.server = ThreadingHTTPServer((host, 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self.url = f"http://{host}:{self.port}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def close(self):
         self.server.shutdown()

@@ -158,6 +158,6 @@ def test_azure_path_and_key_are_recorded(fake):
     text = openai(fake, [{"role": "user", "content": "hi azure"}], path=path, headers={"api-key": GOOD_KEY})[0]
     assert text == "Echo: hi azure"
     recorded, headers, _ = fake.last_request("/chat/completions")
-    assert recorded == path and headers["api-key"] == GOOD_KEY
+    assert recorded == path and headers["api-key"] == GOOD_KEY and "authorization" not in headers
     bad = requests.post(fake.url + path, json={"messages": []}, headers={"api-key": "nope"}, timeout=5)
     assert bad.status_code == 401

@@ -1,0 +1,82 @@
+"""Client helpers of the engine tests: create a chatflow, ask it in JSON or SSE,
+and check an SSE answer against the contract (README "Predictions")."""
+
+import json
+import uuid
+
+# Events that may follow the tokens, in this order, each only when non-empty.
+AFTER_TOKENS = ["sourceDocuments", "usedTools", "agentReasoning", "artifacts"]
+
+
+def nonce() -> str:
+    """A unique marker to put in a question (the fake's ROUTE state is per question,
+    and `fake.bodies(suffix, marker)` finds one run's provider calls)."""
+    return f"n-{uuid.uuid4().hex[:10]}"
+
+
+def create_flow(api, flow_data, **fields) -> str:
+    r = api.post("/chatflows", json={"name": "flow", "flowData": flow_data, **fields})
+    assert r.status_code == 201, r.text
+    return r.json()["id"]
+
+
+def predict(api, flow_id, question, key="default", **body):
+    return api.post(f"/prediction/{flow_id}", json={"question": question, **body}, key=key)
+
+
+def ask(api, flow_id, question, **body) -> dict:
+    """The JSON answer of a prediction that must succeed."""
+    r = predict(api, flow_id, question, **body)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def sse_events(response):
+    """(event, data) pairs of an SSE answer, checking Flowise's framing."""
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"].startswith("text/event-stream"), response.headers
+    events = []
+    name = None
+    for raw in response.iter_lines(decode_unicode=True):
+        if raw.startswith("event:"):
+            name = raw[len("event:"):].strip()
+        elif raw.startswith("data:"):
+            payload = json.loads(raw[len("data:"):].strip())
+            assert set(payload) == {"event", "data"}, payload
+            assert payload["event"] == name, (payload, name)
+            events.append((payload["event"], payload["data"]))
+    return events
+
+
+def stream(api, flow_id, question, **body):
+    """The SSE events of a streamed prediction."""
+    r = api.post(f"/prediction/{flow_id}", json={"question": question, "streaming": True, **body},
+                 headers={"Accept": "text/event-stream"}, stream=True)
+    return sse_events(r)
+
+
+def assert_stream(events, text, extras):
+    """`start`, `token`*, then exactly the `extras` (names from AFTER_TOKENS, in
+    the contract's order), `metadata`, `end`; the tokens make `text`, and metadata
+    repeats each extra. Returns {event name: data} of the events after the tokens."""
+    names = [e for e, _ in events]
+    tokens = [d for e, d in events if e == "token"]
+    assert names[0] == "start" and events[0][1] == tokens[0], names
+    count = len(tokens)
+    assert names[1:1 + count] == ["token"] * count, names
+    expected = [e for e in AFTER_TOKENS if e in extras] + ["metadata", "end"]
+    assert names[1 + count:] == expected, names
+    assert "".join(tokens) == text
+    after = dict(events[1 + count:])
+    meta = after["metadata"]
+    for key in ("chatId", "chatMessageId", "question", "sessionId"):
+        assert meta.get(key), (key, meta)
+    for extra in extras:
+        assert after[extra] and meta[extra] == after[extra], (extra, after[extra], meta.get(extra))
+    assert after["end"] == "[DONE]"
+    return after
+
+
+def tools_used(items):
+    """(tool, toolInput, toolOutput) of each usedTools item."""
+    return [(t["tool"], t["toolInput"], t["toolOutput"]) for t in items]

@@ -1,0 +1,172 @@
+"""Python tools through weir and the real Python runtime: stored tools (`pythonTool`
+with toolId, Flowise's `customTool` with selectedTool) and inline ones, workspace
+variables ($vars, runtime variables, overrideConfig.vars), $flow, artifacts served
+by weir with the workspace's key, JavaScript refused, the runtime going away."""
+
+import json
+import re
+import time
+
+import pytest
+import requests
+
+import flows
+from fakes import FakeProviders
+from prediction_client import assert_stream, ask, create_flow, predict, stream, tools_used
+from tool_runtime import start_runtime, use_runtime
+from weir_harness import Api, Weir, assert_error
+
+
+@pytest.fixture(scope="module")
+def fake():
+    f = FakeProviders()
+    yield f
+    f.close()
+
+
+FORECAST_CODE = '''import csv
+
+
+def main(city, days=1):
+    unit = "{{$vars.unit}}"
+    region = "{{$vars.WEIR_TEST_REGION}}"
+    session = "{{$flow.sessionId}}"
+    with open("forecast.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["city", "days", "unit", "session"])
+        writer.writerow([city, days, unit, session])
+    return {"city": city, "days": days, "unit": unit, "region": region, "session": session}
+'''
+
+FORECAST = {
+    "name": "forecast",
+    "description": "Writes a forecast table for a city",
+    "schema": [
+        {"property": "city", "type": "string", "description": "City name", "required": True},
+        {"property": "days", "type": "number", "description": "How many days", "required": False},
+    ],
+    "code": FORECAST_CODE,
+    "requirements": [],
+}
+
+ASK_FORECAST = 'Forecast please. CALL forecast {"city": "Paris", "days": 2}'
+
+
+def create_tool(api, tool=FORECAST) -> str:
+    r = api.post("/tools", json=tool)
+    assert r.status_code == 201, r.text
+    return r.json()["id"]
+
+
+def create_variables(api):
+    """`unit` (static) and WEIR_TEST_REGION (runtime: py_server's environment holds it)."""
+    for var in ({"name": "unit", "value": "celsius"}, {"name": "WEIR_TEST_REGION", "type": "runtime"}):
+        r = api.post("/variables", json=var)
+        assert r.status_code == 201, r.text
+
+
+def workspace_of(api):
+    return next(k["workspace"] for k in api.get("/apikey").json())
+
+
+def forecast_flow(api, fake, node="pythonTool"):
+    tool_id = create_tool(api)
+    tool = flows.python_tool(toolId=tool_id) if node == "pythonTool" else flows.custom_tool(tool_id)
+    return create_flow(api, flows.tool_agent(flows.openai_model(fake.url), [tool]))
+
+
+def forecast_output(body):
+    [(tool, arguments, output)] = tools_used(body["usedTools"])
+    assert (tool, arguments) == ("forecast", {"city": "Paris", "days": 2})
+    assert body["text"] == f"Done: {output}"
+    return json.loads(output)
+
+
+@pytest.mark.parametrize("node", ["pythonTool", "customTool"])
+def test_a_stored_python_tool_runs_with_variables_and_writes_an_artifact(py_server, py_api, fake, node):
+    create_variables(py_api)
+    flow = forecast_flow(py_api, fake, node)
+    body = ask(py_api, flow, ASK_FORECAST, chatId="sess-42")
+    assert forecast_output(body) == {"city": "Paris", "days": 2, "unit": "celsius", "region": "eu-test",
+                                     "session": "sess-42"}
+
+    # The model was offered the tool's schema as JSON Schema.
+    [offered] = fake.last("/chat/completions")["tools"]
+    assert offered["function"]["name"] == "forecast"
+    parameters = offered["function"]["parameters"]
+    assert parameters["properties"]["city"]["type"] == "string"
+    assert parameters["properties"]["days"]["type"] == "number"
+    assert parameters.get("required") == ["city"]
+
+    [artifact] = body["artifacts"]
+    workspace = workspace_of(py_api)
+    assert re.fullmatch(r"forecast(-\d+)?\.csv", artifact["filename"]), artifact
+    assert artifact["type"] == "csv" and artifact["mimeType"].startswith("text/csv")
+    assert artifact["url"] == artifact["data"] == f"/api/v1/artifacts/{workspace}/{artifact['filename']}"
+
+    r = requests.get(py_api.url + artifact["url"], headers={"Authorization": f"Bearer {py_api.key}"}, timeout=10)
+    assert r.status_code == 200, r.text
+    assert "Paris,2,celsius,sess-42" in r.text and len(r.content) == artifact["size"]
+    assert requests.get(py_api.url + artifact["url"], params={"apiKey": py_api.key}, timeout=10).text == r.text
+    assert_error(requests.get(py_api.url + artifact["url"], timeout=10), 401)
+    stranger = py_server.create_key(workspace="artifact-stranger")
+    assert_error(requests.get(py_api.url + artifact["url"], headers={"Authorization": f"Bearer {stranger}"},
+                              timeout=10), 404)
+
+
+def test_a_streamed_python_tool_answer_carries_its_artifacts(py_api, fake):
+    create_variables(py_api)
+    flow = forecast_flow(py_api, fake)
+    text = ask(py_api, flow, ASK_FORECAST, chatId="sse-1")["text"]
+    after = assert_stream(stream(py_api, flow, ASK_FORECAST, chatId="sse-1"), text, ["usedTools", "artifacts"])
+    [artifact] = after["artifacts"]
+    assert artifact["filename"].endswith(".csv") and artifact["url"].startswith("/api/v1/artifacts/")
+
+
+def test_override_config_vars_replace_workspace_variables(py_api, fake):
+    create_variables(py_api)
+    flow = forecast_flow(py_api, fake)
+    assert forecast_output(ask(py_api, flow, ASK_FORECAST))["unit"] == "celsius"
+    overridden = ask(py_api, flow, ASK_FORECAST, overrideConfig={"vars": {"unit": "kelvin"}})
+    assert forecast_output(overridden)["unit"] == "kelvin"
+    assert forecast_output(ask(py_api, flow, ASK_FORECAST))["unit"] == "celsius", "an override lasts one request"
+
+
+def inline_adder(**inputs):
+    schema = [{"property": "a", "type": "number", "description": "First", "required": True},
+              {"property": "b", "type": "number", "description": "Second", "required": True}]
+    return flows.python_tool(toolName="add_numbers", toolDescription="Adds two numbers", schema=json.dumps(schema),
+                             code="def main(a, b):\n    return f'sum={a + b}'\n", **inputs)
+
+
+def test_an_inline_python_tool(py_api, fake):
+    flow = create_flow(py_api, flows.tool_agent(flows.openai_model(fake.url), [inline_adder(timeout=20)]))
+    body = ask(py_api, flow, 'Add them. CALL add_numbers {"a": 2, "b": 3}')
+    assert tools_used(body["usedTools"]) == [("add_numbers", {"a": 2, "b": 3}, "sum=5")]
+    assert body["text"] == "Done: sum=5" and not body.get("artifacts")
+
+
+def test_a_javascript_custom_tool_is_refused(py_api, fake):
+    tool = flows.custom_tool(create_tool(py_api), customToolFunc="const fetch = require('node-fetch');\nreturn 'hi';")
+    flow = create_flow(py_api, flows.tool_agent(flows.openai_model(fake.url), [tool]))
+    assert "JavaScript" in assert_error(predict(py_api, flow, "hi"), 400)["message"]
+
+
+def test_the_runtime_going_away_is_a_tool_error(fake, tmp_path_factory):
+    """A runtime and weir of its own: the shared runtime keeps running."""
+    runtime = start_runtime(tmp_path_factory.mktemp("pyruntime-down"))
+    w = use_runtime(Weir(tmp_path_factory.mktemp("weir-runtime-down"), "sqlite"), runtime).start()
+    try:
+        api = Api(w.url, w.create_key())
+        flow = create_flow(api, flows.tool_agent(flows.openai_model(fake.url), [inline_adder()]))
+        question = 'CALL add_numbers {"a": 2, "b": 3}'
+        assert ask(api, flow, question)["text"] == "Done: sum=5"
+        runtime.stop()
+        started = time.monotonic()
+        body = ask(api, flow, question)
+        assert time.monotonic() - started < 10
+        [(_, _, output)] = tools_used(body["usedTools"])
+        assert output.startswith("Error:") and "python runtime" in output.lower(), output
+    finally:
+        w.cleanup()
+        runtime.stop()

@@ -1,0 +1,148 @@
+"""requests_get / requests_post tools and their guard: loopback, private, link-local
+(cloud metadata) and CGNAT addresses are refused after name resolution and on
+every redirect, as a tool error (the prediction still answers 200);
+ALLOW_PRIVATE_REQUESTS lets listed addresses (or all, with `true`) through."""
+
+import pytest
+
+import flows
+from fakes import FakeProviders, FakeSite
+from prediction_client import ask, create_flow, tools_used
+from weir_harness import Api, Weir
+
+
+@pytest.fixture(scope="module")
+def fake():
+    f = FakeProviders()
+    yield f
+    f.close()
+
+
+@pytest.fixture(scope="module")
+def inner():
+    """A site on 127.0.0.1 that no test may reach unless everything is allowed."""
+    site = FakeSite("127.0.0.1", body="inner secret")
+    yield site
+    site.close()
+
+
+@pytest.fixture(scope="module")
+def outer():
+    """A site on 127.0.0.2, the address the allow-listing server lets through."""
+    site = FakeSite("127.0.0.2", body="public page")
+    yield site
+    site.close()
+
+
+@pytest.fixture(scope="module")
+def redirector(inner):
+    """On 127.0.0.2, redirecting every request to the inner site."""
+    site = FakeSite("127.0.0.2", redirect_to=f"{inner.url}/secret")
+    yield site
+    site.close()
+
+
+def weir_allowing(tmp_path_factory, allow):
+    w = Weir(tmp_path_factory.mktemp("weir-allow"), "sqlite")
+    w.env["ALLOW_PRIVATE_REQUESTS"] = allow
+    return w.start()
+
+
+@pytest.fixture(scope="module")
+def allowing(tmp_path_factory):
+    """A server that allows 127.0.0.2 (and an unrelated TEST-NET address)."""
+    w = weir_allowing(tmp_path_factory, "192.0.2.1,127.0.0.2/32")
+    yield Api(w.url, w.create_key())
+    w.cleanup()
+
+
+def get_flow(api, fake, **inputs):
+    return create_flow(api, flows.tool_agent(flows.openai_model(fake.url), [flows.requests_get(**inputs)]))
+
+
+def fetch(api, flow, url):
+    """The toolOutput of one requests_get call the model makes for `url`."""
+    body = ask(api, flow, f'Fetch it. CALL requests_get {{"url": "{url}"}}')
+    [(tool, arguments, output)] = tools_used(body["usedTools"])
+    assert (tool, arguments) == ("requests_get", {"url": url})
+    assert body["text"] == f"Done: {output}"
+    return output
+
+
+def assert_refused(output, address):
+    assert output.startswith("Error:") and "refused" in output and address in output, output
+
+
+@pytest.mark.parametrize("url, address", [
+    ("{inner}/secret", "127.0.0.1"),
+    ("http://10.0.0.1/", "10.0.0.1"),
+    ("http://172.16.5.4/", "172.16.5.4"),
+    ("http://192.168.1.1/admin", "192.168.1.1"),
+    ("http://169.254.169.254/latest/meta-data/", "169.254.169.254"),
+    ("http://100.64.0.1/", "100.64.0.1"),
+    ("http://[::1]:{port}/secret", "::1"),
+])
+def test_private_addresses_are_refused(api, fake, inner, url, address):
+    hits = len(inner.hits)
+    flow = get_flow(api, fake)
+    assert_refused(fetch(api, flow, url.format(inner=inner.url, port=inner.port)), address)
+    assert len(inner.hits) == hits
+
+
+def test_names_are_checked_after_resolution(api, fake, inner):
+    hits = len(inner.hits)
+    output = fetch(api, get_flow(api, fake), f"http://localhost:{inner.port}/secret")
+    assert output.startswith("Error:") and "refused" in output
+    assert "127.0.0.1" in output or "::1" in output, output
+    assert len(inner.hits) == hits
+
+
+def test_the_node_url_wins_over_the_model(api, fake):
+    flow = get_flow(api, fake, url="http://169.254.169.254/latest/meta-data/")
+    assert_refused(fetch(api, flow, "http://example.invalid/"), "169.254.169.254")
+
+
+def test_post_is_guarded_too(api, fake, inner):
+    hits = len(inner.hits)
+    flow = create_flow(api, flows.tool_agent(flows.openai_model(fake.url), [flows.requests_post()]))
+    body = ask(api, flow, f'CALL requests_post {{"url": "{inner.url}/submit", "body": "a=1"}}')
+    [(tool, _, output)] = tools_used(body["usedTools"])
+    assert tool == "requests_post"
+    assert_refused(output, "127.0.0.1")
+    assert len(inner.hits) == hits
+
+
+def test_an_allowed_address_is_fetched_with_the_node_headers(allowing, fake, outer):
+    flow = get_flow(allowing, fake, headers='{"X-Weir-Test": "yes"}')
+    assert "public page" in fetch(allowing, flow, f"{outer.url}/page")
+    method, path, headers, _ = outer.hits[-1]
+    assert (method, path, headers.get("x-weir-test")) == ("GET", "/page", "yes")
+
+
+def test_a_redirect_to_a_refused_address_is_refused(allowing, fake, inner, redirector):
+    hits = len(inner.hits)
+    assert_refused(fetch(allowing, get_flow(allowing, fake), f"{redirector.url}/start"), "127.0.0.1")
+    assert redirector.hits and redirector.hits[-1][1] == "/start"
+    assert len(inner.hits) == hits, "the redirect was followed"
+
+
+def test_an_allow_list_allows_only_what_it_lists(allowing, fake, inner):
+    assert_refused(fetch(allowing, get_flow(allowing, fake), f"{inner.url}/secret"), "127.0.0.1")
+
+
+def test_an_allowed_post_sends_its_body(allowing, fake, outer):
+    flow = create_flow(allowing, flows.tool_agent(flows.openai_model(fake.url), [flows.requests_post()]))
+    body = ask(allowing, flow, f'CALL requests_post {{"url": "{outer.url}/submit", "body": "a=1"}}')
+    [(_, _, output)] = tools_used(body["usedTools"])
+    assert "posted: a=1" in output
+    method, path, _, sent = outer.hits[-1]
+    assert (method, path, sent) == ("POST", "/submit", "a=1")
+
+
+def test_true_allows_every_address(tmp_path_factory, fake, inner):
+    w = weir_allowing(tmp_path_factory, "true")
+    try:
+        api = Api(w.url, w.create_key())
+        assert "inner secret" in fetch(api, get_flow(api, fake), f"{inner.url}/secret")
+    finally:
+        w.cleanup()
