@@ -6,8 +6,8 @@ mod common;
 use weir_api::domain::apikey::generate_key;
 use weir_api::domain::trigger::LEASE_EXPIRED;
 use weir_api::domain::{
-    ChatflowPatch, ChatflowType, MessageRole, NewApiKey, NewChatMessage, NewChatflow, NewVariable,
-    Page, Permission, VariablePatch, VariableType,
+    ChatflowPatch, ChatflowType, FieldType, MessageRole, NewApiKey, NewChatMessage, NewChatflow,
+    NewTool, NewVariable, Page, Permission, ToolField, ToolPatch, VariablePatch, VariableType,
 };
 use weir_api::domain::{Delivery, ResultStatus, Trigger, TriggerType, time};
 use weir_api::services::triggers::scheduler::plan;
@@ -45,6 +45,7 @@ conformance!(
     chatflow_listing_pages_newest_first,
     chatflow_patch_keeps_other_fields,
     variable_names_are_unique_per_workspace,
+    tools_round_trip_with_unique_names,
     migrations_are_idempotent,
     chat_messages_keep_order_per_session,
     leads_are_listed_per_chatflow,
@@ -271,6 +272,113 @@ async fn variable_names_are_unique_per_workspace(t: &common::TestStore) {
     assert_eq!(store.get_variable(other.id, a.id).await.unwrap(), None);
     assert!(store.delete_variable(ws.id, a.id).await.unwrap());
     assert!(!store.delete_variable(ws.id, a.id).await.unwrap());
+}
+
+async fn tools_round_trip_with_unique_names(t: &common::TestStore) {
+    let store: &dyn Store = &*t.store;
+    let ws = store.ensure_workspace("tools").await.unwrap();
+    let other = store.ensure_workspace("tools2").await.unwrap();
+    let city = ToolField {
+        property: "city".into(),
+        field_type: FieldType::String,
+        description: "City name".into(),
+        required: true,
+        enum_values: None,
+        items: None,
+    };
+    let unit = ToolField {
+        property: "unit".into(),
+        field_type: FieldType::Enum,
+        description: String::new(),
+        required: false,
+        enum_values: Some(vec!["C".into(), "F".into()]),
+        items: None,
+    };
+    let new = |name: &str| NewTool {
+        name: name.into(),
+        description: "Weather of a city".into(),
+        schema: vec![city.clone(), unit.clone()],
+        code: "return $city".into(),
+        requirements: vec!["requests>=2.31".into()],
+    };
+    let weather = store.create_tool(ws.id, new("weather")).await.unwrap();
+    assert_eq!(
+        (weather.schema.as_slice(), weather.requirements.as_slice()),
+        (
+            [city.clone(), unit.clone()].as_slice(),
+            ["requests>=2.31".to_string()].as_slice()
+        )
+    );
+    assert_eq!(
+        store.get_tool(ws.id, weather.id).await.unwrap(),
+        Some(weather.clone())
+    );
+    match store.create_tool(ws.id, new("weather")).await {
+        Err(StoreError::Conflict(msg)) => assert!(msg.contains("weather"), "{msg}"),
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    // The same name in another workspace is fine; its tools stay apart.
+    store.create_tool(other.id, new("weather")).await.unwrap();
+    assert_eq!(store.get_tool(other.id, weather.id).await.unwrap(), None);
+    let clock = store.create_tool(ws.id, new("clock")).await.unwrap();
+    match store
+        .update_tool(
+            ws.id,
+            clock.id,
+            ToolPatch {
+                name: Some("weather".into()),
+                ..Default::default()
+            },
+        )
+        .await
+    {
+        Err(StoreError::Conflict(msg)) => assert!(msg.contains("weather"), "{msg}"),
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    let changed = store
+        .update_tool(
+            ws.id,
+            clock.id,
+            ToolPatch {
+                schema: Some(vec![]),
+                requirements: Some(vec![]),
+                code: Some("return 'noon'".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (changed.name.as_str(), changed.description.as_str()),
+        ("clock", "Weather of a city")
+    );
+    assert!(changed.schema.is_empty() && changed.requirements.is_empty());
+    assert!(changed.updated_date >= clock.updated_date);
+    assert_eq!(
+        store.get_tool(ws.id, clock.id).await.unwrap(),
+        Some(changed.clone())
+    );
+    let update_elsewhere = store
+        .update_tool(other.id, clock.id, ToolPatch::default())
+        .await
+        .unwrap();
+    assert_eq!(update_elsewhere, None);
+    let listing = store.list_tools(ws.id, Page::default()).await.unwrap();
+    assert_eq!(listing.total, 2);
+    assert_eq!(listing.items, vec![changed, weather.clone()]);
+    let second_page = store
+        .list_tools(ws.id, Page { page: 2, limit: 1 })
+        .await
+        .unwrap();
+    assert_eq!(
+        (second_page.total, second_page.items),
+        (2, vec![weather.clone()])
+    );
+    assert!(!store.delete_tool(other.id, weather.id).await.unwrap());
+    assert!(store.delete_tool(ws.id, weather.id).await.unwrap());
+    assert!(!store.delete_tool(ws.id, weather.id).await.unwrap());
+    assert_eq!(store.get_tool(ws.id, weather.id).await.unwrap(), None);
 }
 
 async fn migrations_are_idempotent(t: &common::TestStore) {

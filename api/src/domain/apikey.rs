@@ -41,12 +41,16 @@ pub enum Permission {
     VariablesRead,
     #[serde(rename = "variables:write")]
     VariablesWrite,
+    #[serde(rename = "tools:read")]
+    ToolsRead,
+    #[serde(rename = "tools:write")]
+    ToolsWrite,
     #[serde(rename = "apikeys:manage")]
     ApikeysManage,
 }
 
 impl Permission {
-    pub const ALL: [Permission; 8] = [
+    pub const ALL: [Permission; 10] = [
         Permission::ChatflowsRead,
         Permission::ChatflowsWrite,
         Permission::PredictionsCreate,
@@ -54,6 +58,8 @@ impl Permission {
         Permission::TriggersWrite,
         Permission::VariablesRead,
         Permission::VariablesWrite,
+        Permission::ToolsRead,
+        Permission::ToolsWrite,
         Permission::ApikeysManage,
     ];
 
@@ -66,6 +72,8 @@ impl Permission {
             Permission::TriggersWrite => "triggers:write",
             Permission::VariablesRead => "variables:read",
             Permission::VariablesWrite => "variables:write",
+            Permission::ToolsRead => "tools:read",
+            Permission::ToolsWrite => "tools:write",
             Permission::ApikeysManage => "apikeys:manage",
         }
     }
@@ -203,5 +211,10 @@ mod tests {
         let text = Permission::join(&Permission::ALL);
         assert_eq!(Permission::split(&text), Permission::ALL.to_vec());
         assert!("chatflows:delete".parse::<Permission>().is_err());
+        assert_eq!("tools:write".parse(), Ok(Permission::ToolsWrite));
+        for p in Permission::ALL {
+            let json = serde_json::to_value(p).unwrap();
+            assert_eq!(json, serde_json::Value::from(p.as_str()));
+        }
     }
 }

@@ -1,5 +1,5 @@
 //! Domain types: the records weir keeps (workspaces, API keys, chatflows, variables,
-//! conversation messages, leads, triggers and their results)
+//! Python tools, conversation messages, leads, triggers and their results)
 //! and the rules that hold for them whatever the store or the HTTP edge.
 //!
 //! Nothing here performs I/O. The store persists these types, the routes validate
@@ -9,12 +9,14 @@ pub mod apikey;
 pub mod chatflow;
 pub mod message;
 pub mod time;
+pub mod tool;
 pub mod trigger;
 pub mod variable;
 
 pub use apikey::{ApiKey, NewApiKey, Permission};
 pub use chatflow::{Chatflow, ChatflowPatch, ChatflowType, NewChatflow};
 pub use message::{ChatMessageRecord, Lead, MessageRole, NewChatMessage};
+pub use tool::{FieldType, NewTool, Tool, ToolField, ToolPatch};
 pub use trigger::{
     ClaimPlan, Delivery, Firing, NewMail, NewTriggerResult, OutboxMail, ResultStatus, Trigger,
     TriggerResult, TriggerType,

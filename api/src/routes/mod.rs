@@ -10,6 +10,7 @@ pub mod apikeys;
 pub mod chatflows;
 pub mod health;
 pub mod predictions;
+pub mod tools;
 pub mod triggers;
 pub mod variables;
 
@@ -57,6 +58,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .merge(apikeys::router())
         .merge(chatflows::router())
         .merge(variables::router())
+        .merge(tools::router())
         .merge(predictions::router())
         .merge(triggers::router())
 }

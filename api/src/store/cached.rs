@@ -33,8 +33,8 @@ use super::{ClaimPlanner, Listing, Store, StoreResult};
 use crate::domain::time::{self, Timestamp};
 use crate::domain::{
     ApiKey, ChatMessageRecord, Chatflow, ChatflowPatch, Delivery, Firing, Lead, NewApiKey,
-    NewChatMessage, NewChatflow, NewMail, NewTriggerResult, NewVariable, OutboxMail, Page, Trigger,
-    TriggerResult, Variable, VariablePatch, Workspace,
+    NewChatMessage, NewChatflow, NewMail, NewTool, NewTriggerResult, NewVariable, OutboxMail, Page,
+    Tool, ToolPatch, Trigger, TriggerResult, Variable, VariablePatch, Workspace,
 };
 
 /// Entries each cache holds at most.
@@ -343,6 +343,31 @@ impl Store for CachedStore {
 
     async fn delete_variable(&self, workspace: Uuid, id: Uuid) -> StoreResult<bool> {
         self.inner.delete_variable(workspace, id).await
+    }
+
+    async fn create_tool(&self, workspace: Uuid, tool: NewTool) -> StoreResult<Tool> {
+        self.inner.create_tool(workspace, tool).await
+    }
+
+    async fn get_tool(&self, workspace: Uuid, id: Uuid) -> StoreResult<Option<Tool>> {
+        self.inner.get_tool(workspace, id).await
+    }
+
+    async fn list_tools(&self, workspace: Uuid, page: Page) -> StoreResult<Listing<Tool>> {
+        self.inner.list_tools(workspace, page).await
+    }
+
+    async fn update_tool(
+        &self,
+        workspace: Uuid,
+        id: Uuid,
+        patch: ToolPatch,
+    ) -> StoreResult<Option<Tool>> {
+        self.inner.update_tool(workspace, id, patch).await
+    }
+
+    async fn delete_tool(&self, workspace: Uuid, id: Uuid) -> StoreResult<bool> {
+        self.inner.delete_tool(workspace, id).await
     }
 
     async fn create_trigger(&self, trigger: Trigger) -> StoreResult<Trigger> {

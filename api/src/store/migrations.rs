@@ -26,6 +26,11 @@ pub const SQLITE: &[Migration] = &[
         name: "triggers",
         sql: include_str!("migrations/sqlite/0003_triggers.sql"),
     },
+    Migration {
+        version: 4,
+        name: "tools",
+        sql: include_str!("migrations/sqlite/0004_tools.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -43,6 +48,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 3,
         name: "triggers",
         sql: include_str!("migrations/postgres/0003_triggers.sql"),
+    },
+    Migration {
+        version: 4,
+        name: "tools",
+        sql: include_str!("migrations/postgres/0004_tools.sql"),
     },
 ];
 

@@ -30,8 +30,8 @@ use crate::config::StoreLocation;
 use crate::domain::time::Timestamp;
 use crate::domain::{
     ApiKey, ChatMessageRecord, Chatflow, ChatflowPatch, ClaimPlan, Delivery, Firing, Lead,
-    NewApiKey, NewChatMessage, NewChatflow, NewMail, NewTriggerResult, NewVariable, OutboxMail,
-    Page, Trigger, TriggerResult, Variable, VariablePatch, Workspace,
+    NewApiKey, NewChatMessage, NewChatflow, NewMail, NewTool, NewTriggerResult, NewVariable,
+    OutboxMail, Page, Tool, ToolPatch, Trigger, TriggerResult, Variable, VariablePatch, Workspace,
 };
 
 /// Decides, inside the claiming transaction, what a due cron trigger does now.
@@ -158,6 +158,21 @@ pub trait Store: Send + Sync + 'static {
         patch: VariablePatch,
     ) -> StoreResult<Option<Variable>>;
     async fn delete_variable(&self, workspace: Uuid, id: Uuid) -> StoreResult<bool>;
+
+    // Tools
+    /// Stores a validated tool; a name taken in the workspace is a conflict.
+    async fn create_tool(&self, workspace: Uuid, tool: NewTool) -> StoreResult<Tool>;
+    async fn get_tool(&self, workspace: Uuid, id: Uuid) -> StoreResult<Option<Tool>>;
+    /// Ordered by name.
+    async fn list_tools(&self, workspace: Uuid, page: Page) -> StoreResult<Listing<Tool>>;
+    /// `None` when there is no such tool in the workspace.
+    async fn update_tool(
+        &self,
+        workspace: Uuid,
+        id: Uuid,
+        patch: ToolPatch,
+    ) -> StoreResult<Option<Tool>>;
+    async fn delete_tool(&self, workspace: Uuid, id: Uuid) -> StoreResult<bool>;
 
     // Triggers
     /// Stores a new trigger (its id and times already set). A webhook `node_id`

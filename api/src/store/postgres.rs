@@ -12,6 +12,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio_postgres::error::SqlState;
+use tokio_postgres::types::{FromSql, Type};
 use tokio_postgres::{NoTls, Row};
 use uuid::Uuid;
 
@@ -19,13 +20,13 @@ use super::migrations::{self, Migration};
 use super::{ClaimPlanner, Listing, Store, StoreError, StoreResult, conflict_as};
 use crate::domain::time::{self, Timestamp};
 use crate::domain::trigger::{self as trig, LEASE_EXPIRED, failure_mail};
-use crate::domain::variable;
 use crate::domain::{
     ApiKey, ChatMessageRecord, Chatflow, ChatflowPatch, ChatflowType, Delivery, Firing, Lead,
-    MessageRole, NewApiKey, NewChatMessage, NewChatflow, NewMail, NewTriggerResult, NewVariable,
-    OutboxMail, Page, Permission, ResultStatus, Trigger, TriggerResult, TriggerType, Variable,
-    VariablePatch, VariableType, Workspace,
+    MessageRole, NewApiKey, NewChatMessage, NewChatflow, NewMail, NewTool, NewTriggerResult,
+    NewVariable, OutboxMail, Page, Permission, ResultStatus, Tool, ToolPatch, Trigger,
+    TriggerResult, TriggerType, Variable, VariablePatch, VariableType, Workspace,
 };
+use crate::domain::{tool, variable};
 
 /// Connections kept per replica.
 const POOL_SIZE: usize = 16;
@@ -484,6 +485,46 @@ fn variable_from_row(row: &Row) -> PgResult<Variable> {
     })
 }
 
+const TOOL_COLUMNS: &str =
+    "id, name, description, schema, code, requirements, created_at, updated_at";
+
+fn tool_from_row(row: &Row) -> PgResult<Tool> {
+    Ok(Tool {
+        id: row.try_get(0)?,
+        name: row.try_get(1)?,
+        description: row.try_get(2)?,
+        schema: row.try_get::<_, JsonText<_>>(3)?.0,
+        code: row.try_get(4)?,
+        requirements: row.try_get::<_, JsonText<_>>(5)?.0,
+        created_date: row.try_get(6)?,
+        updated_date: row.try_get(7)?,
+    })
+}
+
+/// A `TEXT` column holding JSON, decoded on read (a value that does not decode
+/// fails the row).
+struct JsonText<T>(T);
+
+impl<'a, T: serde::de::DeserializeOwned> FromSql<'a> for JsonText<T> {
+    fn from_sql(
+        ty: &Type,
+        raw: &'a [u8],
+    ) -> Result<Self, Box<dyn std::error::Error + Sync + Send>> {
+        let text = <&str as FromSql>::from_sql(ty, raw)?;
+        Ok(JsonText(serde_json::from_str(text)?))
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        <&str as FromSql>::accepts(ty)
+    }
+}
+
+/// The JSON text stored for `value`.
+fn json_text<T: serde::Serialize>(value: &T) -> StoreResult<String> {
+    serde_json::to_string(value)
+        .map_err(|e| StoreError::Backend(format!("cannot encode a JSON column: {e}")))
+}
+
 fn workspace_from_row(row: &Row) -> PgResult<Workspace> {
     Ok(Workspace {
         id: row.try_get(0)?,
@@ -809,6 +850,117 @@ impl Store for PostgresStore {
     async fn delete_variable(&self, workspace: Uuid, id: Uuid) -> StoreResult<bool> {
         self.execute(
             "DELETE FROM variables WHERE id = $1 AND workspace_id = $2",
+            &[&id, &workspace],
+        )
+        .await
+        .map(|n| n > 0)
+    }
+
+    async fn create_tool(&self, workspace: Uuid, tool: NewTool) -> StoreResult<Tool> {
+        let conflict = tool::name_taken(&tool.name);
+        let now = time::now();
+        let created = Tool {
+            id: Uuid::new_v4(),
+            name: tool.name,
+            description: tool.description,
+            schema: tool.schema,
+            code: tool.code,
+            requirements: tool.requirements,
+            created_date: now,
+            updated_date: now,
+        };
+        self.execute(
+            "INSERT INTO tools (id, workspace_id, name, description, schema, code,
+                                requirements, created_at, updated_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)",
+            &[
+                &created.id,
+                &workspace,
+                &created.name,
+                &created.description,
+                &json_text(&created.schema)?,
+                &created.code,
+                &json_text(&created.requirements)?,
+                &now,
+            ],
+        )
+        .await
+        .map_err(conflict_as(conflict))?;
+        Ok(created)
+    }
+
+    async fn get_tool(&self, workspace: Uuid, id: Uuid) -> StoreResult<Option<Tool>> {
+        self.query_opt(
+            &format!("SELECT {TOOL_COLUMNS} FROM tools WHERE id = $1 AND workspace_id = $2"),
+            &[&id, &workspace],
+            tool_from_row,
+        )
+        .await
+    }
+
+    async fn list_tools(&self, workspace: Uuid, page: Page) -> StoreResult<Listing<Tool>> {
+        self.list_page(
+            "SELECT COUNT(*) FROM tools WHERE workspace_id = $1",
+            &format!(
+                "SELECT {TOOL_COLUMNS} FROM tools WHERE workspace_id = $1
+                 ORDER BY name, id LIMIT $2 OFFSET $3"
+            ),
+            workspace,
+            page,
+            tool_from_row,
+        )
+        .await
+    }
+
+    async fn update_tool(
+        &self,
+        workspace: Uuid,
+        id: Uuid,
+        patch: ToolPatch,
+    ) -> StoreResult<Option<Tool>> {
+        let conflict = tool::name_taken(patch.name.as_deref().unwrap_or_default());
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        let row = tx
+            .query_opt(
+                &format!(
+                    "SELECT {TOOL_COLUMNS} FROM tools
+                     WHERE id = $1 AND workspace_id = $2 FOR UPDATE"
+                ),
+                &[&id, &workspace],
+            )
+            .await
+            .map_err(backend)?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let mut tool = tool_from_row(&row).map_err(backend)?;
+        patch.apply(&mut tool, time::now());
+        tx.execute(
+            "UPDATE tools SET name = $3, description = $4, schema = $5, code = $6,
+                              requirements = $7, updated_at = $8
+             WHERE id = $1 AND workspace_id = $2",
+            &[
+                &id,
+                &workspace,
+                &tool.name,
+                &tool.description,
+                &json_text(&tool.schema)?,
+                &tool.code,
+                &json_text(&tool.requirements)?,
+                &tool.updated_date,
+            ],
+        )
+        .await
+        .map_err(backend)
+        .map_err(conflict_as(conflict))?;
+        tx.commit().await.map_err(backend)?;
+        Ok(Some(tool))
+    }
+
+    async fn delete_tool(&self, workspace: Uuid, id: Uuid) -> StoreResult<bool> {
+        self.execute(
+            "DELETE FROM tools WHERE id = $1 AND workspace_id = $2",
             &[&id, &workspace],
         )
         .await

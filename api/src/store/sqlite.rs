@@ -19,13 +19,13 @@ use super::migrations::{self, Migration};
 use super::{ClaimPlanner, Listing, Store, StoreError, StoreResult, conflict_as};
 use crate::domain::time::{self, Timestamp, from_millis, to_millis};
 use crate::domain::trigger::{self as trig, LEASE_EXPIRED, failure_mail};
-use crate::domain::variable;
 use crate::domain::{
     ApiKey, ChatMessageRecord, Chatflow, ChatflowPatch, ChatflowType, Delivery, Firing, Lead,
-    MessageRole, NewApiKey, NewChatMessage, NewChatflow, NewMail, NewTriggerResult, NewVariable,
-    OutboxMail, Page, Permission, ResultStatus, Trigger, TriggerResult, TriggerType, Variable,
-    VariablePatch, VariableType, Workspace,
+    MessageRole, NewApiKey, NewChatMessage, NewChatflow, NewMail, NewTool, NewTriggerResult,
+    NewVariable, OutboxMail, Page, Permission, ResultStatus, Tool, ToolPatch, Trigger,
+    TriggerResult, TriggerType, Variable, VariablePatch, VariableType, Workspace,
 };
+use crate::domain::{tool, variable};
 
 /// Read-only connections kept open beside the writer.
 const READERS: usize = 4;
@@ -251,6 +251,44 @@ fn variable_from_row(row: &Row<'_>) -> rusqlite::Result<Variable> {
         created_date: from_millis(row.get(4)?),
         updated_date: from_millis(row.get(5)?),
     })
+}
+
+const TOOL_COLUMNS: &str =
+    "id, name, description, schema, code, requirements, created_at, updated_at";
+
+fn tool_from_row(row: &Row<'_>) -> rusqlite::Result<Tool> {
+    Ok(Tool {
+        id: uuid_at(row, 0)?,
+        name: row.get(1)?,
+        description: row.get(2)?,
+        schema: json_at(row, 3)?,
+        code: row.get(4)?,
+        requirements: json_at(row, 5)?,
+        created_date: from_millis(row.get(6)?),
+        updated_date: from_millis(row.get(7)?),
+    })
+}
+
+/// A text column holding JSON, decoded (a value that does not decode fails the row).
+fn json_at<T: serde::de::DeserializeOwned>(row: &Row<'_>, idx: usize) -> rusqlite::Result<T> {
+    let text: String = row.get(idx)?;
+    serde_json::from_str(&text).map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(idx, rusqlite::types::Type::Text, Box::new(e))
+    })
+}
+
+/// The JSON text stored for `value`.
+fn json_text<T: serde::Serialize>(value: &T) -> rusqlite::Result<String> {
+    serde_json::to_string(value).map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
+}
+
+fn get_tool(conn: &Connection, ws: Uuid, id: Uuid) -> rusqlite::Result<Option<Tool>> {
+    conn.query_row(
+        &format!("SELECT {TOOL_COLUMNS} FROM tools WHERE id = ?1 AND workspace_id = ?2"),
+        params![id.to_string(), ws.to_string()],
+        tool_from_row,
+    )
+    .optional()
 }
 
 fn get_chatflow(conn: &Connection, ws: Uuid, id: Uuid) -> rusqlite::Result<Option<Chatflow>> {
@@ -791,6 +829,108 @@ impl Store for SqliteStore {
         self.call(move |conn| {
             conn.execute(
                 "DELETE FROM variables WHERE id = ?1 AND workspace_id = ?2",
+                params![id.to_string(), workspace.to_string()],
+            )
+            .map(|n| n > 0)
+        })
+        .await
+    }
+
+    async fn create_tool(&self, workspace: Uuid, tool: NewTool) -> StoreResult<Tool> {
+        let conflict = tool::name_taken(&tool.name);
+        self.call(move |conn| {
+            let now = time::now();
+            let created = Tool {
+                id: Uuid::new_v4(),
+                name: tool.name,
+                description: tool.description,
+                schema: tool.schema,
+                code: tool.code,
+                requirements: tool.requirements,
+                created_date: now,
+                updated_date: now,
+            };
+            conn.execute(
+                "INSERT INTO tools (id, workspace_id, name, description, schema, code,
+                                    requirements, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)",
+                params![
+                    created.id.to_string(),
+                    workspace.to_string(),
+                    created.name,
+                    created.description,
+                    json_text(&created.schema)?,
+                    created.code,
+                    json_text(&created.requirements)?,
+                    to_millis(&now),
+                ],
+            )?;
+            Ok(created)
+        })
+        .await
+        .map_err(conflict_as(conflict))
+    }
+
+    async fn get_tool(&self, workspace: Uuid, id: Uuid) -> StoreResult<Option<Tool>> {
+        self.read(move |conn| get_tool(conn, workspace, id)).await
+    }
+
+    async fn list_tools(&self, workspace: Uuid, page: Page) -> StoreResult<Listing<Tool>> {
+        self.read(move |conn| {
+            list_page(
+                conn,
+                "SELECT COUNT(*) FROM tools WHERE workspace_id = ?1",
+                &format!(
+                    "SELECT {TOOL_COLUMNS} FROM tools WHERE workspace_id = ?1
+                     ORDER BY name, id LIMIT ?2 OFFSET ?3"
+                ),
+                workspace,
+                page,
+                tool_from_row,
+            )
+        })
+        .await
+    }
+
+    async fn update_tool(
+        &self,
+        workspace: Uuid,
+        id: Uuid,
+        patch: ToolPatch,
+    ) -> StoreResult<Option<Tool>> {
+        let conflict = tool::name_taken(patch.name.as_deref().unwrap_or_default());
+        self.call(move |conn| {
+            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let Some(mut tool) = get_tool(&tx, workspace, id)? else {
+                return Ok(None);
+            };
+            patch.apply(&mut tool, time::now());
+            tx.execute(
+                "UPDATE tools SET name = ?3, description = ?4, schema = ?5, code = ?6,
+                                  requirements = ?7, updated_at = ?8
+                 WHERE id = ?1 AND workspace_id = ?2",
+                params![
+                    id.to_string(),
+                    workspace.to_string(),
+                    tool.name,
+                    tool.description,
+                    json_text(&tool.schema)?,
+                    tool.code,
+                    json_text(&tool.requirements)?,
+                    to_millis(&tool.updated_date),
+                ],
+            )?;
+            tx.commit()?;
+            Ok(Some(tool))
+        })
+        .await
+        .map_err(conflict_as(conflict))
+    }
+
+    async fn delete_tool(&self, workspace: Uuid, id: Uuid) -> StoreResult<bool> {
+        self.call(move |conn| {
+            conn.execute(
+                "DELETE FROM tools WHERE id = ?1 AND workspace_id = ?2",
                 params![id.to_string(), workspace.to_string()],
             )
             .map(|n| n > 0)
