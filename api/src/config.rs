@@ -49,6 +49,18 @@ pub struct Config {
     )]
     pub python_runtime: String,
 
+    /// Key sent to the Python tool runtime (`Authorization: Bearer`); the
+    /// runtime's own `PY_TOOL_API_KEY`.
+    #[arg(long, env = "PY_TOOL_API_KEY", hide_env_values = true, global = true)]
+    pub py_tool_api_key: Option<String>,
+
+    /// Non-public addresses the request tools may reach: `true` for all, or a
+    /// comma-separated list of addresses and CIDR networks. Unset: none (no SSRF
+    /// through a public chatflow).
+    #[arg(long, env = "ALLOW_PRIVATE_REQUESTS", default_value = "",
+          value_parser = parse_address_policy, global = true)]
+    pub allow_private_requests: crate::flow::tools::web::AddressPolicy,
+
     /// Log line format.
     #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
     pub log_format: LogFormat,
@@ -188,6 +200,10 @@ fn parse_http_url(value: &str) -> Result<String, String> {
         return Err("has no host".into());
     }
     Ok(value.trim_end_matches('/').to_owned())
+}
+
+fn parse_address_policy(value: &str) -> Result<crate::flow::tools::web::AddressPolicy, String> {
+    crate::flow::tools::web::AddressPolicy::parse(value)
 }
 
 fn parse_smtp_url(value: &str) -> Result<String, String> {

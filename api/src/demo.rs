@@ -85,7 +85,10 @@ mod tests {
     fn demo_flow_is_a_valid_local_conversation() {
         let plan = Plan::build(&flow_data()).unwrap();
         let r = plan.runnable(&Overrides::default()).unwrap();
-        assert_eq!(r.model.node_type, "chatLocal");
+        let crate::flow::plan::Answer::Chain(chain) = &r.answer else {
+            panic!("the demo is a chain: {:?}", r.answer);
+        };
+        assert_eq!(chain.model.node_type, "chatLocal");
         assert!(r.memory.is_some());
     }
 }

@@ -132,6 +132,16 @@ async fn serve(config: Config, store: Arc<dyn weir_api::Store>) -> Result<(), St
     tracing::info!(%addr, backend = store.backend(), "weir is serving");
     let grace = std::time::Duration::from_secs(config.shutdown_grace_secs);
     let state = AppState::new(store, config)?;
+    // The runtime may start after us (or not at all if no flow uses Python tools).
+    let runtime = state.tools.runtime.clone();
+    tokio::spawn(async move {
+        if let Err(why) = runtime.reachable().await {
+            tracing::warn!(
+                runtime = runtime.base(),
+                "the Python tool runtime is not reachable ({why}); Python tools fail until it is"
+            );
+        }
+    });
     weir_api::serve(listener, state, shutdown_signal(), grace)
         .await
         .map_err(|e| format!("server failed: {e}"))?;

@@ -65,8 +65,10 @@ def create_variables(api):
         assert r.status_code == 201, r.text
 
 
-def workspace_of(api):
-    return next(k["workspace"] for k in api.get("/apikey").json())
+def workspace_of(api, flow):
+    """The workspace's id (artifact URLs and the runtime's workspace use the id,
+    which never changes, rather than the name)."""
+    return api.get(f"/chatflows/{flow}").json()["workspaceId"]
 
 
 def forecast_flow(api, fake, node="pythonTool"):
@@ -99,7 +101,7 @@ def test_a_stored_python_tool_runs_with_variables_and_writes_an_artifact(py_serv
     assert parameters.get("required") == ["city"]
 
     [artifact] = body["artifacts"]
-    workspace = workspace_of(py_api)
+    workspace = workspace_of(py_api, flow)
     assert re.fullmatch(r"forecast(-\d+)?\.csv", artifact["filename"]), artifact
     assert artifact["type"] == "csv" and artifact["mimeType"].startswith("text/csv")
     assert artifact["url"] == artifact["data"] == f"/api/v1/artifacts/{workspace}/{artifact['filename']}"

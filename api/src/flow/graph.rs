@@ -1,6 +1,7 @@
 //! Reading a Flowise `flowData` graph: nodes with their `inputs`, references of
-//! the form `{{nodeId.data.instance}}`, edges, and the ending node (the one whose
-//! output no other node consumes).
+//! the form `{{nodeId.data.instance}}`, and edges (with the output handle they
+//! leave from, which names a condition's branch). Which node answers is the
+//! plan's question, not the graph's.
 
 use std::collections::{HashMap, HashSet};
 
@@ -22,11 +23,19 @@ pub struct FlowNode {
 }
 
 #[derive(Debug, Clone)]
+pub struct FlowEdge {
+    pub source: String,
+    pub target: String,
+    /// `seqCondition_0-output-yes-Condition`: which output of the source.
+    pub source_handle: Option<String>,
+}
+
+#[derive(Debug, Clone)]
 pub struct FlowGraph {
     pub nodes: Vec<FlowNode>,
     index: HashMap<String, usize>,
-    /// Id of the node whose output is the flow's answer.
-    pub ending: String,
+    /// Edges between nodes of the flow (those touching a decorative node dropped).
+    pub edges: Vec<FlowEdge>,
 }
 
 #[derive(Deserialize)]
@@ -51,9 +60,12 @@ struct RawData {
 }
 
 #[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct RawEdge {
     source: String,
     target: String,
+    #[serde(default)]
+    source_handle: Option<String>,
 }
 
 impl FlowGraph {
@@ -89,54 +101,45 @@ impl FlowGraph {
                 )));
             }
         }
-        // A node feeds another when an edge says so or an input references it.
-        let mut consumed: HashSet<&str> = raw
+        let edges = raw
             .edges
-            .iter()
-            .filter(|e| index.contains_key(&e.target))
-            .map(|e| e.source.as_str())
+            .into_iter()
+            .filter(|e| index.contains_key(&e.source) && index.contains_key(&e.target))
+            .map(|e| FlowEdge {
+                source: e.source,
+                target: e.target,
+                source_handle: e.source_handle,
+            })
             .collect();
-        for n in &nodes {
-            for value in n.inputs.values() {
-                for r in references(value) {
-                    consumed.insert(r);
-                }
-            }
-        }
-        let endings: Vec<&str> = nodes
-            .iter()
-            .map(|n| n.id.as_str())
-            .filter(|id| !consumed.contains(id))
-            .collect();
-        let ending = match endings.as_slice() {
-            [one] => (*one).to_owned(),
-            [] => {
-                return Err(FlowError::invalid(
-                    "the flow has no ending node (it is a cycle)",
-                ));
-            }
-            many => {
-                return Err(FlowError::invalid(format!(
-                    "the flow has {} ending nodes ({}); connect them so exactly one remains",
-                    many.len(),
-                    many.join(", ")
-                )));
-            }
-        };
         Ok(FlowGraph {
             nodes,
             index,
-            ending,
+            edges,
         })
+    }
+
+    /// Nodes whose output another node takes, by an edge or an input's reference.
+    pub fn consumed(&self) -> HashSet<&str> {
+        let mut consumed: HashSet<&str> = self.edges.iter().map(|e| e.source.as_str()).collect();
+        for n in &self.nodes {
+            for value in n.inputs.values() {
+                consumed.extend(references(value));
+            }
+        }
+        consumed
+    }
+
+    /// Nodes no other node consumes, in the flow's order.
+    pub fn endings(&self) -> Vec<&FlowNode> {
+        let consumed = self.consumed();
+        self.nodes
+            .iter()
+            .filter(|n| !consumed.contains(n.id.as_str()))
+            .collect()
     }
 
     pub fn node(&self, id: &str) -> Option<&FlowNode> {
         self.index.get(id).map(|&i| &self.nodes[i])
-    }
-
-    pub fn ending_node(&self) -> &FlowNode {
-        // `ending` is always one of the nodes (checked in `parse`).
-        self.node(&self.ending).unwrap_or(&self.nodes[0])
     }
 
     pub fn contains(&self, id: &str) -> bool {
@@ -183,7 +186,8 @@ mod tests {
             json!([{"source": "chatOpenAI_0", "target": "llmChain_0"}]),
         );
         let g = FlowGraph::parse(&data).unwrap();
-        assert_eq!(g.ending, "llmChain_0");
+        let endings: Vec<_> = g.endings().iter().map(|n| n.id.as_str()).collect();
+        assert_eq!(endings, ["llmChain_0"]);
         assert_eq!(g.nodes.len(), 2);
         assert_eq!(
             g.node("chatOpenAI_0").map(|n| n.name.as_str()),
@@ -192,20 +196,7 @@ mod tests {
     }
 
     #[test]
-    fn rejects_ambiguous_or_empty_flows() {
-        let two = flow(
-            json!([
-                {"id": "a", "data": {"name": "llmChain"}},
-                {"id": "b", "data": {"name": "llmChain"}}
-            ]),
-            json!([]),
-        );
-        assert!(
-            FlowGraph::parse(&two)
-                .unwrap_err()
-                .message
-                .contains("2 ending nodes")
-        );
+    fn rejects_empty_or_unreadable_flows() {
         assert!(FlowGraph::parse(&flow(json!([]), json!([]))).is_err());
         assert!(FlowGraph::parse("{").is_err());
         let nameless = flow(json!([{"id": "a", "data": {}}]), json!([]));

@@ -1,20 +1,30 @@
 //! The chatflow engine: reads a Flowise-format graph, validates it against the
 //! node registry, and runs it as a stream of events.
 //!
-//! - [`graph`]: `flowData` → nodes, references, the ending node.
-//! - [`registry`]: the node types weir runs and the inputs each declares.
+//! - [`graph`]: `flowData` → nodes, references, edges.
+//! - [`node`]: the [`node::Node`] trait every node type implements (declared
+//!   inputs, what it produces, how it is built) — its docs say how to add one.
+//! - [`nodes`]: one module per node type; [`registry`] lists them.
+//! - [`component`]: what nodes build (models, prompts, memories, tools, agents).
 //! - [`plan`]: a validated graph ([`Plan`]), cached per chatflow version, and the
 //!   [`Runnable`] built from it for one request (overrides applied).
-//! - [`run`]: executes a runnable, sending [`FlowEvent`]s as tokens arrive.
+//! - [`run`]: executes a runnable — chains, agents, multi-agent and sequential
+//!   flows — sending [`FlowEvent`]s as tokens arrive.
+//! - [`tools`]: what agents call (calculator, web requests, Python tools).
 //!
-//! The engine does no storage: callers load memory and persist messages. JSON
-//! answers are the folded event stream, so streaming and non-streaming share one path.
+//! The engine does no storage: callers load memory, stored tools and variables,
+//! and persist messages. JSON answers are the folded event stream, so streaming
+//! and non-streaming share one path.
 
+pub mod component;
 pub mod graph;
+pub mod node;
+pub mod nodes;
 pub mod plan;
 pub mod prompt;
 pub mod registry;
 pub mod run;
+pub mod tools;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -22,7 +32,7 @@ use std::sync::{Arc, Mutex};
 use uuid::Uuid;
 
 pub use plan::{Overrides, Plan, Runnable};
-pub use run::{FlowEvent, RunInput};
+pub use run::{FlowEvent, RunContext, RunInput, RunOutput};
 
 use crate::domain::time::Timestamp;
 

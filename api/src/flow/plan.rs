@@ -2,28 +2,56 @@
 //!
 //! [`Plan::build`] checks the whole graph once per chatflow version: every node
 //! type is known, every input declared, required inputs present, references point
-//! at nodes of the right kind. [`Plan::runnable`] then reads the ending chain, its
-//! model, prompt and memory for one request, with `overrideConfig` applied.
+//! at nodes of the right kind, and the flow has one answer — a chain or agent
+//! that nothing consumes, a supervisor with its workers, or a sequential graph
+//! from its `seqStart`. [`Plan::runnable`] then builds that answer's components
+//! for one request, with `overrideConfig` applied.
 
-use std::borrow::Cow;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
+use uuid::Uuid;
 
 use super::FlowError;
-use super::graph::{FlowGraph, FlowNode, reference, references};
-use super::registry::{self, Category, InputKind, NodeSpec, NodeType};
-use crate::llm::SamplingParams;
+use super::component::{
+    AgentSpec, ChainSpec, Component, MemorySpec, ModelSpec, PythonSource, SeqStep, SupervisorSpec,
+    ToolKind, ToolSpec, WorkerSpec,
+};
+use super::graph::{FlowGraph, FlowNode, references};
+use super::node::{Category, InputKind, NodeSpec, build_node, unknown};
+use super::registry;
 
 /// Keys of `overrideConfig` that are request settings, not node inputs.
 const REQUEST_KEYS: &[&str] = &["sessionId", "vars", "chatId"];
 
-/// Flowise's default system message of a conversation chain.
-pub const DEFAULT_SYSTEM_MESSAGE: &str = "The following is a friendly conversation between a human and an AI. The AI is talkative and provides lots of specific details from its context. If the AI does not know the answer to a question, it truthfully says it does not know.";
-
 #[derive(Debug)]
 pub struct Plan {
     graph: FlowGraph,
+    shape: Shape,
+}
+
+/// Which nodes answer.
+#[derive(Debug)]
+enum Shape {
+    /// A chain or an agent.
+    Single(String),
+    MultiAgent {
+        supervisor: String,
+        workers: Vec<String>,
+    },
+    Sequential(Arc<SeqGraph>),
+}
+
+/// The wiring of a sequential flow: where it starts and, per node, where it goes.
+#[derive(Debug, Default)]
+pub struct SeqGraph {
+    pub start: String,
+    /// Next nodes of each node: `(branch, node)`; the branch is set for the
+    /// outputs of a condition.
+    pub next: HashMap<String, Vec<(Option<String>, String)>>,
+    /// The tool node that serves an LLM node's tool calls.
+    pub tool_node_of: HashMap<String, String>,
 }
 
 /// The request's `overrideConfig` and what the chatflow allows of it.
@@ -34,73 +62,83 @@ pub struct Overrides<'a> {
     pub allowed: HashSet<String>,
 }
 
-/// Which provider a chat model node talks to, with its endpoint and key.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Provider {
-    OpenAi {
-        base: String,
-        api_key: Option<String>,
-        model: String,
-    },
-    Anthropic {
-        base: String,
-        api_key: Option<String>,
-        model: String,
-    },
-    Ollama {
-        base: String,
-        model: String,
-    },
-    Local,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct ModelSpec {
-    pub node_id: String,
-    pub node_type: &'static str,
-    pub provider: Provider,
-    pub params: SamplingParams,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub enum PromptSpec {
-    /// One user message.
-    Text {
-        template: String,
-        values: Map<String, Value>,
-    },
-    /// A system and a human message.
-    Chat {
-        system: String,
-        human: String,
-        values: Map<String, Value>,
-    },
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct MemorySpec {
-    pub node_id: String,
-    /// Keep only the last `k` exchanges (`bufferWindowMemory`).
-    pub window: Option<u32>,
-    /// A fixed session from the node, instead of the request's chatId.
-    pub session_id: Option<String>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ChainKind {
-    Llm,
-    Conversation,
-}
-
 /// Everything one request runs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Runnable {
-    pub chain: ChainKind,
-    pub chain_node: String,
-    pub model: ModelSpec,
-    pub prompt: Option<PromptSpec>,
+    pub answer: Answer,
+    /// Where the conversation is remembered, if anywhere.
     pub memory: Option<MemorySpec>,
-    pub system_message: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Answer {
+    Chain(ChainSpec),
+    Agent(AgentSpec),
+    MultiAgent {
+        supervisor: SupervisorSpec,
+        workers: Vec<WorkerSpec>,
+    },
+    Sequential(SequentialSpec),
+}
+
+#[derive(Debug, Clone)]
+pub struct SequentialSpec {
+    pub model: ModelSpec,
+    pub steps: HashMap<String, SeqStep>,
+    pub graph: Arc<SeqGraph>,
+}
+
+impl PartialEq for SequentialSpec {
+    fn eq(&self, other: &Self) -> bool {
+        self.model == other.model
+            && self.steps == other.steps
+            && Arc::ptr_eq(&self.graph, &other.graph)
+    }
+}
+
+impl Runnable {
+    /// Every tool the run may call.
+    pub fn tools(&self) -> Vec<&ToolSpec> {
+        match &self.answer {
+            Answer::Chain(_) => Vec::new(),
+            Answer::Agent(a) => a.tools.iter().collect(),
+            Answer::MultiAgent { workers, .. } => workers.iter().flat_map(|w| &w.tools).collect(),
+            Answer::Sequential(s) => s
+                .steps
+                .values()
+                .flat_map(|step| match step {
+                    SeqStep::Agent(a) | SeqStep::Llm(a) => a.tools.iter().collect(),
+                    SeqStep::ToolNode { tools, .. } => tools.iter().collect(),
+                    _ => Vec::new(),
+                })
+                .collect(),
+        }
+    }
+
+    /// Ids of the workspace's Python tools the run uses (read before it starts).
+    pub fn stored_tools(&self) -> Vec<Uuid> {
+        let mut ids: Vec<Uuid> = self
+            .tools()
+            .into_iter()
+            .filter_map(|t| match &t.kind {
+                ToolKind::Python(p) => match p.source {
+                    PythonSource::Stored(id) => Some(id),
+                    PythonSource::Inline(_) => None,
+                },
+                _ => None,
+            })
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+
+    /// Whether any Python tool may run (so workspace variables are needed).
+    pub fn uses_python(&self) -> bool {
+        self.tools()
+            .iter()
+            .any(|t| matches!(t.kind, ToolKind::Python(_)))
+    }
 }
 
 impl Plan {
@@ -109,98 +147,255 @@ impl Plan {
         for node in &graph.nodes {
             validate_node(&graph, node)?;
         }
-        let ending = graph.ending_node();
-        let spec = spec_of(ending)?;
-        if spec.category != Category::Chain {
-            return Err(FlowError::invalid(format!(
-                "the ending node {} ({}) cannot answer on its own; connect it to a chain \
-                 such as llmChain or conversationChain",
-                ending.id, ending.name
-            )));
-        }
-        Ok(Plan { graph })
+        let shape = shape(&graph)?;
+        let plan = Plan { graph, shape };
+        // Building once without overrides finds what only building can (an agent
+        // on a model that cannot call tools), at 400 like every other flaw.
+        plan.runnable(&Overrides::default())?;
+        Ok(plan)
     }
 
-    /// Whether the flow's answer can be streamed token by token (every chain weir
-    /// runs can).
+    /// Whether the flow's answer can be streamed token by token (every flow
+    /// weir runs can; multi-agent flows send their answer when it is known).
     pub fn is_streamable(&self) -> bool {
         true
     }
 
     pub fn runnable(&self, overrides: &Overrides<'_>) -> Result<Runnable, FlowError> {
         check_overrides(&self.graph, overrides)?;
-        let chain = self.graph.ending_node();
-        let chain_spec = spec_of(chain)?;
-        let inputs = effective_inputs(&self.graph, chain, overrides);
-        let model_node = self.anchor(chain, &inputs, "model")?;
-        let model = model_spec(
-            model_node,
-            &effective_inputs(&self.graph, model_node, overrides),
-        )?;
-        let prompt_input = match chain_spec.node_type {
-            NodeType::LlmChain => "prompt",
-            _ => "chatPromptTemplate",
+        let build = |id: &str| -> Result<Component, FlowError> {
+            let node = self
+                .graph
+                .node(id)
+                .ok_or_else(|| FlowError::invalid(format!("node {id} is not in the flow")))?;
+            build_node(&self.graph, node, overrides)
         };
-        let prompt = match anchor_id(&inputs, prompt_input) {
-            Some(_) => {
-                let node = self.anchor(chain, &inputs, prompt_input)?;
-                Some(prompt_spec(
-                    node,
-                    &effective_inputs(&self.graph, node, overrides),
-                )?)
-            }
-            None => None,
-        };
-        let memory = match anchor_id(&inputs, "memory") {
-            Some(_) => {
-                let node = self.anchor(chain, &inputs, "memory")?;
-                Some(memory_spec(
-                    node,
-                    &effective_inputs(&self.graph, node, overrides),
-                )?)
-            }
-            None => None,
-        };
-        let system_message = text(&inputs, "systemMessagePrompt")
-            .unwrap_or(DEFAULT_SYSTEM_MESSAGE)
-            .to_owned();
-        Ok(Runnable {
-            chain: match chain_spec.node_type {
-                NodeType::LlmChain => ChainKind::Llm,
-                _ => ChainKind::Conversation,
+        match &self.shape {
+            Shape::Single(id) => match build(id)? {
+                Component::Chain(chain) => Ok(Runnable {
+                    memory: chain.memory.clone(),
+                    answer: Answer::Chain(chain),
+                }),
+                Component::Agent(agent) => Ok(Runnable {
+                    memory: agent.memory.clone(),
+                    answer: Answer::Agent(agent),
+                }),
+                _ => Err(FlowError::invalid(format!(
+                    "node {id} cannot answer on its own"
+                ))),
             },
-            chain_node: chain.id.clone(),
-            model,
-            prompt,
-            memory,
-            system_message,
-        })
-    }
-
-    fn anchor<'g>(
-        &'g self,
-        node: &FlowNode,
-        inputs: &Map<String, Value>,
-        name: &str,
-    ) -> Result<&'g FlowNode, FlowError> {
-        anchor_id(inputs, name)
-            .and_then(|id| self.graph.node(id))
-            .ok_or_else(|| {
-                FlowError::invalid(format!(
-                    "node {} needs its '{name}' input connected",
-                    node.id
-                ))
-            })
+            Shape::MultiAgent {
+                supervisor,
+                workers,
+            } => {
+                let Component::Supervisor(supervisor) = build(supervisor)? else {
+                    return Err(FlowError::invalid("the supervisor did not build"));
+                };
+                let workers = workers
+                    .iter()
+                    .map(|id| match build(id)? {
+                        Component::Worker(w) => Ok(w),
+                        _ => Err(FlowError::invalid(format!("node {id} is not a worker"))),
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(Runnable {
+                    memory: supervisor.memory.clone(),
+                    answer: Answer::MultiAgent {
+                        supervisor,
+                        workers,
+                    },
+                })
+            }
+            Shape::Sequential(graph) => {
+                let mut steps = HashMap::with_capacity(graph.next.len());
+                let mut start = None;
+                for node in &self.graph.nodes {
+                    if spec_of(node)?.category != Category::Sequential {
+                        continue;
+                    }
+                    let Component::Sequential(step) = build(&node.id)? else {
+                        continue;
+                    };
+                    if let SeqStep::Start { model, memory } = &step {
+                        start = Some((model.clone(), memory.clone()));
+                    }
+                    steps.insert(node.id.clone(), step);
+                }
+                let (model, memory) =
+                    start.ok_or_else(|| FlowError::invalid("the flow has no seqStart"))?;
+                Ok(Runnable {
+                    memory,
+                    answer: Answer::Sequential(SequentialSpec {
+                        model,
+                        steps,
+                        graph: Arc::clone(graph),
+                    }),
+                })
+            }
+        }
     }
 }
 
 fn spec_of(node: &FlowNode) -> Result<&'static NodeSpec, FlowError> {
     registry::spec(&node.name).ok_or_else(|| {
-        FlowError::invalid(format!(
-            "node {} is of type '{}', which weir does not implement",
-            node.id, node.name
-        ))
+        if registry::NOT_YET_SUPPORTED.contains(&node.name.as_str()) {
+            FlowError::invalid(format!(
+                "node {} is of type '{}', which weir does not support yet",
+                node.id, node.name
+            ))
+        } else {
+            unknown(node)
+        }
     })
+}
+
+/// Which nodes answer, from the node types present.
+fn shape(graph: &FlowGraph) -> Result<Shape, FlowError> {
+    let of_type =
+        |name: &str| -> Vec<&FlowNode> { graph.nodes.iter().filter(|n| n.name == name).collect() };
+    let starts = of_type("seqStart");
+    if !starts.is_empty() {
+        if starts.len() > 1 {
+            return Err(FlowError::invalid(
+                "a sequential flow has exactly one seqStart",
+            ));
+        }
+        return sequential(graph, &starts[0].id).map(|g| Shape::Sequential(Arc::new(g)));
+    }
+    if graph.nodes.iter().any(|n| n.name.starts_with("seq")) {
+        return Err(FlowError::invalid(
+            "the flow has sequential nodes but no seqStart to begin from",
+        ));
+    }
+    let supervisors = of_type("supervisor");
+    if !supervisors.is_empty() {
+        if supervisors.len() > 1 {
+            return Err(FlowError::invalid(
+                "a multi-agent flow has exactly one supervisor",
+            ));
+        }
+        let supervisor = supervisors[0].id.clone();
+        let workers: Vec<String> = of_type("worker")
+            .into_iter()
+            .filter(|w| {
+                w.inputs
+                    .get("supervisor")
+                    .is_some_and(|v| references(v).contains(&supervisor.as_str()))
+            })
+            .map(|w| w.id.clone())
+            .collect();
+        if workers.is_empty() {
+            return Err(FlowError::invalid(format!(
+                "supervisor {supervisor} has no workers; connect at least one worker to it"
+            )));
+        }
+        return Ok(Shape::MultiAgent {
+            supervisor,
+            workers,
+        });
+    }
+    if let Some(worker) = of_type("worker").first() {
+        return Err(FlowError::invalid(format!(
+            "worker {} needs a supervisor",
+            worker.id
+        )));
+    }
+    let endings = graph.endings();
+    let ending = match endings.as_slice() {
+        [one] => *one,
+        [] => {
+            return Err(FlowError::invalid(
+                "the flow has no ending node (it is a cycle)",
+            ));
+        }
+        many => {
+            let ids: Vec<&str> = many.iter().map(|n| n.id.as_str()).collect();
+            return Err(FlowError::invalid(format!(
+                "the flow has {} ending nodes ({}); connect them so exactly one remains",
+                many.len(),
+                ids.join(", ")
+            )));
+        }
+    };
+    if !spec_of(ending)?.category.answers() {
+        return Err(FlowError::invalid(format!(
+            "the ending node {} ({}) cannot answer on its own; connect it to a chain \
+             such as llmChain or conversationChain, or to an agent such as toolAgent",
+            ending.id, ending.name
+        )));
+    }
+    Ok(Shape::Single(ending.id.clone()))
+}
+
+/// The wiring of a sequential flow: a node goes to each node that lists it in
+/// `sequentialNode`; a condition's branch is the output handle of its edge.
+fn sequential(graph: &FlowGraph, start: &str) -> Result<SeqGraph, FlowError> {
+    let mut seq = SeqGraph {
+        start: start.to_owned(),
+        ..SeqGraph::default()
+    };
+    let is_condition = |id: &str| graph.node(id).is_some_and(|n| n.name == "seqCondition");
+    for node in &graph.nodes {
+        if node.name == "seqToolNode"
+            && let Some(llm) = node.inputs.get("llmNode").map(references)
+            && let Some(llm) = llm.first()
+        {
+            seq.tool_node_of.insert((*llm).to_owned(), node.id.clone());
+        }
+        let Some(previous) = node.inputs.get("sequentialNode") else {
+            continue;
+        };
+        for from in references(previous) {
+            let branch = if is_condition(from) {
+                let handle = graph
+                    .edges
+                    .iter()
+                    .find(|e| e.source == from && e.target == node.id)
+                    .and_then(|e| e.source_handle.as_deref())
+                    .and_then(|h| branch_of(from, h));
+                Some(handle.ok_or_else(|| {
+                    FlowError::invalid(format!(
+                        "node {} follows condition {from}, but no edge says from which of its \
+                         outputs",
+                        node.id
+                    ))
+                })?)
+            } else {
+                None
+            };
+            seq.next
+                .entry(from.to_owned())
+                .or_default()
+                .push((branch, node.id.clone()));
+        }
+    }
+    for (from, next) in &seq.next {
+        if !is_condition(from) && next.len() > 1 {
+            let ids: Vec<&str> = next.iter().map(|(_, id)| id.as_str()).collect();
+            return Err(FlowError::invalid(format!(
+                "node {from} goes on to {} nodes ({}); weir runs sequential flows one path at \
+                 a time (use a seqCondition to choose)",
+                next.len(),
+                ids.join(", ")
+            )));
+        }
+    }
+    if !seq.next.contains_key(start) {
+        return Err(FlowError::invalid(format!(
+            "nothing follows {start}; connect a seqAgent or seqLLMNode to it"
+        )));
+    }
+    Ok(seq)
+}
+
+/// `seqCondition_0-output-Yes-Condition` → `Yes`.
+fn branch_of(condition: &str, handle: &str) -> Option<String> {
+    let rest = handle.strip_prefix(condition)?.strip_prefix("-output-")?;
+    let name = match rest.rfind('-') {
+        Some(i) => &rest[..i],
+        None => rest,
+    };
+    (!name.is_empty()).then(|| name.to_owned())
 }
 
 fn is_empty(value: &Value) -> bool {
@@ -220,7 +415,13 @@ fn validate_node(graph: &FlowGraph, node: &FlowNode) -> Result<(), FlowError> {
         if name == "FLOWISE_CREDENTIAL_ID" || is_empty(value) {
             continue;
         }
-        let Some(input) = spec.input(name) else {
+        // Flowise keys some editor state by node: `selectedConditionFunctionTab_seqCondition_0`.
+        let declared = name
+            .strip_suffix(node.id.as_str())
+            .and_then(|n| n.strip_suffix('_'))
+            .filter(|base| spec.input(base).is_some())
+            .unwrap_or(name);
+        let Some(input) = spec.input(declared) else {
             return Err(FlowError::invalid(format!(
                 "node {} ({}) has an input '{name}' that weir does not know",
                 node.id, node.name
@@ -285,251 +486,11 @@ fn check_overrides(graph: &FlowGraph, overrides: &Overrides<'_>) -> Result<(), F
     Ok(())
 }
 
-/// A node's inputs with the request's overrides applied: a plain value applies to
-/// every node declaring that input; an object keyed by node ids targets nodes.
-fn effective_inputs<'n>(
-    graph: &FlowGraph,
-    node: &'n FlowNode,
-    overrides: &Overrides<'_>,
-) -> Cow<'n, Map<String, Value>> {
-    let Some(values) = overrides.values else {
-        return Cow::Borrowed(&node.inputs);
-    };
-    let Some(spec) = registry::spec(&node.name) else {
-        return Cow::Borrowed(&node.inputs);
-    };
-    let mut inputs = Cow::Borrowed(&node.inputs);
-    for (key, value) in values {
-        let Some(input) = spec.input(key) else {
-            continue;
-        };
-        // Wiring is not a request's to change.
-        if matches!(
-            input.kind,
-            InputKind::Anchor(_) | InputKind::Anchors(_) | InputKind::Ignored
-        ) {
-            continue;
-        }
-        let targeted = value
-            .as_object()
-            .filter(|o| !o.is_empty() && o.keys().all(|k| graph.contains(k)));
-        let new = match targeted {
-            Some(per_node) => match per_node.get(&node.id) {
-                Some(v) => v.clone(),
-                None => continue,
-            },
-            None => value.clone(),
-        };
-        inputs.to_mut().insert(key.clone(), new);
-    }
-    inputs
-}
-
-fn anchor_id<'a>(inputs: &'a Map<String, Value>, name: &str) -> Option<&'a str> {
-    inputs.get(name).and_then(Value::as_str).and_then(reference)
-}
-
-fn text<'a>(inputs: &'a Map<String, Value>, name: &str) -> Option<&'a str> {
-    inputs
-        .get(name)
-        .and_then(Value::as_str)
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-}
-
-fn number(
-    node: &FlowNode,
-    inputs: &Map<String, Value>,
-    name: &str,
-) -> Result<Option<f64>, FlowError> {
-    let bad = || FlowError::invalid(format!("node {} input '{name}' must be a number", node.id));
-    match inputs.get(name) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Number(n)) => n.as_f64().map(Some).ok_or_else(bad),
-        Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
-        Some(Value::String(s)) => s.trim().parse().map(Some).map_err(|_| bad()),
-        Some(_) => Err(bad()),
-    }
-}
-
-fn integer(
-    node: &FlowNode,
-    inputs: &Map<String, Value>,
-    name: &str,
-) -> Result<Option<u64>, FlowError> {
-    match number(node, inputs, name)? {
-        None => Ok(None),
-        Some(n) if n >= 0.0 && n.fract() == 0.0 && n <= u32::MAX as f64 => Ok(Some(n as u64)),
-        Some(_) => Err(FlowError::invalid(format!(
-            "node {} input '{name}' must be a whole number of at least 0",
-            node.id
-        ))),
-    }
-}
-
-fn json_object(
-    node: &FlowNode,
-    inputs: &Map<String, Value>,
-    name: &str,
-) -> Result<Map<String, Value>, FlowError> {
-    let bad = || {
-        FlowError::invalid(format!(
-            "node {} input '{name}' must be a JSON object",
-            node.id
-        ))
-    };
-    match inputs.get(name) {
-        None | Some(Value::Null) => Ok(Map::new()),
-        Some(Value::Object(o)) => Ok(o.clone()),
-        Some(Value::String(s)) if s.trim().is_empty() => Ok(Map::new()),
-        Some(Value::String(s)) => match serde_json::from_str(s) {
-            Ok(Value::Object(o)) => Ok(o),
-            _ => Err(bad()),
-        },
-        Some(_) => Err(bad()),
-    }
-}
-
-/// Reads the key from the node, else from the server's environment.
-fn key_from(inputs: &Map<String, Value>, input: &str, env: &str) -> Option<String> {
-    text(inputs, input)
-        .map(str::to_owned)
-        .or_else(|| std::env::var(env).ok().filter(|k| !k.is_empty()))
-}
-
-fn base_url(inputs: &Map<String, Value>, names: &[&str], default: &str) -> String {
-    names
-        .iter()
-        .find_map(|n| text(inputs, n))
-        .unwrap_or(default)
-        .trim_end_matches('/')
-        .to_owned()
-}
-
-fn model_spec(node: &FlowNode, inputs: &Map<String, Value>) -> Result<ModelSpec, FlowError> {
-    let spec = spec_of(node)?;
-    let model_name = |default: &str| text(inputs, "modelName").unwrap_or(default).to_owned();
-    let max_tokens = |names: &[&str]| -> Result<Option<u32>, FlowError> {
-        for n in names {
-            if let Some(v) = integer(node, inputs, n)? {
-                return Ok(Some(u32::try_from(v).unwrap_or(u32::MAX)));
-            }
-        }
-        Ok(None)
-    };
-    let mut params = SamplingParams {
-        temperature: number(node, inputs, "temperature")?,
-        top_p: number(node, inputs, "topP")?,
-        max_tokens: None,
-        seed: None,
-    };
-    let provider = match spec.node_type {
-        NodeType::ChatOpenAI => {
-            params.max_tokens = max_tokens(&["maxTokens"])?;
-            params.seed = integer(node, inputs, "seed")?;
-            Provider::OpenAi {
-                base: base_url(
-                    inputs,
-                    &["basePath", "basepath"],
-                    crate::llm::openai::DEFAULT_BASE,
-                ),
-                api_key: key_from(inputs, "openAIApiKey", "OPENAI_API_KEY"),
-                model: model_name("gpt-4o-mini"),
-            }
-        }
-        NodeType::ChatAnthropic => {
-            params.max_tokens = max_tokens(&["maxTokensToSample", "maxTokens"])?;
-            Provider::Anthropic {
-                base: match text(inputs, "basePath") {
-                    Some(b) => b.trim_end_matches('/').to_owned(),
-                    None => std::env::var("ANTHROPIC_BASE_URL")
-                        .ok()
-                        .filter(|b| !b.is_empty())
-                        .unwrap_or_else(|| crate::llm::anthropic::DEFAULT_BASE.to_owned())
-                        .trim_end_matches('/')
-                        .to_owned(),
-                },
-                api_key: key_from(inputs, "anthropicApiKey", "ANTHROPIC_API_KEY"),
-                model: model_name("claude-3-5-haiku-latest"),
-            }
-        }
-        NodeType::ChatOllama => {
-            params.max_tokens = max_tokens(&["numPredict"])?;
-            params.seed = integer(node, inputs, "seed")?;
-            Provider::Ollama {
-                base: base_url(inputs, &["baseUrl"], crate::llm::ollama::DEFAULT_BASE),
-                model: model_name("llama3.2"),
-            }
-        }
-        NodeType::ChatLocal => {
-            params.max_tokens = max_tokens(&["maxTokens"])?;
-            params.seed = integer(node, inputs, "seed")?;
-            Provider::Local
-        }
-        _ => {
-            return Err(FlowError::invalid(format!(
-                "node {} ({}) is not a chat model",
-                node.id, node.name
-            )));
-        }
-    };
-    Ok(ModelSpec {
-        node_id: node.id.clone(),
-        node_type: spec.name,
-        provider,
-        params,
-    })
-}
-
-fn prompt_spec(node: &FlowNode, inputs: &Map<String, Value>) -> Result<PromptSpec, FlowError> {
-    let spec = spec_of(node)?;
-    let values = json_object(node, inputs, "promptValues")?;
-    match spec.node_type {
-        NodeType::PromptTemplate => Ok(PromptSpec::Text {
-            template: text(inputs, "template").unwrap_or_default().to_owned(),
-            values,
-        }),
-        NodeType::ChatPromptTemplate => Ok(PromptSpec::Chat {
-            system: text(inputs, "systemMessagePrompt")
-                .unwrap_or_default()
-                .to_owned(),
-            human: text(inputs, "humanMessagePrompt")
-                .unwrap_or("{input}")
-                .to_owned(),
-            values,
-        }),
-        _ => Err(FlowError::invalid(format!(
-            "node {} is not a prompt",
-            node.id
-        ))),
-    }
-}
-
-fn memory_spec(node: &FlowNode, inputs: &Map<String, Value>) -> Result<MemorySpec, FlowError> {
-    let spec = spec_of(node)?;
-    let window = match spec.node_type {
-        NodeType::BufferWindowMemory => {
-            let k = integer(node, inputs, "k")?.unwrap_or(4);
-            if k == 0 {
-                return Err(FlowError::invalid(format!(
-                    "node {} input 'k' must be at least 1",
-                    node.id
-                )));
-            }
-            Some(u32::try_from(k).unwrap_or(u32::MAX))
-        }
-        _ => None,
-    };
-    Ok(MemorySpec {
-        node_id: node.id.clone(),
-        window,
-        session_id: text(inputs, "sessionId").map(str::to_owned),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::flow::component::{ChainKind, Provider};
+    use crate::llm::openai::Auth;
     use serde_json::json;
 
     fn node(id: &str, name: &str, inputs: Value) -> Value {
@@ -549,6 +510,13 @@ mod tests {
         .to_string()
     }
 
+    fn chain(r: &Runnable) -> &ChainSpec {
+        match &r.answer {
+            Answer::Chain(c) => c,
+            other => panic!("{other:?}"),
+        }
+    }
+
     #[test]
     fn builds_a_conversation_chain() {
         let plan = Plan::build(&conversation(json!({
@@ -557,11 +525,12 @@ mod tests {
         })))
         .unwrap();
         let r = plan.runnable(&Overrides::default()).unwrap();
-        assert_eq!(r.chain, ChainKind::Conversation);
-        assert_eq!(r.system_message, "Be brief.");
+        let c = chain(&r);
+        assert_eq!(c.kind, ChainKind::Conversation);
+        assert_eq!(c.system_message, "Be brief.");
         assert_eq!(r.memory.as_ref().and_then(|m| m.window), Some(3));
-        assert_eq!(r.model.params.temperature, Some(0.2));
-        match &r.model.provider {
+        assert_eq!(c.model.params.temperature, Some(0.2));
+        match &c.model.provider {
             Provider::OpenAi { base, model, .. } => {
                 assert_eq!(base, "http://127.0.0.1:9/v1");
                 assert_eq!(model, "gpt-x");
@@ -577,14 +546,14 @@ mod tests {
             err.message.contains("chatOpenAI_0") && err.message.contains("'wat'"),
             "{err}"
         );
-        let err = Plan::build(&conversation(json!({"temperature": "hot"})))
-            .unwrap()
-            .runnable(&Overrides::default())
-            .unwrap_err();
+        let err = Plan::build(&conversation(json!({"temperature": "hot"}))).unwrap_err();
         assert!(err.message.contains("temperature"), "{err}");
-        let unknown = json!({"nodes": [node("toolAgent_0", "toolAgent", json!({}))], "edges": []});
+        let unknown = json!({"nodes": [node("mystery_0", "mystery", json!({}))], "edges": []});
         let err = Plan::build(&unknown.to_string()).unwrap_err();
-        assert!(err.message.contains("toolAgent"), "{err}");
+        assert!(err.message.contains("mystery"), "{err}");
+        let later = json!({"nodes": [node("seqLoop_0", "seqLoop", json!({}))], "edges": []});
+        let err = Plan::build(&later.to_string()).unwrap_err();
+        assert!(err.message.contains("not support yet"), "{err}");
         let lonely = json!({"nodes": [node("chatLocal_0", "chatLocal", json!({}))], "edges": []});
         assert!(
             Plan::build(&lonely.to_string())
@@ -599,6 +568,80 @@ mod tests {
                 .message
                 .contains("'model'")
         );
+        let two = json!({"nodes": [
+            node("a", "llmChain", json!({})), node("b", "llmChain", json!({}))
+        ], "edges": []});
+        assert!(
+            Plan::build(&two.to_string())
+                .unwrap_err()
+                .message
+                .contains("required input")
+        );
+    }
+
+    #[test]
+    fn agents_need_a_model_that_calls_tools() {
+        let flow = json!({"nodes": [
+            node("chatLocal_0", "chatLocal", json!({})),
+            node("calculator_0", "calculator", json!({})),
+            node("toolAgent_0", "toolAgent", json!({
+                "model": "{{chatLocal_0.data.instance}}",
+                "tools": ["{{calculator_0.data.instance}}"]
+            }))
+        ], "edges": []});
+        let err = Plan::build(&flow.to_string()).unwrap_err();
+        assert!(err.message.contains("cannot call tools"), "{err}");
+        let flow = flow.to_string().replace("chatLocal", "chatOllama");
+        let r = Plan::build(&flow)
+            .unwrap()
+            .runnable(&Overrides::default())
+            .unwrap();
+        match r.answer {
+            Answer::Agent(a) => {
+                assert_eq!(a.tools.len(), 1);
+                assert_eq!(a.max_iterations, 10);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn multi_agent_and_sequential_shapes() {
+        let sup = json!({"nodes": [
+            node("m", "chatOpenAI", json!({})),
+            node("s", "supervisor", json!({"model": "{{m.data.instance}}"})),
+            node("w1", "worker", json!({"workerName": "A", "workerPrompt": "a", "supervisor": "{{s.data.instance}}"})),
+            node("w2", "worker", json!({"workerName": "B", "workerPrompt": "b", "supervisor": "{{s.data.instance}}"}))
+        ], "edges": []});
+        let r = Plan::build(&sup.to_string())
+            .unwrap()
+            .runnable(&Overrides::default())
+            .unwrap();
+        assert!(matches!(r.answer, Answer::MultiAgent { ref workers, .. } if workers.len() == 2));
+
+        let seq = json!({"nodes": [
+            node("m", "chatOpenAI", json!({})),
+            node("start", "seqStart", json!({"model": "{{m.data.instance}}"})),
+            node("agent", "seqAgent", json!({"agentName": "A", "sequentialNode": ["{{start.data.instance}}"]})),
+            node("cond", "seqCondition", json!({"sequentialNode": ["{{agent.data.instance}}"],
+                "conditionUI": "[{\"variable\":\"$flow.output.content\",\"operation\":\"Contains\",\"value\":\"yes\",\"output\":\"Yes\"}]"})),
+            node("yes", "seqEnd", json!({"sequentialNode": ["{{cond.data.instance}}"]})),
+            node("no", "seqEnd", json!({"sequentialNode": ["{{cond.data.instance}}"]}))
+        ], "edges": [
+            {"source": "cond", "target": "yes", "sourceHandle": "cond-output-Yes-Condition"},
+            {"source": "cond", "target": "no", "sourceHandle": "cond-output-End-Condition"}
+        ]});
+        let plan = Plan::build(&seq.to_string()).unwrap();
+        let Answer::Sequential(spec) = plan.runnable(&Overrides::default()).unwrap().answer else {
+            panic!("not sequential");
+        };
+        let branches = &spec.graph.next["cond"];
+        assert!(branches.contains(&(Some("Yes".into()), "yes".into())));
+        assert!(branches.contains(&(Some("End".into()), "no".into())));
+        assert_eq!(
+            branch_of("c", "c-output-my-branch-Condition").as_deref(),
+            Some("my-branch")
+        );
     }
 
     #[test]
@@ -612,8 +655,8 @@ mod tests {
                 allowed: HashSet::new(),
             })
             .unwrap();
-        assert_eq!(r.model.params.temperature, Some(0.1));
-        assert_eq!(r.system_message, "Hi.");
+        assert_eq!(chain(&r).model.params.temperature, Some(0.1));
+        assert_eq!(chain(&r).system_message, "Hi.");
 
         let secret = json!({"basePath": "http://169.254.169.254/"});
         let secret = secret.as_object().unwrap();
@@ -632,8 +675,10 @@ mod tests {
                 allowed,
             })
             .unwrap();
-        assert!(
-            matches!(r.model.provider, Provider::OpenAi { ref base, .. } if base == "http://169.254.169.254")
-        );
+        assert!(matches!(
+            chain(&r).model.provider,
+            Provider::OpenAi { ref base, ref auth, .. }
+                if base == "http://169.254.169.254" && matches!(auth, Auth::Bearer(_))
+        ));
     }
 }

@@ -2,11 +2,13 @@
 //! prompt goes apart, turns must alternate user/assistant starting with the user.
 
 use async_trait::async_trait;
-use futures_util::StreamExt;
 use serde_json::{Value, json};
 
-use super::http::{send, sse_events};
-use super::{ChatMessage, ChatModel, LlmError, Role, SamplingParams, TokenStream};
+use super::http::{deltas, send, sse_events};
+use super::{
+    ChatMessage, ChatModel, ChatRequest, Delta, DeltaStream, LlmError, Role, ToolCallParts,
+    ToolChoice,
+};
 
 pub const DEFAULT_BASE: &str = "https://api.anthropic.com";
 const PROVIDER: &str = "Anthropic";
@@ -23,12 +25,9 @@ pub struct AnthropicChat {
 
 #[async_trait]
 impl ChatModel for AnthropicChat {
-    async fn stream(
-        &self,
-        messages: Vec<ChatMessage>,
-        params: SamplingParams,
-    ) -> Result<TokenStream, LlmError> {
-        let (system, turns) = to_anthropic(messages);
+    async fn stream(&self, request: ChatRequest) -> Result<DeltaStream, LlmError> {
+        let params = &request.params;
+        let (system, turns) = to_anthropic(&request.messages);
         let mut body = json!({
             "model": self.model,
             "max_tokens": params.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
@@ -44,69 +43,144 @@ impl ChatModel for AnthropicChat {
         if let Some(p) = params.top_p {
             body["top_p"] = Value::from(p);
         }
-        let mut request = self
+        if !request.tools.is_empty() {
+            body["tools"] = request
+                .tools
+                .iter()
+                .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
+                .collect();
+            if let ToolChoice::Force(name) = &request.tool_choice {
+                body["tool_choice"] = json!({"type": "tool", "name": name});
+            }
+        }
+        let mut http = self
             .client
             .post(format!("{}/v1/messages", self.base))
             .header("anthropic-version", API_VERSION)
             .json(&body);
         if let Some(key) = &self.api_key {
-            request = request.header("x-api-key", key);
+            http = http.header("x-api-key", key);
         }
-        let response = send(PROVIDER, &self.base, request).await?;
-        let tokens = sse_events(PROVIDER, response)
-            .take_while(|e| {
-                let stop = matches!(e, Ok((name, _)) if name == "message_stop");
-                futures_util::future::ready(!stop)
-            })
-            .filter_map(|event| {
-                futures_util::future::ready(match event {
-                    Err(e) => Some(Err(e)),
-                    Ok((name, data)) => event_text(&name, &data).transpose(),
-                })
-            });
-        Ok(tokens.boxed())
+        let response = send(PROVIDER, &self.base, http).await?;
+        Ok(deltas(
+            sse_events(PROVIDER, response),
+            |(name, data): (String, String), parts, out| event(&name, &data, parts, out),
+        ))
+    }
+
+    fn calls_tools(&self) -> bool {
+        true
     }
 }
 
-/// System text apart; consecutive turns of one role merged; a leading assistant
-/// turn preceded by an empty user turn is not allowed, so it is dropped.
-fn to_anthropic(messages: Vec<ChatMessage>) -> (String, Vec<Value>) {
+/// System text apart; consecutive turns of one role merged (tool results are the
+/// user's turn); a leading assistant turn is not allowed, so it is dropped. A turn
+/// of text only is sent as one string.
+fn to_anthropic(messages: &[ChatMessage]) -> (String, Vec<Value>) {
     let mut system = String::new();
-    let mut turns: Vec<(Role, String)> = Vec::new();
+    let mut turns: Vec<(Role, Vec<Value>)> = Vec::new();
     for m in messages {
-        match m.role {
+        let (role, blocks) = match m.role {
             Role::System => {
                 if !system.is_empty() {
                     system.push_str("\n\n");
                 }
                 system.push_str(&m.content);
+                continue;
             }
-            role => match turns.last_mut() {
-                Some((last, text)) if *last == role => {
-                    text.push_str("\n\n");
-                    text.push_str(&m.content);
+            Role::Tool => (
+                Role::User,
+                vec![json!({
+                    "type": "tool_result",
+                    "tool_use_id": m.tool_call_id.as_deref().unwrap_or_default(),
+                    "content": m.content,
+                })],
+            ),
+            role => {
+                let mut blocks = Vec::with_capacity(1 + m.tool_calls.len());
+                if !m.content.is_empty() {
+                    blocks.push(json!({"type": "text", "text": m.content}));
                 }
-                None if role == Role::Assistant => {}
-                _ => turns.push((role, m.content)),
-            },
+                for call in &m.tool_calls {
+                    let input = match &call.arguments {
+                        Value::Object(_) => call.arguments.clone(),
+                        _ => json!({}),
+                    };
+                    blocks.push(json!({"type": "tool_use", "id": call.id, "name": call.name, "input": input}));
+                }
+                (role, blocks)
+            }
+        };
+        match turns.last_mut() {
+            Some((last, existing)) if *last == role => existing.extend(blocks),
+            None if role == Role::Assistant => {}
+            _ => turns.push((role, blocks)),
         }
     }
     let turns = turns
         .into_iter()
-        .map(|(role, content)| json!({"role": role.as_str(), "content": content}))
+        .map(|(role, blocks)| {
+            let text_only = blocks.iter().all(|b| b["type"] == "text");
+            let content = if text_only {
+                let texts: Vec<&str> = blocks.iter().filter_map(|b| b["text"].as_str()).collect();
+                Value::from(texts.join("\n\n"))
+            } else {
+                Value::Array(blocks)
+            };
+            json!({"role": role.as_str(), "content": content})
+        })
         .collect();
     (system, turns)
 }
 
-fn event_text(name: &str, data: &str) -> Result<Option<String>, LlmError> {
+/// Reads one streamed event; `message_stop` ends the answer.
+fn event(
+    name: &str,
+    data: &str,
+    parts: &mut ToolCallParts,
+    out: &mut Vec<Delta>,
+) -> Result<bool, LlmError> {
+    let parse = || -> Result<Value, LlmError> {
+        serde_json::from_str(data)
+            .map_err(|e| LlmError::new(format!("{PROVIDER} sent an unreadable event: {e}")))
+    };
     match name {
+        "message_stop" => Ok(true),
+        "content_block_start" => {
+            let v = parse()?;
+            if v.pointer("/content_block/type").and_then(Value::as_str) == Some("tool_use") {
+                let index = v.get("index").and_then(Value::as_u64).unwrap_or_default();
+                parts.push(
+                    index,
+                    v.pointer("/content_block/id").and_then(Value::as_str),
+                    v.pointer("/content_block/name").and_then(Value::as_str),
+                    "",
+                );
+            }
+            Ok(false)
+        }
         "content_block_delta" => {
-            let v: Value = serde_json::from_str(data)
-                .map_err(|e| LlmError::new(format!("{PROVIDER} sent an unreadable event: {e}")))?;
-            Ok(v.pointer("/delta/text")
-                .and_then(Value::as_str)
-                .filter(|s| !s.is_empty())
-                .map(str::to_owned))
+            let v = parse()?;
+            let index = v.get("index").and_then(Value::as_u64).unwrap_or_default();
+            match v.pointer("/delta/type").and_then(Value::as_str) {
+                Some("input_json_delta") => {
+                    let piece = v
+                        .pointer("/delta/partial_json")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default();
+                    parts.push(index, None, None, piece);
+                }
+                _ => {
+                    if let Some(text) = v
+                        .pointer("/delta/text")
+                        .and_then(Value::as_str)
+                        .filter(|s| !s.is_empty())
+                    {
+                        out.push(Delta::Text(text.to_owned()));
+                    }
+                }
+            }
+            Ok(false)
         }
         "error" => {
             let v: Value = serde_json::from_str(data).unwrap_or(Value::Null);
@@ -118,7 +192,7 @@ fn event_text(name: &str, data: &str) -> Result<Option<String>, LlmError> {
                 "{PROVIDER} failed mid-answer: {message}"
             )))
         }
-        _ => Ok(None),
+        _ => Ok(false),
     }
 }
 
@@ -128,7 +202,7 @@ mod tests {
 
     #[test]
     fn system_is_apart_and_roles_alternate() {
-        let (system, turns) = to_anthropic(vec![
+        let (system, turns) = to_anthropic(&[
             ChatMessage::new(Role::System, "be brief"),
             ChatMessage::new(Role::Assistant, "hello"),
             ChatMessage::new(Role::User, "a"),
@@ -146,11 +220,54 @@ mod tests {
     }
 
     #[test]
-    fn deltas_and_errors() {
+    fn deltas_calls_and_errors() {
+        let mut parts = ToolCallParts::default();
+        let mut out = Vec::new();
         let d =
             r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}"#;
-        assert_eq!(event_text("content_block_delta", d), Ok(Some("Hi".into())));
-        assert_eq!(event_text("ping", "{}"), Ok(None));
-        assert!(event_text("error", r#"{"error":{"message":"overloaded"}}"#).is_err());
+        assert_eq!(
+            event("content_block_delta", d, &mut parts, &mut out),
+            Ok(false)
+        );
+        assert_eq!(out, vec![Delta::Text("Hi".into())]);
+        let start = r#"{"index":1,"content_block":{"type":"tool_use","id":"t1","name":"calculator","input":{}}}"#;
+        event("content_block_start", start, &mut parts, &mut out).unwrap();
+        for piece in [r#"{"input":"#, r#""2*3"}"#] {
+            let d =
+                json!({"index": 1, "delta": {"type": "input_json_delta", "partial_json": piece}});
+            event("content_block_delta", &d.to_string(), &mut parts, &mut out).unwrap();
+        }
+        let calls = parts.finish();
+        assert_eq!(calls[0].name, "calculator");
+        assert_eq!(calls[0].arguments, json!({"input": "2*3"}));
+        assert_eq!(event("message_stop", "{}", &mut parts, &mut out), Ok(true));
+        assert!(
+            event(
+                "error",
+                r#"{"error":{"message":"overloaded"}}"#,
+                &mut parts,
+                &mut out
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn tool_turns_become_blocks() {
+        let call = crate::llm::ToolCall {
+            id: "t1".into(),
+            name: "calc".into(),
+            arguments: json!({"x": 1}),
+        };
+        let (_, turns) = to_anthropic(&[
+            ChatMessage::new(Role::User, "q"),
+            ChatMessage::tool_calls("let me see", vec![call.clone()]),
+            ChatMessage::tool_result(&call, "2"),
+        ]);
+        assert_eq!(turns[1]["content"][1]["type"], "tool_use");
+        assert_eq!(
+            turns[2],
+            json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "2"}]})
+        );
     }
 }

@@ -15,7 +15,7 @@ use futures_util::StreamExt;
 use tokio::sync::{OnceCell, Semaphore, mpsc};
 
 use super::local::LocalModel;
-use super::{ChatMessage, ChatModel, LlmError, SamplingParams, TokenStream};
+use super::{ChatModel, ChatRequest, Delta, DeltaStream, LlmError};
 use crate::flow::run::LocalModels;
 
 /// The directory `scripts/fetch-models` fills, inside the models dir.
@@ -76,20 +76,25 @@ const PIECE_BUFFER: usize = 64;
 
 #[async_trait]
 impl ChatModel for LocalChat {
-    async fn stream(
-        &self,
-        messages: Vec<ChatMessage>,
-        params: SamplingParams,
-    ) -> Result<TokenStream, LlmError> {
+    async fn stream(&self, request: ChatRequest) -> Result<DeltaStream, LlmError> {
+        if !request.tools.is_empty() {
+            return Err(LlmError::new(
+                "the embedded local model cannot call tools; use a provider model for agents",
+            ));
+        }
         let turn = Arc::clone(&self.turns)
             .acquire_owned()
             .await
             .map_err(|_| LlmError::new("the local model is shutting down"))?;
-        let (tx, rx) = mpsc::channel::<Result<String, LlmError>>(PIECE_BUFFER);
+        let (tx, rx) = mpsc::channel::<Result<Delta, LlmError>>(PIECE_BUFFER);
         let model = Arc::clone(&self.model);
+        let ChatRequest {
+            messages, params, ..
+        } = request;
         tokio::task::spawn_blocking(move || {
             let _turn = turn;
-            let mut on_token = |piece: &str| tx.blocking_send(Ok(piece.to_owned())).is_ok();
+            let mut on_token =
+                |piece: &str| tx.blocking_send(Ok(Delta::Text(piece.to_owned()))).is_ok();
             let result = model.generate(&messages, &params, &mut on_token);
             if let Err(e) = result {
                 let _ = tx.blocking_send(Err(LlmError::new(format!("local model: {e}"))));
@@ -99,5 +104,9 @@ impl ChatModel for LocalChat {
             rx.recv().await.map(|item| (item, rx))
         })
         .boxed())
+    }
+
+    fn calls_tools(&self) -> bool {
+        false
     }
 }

@@ -4,10 +4,12 @@
 
 use std::time::Duration;
 
+use std::collections::VecDeque;
+
 use bytes::{Buf, BytesMut};
 use futures_util::{Stream, StreamExt};
 
-use super::LlmError;
+use super::{Delta, DeltaStream, LlmError, ToolCallParts};
 
 /// The client every provider call goes through: one connection pool per process.
 pub fn client() -> Result<reqwest::Client, LlmError> {
@@ -80,7 +82,7 @@ fn provider_message(body: &str) -> String {
     short
 }
 
-fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+pub fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
     let mut cause = e;
     while let Some(next) = cause.source() {
         cause = next;
@@ -162,6 +164,65 @@ pub fn sse_events(
             futures_util::future::ready(out)
         })
         .filter_map(futures_util::future::ready)
+}
+
+/// A provider's answer as [`Delta`]s. `step` reads one wire event, pushing text
+/// into `out` and tool-call fragments into the parts, and says whether the answer
+/// ended; assembled tool calls follow the last text, whether the answer ended by
+/// its own marker or by the end of the body.
+pub fn deltas<S, T, F>(events: S, step: F) -> DeltaStream
+where
+    S: Stream<Item = Result<T, LlmError>> + Send + 'static,
+    T: Send + 'static,
+    F: FnMut(T, &mut ToolCallParts, &mut Vec<Delta>) -> Result<bool, LlmError> + Send + 'static,
+{
+    struct State<S, F> {
+        events: S,
+        step: F,
+        parts: ToolCallParts,
+        ready: VecDeque<Delta>,
+        scratch: Vec<Delta>,
+        ended: bool,
+    }
+    let state = State {
+        events: Box::pin(events),
+        step,
+        parts: ToolCallParts::default(),
+        ready: VecDeque::new(),
+        scratch: Vec::new(),
+        ended: false,
+    };
+    futures_util::stream::unfold(state, |mut s| async move {
+        loop {
+            if let Some(delta) = s.ready.pop_front() {
+                return Some((Ok(delta), s));
+            }
+            if s.ended {
+                return None;
+            }
+            let finished = match s.events.next().await {
+                None => true,
+                Some(Err(e)) => {
+                    s.ended = true;
+                    return Some((Err(e), s));
+                }
+                Some(Ok(event)) => match (s.step)(event, &mut s.parts, &mut s.scratch) {
+                    Ok(finished) => finished,
+                    Err(e) => {
+                        s.ended = true;
+                        return Some((Err(e), s));
+                    }
+                },
+            };
+            s.ready.extend(s.scratch.drain(..));
+            if finished {
+                s.ended = true;
+                s.ready
+                    .extend(s.parts.finish().into_iter().map(Delta::ToolCall));
+            }
+        }
+    })
+    .boxed()
 }
 
 #[cfg(test)]

@@ -1,16 +1,20 @@
 //! Language models behind one interface: chat providers (OpenAI-compatible,
-//! Anthropic, Ollama, the embedded local model) that stream tokens.
+//! Anthropic, Ollama, the embedded local model) that stream their answer.
 //!
-//! The flow engine speaks only [`ChatRequest`] → a stream of text pieces. Each
+//! The flow engine speaks only [`ChatRequest`] → a stream of [`Delta`]s: pieces of
+//! text as they arrive and, for models that call tools, whole tool calls (their
+//! streamed argument fragments assembled here, in the provider module). Each
 //! provider turns that into its wire format (or, for the local model, into
 //! tokens) and turns its failures into an [`LlmError`] whose message tells the
 //! user what to fix.
 
 pub mod local;
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 /// Who said a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -19,6 +23,8 @@ pub enum Role {
     System,
     User,
     Assistant,
+    /// The result of a tool call, answering an assistant message's call.
+    Tool,
 }
 
 impl Role {
@@ -27,6 +33,7 @@ impl Role {
             Role::System => "system",
             Role::User => "user",
             Role::Assistant => "assistant",
+            Role::Tool => "tool",
         }
     }
 }
@@ -36,6 +43,15 @@ impl Role {
 pub struct ChatMessage {
     pub role: Role,
     pub content: String,
+    /// Calls an assistant turn made (answered by the `Tool` turns after it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// The call a `Tool` turn answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    /// The tool a `Tool` turn comes from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
 }
 
 impl ChatMessage {
@@ -43,8 +59,81 @@ impl ChatMessage {
         ChatMessage {
             role,
             content: content.into(),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+            name: None,
         }
     }
+
+    /// An assistant turn that called tools (with whatever text came with the calls).
+    pub fn tool_calls(content: impl Into<String>, calls: Vec<ToolCall>) -> Self {
+        ChatMessage {
+            tool_calls: calls,
+            ..ChatMessage::new(Role::Assistant, content)
+        }
+    }
+
+    /// The answer to one tool call.
+    pub fn tool_result(call: &ToolCall, output: impl Into<String>) -> Self {
+        ChatMessage {
+            tool_call_id: Some(call.id.clone()),
+            name: Some(call.name.clone()),
+            ..ChatMessage::new(Role::Tool, output)
+        }
+    }
+}
+
+/// A tool call a model made. `arguments` is the JSON the model wrote; when that is
+/// not valid JSON it is kept as a string, so the tool can say what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: Value,
+}
+
+/// A tool as a model sees it: a name, what it does, and a JSON Schema of its arguments.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolDef {
+    pub name: String,
+    pub description: String,
+    pub parameters: Value,
+}
+
+/// Whether the model may answer in text or must call one given tool.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum ToolChoice {
+    #[default]
+    Auto,
+    Force(String),
+}
+
+/// What one generation is asked.
+#[derive(Debug, Clone, Default)]
+pub struct ChatRequest {
+    pub messages: Vec<ChatMessage>,
+    pub tools: Vec<ToolDef>,
+    pub tool_choice: ToolChoice,
+    pub params: SamplingParams,
+}
+
+impl ChatRequest {
+    /// A request without tools.
+    pub fn text(messages: Vec<ChatMessage>, params: SamplingParams) -> Self {
+        ChatRequest {
+            messages,
+            params,
+            ..ChatRequest::default()
+        }
+    }
+}
+
+/// A piece of a streamed answer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Delta {
+    Text(String),
+    /// A whole call, sent once its last argument fragment arrived.
+    ToolCall(ToolCall),
 }
 
 /// How to sample. `None` means the provider's (or model's) default; the local
@@ -88,18 +177,86 @@ pub mod openai;
 use async_trait::async_trait;
 use futures_util::stream::BoxStream;
 
-/// Text pieces of an answer as the provider produces them. Dropping the stream
+/// The pieces of an answer as the provider produces them. Dropping the stream
 /// cancels the provider call.
-pub type TokenStream = BoxStream<'static, Result<String, LlmError>>;
+pub type DeltaStream = BoxStream<'static, Result<Delta, LlmError>>;
 
-/// A chat model: messages in, a stream of text out.
+/// A chat model: messages (and tools) in, a stream of text and tool calls out.
 #[async_trait]
 pub trait ChatModel: Send + Sync {
-    /// Starts a generation. Errors before the first token (a wrong key, an unknown
+    /// Starts a generation. Errors before the first piece (a wrong key, an unknown
     /// model) come back here; later ones as items of the stream.
-    async fn stream(
-        &self,
-        messages: Vec<ChatMessage>,
-        params: SamplingParams,
-    ) -> Result<TokenStream, LlmError>;
+    async fn stream(&self, request: ChatRequest) -> Result<DeltaStream, LlmError>;
+
+    /// Whether [`ChatRequest::tools`] are offered to the model natively.
+    fn calls_tools(&self) -> bool;
+}
+
+/// Tool calls streamed in fragments (OpenAI's indexed deltas, Anthropic's
+/// content blocks), assembled by their position in the answer.
+#[derive(Debug, Default)]
+pub struct ToolCallParts {
+    parts: BTreeMap<u64, (String, String, String)>,
+}
+
+impl ToolCallParts {
+    /// Adds what one fragment says of the call at `index`.
+    pub fn push(&mut self, index: u64, id: Option<&str>, name: Option<&str>, arguments: &str) {
+        let (call_id, call_name, args) = self.parts.entry(index).or_default();
+        if let Some(id) = id.filter(|s| !s.is_empty()) {
+            id.clone_into(call_id);
+        }
+        if let Some(name) = name.filter(|s| !s.is_empty()) {
+            call_name.push_str(name);
+        }
+        args.push_str(arguments);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.parts.is_empty()
+    }
+
+    /// The calls, in order; emptied.
+    pub fn finish(&mut self) -> Vec<ToolCall> {
+        std::mem::take(&mut self.parts)
+            .into_iter()
+            .map(|(index, (id, name, args))| ToolCall {
+                id: if id.is_empty() {
+                    format!("call_{index}")
+                } else {
+                    id
+                },
+                name,
+                arguments: parse_arguments(&args),
+            })
+            .collect()
+    }
+}
+
+/// A model's argument text as JSON: empty is `{}`, unreadable stays a string.
+pub fn parse_arguments(text: &str) -> Value {
+    if text.trim().is_empty() {
+        return Value::Object(Default::default());
+    }
+    serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fragments_assemble_into_calls_in_order() {
+        let mut parts = ToolCallParts::default();
+        parts.push(1, Some("b"), Some("calculator"), "{\"inp");
+        parts.push(0, Some("a"), Some("now"), "");
+        parts.push(1, None, None, "ut\": \"1+1\"}");
+        let calls = parts.finish();
+        assert_eq!(calls.len(), 2);
+        assert_eq!(calls[0].name, "now");
+        assert_eq!(calls[0].arguments, serde_json::json!({}));
+        assert_eq!(calls[1].arguments, serde_json::json!({"input": "1+1"}));
+        assert!(parts.is_empty());
+        assert_eq!(parse_arguments("{oops"), Value::String("{oops".into()));
+    }
 }

@@ -7,6 +7,7 @@
 //! OpenAPI document.
 
 pub mod apikeys;
+pub mod artifacts;
 pub mod chatflows;
 pub mod health;
 pub mod predictions;
@@ -60,6 +61,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .merge(variables::router())
         .merge(tools::router())
         .merge(predictions::router())
+        .merge(artifacts::router())
         .merge(triggers::router())
 }
 

@@ -426,23 +426,28 @@ fn sse_events(
                         ("sourceDocuments", &result.source_documents),
                         ("usedTools", &result.used_tools),
                         ("agentReasoning", &result.agent_reasoning),
+                        ("artifacts", &result.artifacts),
                     ];
                     for (name, items) in extras {
                         if !items.is_empty() {
                             s.queue.push_back(sse(name, items));
                         }
                     }
-                    s.queue.push_back(sse(
-                        "metadata",
-                        &json!({
-                            "chatId": result.chat_id,
-                            "chatMessageId": result.chat_message_id,
-                            "question": result.question,
-                            "sessionId": result.session_id,
-                            "sourceDocuments": result.source_documents,
-                            "usedTools": result.used_tools,
-                        }),
-                    ));
+                    let mut metadata = json!({
+                        "chatId": result.chat_id,
+                        "chatMessageId": result.chat_message_id,
+                        "question": result.question,
+                        "sessionId": result.session_id,
+                        "sourceDocuments": result.source_documents,
+                        "usedTools": result.used_tools,
+                    });
+                    if !result.agent_reasoning.is_empty() {
+                        metadata["agentReasoning"] = json!(result.agent_reasoning);
+                    }
+                    if !result.artifacts.is_empty() {
+                        metadata["artifacts"] = json!(result.artifacts);
+                    }
+                    s.queue.push_back(sse("metadata", &metadata));
                     s.queue.push_back(sse("end", "[DONE]"));
                     s.finished = true;
                 }

@@ -20,6 +20,9 @@ use uuid::Uuid;
 
 use crate::config::Config;
 use crate::flow::run::Models;
+use crate::flow::tools::ToolClients;
+use crate::flow::tools::python::RuntimeClient;
+use crate::flow::tools::web::WebClient;
 use crate::flow::{FlowError, PlanCache};
 use crate::store::{Store, StoreError};
 
@@ -32,6 +35,8 @@ pub struct Services {
     pub plans: Arc<PlanCache>,
     /// Chat model providers (one pooled HTTP client) and the embedded model.
     pub models: Models,
+    /// What agents' tools reach: the guarded web client and the Python runtime.
+    pub tools: ToolClients,
     /// Wakes this replica's cron scheduler when a trigger changes here, so a new
     /// schedule is seen at once rather than at the next poll.
     pub scheduler_wake: Arc<Notify>,
@@ -47,6 +52,14 @@ impl Services {
     pub fn new(store: Arc<dyn Store>, config: Config) -> Result<Self, String> {
         let http = crate::llm::http::client().map_err(|e| e.message)?;
         let local = crate::llm::embedded::Embedded::new(config.models_dir());
+        let tools = ToolClients {
+            web: WebClient::new(config.allow_private_requests.clone())?,
+            runtime: RuntimeClient::new(
+                http.clone(),
+                &config.python_runtime,
+                config.py_tool_api_key.clone(),
+            ),
+        };
         Ok(Services {
             store,
             config: Arc::new(config),
@@ -55,6 +68,7 @@ impl Services {
                 http,
                 local: Arc::new(local),
             },
+            tools,
             scheduler_wake: Arc::default(),
             mail_wake: Arc::default(),
             replica_id: Uuid::new_v4(),

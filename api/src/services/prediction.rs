@@ -18,9 +18,11 @@ use uuid::Uuid;
 
 use super::{ServiceError, ServiceResult, Services};
 use crate::domain::{Chatflow, MessageRole, NewChatMessage};
+use crate::domain::{Variable, VariableType};
 use crate::flow::plan::Runnable;
 use crate::flow::run::{self, RunError};
-use crate::flow::{FlowEvent, Overrides, RunInput};
+use crate::flow::tools::{FlowContext, ToolEnv};
+use crate::flow::{FlowError, FlowEvent, Overrides, RunContext, RunInput, RunOutput};
 use crate::llm::{ChatMessage, Role};
 
 /// Events between the run and the answer, buffered at most this many.
@@ -70,6 +72,9 @@ pub struct PredictionResult {
     pub used_tools: Vec<Value>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub agent_reasoning: Vec<Value>,
+    /// Files tools wrote, served by weir at their `url` (with a key of the workspace).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub artifacts: Vec<Value>,
 }
 
 #[derive(Debug)]
@@ -167,6 +172,12 @@ pub async fn start(
             .map(|h| ChatMessage::new(speaker(h.role), h.message)),
     );
 
+    let env = if runnable.tools().is_empty() {
+        ToolEnv::default()
+    } else {
+        tool_env(state, flow, &runnable, request.override_config.as_ref()).await?
+    };
+
     if let Some(email) = &request.lead_email {
         state.store.create_lead(flow.id, &chat_id, email).await?;
     }
@@ -194,6 +205,7 @@ pub async fn start(
         },
         chat_id: chat_id.clone(),
         session,
+        env,
     };
     tokio::spawn(task.run(tx));
     Ok(Prediction {
@@ -209,23 +221,35 @@ struct RunTask {
     input: RunInput,
     chat_id: String,
     session: String,
+    env: ToolEnv,
 }
 
 impl RunTask {
-    async fn run(self, out: mpsc::Sender<PredictionEvent>) {
-        let result = run::run(&self.runnable, &self.input, &self.state.models, &out).await;
+    async fn run(mut self, out: mpsc::Sender<PredictionEvent>) {
+        let ctx = RunContext {
+            models: &self.state.models,
+            tools: &self.state.tools,
+            env: std::mem::take(&mut self.env),
+            flow: FlowContext {
+                input: self.input.question.clone(),
+                chat_history: self.input.history_text(),
+                session_id: self.session.clone(),
+            },
+        };
+        let result = run::run(&self.runnable, &self.input, &ctx, &out).await;
         match result {
-            Ok(text) => match self.remember(&text).await {
+            Ok(output) => match self.remember(&output).await {
                 Ok(message_id) => {
                     let result = PredictionResult {
-                        text,
+                        text: output.text,
                         question: self.input.question.clone(),
                         chat_id: self.chat_id.clone(),
                         chat_message_id: message_id,
                         session_id: self.chat_id.clone(),
                         source_documents: Vec::new(),
-                        used_tools: Vec::new(),
-                        agent_reasoning: Vec::new(),
+                        used_tools: output.used_tools,
+                        agent_reasoning: output.agent_reasoning,
+                        artifacts: output.artifacts,
                     };
                     let _ = out.send(PredictionEvent::Done(Box::new(result))).await;
                 }
@@ -249,7 +273,7 @@ impl RunTask {
     }
 
     /// Stores the question and the answer; returns the answer's message id.
-    async fn remember(&self, answer: &str) -> Result<Uuid, crate::store::StoreError> {
+    async fn remember(&self, output: &RunOutput) -> Result<Uuid, crate::store::StoreError> {
         let message = |role, content: &str| NewChatMessage {
             chatflow_id: self.chatflow_id,
             chat_id: self.session.clone(),
@@ -258,15 +282,111 @@ impl RunTask {
             source_documents: None,
             used_tools: None,
         };
+        let answer = NewChatMessage {
+            used_tools: (!output.used_tools.is_empty())
+                .then(|| Value::from(output.used_tools.clone()).to_string()),
+            ..message(MessageRole::Api, &output.text)
+        };
         let stored = self
             .state
             .store
             .append_chat_messages(vec![
                 message(MessageRole::User, &self.input.question),
-                message(MessageRole::Api, answer),
+                answer,
             ])
             .await?;
         Ok(stored.last().map(|m| m.id).unwrap_or_else(Uuid::new_v4))
+    }
+}
+
+/// What the run's tools need from the store: the workspace's stored tools it
+/// uses, and — when Python may run — `$vars` (workspace variables, then
+/// `overrideConfig.vars` on top).
+async fn tool_env(
+    state: &Services,
+    flow: &Chatflow,
+    runnable: &Runnable,
+    override_config: Option<&Map<String, Value>>,
+) -> ServiceResult<ToolEnv> {
+    let mut env = ToolEnv {
+        workspace_id: flow.workspace_id.to_string(),
+        ..ToolEnv::default()
+    };
+    for id in runnable.stored_tools() {
+        let tool = state
+            .store
+            .get_tool(flow.workspace_id, id)
+            .await?
+            .ok_or_else(|| {
+                FlowError::invalid(format!(
+                    "the flow uses tool {id}, which is not a tool of this workspace"
+                ))
+            })?;
+        env.stored.insert(
+            id,
+            std::sync::Arc::new(crate::flow::component::PythonDefinition {
+                name: tool.name,
+                description: tool.description,
+                schema: tool.schema,
+                code: tool.code,
+                requirements: tool.requirements,
+            }),
+        );
+    }
+    if runnable.uses_python() {
+        let mut page = crate::domain::Page {
+            page: 1,
+            limit: crate::domain::Page::MAX_LIMIT,
+        };
+        loop {
+            let listing = state.store.list_variables(flow.workspace_id, page).await?;
+            let done = u64::from(page.page) * u64::from(page.limit) >= listing.total;
+            for var in &listing.items {
+                env.vars
+                    .insert(var.name.clone(), Value::from(variable_value(var)));
+            }
+            if done || listing.items.is_empty() {
+                break;
+            }
+            page.page += 1;
+        }
+        if let Some(Value::Object(vars)) = override_config.and_then(|o| o.get("vars")) {
+            env.vars
+                .extend(vars.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
+    }
+    Ok(env)
+}
+
+/// Environment variables tool code never reads through a `runtime` variable:
+/// weir's own secrets.
+const PRIVATE_ENV: &[&str] = &[
+    "DATABASE_URL",
+    "DATABASE_SCHEMA",
+    "PY_TOOL_API_KEY",
+    "SMTP_URL",
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "MISTRAL_API_KEY",
+    "AZURE_OPENAI_API_KEY",
+];
+
+/// A variable's value: a `static` one as stored; a `runtime` one from the
+/// server's environment variable its value names (its own name when the value
+/// is empty, as in Flowise); empty when unset or one of weir's secrets.
+fn variable_value(var: &Variable) -> String {
+    match var.var_type {
+        VariableType::Static => var.value.clone(),
+        VariableType::Runtime => {
+            let name = match var.value.trim() {
+                "" => var.name.as_str(),
+                named => named,
+            };
+            if PRIVATE_ENV.contains(&name) {
+                return String::new();
+            }
+            std::env::var(name).unwrap_or_default()
+        }
     }
 }
 

@@ -1,99 +1,17 @@
-//! Running a [`Runnable`]: assemble the messages for its chain, stream the model's
-//! answer, and send each piece as a [`FlowEvent`] the moment it arrives.
-//!
-//! A closed event channel means the client is gone: the run stops and the
-//! provider stream is dropped, which cancels the provider call.
-
-use std::sync::Arc;
+//! Chains: a prompt filled in (`llmChain`) or a conversation (`conversationChain`)
+//! sent to one model, its answer streamed token by token.
 
 use futures_util::StreamExt;
-use tokio::sync::mpsc;
 
-use super::plan::{ChainKind, PromptSpec, Provider, Runnable};
-use super::{FlowError, prompt};
-use crate::llm::anthropic::AnthropicChat;
-use crate::llm::ollama::OllamaChat;
-use crate::llm::openai::OpenAiChat;
-use crate::llm::{ChatMessage, ChatModel, LlmError, Role};
-
-/// What a run emits, in order.
-#[derive(Debug, Clone, PartialEq)]
-pub enum FlowEvent {
-    Token(String),
-}
-
-/// The conversation a run starts from.
-#[derive(Debug, Clone, Default)]
-pub struct RunInput {
-    pub question: String,
-    /// Earlier turns, oldest first: stored memory, then the request's `history`.
-    pub history: Vec<ChatMessage>,
-    /// `$flow` values a prompt value may name as `{{$flow.<key>}}` (a webhook's
-    /// `body` and `headers`).
-    pub flow_vars: serde_json::Map<String, serde_json::Value>,
-}
-
-/// Where chat models come from: the shared HTTP client for providers, and the
-/// embedded model.
-#[derive(Clone)]
-pub struct Models {
-    pub http: reqwest::Client,
-    pub local: Arc<dyn LocalModels>,
-}
-
-/// Access to the embedded model, loaded on first use.
-#[async_trait::async_trait]
-pub trait LocalModels: Send + Sync {
-    async fn chat(&self) -> Result<Arc<dyn ChatModel>, LlmError>;
-}
-
-impl Models {
-    async fn chat_model(&self, provider: &Provider) -> Result<Arc<dyn ChatModel>, LlmError> {
-        Ok(match provider {
-            Provider::OpenAi {
-                base,
-                api_key,
-                model,
-            } => Arc::new(OpenAiChat {
-                client: self.http.clone(),
-                base: base.clone(),
-                api_key: api_key.clone(),
-                model: model.clone(),
-            }),
-            Provider::Anthropic {
-                base,
-                api_key,
-                model,
-            } => Arc::new(AnthropicChat {
-                client: self.http.clone(),
-                base: base.clone(),
-                api_key: api_key.clone(),
-                model: model.clone(),
-            }),
-            Provider::Ollama { base, model } => Arc::new(OllamaChat {
-                client: self.http.clone(),
-                base: base.clone(),
-                model: model.clone(),
-            }),
-            Provider::Local => self.local.chat().await?,
-        })
-    }
-}
+use super::{FlowEvent, RunContext, RunError, RunInput, RunOutput, Tokens, model_failed};
+use crate::flow::component::{ChainKind, ChainSpec, PromptSpec};
+use crate::flow::prompt;
+use crate::llm::{ChatMessage, ChatRequest, Delta, Role};
 
 /// The messages a chain sends to its model.
-pub fn messages(runnable: &Runnable, input: &RunInput) -> Vec<ChatMessage> {
-    let history_text = || {
-        input
-            .history
-            .iter()
-            .map(|m| {
-                let who = if m.role == Role::User { "Human" } else { "AI" };
-                format!("{who}: {}", m.content)
-            })
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
-    match (runnable.chain, &runnable.prompt) {
+pub fn messages(chain: &ChainSpec, input: &RunInput) -> Vec<ChatMessage> {
+    let history_text = || input.history_text();
+    match (chain.kind, &chain.prompt) {
         (ChainKind::Llm, Some(PromptSpec::Text { template, values })) => vec![ChatMessage::new(
             Role::User,
             prompt::format(
@@ -132,7 +50,7 @@ pub fn messages(runnable: &Runnable, input: &RunInput) -> Vec<ChatMessage> {
                 Some(PromptSpec::Chat { system, values, .. }) if !system.is_empty() => {
                     prompt::format(system, values, &input.question, "", &input.flow_vars)
                 }
-                _ => runnable.system_message.clone(),
+                _ => chain.system_message.clone(),
             };
             let mut out = Vec::with_capacity(input.history.len() + 2);
             out.push(ChatMessage::new(Role::System, system));
@@ -143,54 +61,43 @@ pub fn messages(runnable: &Runnable, input: &RunInput) -> Vec<ChatMessage> {
     }
 }
 
-/// Runs the flow; returns the whole answer. Tokens go to `events` as they come,
-/// converted into the caller's own event type (no relay between channels).
+/// Runs a chain; its tokens stream as they arrive.
 pub async fn run<E: From<FlowEvent>>(
-    runnable: &Runnable,
+    chain: &ChainSpec,
     input: &RunInput,
-    models: &Models,
-    events: &mpsc::Sender<E>,
-) -> Result<String, RunError> {
-    let node = &runnable.model;
-    let failed = |e: LlmError| {
-        RunError::Flow(FlowError::failed(format!(
-            "node {} ({}) failed: {}",
-            node.node_id, node.node_type, e.message
-        )))
-    };
-    let model = models.chat_model(&node.provider).await.map_err(failed)?;
+    ctx: &RunContext<'_>,
+    tokens: &Tokens<'_, E>,
+) -> Result<RunOutput, RunError> {
+    let spec = &chain.model;
+    let model = ctx.model(spec).await?;
+    let request = ChatRequest::text(messages(chain, input), spec.params.clone());
     let mut stream = model
-        .stream(messages(runnable, input), node.params.clone())
+        .stream(request)
         .await
-        .map_err(failed)?;
-    let mut answer = String::new();
-    while let Some(piece) = stream.next().await {
-        let piece = piece.map_err(failed)?;
-        answer.push_str(&piece);
-        if events.send(FlowEvent::Token(piece).into()).await.is_err() {
-            return Err(RunError::Cancelled);
+        .map_err(|e| model_failed(spec, &e))?;
+    let mut text = String::new();
+    while let Some(delta) = stream.next().await {
+        if let Delta::Text(piece) = delta.map_err(|e| model_failed(spec, &e))? {
+            text.push_str(&piece);
+            tokens.send(piece).await?;
         }
     }
-    Ok(answer)
-}
-
-#[derive(Debug)]
-pub enum RunError {
-    Flow(FlowError),
-    /// Nobody listens any more (the client disconnected).
-    Cancelled,
+    Ok(RunOutput {
+        text,
+        ..RunOutput::default()
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::flow::plan::{MemorySpec, ModelSpec};
+    use crate::flow::component::{MemorySpec, ModelSpec, Provider};
     use serde_json::{Map, json};
 
-    fn runnable(chain: ChainKind, prompt: Option<PromptSpec>) -> Runnable {
-        Runnable {
-            chain,
-            chain_node: "c".into(),
+    fn runnable(kind: ChainKind, prompt: Option<PromptSpec>) -> ChainSpec {
+        ChainSpec {
+            kind,
+            node_id: "c".into(),
             model: ModelSpec {
                 node_id: "m".into(),
                 node_type: "chatLocal",

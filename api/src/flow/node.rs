@@ -1,0 +1,358 @@
+//! What a node type is to the engine: one small trait, [`Node`].
+//!
+//! A node declares its inputs ([`NodeSpec`]: names, kinds, which are required,
+//! which are keys or endpoints) and what it produces ([`Category`]), and builds
+//! its [`Component`] from its inputs through a [`Build`] — which applies the
+//! request's overrides and builds the nodes its anchors reference. Components
+//! are plain data (specs); running them is `run`'s business.
+//!
+//! To add a node: write `nodes/<name>.rs` with a unit struct implementing
+//! [`Node`], and list it in `registry::NODES`. Validation (unknown or misplaced
+//! inputs, required ones, anchor categories) and overrides come for free.
+
+use std::borrow::Cow;
+
+use serde_json::{Map, Value};
+
+use super::FlowError;
+use super::component::{Component, MemorySpec, ModelSpec, PromptSpec, ToolSpec};
+use super::graph::{FlowGraph, FlowNode, reference, references};
+use super::plan::Overrides;
+
+/// What a node produces, i.e. what another node's anchor may accept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Category {
+    ChatModel,
+    Prompt,
+    Chain,
+    Memory,
+    Tool,
+    Agent,
+    /// A multi-agent supervisor (its workers point at it).
+    Supervisor,
+    Worker,
+    /// A step of a sequential-agents graph.
+    Sequential,
+    /// Anchors weir accepts but does not run (moderation, output parsers).
+    Unsupported,
+}
+
+impl Category {
+    /// Whether a node of this category can be the flow's answer.
+    pub fn answers(self) -> bool {
+        matches!(self, Category::Chain | Category::Agent)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputKind {
+    Text,
+    Number,
+    Integer,
+    Boolean,
+    /// JSON text or a JSON value (promptValues, baseOptions, schemas).
+    Json,
+    /// A reference `{{nodeId.data.instance}}` to a node of that category.
+    Anchor(Category),
+    /// A list of references.
+    Anchors(Category),
+    /// Known from Flowise, without effect in weir.
+    Ignored,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct InputSpec {
+    pub name: &'static str,
+    pub kind: InputKind,
+    pub required: bool,
+    /// Keys and endpoints: not overridable unless `apiConfig.overrideConfig.allow` lists them.
+    pub sensitive: bool,
+}
+
+pub const fn input(name: &'static str, kind: InputKind) -> InputSpec {
+    InputSpec {
+        name,
+        kind,
+        required: false,
+        sensitive: false,
+    }
+}
+
+pub const fn required(name: &'static str, kind: InputKind) -> InputSpec {
+    InputSpec {
+        required: true,
+        ..input(name, kind)
+    }
+}
+
+pub const fn sensitive(name: &'static str, kind: InputKind) -> InputSpec {
+    InputSpec {
+        sensitive: true,
+        ..input(name, kind)
+    }
+}
+
+pub struct NodeSpec {
+    /// The node type as Flowise names it: `chatOpenAI`.
+    pub name: &'static str,
+    pub category: Category,
+    pub inputs: &'static [InputSpec],
+}
+
+impl NodeSpec {
+    pub fn input(&self, name: &str) -> Option<&InputSpec> {
+        self.inputs.iter().find(|i| i.name == name)
+    }
+}
+
+/// A node type.
+pub trait Node: Sync {
+    fn spec(&self) -> &'static NodeSpec;
+
+    /// Builds this node's component for one request.
+    fn build(&self, node: &Build<'_>) -> Result<Component, FlowError>;
+}
+
+/// One node being built: its inputs with the request's overrides applied, and
+/// the way to the nodes it references.
+pub struct Build<'a> {
+    graph: &'a FlowGraph,
+    node: &'a FlowNode,
+    inputs: Cow<'a, Map<String, Value>>,
+    overrides: &'a Overrides<'a>,
+}
+
+impl<'a> Build<'a> {
+    pub fn new(graph: &'a FlowGraph, node: &'a FlowNode, overrides: &'a Overrides<'a>) -> Self {
+        Build {
+            graph,
+            node,
+            inputs: effective_inputs(graph, node, overrides),
+            overrides,
+        }
+    }
+
+    /// `chatOpenAI_0`
+    pub fn id(&self) -> &'a str {
+        &self.node.id
+    }
+
+    /// A FlowError naming this node.
+    pub fn invalid(&self, what: impl std::fmt::Display) -> FlowError {
+        FlowError::invalid(format!("node {} ({}) {what}", self.node.id, self.node.name))
+    }
+
+    pub fn value(&self, name: &str) -> Option<&Value> {
+        self.inputs.get(name).filter(|v| !v.is_null())
+    }
+
+    /// A text input, trimmed; `None` when absent or blank.
+    pub fn text(&self, name: &str) -> Option<&str> {
+        self.inputs
+            .get(name)
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+    }
+
+    /// The first of several names (Flowise renamed inputs between versions).
+    pub fn text_of(&self, names: &[&str]) -> Option<&str> {
+        names.iter().find_map(|n| self.text(n))
+    }
+
+    pub fn number(&self, name: &str) -> Result<Option<f64>, FlowError> {
+        let bad = || self.invalid(format_args!("input '{name}' must be a number"));
+        match self.inputs.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Number(n)) => n.as_f64().map(Some).ok_or_else(bad),
+            Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
+            Some(Value::String(s)) => s.trim().parse().map(Some).map_err(|_| bad()),
+            Some(_) => Err(bad()),
+        }
+    }
+
+    pub fn integer(&self, name: &str) -> Result<Option<u64>, FlowError> {
+        match self.number(name)? {
+            None => Ok(None),
+            Some(n) if n >= 0.0 && n.fract() == 0.0 && n <= u32::MAX as f64 => Ok(Some(n as u64)),
+            Some(_) => Err(self.invalid(format_args!(
+                "input '{name}' must be a whole number of at least 0"
+            ))),
+        }
+    }
+
+    /// An integer input within `1..=max`, or `default`.
+    pub fn count(&self, name: &str, default: u32, max: u32) -> Result<u32, FlowError> {
+        match self.integer(name)? {
+            None => Ok(default),
+            Some(n) if (1..=u64::from(max)).contains(&n) => Ok(n as u32),
+            Some(_) => {
+                Err(self.invalid(format_args!("input '{name}' must be between 1 and {max}")))
+            }
+        }
+    }
+
+    pub fn boolean(&self, name: &str) -> Result<bool, FlowError> {
+        match self.inputs.get(name) {
+            None | Some(Value::Null) => Ok(false),
+            Some(Value::Bool(b)) => Ok(*b),
+            Some(Value::String(s)) => match s.trim() {
+                "" | "false" => Ok(false),
+                "true" => Ok(true),
+                _ => Err(self.invalid(format_args!("input '{name}' must be true or false"))),
+            },
+            Some(_) => Err(self.invalid(format_args!("input '{name}' must be true or false"))),
+        }
+    }
+
+    /// A JSON input given as JSON or as JSON text; `None` when absent or blank.
+    pub fn json(&self, name: &str) -> Result<Option<Value>, FlowError> {
+        match self.inputs.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
+            Some(Value::String(s)) => serde_json::from_str(s)
+                .map(Some)
+                .map_err(|e| self.invalid(format_args!("input '{name}' is not valid JSON: {e}"))),
+            Some(other) => Ok(Some(other.clone())),
+        }
+    }
+
+    pub fn json_object(&self, name: &str) -> Result<Map<String, Value>, FlowError> {
+        match self.json(name)? {
+            None => Ok(Map::new()),
+            Some(Value::Object(o)) => Ok(o),
+            Some(_) => Err(self.invalid(format_args!("input '{name}' must be a JSON object"))),
+        }
+    }
+
+    /// Ids of the nodes an input references.
+    pub fn references(&self, name: &str) -> Vec<&str> {
+        self.inputs.get(name).map(references).unwrap_or_default()
+    }
+
+    /// Builds the node an anchor input references, if it is connected.
+    pub fn anchor(&self, name: &str) -> Result<Option<Component>, FlowError> {
+        let Some(id) = self
+            .inputs
+            .get(name)
+            .and_then(Value::as_str)
+            .and_then(reference)
+        else {
+            return Ok(None);
+        };
+        self.build_node(id).map(Some)
+    }
+
+    /// Builds every node a list anchor references, in order.
+    pub fn anchors(&self, name: &str) -> Result<Vec<Component>, FlowError> {
+        self.references(name)
+            .into_iter()
+            .map(|id| self.build_node(id))
+            .collect()
+    }
+
+    fn build_node(&self, id: &str) -> Result<Component, FlowError> {
+        let target = self.graph.node(id).ok_or_else(|| {
+            self.invalid(format_args!(
+                "refers to a node '{id}' that is not in the flow"
+            ))
+        })?;
+        build_node(self.graph, target, self.overrides)
+    }
+
+    pub fn model(&self, name: &str) -> Result<Option<ModelSpec>, FlowError> {
+        match self.anchor(name)? {
+            None => Ok(None),
+            Some(Component::Model(m)) => Ok(Some(m)),
+            Some(_) => Err(self.invalid(format_args!("input '{name}' must be a chat model"))),
+        }
+    }
+
+    pub fn required_model(&self, name: &str) -> Result<ModelSpec, FlowError> {
+        self.model(name)?
+            .ok_or_else(|| self.invalid(format_args!("needs its '{name}' input connected")))
+    }
+
+    pub fn prompt(&self, name: &str) -> Result<Option<PromptSpec>, FlowError> {
+        match self.anchor(name)? {
+            None => Ok(None),
+            Some(Component::Prompt(p)) => Ok(Some(p)),
+            Some(_) => Err(self.invalid(format_args!("input '{name}' must be a prompt"))),
+        }
+    }
+
+    pub fn memory(&self, name: &str) -> Result<Option<MemorySpec>, FlowError> {
+        match self.anchor(name)? {
+            None => Ok(None),
+            Some(Component::Memory(m)) => Ok(Some(m)),
+            Some(_) => Err(self.invalid(format_args!("input '{name}' must be a memory"))),
+        }
+    }
+
+    pub fn tools(&self, name: &str) -> Result<Vec<ToolSpec>, FlowError> {
+        self.anchors(name)?
+            .into_iter()
+            .map(|c| match c {
+                Component::Tool(t) => Ok(t),
+                _ => Err(self.invalid(format_args!("input '{name}' takes tools only"))),
+            })
+            .collect()
+    }
+}
+
+/// Builds one node with the request's overrides.
+pub fn build_node(
+    graph: &FlowGraph,
+    node: &FlowNode,
+    overrides: &Overrides<'_>,
+) -> Result<Component, FlowError> {
+    let kind = super::registry::node(&node.name).ok_or_else(|| unknown(node))?;
+    kind.build(&Build::new(graph, node, overrides))
+}
+
+pub fn unknown(node: &FlowNode) -> FlowError {
+    FlowError::invalid(format!(
+        "node {} is of type '{}', which weir does not implement",
+        node.id, node.name
+    ))
+}
+
+/// A node's inputs with the request's overrides applied: a plain value applies to
+/// every node declaring that input; an object keyed by node ids targets nodes.
+fn effective_inputs<'n>(
+    graph: &FlowGraph,
+    node: &'n FlowNode,
+    overrides: &Overrides<'_>,
+) -> Cow<'n, Map<String, Value>> {
+    let Some(values) = overrides.values else {
+        return Cow::Borrowed(&node.inputs);
+    };
+    let Some(spec) = super::registry::spec(&node.name) else {
+        return Cow::Borrowed(&node.inputs);
+    };
+    let mut inputs = Cow::Borrowed(&node.inputs);
+    for (key, value) in values {
+        let Some(input) = spec.input(key) else {
+            continue;
+        };
+        // Wiring is not a request's to change.
+        if matches!(
+            input.kind,
+            InputKind::Anchor(_) | InputKind::Anchors(_) | InputKind::Ignored
+        ) {
+            continue;
+        }
+        let targeted = value
+            .as_object()
+            .filter(|o| !o.is_empty() && o.keys().all(|k| graph.contains(k)));
+        let new = match targeted {
+            Some(per_node) => match per_node.get(&node.id) {
+                Some(v) => v.clone(),
+                None => continue,
+            },
+            None => value.clone(),
+        };
+        inputs.to_mut().insert(key.clone(), new);
+    }
+    inputs
+}

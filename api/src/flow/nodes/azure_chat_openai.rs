@@ -1,0 +1,84 @@
+//! `azureChatOpenAI`: an Azure OpenAI deployment. The endpoint is `basePath`
+//! (the deployment's base URL), else built from the instance and deployment
+//! names; each of key, instance, deployment and API version comes from the node
+//! or from `AZURE_OPENAI_API_KEY`, `AZURE_OPENAI_API_INSTANCE_NAME`,
+//! `AZURE_OPENAI_API_DEPLOYMENT_NAME`, `AZURE_OPENAI_API_VERSION`.
+
+use super::{K, key_from, model_name, sampling, with_ignored};
+use crate::flow::FlowError;
+use crate::flow::component::{Component, ModelSpec, Provider};
+use crate::flow::node::{Build, Category, InputSpec, Node, NodeSpec, input, sensitive};
+use crate::llm::openai::Auth;
+
+pub struct AzureChatOpenAI;
+
+const DEFAULT_API_VERSION: &str = "2024-10-21";
+
+const INPUTS: [InputSpec; 17] = with_ignored([
+    input("modelName", K::Text),
+    input("temperature", K::Number),
+    input("maxTokens", K::Integer),
+    input("topP", K::Number),
+    sensitive("basePath", K::Text),
+    sensitive("azureOpenAIApiKey", K::Text),
+    sensitive("azureOpenAIApiInstanceName", K::Text),
+    sensitive("azureOpenAIApiDeploymentName", K::Text),
+    sensitive("azureOpenAIApiVersion", K::Text),
+    input("frequencyPenalty", K::Ignored),
+    input("presencePenalty", K::Ignored),
+]);
+
+static SPEC: NodeSpec = NodeSpec {
+    name: "azureChatOpenAI",
+    category: Category::ChatModel,
+    inputs: &INPUTS,
+};
+
+impl Node for AzureChatOpenAI {
+    fn spec(&self) -> &'static NodeSpec {
+        &SPEC
+    }
+
+    fn build(&self, node: &Build<'_>) -> Result<Component, FlowError> {
+        let setting = |input: &str, env: &str| key_from(node, &[input], env);
+        let base = match node.text("basePath") {
+            Some(base) => base.trim_end_matches('/').to_owned(),
+            None => {
+                let instance = setting(
+                    "azureOpenAIApiInstanceName",
+                    "AZURE_OPENAI_API_INSTANCE_NAME",
+                );
+                let deployment = setting(
+                    "azureOpenAIApiDeploymentName",
+                    "AZURE_OPENAI_API_DEPLOYMENT_NAME",
+                );
+                match (instance, deployment) {
+                    (Some(i), Some(d)) => {
+                        format!("https://{i}.openai.azure.com/openai/deployments/{d}")
+                    }
+                    _ => {
+                        return Err(node.invalid(
+                            "needs 'basePath', or an instance and a deployment name (inputs or \
+                             AZURE_OPENAI_API_INSTANCE_NAME and AZURE_OPENAI_API_DEPLOYMENT_NAME)",
+                        ));
+                    }
+                }
+            }
+        };
+        Ok(Component::Model(ModelSpec {
+            node_id: node.id().to_owned(),
+            node_type: SPEC.name,
+            params: sampling(node, &["maxTokens"], None)?,
+            provider: Provider::OpenAi {
+                base,
+                auth: Auth::Azure {
+                    key: setting("azureOpenAIApiKey", "AZURE_OPENAI_API_KEY"),
+                    version: setting("azureOpenAIApiVersion", "AZURE_OPENAI_API_VERSION")
+                        .unwrap_or_else(|| DEFAULT_API_VERSION.to_owned()),
+                },
+                model: model_name(node, "gpt-4o-mini"),
+                label: "Azure OpenAI",
+            },
+        }))
+    }
+}

@@ -1,0 +1,52 @@
+//! `chatAnthropic`: Anthropic's Messages API (`basePath` or `ANTHROPIC_BASE_URL`).
+
+use super::{K, key_from, model_name, sampling, with_ignored};
+use crate::flow::FlowError;
+use crate::flow::component::{Component, ModelSpec, Provider};
+use crate::flow::node::{Build, Category, InputSpec, Node, NodeSpec, input, sensitive};
+use crate::llm::anthropic;
+
+pub struct ChatAnthropic;
+
+const INPUTS: [InputSpec; 16] = with_ignored([
+    input("modelName", K::Text),
+    input("temperature", K::Number),
+    input("maxTokensToSample", K::Integer),
+    input("maxTokens", K::Integer),
+    input("topP", K::Number),
+    input("topK", K::Ignored),
+    sensitive("anthropicApiKey", K::Text),
+    sensitive("basePath", K::Text),
+    input("extendedThinking", K::Ignored),
+    input("budgetTokens", K::Ignored),
+]);
+
+static SPEC: NodeSpec = NodeSpec {
+    name: "chatAnthropic",
+    category: Category::ChatModel,
+    inputs: &INPUTS,
+};
+
+impl Node for ChatAnthropic {
+    fn spec(&self) -> &'static NodeSpec {
+        &SPEC
+    }
+
+    fn build(&self, node: &Build<'_>) -> Result<Component, FlowError> {
+        Ok(Component::Model(ModelSpec {
+            node_id: node.id().to_owned(),
+            node_type: SPEC.name,
+            params: sampling(node, &["maxTokensToSample", "maxTokens"], None)?,
+            provider: Provider::Anthropic {
+                base: super::base_url(
+                    node,
+                    &["basePath"],
+                    Some("ANTHROPIC_BASE_URL"),
+                    anthropic::DEFAULT_BASE,
+                ),
+                api_key: key_from(node, &["anthropicApiKey"], "ANTHROPIC_API_KEY"),
+                model: model_name(node, "claude-3-5-haiku-latest"),
+            },
+        }))
+    }
+}

@@ -1,0 +1,55 @@
+//! `chatMistralAI`: Mistral's chat API, which speaks the OpenAI wire format
+//! (`overrideEndpoint` replaces the default base, key from the node or
+//! `MISTRAL_API_KEY`).
+
+use super::{K, key_from, model_name, sampling, with_ignored};
+use crate::flow::FlowError;
+use crate::flow::component::{Component, ModelSpec, Provider};
+use crate::flow::node::{Build, Category, InputSpec, Node, NodeSpec, input, sensitive};
+use crate::llm::openai::Auth;
+
+pub struct ChatMistralAI;
+
+const DEFAULT_BASE: &str = "https://api.mistral.ai/v1";
+
+const INPUTS: [InputSpec; 15] = with_ignored([
+    input("modelName", K::Text),
+    input("temperature", K::Number),
+    input("maxOutputTokens", K::Integer),
+    input("topP", K::Number),
+    input("randomSeed", K::Integer),
+    input("safeMode", K::Ignored),
+    sensitive("overrideEndpoint", K::Text),
+    sensitive("mistralAIAPIKey", K::Text),
+    sensitive("apiKey", K::Text),
+]);
+
+static SPEC: NodeSpec = NodeSpec {
+    name: "chatMistralAI",
+    category: Category::ChatModel,
+    inputs: &INPUTS,
+};
+
+impl Node for ChatMistralAI {
+    fn spec(&self) -> &'static NodeSpec {
+        &SPEC
+    }
+
+    fn build(&self, node: &Build<'_>) -> Result<Component, FlowError> {
+        Ok(Component::Model(ModelSpec {
+            node_id: node.id().to_owned(),
+            node_type: SPEC.name,
+            params: sampling(node, &["maxOutputTokens"], Some("randomSeed"))?,
+            provider: Provider::OpenAi {
+                base: super::base_url(node, &["overrideEndpoint"], None, DEFAULT_BASE),
+                auth: Auth::Bearer(key_from(
+                    node,
+                    &["mistralAIAPIKey", "apiKey"],
+                    "MISTRAL_API_KEY",
+                )),
+                model: model_name(node, "mistral-small-latest"),
+                label: "Mistral AI",
+            },
+        }))
+    }
+}

@@ -1,0 +1,51 @@
+//! `chatOpenAI`: OpenAI or any OpenAI-compatible server (`basePath`).
+
+use super::{K, key_from, model_name, sampling, with_ignored};
+use crate::flow::FlowError;
+use crate::flow::component::{Component, ModelSpec, Provider};
+use crate::flow::node::{Build, Category, InputSpec, Node, NodeSpec, input, sensitive};
+use crate::llm::openai::{self, Auth};
+
+pub struct ChatOpenAI;
+
+const INPUTS: [InputSpec; 19] = with_ignored([
+    input("modelName", K::Text),
+    input("temperature", K::Number),
+    input("maxTokens", K::Integer),
+    input("topP", K::Number),
+    input("seed", K::Integer),
+    sensitive("basePath", K::Text),
+    sensitive("basepath", K::Text),
+    sensitive("openAIApiKey", K::Text),
+    sensitive("baseOptions", K::Json),
+    sensitive("proxyUrl", K::Ignored),
+    input("frequencyPenalty", K::Ignored),
+    input("presencePenalty", K::Ignored),
+    input("reasoningEffort", K::Ignored),
+]);
+
+static SPEC: NodeSpec = NodeSpec {
+    name: "chatOpenAI",
+    category: Category::ChatModel,
+    inputs: &INPUTS,
+};
+
+impl Node for ChatOpenAI {
+    fn spec(&self) -> &'static NodeSpec {
+        &SPEC
+    }
+
+    fn build(&self, node: &Build<'_>) -> Result<Component, FlowError> {
+        Ok(Component::Model(ModelSpec {
+            node_id: node.id().to_owned(),
+            node_type: SPEC.name,
+            params: sampling(node, &["maxTokens"], Some("seed"))?,
+            provider: Provider::OpenAi {
+                base: super::base_url(node, &["basePath", "basepath"], None, openai::DEFAULT_BASE),
+                auth: Auth::Bearer(key_from(node, &["openAIApiKey"], "OPENAI_API_KEY")),
+                model: model_name(node, "gpt-4o-mini"),
+                label: openai::PROVIDER,
+            },
+        }))
+    }
+}

@@ -1,0 +1,120 @@
+//! One module per node type (see [`super::node`] for the trait and how to add
+//! one), and what the chat model nodes share: the inputs Flowise puts on every
+//! model that weir accepts without effect, keys read from the node or the
+//! server's environment, and sampling parameters.
+
+pub mod azure_chat_openai;
+pub mod buffer_memory;
+pub mod buffer_window_memory;
+pub mod calculator;
+pub mod chat_anthropic;
+pub mod chat_local;
+pub mod chat_mistral_ai;
+pub mod chat_ollama;
+pub mod chat_openai;
+pub mod chat_prompt_template;
+pub mod conversation_chain;
+pub mod conversational_agent;
+pub mod current_date_time;
+pub mod custom_tool;
+pub mod llm_chain;
+pub mod prompt_template;
+pub mod python_tool;
+pub mod react_agent_chat;
+pub mod requests_get;
+pub mod requests_post;
+pub mod retriever_tool;
+pub mod seq_agent;
+pub mod seq_condition;
+pub mod seq_end;
+pub mod seq_llm_node;
+pub mod seq_start;
+pub mod seq_tool_node;
+pub mod supervisor;
+pub mod tool_agent;
+pub mod worker;
+
+use super::FlowError;
+use super::node::{Build, InputKind as K, InputSpec, input};
+use crate::llm::SamplingParams;
+
+/// Inputs Flowise puts on chat models that weir accepts without effect.
+const MODEL_IGNORED: [InputSpec; 6] = [
+    input("cache", K::Ignored),
+    input("streaming", K::Ignored),
+    input("allowImageUploads", K::Ignored),
+    input("imageResolution", K::Ignored),
+    input("timeout", K::Ignored),
+    input("stopSequence", K::Ignored),
+];
+
+/// A model's own inputs followed by [`MODEL_IGNORED`].
+const fn with_ignored<const N: usize, const M: usize>(own: [InputSpec; N]) -> [InputSpec; M] {
+    let mut out = [input("", K::Ignored); M];
+    let mut i = 0;
+    while i < N {
+        out[i] = own[i];
+        i += 1;
+    }
+    let mut j = 0;
+    while j < MODEL_IGNORED.len() {
+        out[N + j] = MODEL_IGNORED[j];
+        j += 1;
+    }
+    out
+}
+
+/// Inputs of agents that weir accepts without effect (moderation left empty).
+const AGENT_IGNORED: [InputSpec; 2] = [
+    input(
+        "inputModeration",
+        K::Anchors(super::node::Category::Unsupported),
+    ),
+    input("enableDetailedStreaming", K::Ignored),
+];
+
+/// Reads the key from the node, else from the server's environment.
+fn key_from(node: &Build<'_>, inputs: &[&str], env: &str) -> Option<String> {
+    node.text_of(inputs)
+        .map(str::to_owned)
+        .or_else(|| std::env::var(env).ok().filter(|k| !k.is_empty()))
+}
+
+/// A base URL from the node, the environment or the default, without trailing slash.
+fn base_url(node: &Build<'_>, inputs: &[&str], env: Option<&str>, default: &str) -> String {
+    node.text_of(inputs)
+        .map(str::to_owned)
+        .or_else(|| env.and_then(|e| std::env::var(e).ok().filter(|b| !b.is_empty())))
+        .unwrap_or_else(|| default.to_owned())
+        .trim_end_matches('/')
+        .to_owned()
+}
+
+/// Sampling parameters: temperature and topP, the first set of `max_tokens`, and `seed`.
+fn sampling(
+    node: &Build<'_>,
+    max_tokens: &[&str],
+    seed: Option<&str>,
+) -> Result<SamplingParams, FlowError> {
+    let mut limit = None;
+    for name in max_tokens {
+        if let Some(v) = node.integer(name)? {
+            limit = Some(u32::try_from(v).unwrap_or(u32::MAX));
+            break;
+        }
+    }
+    Ok(SamplingParams {
+        temperature: node.number("temperature")?,
+        top_p: node.number("topP")?,
+        max_tokens: limit,
+        seed: match seed {
+            Some(name) => node.integer(name)?,
+            None => None,
+        },
+    })
+}
+
+/// The model name, or the provider's default.
+fn model_name(node: &Build<'_>, default: &str) -> String {
+    node.text("modelName").unwrap_or(default).to_owned()
+}

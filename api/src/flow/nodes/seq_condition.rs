@@ -1,0 +1,102 @@
+//! `seqCondition`: picks the branch a sequential flow takes from a table of
+//! conditions (`conditionUI`); the first row that holds names the branch, else
+//! `End`. Branches are the node's outgoing edges (`…-output-<branch>-…`).
+//! Flowise's JavaScript condition function cannot run here (a 400 says so).
+
+use serde_json::Value;
+
+use crate::flow::FlowError;
+use crate::flow::component::{Component, ConditionRow, SeqStep};
+use crate::flow::node::{Build, Category, InputKind as K, Node, NodeSpec, input};
+
+pub struct SeqCondition;
+
+/// The operations a row may use.
+pub const OPERATIONS: &[&str] = &[
+    "Contains",
+    "Not Contains",
+    "Start With",
+    "End With",
+    "Is",
+    "Is Not",
+    "Is Empty",
+    "Not Empty",
+    "Is Not Empty",
+    "Greater Than",
+    "Less Than",
+    "Equal To",
+    "Not Equal To",
+    "Greater Than or Equal To",
+    "Less Than or Equal To",
+];
+
+static SPEC: NodeSpec = NodeSpec {
+    name: "seqCondition",
+    category: Category::Sequential,
+    inputs: &[
+        input("conditionName", K::Text),
+        input("sequentialNode", K::Anchors(Category::Sequential)),
+        input("conditionUI", K::Json),
+        input("conditionFunction", K::Text),
+        input("selectedConditionFunctionTab", K::Ignored),
+    ],
+};
+
+impl Node for SeqCondition {
+    fn spec(&self) -> &'static NodeSpec {
+        &SPEC
+    }
+
+    fn build(&self, node: &Build<'_>) -> Result<Component, FlowError> {
+        if node.text("conditionFunction").is_some() {
+            return Err(node.invalid(
+                "has a JavaScript condition function, which weir cannot run; use the \
+                 condition table (conditionUI) instead",
+            ));
+        }
+        let rows = match node.json("conditionUI")? {
+            None => Vec::new(),
+            Some(Value::Array(rows)) => rows
+                .iter()
+                .enumerate()
+                .map(|(i, row)| condition_row(node, i, row))
+                .collect::<Result<_, _>>()?,
+            Some(_) => return Err(node.invalid("input 'conditionUI' must be a list of conditions")),
+        };
+        Ok(Component::Sequential(SeqStep::Condition {
+            name: node.text("conditionName").unwrap_or("Condition").to_owned(),
+            rows,
+        }))
+    }
+}
+
+fn condition_row(node: &Build<'_>, index: usize, row: &Value) -> Result<ConditionRow, FlowError> {
+    let field = |name: &str| -> String {
+        match row.get(name) {
+            Some(Value::String(s)) => s.trim().to_owned(),
+            Some(Value::Null) | None => String::new(),
+            Some(other) => other.to_string(),
+        }
+    };
+    let operation = field("operation");
+    if !OPERATIONS
+        .iter()
+        .any(|o| o.eq_ignore_ascii_case(&operation))
+    {
+        return Err(node.invalid(format_args!(
+            "condition {} has operation '{operation}'; known: {}",
+            index + 1,
+            OPERATIONS.join(", ")
+        )));
+    }
+    let output = field("output");
+    if output.is_empty() {
+        return Err(node.invalid(format_args!("condition {} names no output", index + 1)));
+    }
+    Ok(ConditionRow {
+        variable: field("variable"),
+        operation,
+        value: field("value"),
+        output,
+    })
+}

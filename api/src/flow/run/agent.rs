@@ -1,0 +1,196 @@
+//! The agent loop: ask the model with the tools offered; run the calls it makes
+//! (at once, when it makes several) and give it their results; repeat until it
+//! answers in text or `maxIterations` model steps have been taken — then the
+//! answer says the agent stopped, it is not an error. Workers and sequential
+//! agents use the same loop without streaming.
+
+use futures_util::StreamExt;
+use futures_util::future::join_all;
+use serde_json::Value;
+
+use super::{FlowEvent, RunContext, RunError, RunInput, RunOutput, Tokens, model_failed};
+use crate::flow::component::{AgentSpec, ModelSpec};
+use crate::flow::tools::{self, ReadyTool, ToolOutcome};
+use crate::llm::{ChatMessage, ChatRequest, Delta, Role, ToolCall, ToolChoice};
+
+/// Runs a `toolAgent` (or its siblings) as the flow's answer, streaming its text.
+pub async fn run<E: From<FlowEvent>>(
+    spec: &AgentSpec,
+    input: &RunInput,
+    ctx: &RunContext<'_>,
+    tokens: &Tokens<'_, E>,
+) -> Result<RunOutput, RunError> {
+    let tools = tools::prepare(&spec.tools, &ctx.env)?;
+    let mut messages = Vec::with_capacity(input.history.len() + 2);
+    messages.push(ChatMessage::new(Role::System, spec.system_message.clone()));
+    messages.extend(input.history.iter().cloned());
+    messages.push(ChatMessage::new(Role::User, input.question.clone()));
+    let done = run_loop(
+        ctx,
+        &spec.model,
+        &tools,
+        messages,
+        spec.max_iterations,
+        Some(tokens),
+    )
+    .await?;
+    Ok(RunOutput {
+        text: done.text,
+        used_tools: done.used_tools,
+        agent_reasoning: Vec::new(),
+        artifacts: done.artifacts,
+    })
+}
+
+/// What a loop ended with.
+#[derive(Debug, Default)]
+pub struct LoopOutput {
+    pub text: String,
+    pub used_tools: Vec<Value>,
+    pub artifacts: Vec<Value>,
+}
+
+/// The loop. With `tokens`, text is streamed as it comes (text a step writes
+/// before calling tools included, steps separated by a blank line); without,
+/// the output is the last step's text.
+pub async fn run_loop<E: From<FlowEvent>>(
+    ctx: &RunContext<'_>,
+    spec: &ModelSpec,
+    tools: &[ReadyTool],
+    mut messages: Vec<ChatMessage>,
+    max_iterations: u32,
+    tokens: Option<&Tokens<'_, E>>,
+) -> Result<LoopOutput, RunError> {
+    let model = ctx.model(spec).await?;
+    let defs: Vec<_> = tools.iter().map(|t| t.def.clone()).collect();
+    let mut out = LoopOutput::default();
+    for _ in 0..max_iterations {
+        let request = ChatRequest {
+            messages: messages.clone(),
+            tools: defs.clone(),
+            tool_choice: ToolChoice::Auto,
+            params: spec.params.clone(),
+        };
+        let step = step(spec, &*model, request, tokens, !out.text.is_empty()).await?;
+        match tokens {
+            Some(_) => out.text.push_str(&step.streamed),
+            None => out.text.clone_from(&step.text),
+        }
+        if step.calls.is_empty() {
+            return Ok(out);
+        }
+        let outcomes = call_tools(ctx, tools, &step.calls).await;
+        messages.push(ChatMessage::tool_calls(step.text, step.calls.clone()));
+        let mut direct = None;
+        for (call, outcome) in step.calls.iter().zip(outcomes) {
+            out.used_tools
+                .push(tools::used_tool(&call.name, &call.arguments, &outcome));
+            out.artifacts.extend(outcome.artifacts.iter().cloned());
+            if tools
+                .iter()
+                .any(|t| t.def.name == call.name && t.return_direct)
+            {
+                direct = Some(outcome.output.clone());
+            }
+            messages.push(ChatMessage::tool_result(call, outcome.output));
+        }
+        if let Some(answer) = direct {
+            return finish(out, answer, tokens).await;
+        }
+    }
+    let stopped = format!(
+        "Agent stopped after reaching the maximum number of iterations ({max_iterations})."
+    );
+    finish(out, stopped, tokens).await
+}
+
+/// Ends the loop with a text of weir's own (a direct tool output, the
+/// iteration limit), streamed like the model's.
+async fn finish<E: From<FlowEvent>>(
+    mut out: LoopOutput,
+    text: String,
+    tokens: Option<&Tokens<'_, E>>,
+) -> Result<LoopOutput, RunError> {
+    match tokens {
+        Some(tokens) => {
+            let piece = if out.text.is_empty() {
+                text
+            } else {
+                format!("\n\n{text}")
+            };
+            out.text.push_str(&piece);
+            tokens.send(piece).await?;
+        }
+        None => out.text = text,
+    }
+    Ok(out)
+}
+
+/// One model step: its text, what of it was streamed, and its tool calls.
+struct Step {
+    text: String,
+    streamed: String,
+    calls: Vec<ToolCall>,
+}
+
+async fn step<E: From<FlowEvent>>(
+    spec: &ModelSpec,
+    model: &dyn crate::llm::ChatModel,
+    request: ChatRequest,
+    tokens: Option<&Tokens<'_, E>>,
+    said_before: bool,
+) -> Result<Step, RunError> {
+    let mut stream = model
+        .stream(request)
+        .await
+        .map_err(|e| model_failed(spec, &e))?;
+    let mut step = Step {
+        text: String::new(),
+        streamed: String::new(),
+        calls: Vec::new(),
+    };
+    while let Some(delta) = stream.next().await {
+        match delta.map_err(|e| model_failed(spec, &e))? {
+            Delta::Text(piece) => {
+                if let Some(tokens) = tokens {
+                    // Steps are separated by a blank line in the streamed answer.
+                    let piece = if said_before && step.streamed.is_empty() {
+                        format!("\n\n{piece}")
+                    } else {
+                        piece.clone()
+                    };
+                    step.streamed.push_str(&piece);
+                    tokens.send(piece).await?;
+                }
+                step.text.push_str(&piece);
+            }
+            Delta::ToolCall(call) => step.calls.push(call),
+        }
+    }
+    Ok(step)
+}
+
+/// Runs a step's calls at once; results in the calls' order.
+pub async fn call_tools(
+    ctx: &RunContext<'_>,
+    tools: &[ReadyTool],
+    calls: &[ToolCall],
+) -> Vec<ToolOutcome> {
+    join_all(calls.iter().map(|call| async move {
+        match tools.iter().find(|t| t.def.name == call.name) {
+            Some(tool) => {
+                tool.call(ctx.tools, &ctx.env, &ctx.flow, &call.arguments)
+                    .await
+            }
+            None => {
+                let names: Vec<&str> = tools.iter().map(|t| t.def.name.as_str()).collect();
+                ToolOutcome::error(format!(
+                    "there is no tool named '{}'; the tools are: {}",
+                    call.name,
+                    names.join(", ")
+                ))
+            }
+        }
+    }))
+    .await
+}

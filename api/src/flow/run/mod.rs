@@ -1,0 +1,195 @@
+//! Running a [`Runnable`]: chains, agents, multi-agent and sequential flows,
+//! each sending the answer's tokens as [`FlowEvent`]s the moment they are known
+//! and returning the whole [`RunOutput`] (text, tools used, agent steps,
+//! artifacts) when done.
+//!
+//! - [`chain`]: one model call over a prompt or a conversation.
+//! - [`agent`]: the tool-calling loop every agent shares.
+//! - [`multiagent`]: a supervisor routing between workers.
+//! - [`sequential`]: a graph of agent, LLM, tool and condition steps.
+//!
+//! A closed event channel means the client is gone: the run stops and the
+//! provider stream is dropped, which cancels the provider call.
+
+pub mod agent;
+pub mod chain;
+pub mod multiagent;
+pub mod sequential;
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use super::FlowError;
+use super::component::{ModelSpec, Provider};
+use super::plan::{Answer, Runnable};
+use super::tools::{FlowContext, ToolClients, ToolEnv};
+use crate::llm::anthropic::AnthropicChat;
+use crate::llm::ollama::OllamaChat;
+use crate::llm::openai::OpenAiChat;
+use crate::llm::{ChatMessage, ChatModel, LlmError, Role};
+
+/// What a run emits, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FlowEvent {
+    Token(String),
+}
+
+/// The conversation a run starts from.
+#[derive(Debug, Clone, Default)]
+pub struct RunInput {
+    pub question: String,
+    /// Earlier turns, oldest first: stored memory, then the request's `history`.
+    pub history: Vec<ChatMessage>,
+    /// `$flow` values a prompt value may name as `{{$flow.<key>}}` (a webhook's
+    /// `body` and `headers`).
+    pub flow_vars: serde_json::Map<String, Value>,
+}
+
+impl RunInput {
+    /// The history as `Human: …` / `AI: …` lines (`{{chat_history}}`).
+    pub fn history_text(&self) -> String {
+        self.history
+            .iter()
+            .map(|m| {
+                let who = if m.role == Role::User { "Human" } else { "AI" };
+                format!("{who}: {}", m.content)
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+/// What a run produced.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunOutput {
+    pub text: String,
+    /// `{tool, toolInput, toolOutput}` per call, in order.
+    pub used_tools: Vec<Value>,
+    /// One item per agent step of a multi-agent or sequential flow.
+    pub agent_reasoning: Vec<Value>,
+    pub artifacts: Vec<Value>,
+}
+
+/// Where chat models come from: the shared HTTP client for providers, and the
+/// embedded model.
+#[derive(Clone)]
+pub struct Models {
+    pub http: reqwest::Client,
+    pub local: Arc<dyn LocalModels>,
+}
+
+/// Access to the embedded model, loaded on first use.
+#[async_trait::async_trait]
+pub trait LocalModels: Send + Sync {
+    async fn chat(&self) -> Result<Arc<dyn ChatModel>, LlmError>;
+}
+
+impl Models {
+    async fn chat_model(&self, provider: &Provider) -> Result<Arc<dyn ChatModel>, LlmError> {
+        Ok(match provider {
+            Provider::OpenAi {
+                base,
+                auth,
+                model,
+                label,
+            } => Arc::new(OpenAiChat {
+                client: self.http.clone(),
+                base: base.clone(),
+                auth: auth.clone(),
+                model: model.clone(),
+                provider: label,
+            }),
+            Provider::Anthropic {
+                base,
+                api_key,
+                model,
+            } => Arc::new(AnthropicChat {
+                client: self.http.clone(),
+                base: base.clone(),
+                api_key: api_key.clone(),
+                model: model.clone(),
+            }),
+            Provider::Ollama { base, model } => Arc::new(OllamaChat {
+                client: self.http.clone(),
+                base: base.clone(),
+                model: model.clone(),
+            }),
+            Provider::Local => self.local.chat().await?,
+        })
+    }
+}
+
+/// What one run reaches: models, tools, and the request's context for tools.
+pub struct RunContext<'a> {
+    pub models: &'a Models,
+    pub tools: &'a ToolClients,
+    pub env: ToolEnv,
+    pub flow: FlowContext,
+}
+
+impl RunContext<'_> {
+    /// The model of a node, or the failure naming it.
+    async fn model(&self, spec: &ModelSpec) -> Result<Arc<dyn ChatModel>, RunError> {
+        self.models
+            .chat_model(&spec.provider)
+            .await
+            .map_err(|e| model_failed(spec, &e))
+    }
+}
+
+/// A node's model failed: the message names the node and the cause.
+fn model_failed(spec: &ModelSpec, e: &LlmError) -> RunError {
+    RunError::Flow(FlowError::failed(format!(
+        "node {} ({}) failed: {}",
+        spec.node_id, spec.node_type, e.message
+    )))
+}
+
+/// Where tokens go: the caller's channel, in the caller's event type.
+pub struct Tokens<'a, E> {
+    events: &'a mpsc::Sender<E>,
+}
+
+impl<E: From<FlowEvent>> Tokens<'_, E> {
+    pub async fn send(&self, token: String) -> Result<(), RunError> {
+        self.events
+            .send(FlowEvent::Token(token).into())
+            .await
+            .map_err(|_| RunError::Cancelled)
+    }
+}
+
+/// Runs the flow. Tokens go to `events` as they come, converted into the
+/// caller's own event type (no relay between channels).
+pub async fn run<E: From<FlowEvent>>(
+    runnable: &Runnable,
+    input: &RunInput,
+    ctx: &RunContext<'_>,
+    events: &mpsc::Sender<E>,
+) -> Result<RunOutput, RunError> {
+    let tokens = Tokens { events };
+    match &runnable.answer {
+        Answer::Chain(chain) => chain::run(chain, input, ctx, &tokens).await,
+        Answer::Agent(spec) => agent::run(spec, input, ctx, &tokens).await,
+        Answer::MultiAgent {
+            supervisor,
+            workers,
+        } => multiagent::run(supervisor, workers, input, ctx, &tokens).await,
+        Answer::Sequential(spec) => sequential::run(spec, input, ctx, &tokens).await,
+    }
+}
+
+#[derive(Debug)]
+pub enum RunError {
+    Flow(FlowError),
+    /// Nobody listens any more (the client disconnected).
+    Cancelled,
+}
+
+impl From<FlowError> for RunError {
+    fn from(e: FlowError) -> Self {
+        RunError::Flow(e)
+    }
+}

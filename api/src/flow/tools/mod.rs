@@ -1,0 +1,241 @@
+//! The tools agents call: what each one looks like to a model ([`ToolDef`]) and
+//! what calling it does. A tool never fails the run: whatever goes wrong (bad
+//! arguments, a refused address, the Python runtime down or over its limits)
+//! becomes an `Error: …` output the model reads and the answer reports.
+//!
+//! - [`calculator`]: arithmetic, parsed (never evaluated as code).
+//! - [`web`]: `requests_get` / `requests_post`, public addresses only ([`netguard`]).
+//! - [`python`]: Python tools, run by the Python tool runtime.
+
+pub mod calculator;
+pub mod netguard;
+pub mod python;
+pub mod web;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+use uuid::Uuid;
+
+use super::FlowError;
+use super::component::{PythonDefinition, PythonSource, ToolKind, ToolSpec};
+use crate::llm::ToolDef;
+
+/// What tools reach outside the process: the guarded web client and the runtime.
+#[derive(Clone)]
+pub struct ToolClients {
+    pub web: web::WebClient,
+    pub runtime: python::RuntimeClient,
+}
+
+/// What the tools of one run share: who is asking and with what variables.
+#[derive(Clone, Default)]
+pub struct ToolEnv {
+    /// The workspace whose tools, variables and artifacts these are.
+    pub workspace_id: String,
+    /// `$vars`: workspace variables, then `overrideConfig.vars`.
+    pub vars: Map<String, Value>,
+    /// `$form`.
+    pub form: Map<String, Value>,
+    /// The workspace's stored tools the run uses, by id.
+    pub stored: HashMap<Uuid, Arc<PythonDefinition>>,
+}
+
+/// A tool ready to be offered and called.
+#[derive(Debug, Clone)]
+pub struct ReadyTool {
+    pub def: ToolDef,
+    action: Action,
+    /// The tool's output is the answer (Flowise's `returnDirect`).
+    pub return_direct: bool,
+}
+
+#[derive(Debug, Clone)]
+enum Action {
+    Calculator,
+    CurrentDateTime,
+    Request(super::component::RequestTool),
+    Python {
+        definition: Arc<PythonDefinition>,
+        timeout: Option<f64>,
+    },
+    Retriever,
+}
+
+/// What a call gave back.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ToolOutcome {
+    /// What the model reads (and `usedTools[].toolOutput` shows).
+    pub output: String,
+    /// Files the tool wrote, as the answer lists them.
+    pub artifacts: Vec<Value>,
+}
+
+impl ToolOutcome {
+    pub fn text(output: impl Into<String>) -> Self {
+        ToolOutcome {
+            output: output.into(),
+            artifacts: Vec::new(),
+        }
+    }
+
+    pub fn error(why: impl std::fmt::Display) -> Self {
+        ToolOutcome::text(format!("Error: {why}"))
+    }
+}
+
+/// The tools of one agent, ready to call: stored Python tools resolved, names
+/// unique (a model calls a tool by name).
+pub fn prepare(specs: &[ToolSpec], env: &ToolEnv) -> Result<Vec<ReadyTool>, FlowError> {
+    let mut ready: Vec<ReadyTool> = Vec::with_capacity(specs.len());
+    for spec in specs {
+        let tool = ready_tool(spec, env)?;
+        if ready.iter().any(|t| t.def.name == tool.def.name) {
+            return Err(FlowError::invalid(format!(
+                "two tools of one agent are named '{}'; a model could not tell them apart",
+                tool.def.name
+            )));
+        }
+        ready.push(tool);
+    }
+    Ok(ready)
+}
+
+fn ready_tool(spec: &ToolSpec, env: &ToolEnv) -> Result<ReadyTool, FlowError> {
+    let no_arguments = || json!({"type": "object", "properties": {}});
+    let (def, action, return_direct) = match &spec.kind {
+        ToolKind::Calculator => (
+            ToolDef {
+                name: "calculator".into(),
+                description: "Useful for getting the result of a math expression. The input \
+                              is a valid mathematical expression, such as (2 + 3) * 4 or \
+                              sqrt(16)."
+                    .into(),
+                parameters: json!({"type": "object", "properties": {
+                    "input": {"type": "string", "description": "The expression to compute."}
+                }, "required": ["input"]}),
+            },
+            Action::Calculator,
+            false,
+        ),
+        ToolKind::CurrentDateTime => (
+            ToolDef {
+                name: "current_date_time".into(),
+                description: "Gives the current date and time (UTC, ISO 8601).".into(),
+                parameters: no_arguments(),
+            },
+            Action::CurrentDateTime,
+            false,
+        ),
+        ToolKind::Request(request) => (
+            ToolDef {
+                name: request.name.clone(),
+                description: request.description.clone(),
+                parameters: web::parameters(request),
+            },
+            Action::Request(request.clone()),
+            false,
+        ),
+        ToolKind::Python(python) => {
+            let definition = match &python.source {
+                PythonSource::Inline(d) => Arc::clone(d),
+                PythonSource::Stored(id) => env.stored.get(id).cloned().ok_or_else(|| {
+                    FlowError::invalid(format!(
+                        "node {} uses tool {id}, which is not a tool of this workspace",
+                        spec.node_id
+                    ))
+                })?,
+            };
+            (
+                ToolDef {
+                    name: definition.name.clone(),
+                    description: definition.description.clone(),
+                    parameters: crate::domain::tool::parameters_schema(&definition.schema),
+                },
+                Action::Python {
+                    definition,
+                    timeout: python.timeout,
+                },
+                python.return_direct,
+            )
+        }
+        ToolKind::Retriever { name, description } => (
+            ToolDef {
+                name: name.clone(),
+                description: description.clone(),
+                parameters: json!({"type": "object", "properties": {
+                    "input": {"type": "string", "description": "What to search for."}
+                }, "required": ["input"]}),
+            },
+            Action::Retriever,
+            false,
+        ),
+    };
+    Ok(ReadyTool {
+        def,
+        action,
+        return_direct,
+    })
+}
+
+/// `$flow` of a Python tool: the run's context.
+#[derive(Debug, Clone, Default)]
+pub struct FlowContext {
+    pub input: String,
+    pub chat_history: String,
+    pub session_id: String,
+}
+
+impl ReadyTool {
+    pub async fn call(
+        &self,
+        clients: &ToolClients,
+        env: &ToolEnv,
+        flow: &FlowContext,
+        arguments: &Value,
+    ) -> ToolOutcome {
+        match &self.action {
+            Action::Calculator => {
+                let expression = match arguments {
+                    Value::String(s) => s.as_str(),
+                    other => other
+                        .get("input")
+                        .or_else(|| other.get("expression"))
+                        .and_then(Value::as_str)
+                        .unwrap_or_default(),
+                };
+                match calculator::evaluate(expression) {
+                    Ok(value) => ToolOutcome::text(calculator::format_number(value)),
+                    Err(e) => ToolOutcome::error(e),
+                }
+            }
+            Action::CurrentDateTime => ToolOutcome::text(
+                chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            ),
+            Action::Request(request) => clients.web.call(request, arguments).await,
+            Action::Python {
+                definition,
+                timeout,
+            } => {
+                let arguments =
+                    match crate::domain::tool::check_arguments(&definition.schema, arguments) {
+                        Ok(a) => a,
+                        Err(e) => return ToolOutcome::error(e),
+                    };
+                clients
+                    .runtime
+                    .execute(definition, arguments, *timeout, env, flow)
+                    .await
+            }
+            Action::Retriever => ToolOutcome::error(
+                "retrievers are not implemented in weir yet, so this tool cannot search",
+            ),
+        }
+    }
+}
+
+/// The `usedTools` item of one call.
+pub fn used_tool(name: &str, arguments: &Value, outcome: &ToolOutcome) -> Value {
+    json!({"tool": name, "toolInput": arguments, "toolOutput": outcome.output})
+}

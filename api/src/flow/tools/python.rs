@@ -1,0 +1,252 @@
+//! Python tools, run by the Python tool runtime (`PYTHON_RUNTIME`,
+//! `POST /tools/execute-python` with `PY_TOOL_API_KEY`). The model's arguments
+//! go as direct parameters (`{{$name}}`), beside `$vars`, `$flow` and `$form`;
+//! the function's result comes back as the tool's output, and the files it
+//! wrote as artifacts whose URLs weir serves (`/api/v1/artifacts/…`), so
+//! clients never see the runtime. A runtime that is down, slow or over its
+//! limits is an `Error: …` output, within a bounded time.
+
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+
+use super::{FlowContext, ToolEnv, ToolOutcome};
+use crate::flow::component::PythonDefinition;
+use crate::llm::http::root_cause;
+
+/// Seconds a run gets when its tool sets no timeout (the runtime's default).
+const DEFAULT_TIMEOUT_SECS: f64 = 30.0;
+/// Time beyond the run's own timeout for installing requirements and queueing.
+const INSTALL_ALLOWANCE: Duration = Duration::from_secs(120);
+
+#[derive(Clone)]
+pub struct RuntimeClient {
+    client: reqwest::Client,
+    /// `http://127.0.0.1:8000`, without trailing slash.
+    base: String,
+    api_key: Option<String>,
+}
+
+impl RuntimeClient {
+    pub fn new(client: reqwest::Client, base: &str, api_key: Option<String>) -> Self {
+        RuntimeClient {
+            client,
+            base: base.trim_end_matches('/').to_owned(),
+            api_key: api_key.filter(|k| !k.is_empty()),
+        }
+    }
+
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    fn authorized(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match &self.api_key {
+            Some(key) => request.bearer_auth(key),
+            None => request,
+        }
+    }
+
+    /// Whether the runtime answers its health check (for a warning at start).
+    pub async fn reachable(&self) -> Result<(), String> {
+        let url = format!("{}/tools/health", self.base);
+        match self
+            .client
+            .get(&url)
+            .timeout(Duration::from_secs(3))
+            .send()
+            .await
+        {
+            Ok(r) if r.status().is_success() => Ok(()),
+            Ok(r) => Err(format!("{url} answered HTTP {}", r.status().as_u16())),
+            Err(e) => Err(format!("{url} cannot be reached: {}", root_cause(&e))),
+        }
+    }
+
+    /// A file a run wrote, as the runtime serves it (`GET /tools/artifacts/…`).
+    pub async fn artifact(
+        &self,
+        workspace: &str,
+        filename: &str,
+    ) -> Result<reqwest::Response, String> {
+        let url = format!(
+            "{}/tools/artifacts/{}/{}",
+            self.base,
+            percent_encode(workspace),
+            percent_encode(filename)
+        );
+        self.authorized(self.client.get(&url))
+            .timeout(Duration::from_secs(60))
+            .send()
+            .await
+            .map_err(|e| format!("the Python runtime cannot be reached: {}", root_cause(&e)))
+    }
+
+    pub async fn execute(
+        &self,
+        tool: &PythonDefinition,
+        arguments: Map<String, Value>,
+        timeout: Option<f64>,
+        env: &ToolEnv,
+        flow: &FlowContext,
+    ) -> ToolOutcome {
+        let timeout = timeout.unwrap_or(DEFAULT_TIMEOUT_SECS);
+        let mut variables = Map::with_capacity(arguments.len() + 3);
+        for (name, value) in arguments {
+            variables.insert(format!("${name}"), value);
+        }
+        variables.insert("$vars".into(), Value::Object(env.vars.clone()));
+        variables.insert(
+            "$flow".into(),
+            json!({
+                "input": flow.input,
+                "chatHistory": flow.chat_history,
+                "sessionId": flow.session_id,
+                "chatId": flow.session_id,
+                "workspaceId": env.workspace_id,
+            }),
+        );
+        variables.insert("$form".into(), Value::Object(env.form.clone()));
+        let body = json!({
+            "code": tool.code,
+            "variables": variables,
+            "requirements": tool.requirements,
+            "timeout": timeout,
+            "workspaceId": env.workspace_id,
+        });
+        let url = format!("{}/tools/execute-python", self.base);
+        let request = self
+            .authorized(self.client.post(&url))
+            .timeout(Duration::from_secs_f64(timeout) + INSTALL_ALLOWANCE)
+            .json(&body);
+        let response = match request.send().await {
+            Ok(r) => r,
+            Err(e) if e.is_timeout() => {
+                return ToolOutcome::error(format!(
+                    "the Python runtime at {} did not answer in time",
+                    self.base
+                ));
+            }
+            Err(e) => {
+                return ToolOutcome::error(format!(
+                    "the Python runtime at {} cannot be reached: {}",
+                    self.base,
+                    root_cause(&e)
+                ));
+            }
+        };
+        let status = response.status();
+        let answer: Value = match response.json().await {
+            Ok(v) => v,
+            Err(e) => {
+                return ToolOutcome::error(format!(
+                    "the Python runtime sent an unreadable answer (HTTP {}): {}",
+                    status.as_u16(),
+                    root_cause(&e)
+                ));
+            }
+        };
+        if !status.is_success() {
+            let message = answer
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("no reason given");
+            return ToolOutcome::error(format!(
+                "the Python runtime refused the call (HTTP {}): {message}",
+                status.as_u16()
+            ));
+        }
+        outcome(&answer, &env.workspace_id)
+    }
+}
+
+/// The tool's output and artifacts from the runtime's answer.
+fn outcome(answer: &Value, workspace: &str) -> ToolOutcome {
+    let artifacts = answer
+        .get("artifacts")
+        .and_then(Value::as_array)
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(|a| artifact(a, workspace))
+                .collect()
+        })
+        .unwrap_or_default();
+    let output = if answer.get("success").and_then(Value::as_bool) == Some(true) {
+        match answer.get("result") {
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Null) | None => answer
+                .get("output")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+            Some(other) => other.to_string(),
+        }
+    } else {
+        let error = answer.get("error").unwrap_or(&Value::Null);
+        let kind = error.get("type").and_then(Value::as_str).unwrap_or("Error");
+        let message = error
+            .get("message")
+            .and_then(Value::as_str)
+            .unwrap_or("the tool failed");
+        format!("Error: {kind}: {message}")
+    };
+    ToolOutcome { output, artifacts }
+}
+
+/// A runtime artifact as the answer lists it, with the URL weir serves it at.
+fn artifact(item: &Value, workspace: &str) -> Option<Value> {
+    let filename = item.get("filename").and_then(Value::as_str)?;
+    let url = format!(
+        "/api/v1/artifacts/{}/{}",
+        workspace,
+        percent_encode(filename)
+    );
+    let kind = filename
+        .rsplit_once('.')
+        .map(|(_, ext)| ext.to_ascii_lowercase())
+        .unwrap_or_default();
+    Some(json!({
+        "type": kind,
+        "filename": filename,
+        "mimeType": item.get("mimeType").cloned().unwrap_or(Value::Null),
+        "size": item.get("size").cloned().unwrap_or(Value::Null),
+        "url": url,
+        "data": url,
+    }))
+}
+
+/// A file name as one URL path segment.
+fn percent_encode(segment: &str) -> String {
+    let mut out = String::with_capacity(segment.len());
+    for b in segment.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_become_outcomes() {
+        let ok = json!({"success": true, "result": {"rows": 2}, "output": "{\"rows\": 2}",
+            "artifacts": [{"filename": "report 1.csv", "mimeType": "text/csv", "size": 10, "url": "/tools/artifacts/w/report 1.csv"}]});
+        let out = outcome(&ok, "w");
+        assert_eq!(out.output, "{\"rows\":2}");
+        assert_eq!(
+            out.artifacts[0]["url"],
+            "/api/v1/artifacts/w/report%201.csv"
+        );
+        assert_eq!(out.artifacts[0]["type"], "csv");
+        let text = outcome(&json!({"success": true, "result": "hi"}), "w");
+        assert_eq!(text.output, "hi");
+        let failed = json!({"success": false, "error": {"type": "KeyError", "message": "'x'"}});
+        assert_eq!(outcome(&failed, "w").output, "Error: KeyError: 'x'");
+    }
+}
