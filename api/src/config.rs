@@ -51,8 +51,9 @@ pub struct Config {
 
     /// Key sent to the Python tool runtime (`Authorization: Bearer`); the
     /// runtime's own `PY_TOOL_API_KEY`.
-    #[arg(long, env = "PY_TOOL_API_KEY", hide_env_values = true, global = true)]
-    pub py_tool_api_key: Option<String>,
+    #[arg(long, env = "PY_TOOL_API_KEY", hide_env_values = true,
+          value_parser = parse_secret, global = true)]
+    pub py_tool_api_key: Option<Secret>,
 
     /// Non-public addresses the request tools may reach: `true` for all, or a
     /// comma-separated list of addresses and CIDR networks. Unset: none (no SSRF
@@ -200,6 +201,20 @@ fn parse_http_url(value: &str) -> Result<String, String> {
         return Err("has no host".into());
     }
     Ok(value.trim_end_matches('/').to_owned())
+}
+
+/// A value never shown by `Debug` (the configuration may be printed whole).
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(…)")
+    }
+}
+
+fn parse_secret(value: &str) -> Result<Secret, String> {
+    Ok(Secret(value.to_owned()))
 }
 
 fn parse_address_policy(value: &str) -> Result<crate::flow::tools::web::AddressPolicy, String> {

@@ -137,6 +137,11 @@ def requests_post(node_id="requestsPost_0", **inputs):
     return node(node_id, "requestsPost", inputs)
 
 
+def retriever_tool(node_id="retrieverTool_0", **inputs):
+    """Inputs: `name`, `description` (and `retriever`, which nothing weir runs can fill)."""
+    return node(node_id, "retrieverTool", inputs)
+
+
 def custom_tool(tool_id, node_id="customTool_0", **inputs):
     """Flowise's custom tool: `selectedTool` names a stored tool."""
     return node(node_id, "customTool", {"selectedTool": tool_id, **inputs})

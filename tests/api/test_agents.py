@@ -152,6 +152,24 @@ def test_calculator_errors_are_tool_errors(api, fake):
     assert output.startswith("Error:")
 
 
+def test_a_retriever_tool_loads_and_says_it_cannot_search_yet(api, fake):
+    tool = flows.retriever_tool(name="docs", description="Searches the handbook")
+    flow = create_flow(api, flows.tool_agent(flows.openai_model(fake.url), [tool]))
+    body = ask(api, flow, f'CALL docs {{"input": "holidays"}} {nonce()}')
+    [(tool_name, _, output)] = tools_used(body["usedTools"])
+    assert tool_name == "docs"
+    assert output.startswith("Error:") and "retriever" in output
+
+
+def test_a_retriever_node_weir_does_not_run_is_a_400(api, fake):
+    store = flows.node("memoryVectorStore_0", "memoryVectorStore", {})
+    tool = flows.retriever_tool(name="docs", retriever=flows.ref("memoryVectorStore_0"))
+    flow = flows.tool_agent(flows.openai_model(fake.url), [tool])
+    flow["nodes"].append(store)
+    message = assert_error(predict(api, create_flow(api, flow), "hi"), 400)["message"]
+    assert "memoryVectorStore" in message
+
+
 def test_current_date_time_tool(api, fake):
     import datetime
     flow = create_flow(api, flows.tool_agent(flows.openai_model(fake.url), [flows.current_date_time()]))

@@ -11,6 +11,7 @@ import requests
 
 import flows
 from fakes import FakeProviders
+from prediction_client import predict, sse_events
 from weir_harness import Api, assert_error, backends, start_replicas
 
 
@@ -27,23 +28,6 @@ def create_flow(api, flow_data, **fields):
     return r.json()["id"]
 
 
-def predict(api, flow_id, question, key="default", **body):
-    return api.post(f"/prediction/{flow_id}", json={"question": question, **body}, key=key)
-
-
-def sse_events(response):
-    """(event, data) pairs of an SSE answer, checking Flowise's framing."""
-    events = []
-    name = None
-    for raw in response.iter_lines(decode_unicode=True):
-        if raw.startswith("event:"):
-            name = raw[len("event:"):].strip()
-        elif raw.startswith("data:"):
-            payload = json.loads(raw[len("data:"):].strip())
-            assert set(payload) == {"event", "data"}, payload
-            assert payload["event"] == name, (payload, name)
-            events.append((payload["event"], payload["data"]))
-    return events
 
 
 def test_openai_conversation_with_memory(api, fake):

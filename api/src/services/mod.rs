@@ -57,7 +57,7 @@ impl Services {
             runtime: RuntimeClient::new(
                 http.clone(),
                 &config.python_runtime,
-                config.py_tool_api_key.clone(),
+                config.py_tool_api_key.as_ref().map(|k| k.0.clone()),
             ),
         };
         Ok(Services {
