@@ -3,6 +3,7 @@ migrations, graceful shutdown, OpenAPI and docs."""
 
 import os
 import stat
+import time
 
 import pytest
 import requests
@@ -36,6 +37,7 @@ def test_first_start_creates_one_key(make_weir, backend):
     ({"LOG_FORMAT": "xml"}, "xml"),
     ({"PYTHON_RUNTIME": "localhost:8000"}, "http"),
     ({"DATABASE_SCHEMA": "Bad-Name"}, "Bad-Name"),
+    ({"ALLOW_PRIVATE_REQUESTS": "intranet"}, "intranet"),
 ])
 def test_bad_configuration_fails_with_one_line(make_weir, env, word):
     w = make_weir()
@@ -60,6 +62,19 @@ def test_migrate_then_serve(make_weir, backend):
     w.cli("migrate")
     w.start()
     assert requests.get(f"{w.url}/api/v1/ping", timeout=5).text == "pong"
+
+
+def test_an_unreachable_python_runtime_is_a_warning_not_a_failure(make_weir):
+    from weir_harness import free_port
+    w = make_weir()
+    w.env.update(PYTHON_RUNTIME=f"http://127.0.0.1:{free_port()}", PY_TOOL_API_KEY="sekrit-runtime-key")
+    w.start()
+    assert requests.get(f"{w.url}/api/v1/ping", timeout=5).text == "pong"
+    deadline = time.monotonic() + 10
+    while "Python tool runtime is not reachable" not in w.logs() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert "Python tool runtime is not reachable" in w.logs()
+    assert "sekrit-runtime-key" not in w.logs()
 
 
 def test_sigterm_stops_cleanly(make_weir):
