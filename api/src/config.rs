@@ -55,6 +55,13 @@ pub struct Config {
           value_parser = parse_secret, global = true)]
     pub py_tool_api_key: Option<Secret>,
 
+    /// Server environment variables a workspace's `runtime` variables may read:
+    /// comma-separated names, or prefixes ending in `*` (`TOOL_*`); `*` for all
+    /// but weir's own secrets. Unset: none (tool code never sees the server's
+    /// environment unless you say so).
+    #[arg(long, env = "RUNTIME_VARIABLES", default_value = "", global = true)]
+    pub runtime_variables: String,
+
     /// Non-public addresses the request tools may reach: `true` for all, or a
     /// comma-separated list of addresses and CIDR networks. Unset: none (no SSRF
     /// through a public chatflow).

@@ -56,6 +56,8 @@ def py_server(request, py_runtime, tmp_path_factory):
     holds WEIR_TEST_REGION=eu-test, which a `runtime` workspace variable reads."""
     w = use_runtime(Weir(tmp_path_factory.mktemp(f"weir-py-{request.param}"), request.param), py_runtime)
     w.env["WEIR_TEST_REGION"] = "eu-test"
+    w.env["WEIR_TEST_SECRET"] = "not-for-tools"
+    w.env["RUNTIME_VARIABLES"] = "WEIR_TEST_REGION"
     w.start()
     yield w
     w.cleanup()

@@ -162,3 +162,25 @@ def test_unsupported_sequential_nodes_are_named(api, fake, kind):
     flow = create_flow(api, flows.wired(nodes), type="MULTIAGENT")
     message = assert_error(predict(api, flow, "hi"), 400)["message"]
     assert node_id in message and kind in message, message
+
+
+def test_two_workers_of_one_name_are_refused(api, fake):
+    model = flows.openai_model(fake.url)
+    boss = flows.supervisor(model)
+    twins = [flows.worker("worker_0", "writer", "a", boss), flows.worker("worker_1", "Writer", "b", boss)]
+    flow = create_flow(api, flows.wired([model, boss, *twins]), type="MULTIAGENT")
+    assert "named" in assert_error(predict(api, flow, "hi"), 400)["message"]
+
+
+def test_a_condition_on_a_variable_weir_does_not_know_is_refused(api, fake):
+    model = flows.openai_model(fake.url)
+    nodes = [
+        model,
+        flows.seq_start(model),
+        flows.seq_agent("seqAgent_0", "classifier", ["seqStart_0"]),
+        flows.seq_condition("seqCondition_0", "check", ["seqAgent_0"],
+                            [{"variable": "$vars.mood", "operation": "Is", "value": "x", "output": "Yes"}]),
+        flows.seq_end("seqEnd_0", "seqCondition_0"),
+    ]
+    flow = create_flow(api, flows.wired(nodes, branches={("seqCondition_0", "seqEnd_0"): "End"}), type="MULTIAGENT")
+    assert "$vars.mood" in assert_error(predict(api, flow, "hi"), 400)["message"]

@@ -6,6 +6,7 @@ by weir with the workspace's key, JavaScript refused, the runtime going away."""
 import json
 import re
 import time
+import uuid
 
 import pytest
 import requests
@@ -31,11 +32,12 @@ def main(city, days=1):
     unit = "{{$vars.unit}}"
     region = "{{$vars.WEIR_TEST_REGION}}"
     session = "{{$flow.sessionId}}"
+    secret = "{{$vars.secret}}"
     with open("forecast.csv", "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["city", "days", "unit", "session"])
         writer.writerow([city, days, unit, session])
-    return {"city": city, "days": days, "unit": unit, "region": region, "session": session}
+    return {"city": city, "days": days, "unit": unit, "region": region, "session": session, "secret": secret}
 '''
 
 FORECAST = {
@@ -59,8 +61,11 @@ def create_tool(api, tool=FORECAST) -> str:
 
 
 def create_variables(api):
-    """`unit` (static) and WEIR_TEST_REGION (runtime: py_server's environment holds it)."""
-    for var in ({"name": "unit", "value": "celsius"}, {"name": "WEIR_TEST_REGION", "type": "runtime"}):
+    """`unit` (static), WEIR_TEST_REGION (runtime: py_server's environment holds it
+    and RUNTIME_VARIABLES lets tools read it) and `secret` (runtime, naming an
+    environment variable RUNTIME_VARIABLES does not list: reads empty)."""
+    for var in ({"name": "unit", "value": "celsius"}, {"name": "WEIR_TEST_REGION", "type": "runtime"},
+                {"name": "secret", "value": "WEIR_TEST_SECRET", "type": "runtime"}):
         r = api.post("/variables", json=var)
         assert r.status_code == 201, r.text
 
@@ -71,10 +76,10 @@ def workspace_of(api, flow):
     return api.get(f"/chatflows/{flow}").json()["workspaceId"]
 
 
-def forecast_flow(api, fake, node="pythonTool"):
+def forecast_flow(api, fake, node="pythonTool", **fields):
     tool_id = create_tool(api)
     tool = flows.python_tool(toolId=tool_id) if node == "pythonTool" else flows.custom_tool(tool_id)
-    return create_flow(api, flows.tool_agent(flows.openai_model(fake.url), [tool]))
+    return create_flow(api, flows.tool_agent(flows.openai_model(fake.url), [tool]), **fields)
 
 
 def forecast_output(body):
@@ -90,7 +95,7 @@ def test_a_stored_python_tool_runs_with_variables_and_writes_an_artifact(py_serv
     flow = forecast_flow(py_api, fake, node)
     body = ask(py_api, flow, ASK_FORECAST, chatId="sess-42")
     assert forecast_output(body) == {"city": "Paris", "days": 2, "unit": "celsius", "region": "eu-test",
-                                     "session": "sess-42"}
+                                     "session": "sess-42", "secret": ""}
 
     # The model was offered the tool's schema as JSON Schema.
     [offered] = fake.last("/chat/completions")["tools"]
@@ -125,9 +130,20 @@ def test_a_streamed_python_tool_answer_carries_its_artifacts(py_api, fake):
     assert artifact["filename"].endswith(".csv") and artifact["url"].startswith("/api/v1/artifacts/")
 
 
-def test_override_config_vars_replace_workspace_variables(py_api, fake):
+def test_override_config_vars_need_the_chatflows_allowance(py_api, fake):
+    """Tool code trusts its variables: a caller may replace them only where the
+    chatflow's apiConfig allows `vars` (and code, URLs, tool ids never without it)."""
     create_variables(py_api)
     flow = forecast_flow(py_api, fake)
+    assert_error(predict(py_api, flow, ASK_FORECAST, overrideConfig={"vars": {"unit": "kelvin"}}), 403, "vars")
+    assert_error(predict(py_api, flow, ASK_FORECAST, overrideConfig={"code": "result = 1"}), 403, "code")
+    assert_error(predict(py_api, flow, ASK_FORECAST, overrideConfig={"toolId": str(uuid.uuid4())}), 403)
+
+
+def test_override_config_vars_replace_workspace_variables(py_api, fake):
+    create_variables(py_api)
+    flow = forecast_flow(py_api, fake, apiConfig=json.dumps({"overrideConfig": {"allow": ["vars"]}}))
+    assert_error(predict(py_api, flow, ASK_FORECAST, overrideConfig={"vars": "kelvin"}), 400, "vars")
     assert forecast_output(ask(py_api, flow, ASK_FORECAST))["unit"] == "celsius"
     overridden = ask(py_api, flow, ASK_FORECAST, overrideConfig={"vars": {"unit": "kelvin"}})
     assert forecast_output(overridden)["unit"] == "kelvin"

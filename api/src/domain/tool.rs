@@ -215,6 +215,10 @@ pub fn parse_schema(value: &Value) -> Result<Vec<ToolField>, String> {
     Ok(fields)
 }
 
+/// Names the runtime gives its own variable groups (`$vars`, `$flow`, `$form`):
+/// an argument of that name would be overwritten.
+const RESERVED_PROPERTIES: &[&str] = &["vars", "flow", "form"];
+
 /// One field of [`parse_schema`]; `index` is its position, for messages.
 fn parse_field(index: usize, item: &Value) -> Result<ToolField, String> {
     let Value::Object(object) = item else {
@@ -235,6 +239,12 @@ fn parse_field(index: usize, item: &Value) -> Result<ToolField, String> {
         Some(_) => return Err(format!("schema[{index}]: property must be a string")),
     };
     let at = format!("schema[{index}] ('{property}')");
+    if RESERVED_PROPERTIES.contains(&property.as_str()) {
+        return Err(format!(
+            "{at}: '{property}' is reserved for the runtime's own variables ($vars, $flow, $form); \
+             choose another name"
+        ));
+    }
     let field_type = match object.get("type") {
         Some(Value::String(t)) => FieldType::parse(t).ok_or_else(|| {
             format!("{at}: unknown type '{t}' (allowed: string, number, boolean, enum, array)")
@@ -567,6 +577,8 @@ mod tests {
         let as_text = Value::String(flowise.to_string());
         assert_eq!(parse_schema(&as_text).unwrap(), fields);
         assert_eq!(parse_schema(&Value::Null).unwrap(), vec![]);
+        let reserved = json!([{"property": "vars", "type": "string"}]);
+        assert!(parse_schema(&reserved).unwrap_err().contains("reserved"));
         assert_eq!(parse_schema(&json!("")).unwrap(), vec![]);
         assert_eq!(parse_schema(&json!("[]")).unwrap(), vec![]);
     }

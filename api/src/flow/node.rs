@@ -65,7 +65,9 @@ pub struct InputSpec {
     pub name: &'static str,
     pub kind: InputKind,
     pub required: bool,
-    /// Keys and endpoints: not overridable unless `apiConfig.overrideConfig.allow` lists them.
+    /// Keys, endpoints and tool code: not overridable unless
+    /// `apiConfig.overrideConfig.allow` lists them (a public chatflow's caller must
+    /// not redirect requests or run code of its own).
     pub sensitive: bool,
 }
 

@@ -23,7 +23,7 @@ use super::node::{Category, InputKind, NodeSpec, build_node, unknown};
 use super::registry;
 
 /// Keys of `overrideConfig` that are request settings, not node inputs.
-const REQUEST_KEYS: &[&str] = &["sessionId", "vars", "chatId"];
+const REQUEST_KEYS: &[&str] = &["sessionId", "chatId"];
 
 #[derive(Debug)]
 pub struct Plan {
@@ -198,6 +198,17 @@ impl Plan {
                         _ => Err(FlowError::invalid(format!("node {id} is not a worker"))),
                     })
                     .collect::<Result<Vec<_>, _>>()?;
+                for (i, w) in workers.iter().enumerate() {
+                    if let Some(twin) = workers[..i]
+                        .iter()
+                        .find(|o| o.name.eq_ignore_ascii_case(&w.name))
+                    {
+                        return Err(FlowError::invalid(format!(
+                            "workers {} and {} are both named '{}'; the supervisor routes by name",
+                            twin.node_id, w.node_id, w.name
+                        )));
+                    }
+                }
                 Ok(Runnable {
                     memory: supervisor.memory.clone(),
                     answer: Answer::MultiAgent {
@@ -467,9 +478,20 @@ fn check_overrides(graph: &FlowGraph, overrides: &Overrides<'_>) -> Result<(), F
     let Some(values) = overrides.values else {
         return Ok(());
     };
-    for key in values.keys() {
+    for (key, value) in values {
+        if key == "vars" && !value.is_object() {
+            return Err(FlowError::invalid(
+                "overrideConfig.vars must be an object of variable values",
+            ));
+        }
         if REQUEST_KEYS.contains(&key.as_str()) || overrides.allowed.contains(key) {
             continue;
+        }
+        if key == "vars" {
+            return Err(FlowError::forbidden(
+                "overrideConfig.vars is not allowed: tool code reads these variables; the \
+                 chatflow's apiConfig.overrideConfig.allow must list \"vars\"",
+            ));
         }
         let sensitive = graph.nodes.iter().any(|n| {
             registry::spec(&n.name)
@@ -478,8 +500,8 @@ fn check_overrides(graph: &FlowGraph, overrides: &Overrides<'_>) -> Result<(), F
         });
         if sensitive {
             return Err(FlowError::forbidden(format!(
-                "overrideConfig.{key} is not allowed: it is a key or an endpoint; the chatflow's \
-                 apiConfig.overrideConfig.allow must list it"
+                "overrideConfig.{key} is not allowed: it is a key, an endpoint or tool code; the \
+                 chatflow's apiConfig.overrideConfig.allow must list it"
             )));
         }
     }

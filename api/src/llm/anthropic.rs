@@ -27,7 +27,7 @@ pub struct AnthropicChat {
 impl ChatModel for AnthropicChat {
     async fn stream(&self, request: ChatRequest) -> Result<DeltaStream, LlmError> {
         let params = &request.params;
-        let (system, turns) = to_anthropic(&request.messages);
+        let (system, turns) = to_anthropic(&request.messages, !request.tools.is_empty());
         let mut body = json!({
             "model": self.model,
             "max_tokens": params.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
@@ -74,9 +74,11 @@ impl ChatModel for AnthropicChat {
 }
 
 /// System text apart; consecutive turns of one role merged (tool results are the
-/// user's turn); a leading assistant turn is not allowed, so it is dropped. A turn
-/// of text only is sent as one string.
-fn to_anthropic(messages: &[ChatMessage]) -> (String, Vec<Value>) {
+/// user's turn); a leading assistant turn is not allowed, so it is dropped, and
+/// so are empty turns. A turn of text only is sent as one string. Without tools
+/// offered, Anthropic refuses tool blocks, so earlier calls and results (a
+/// sequential flow's previous steps) are told as text.
+fn to_anthropic(messages: &[ChatMessage], tools_offered: bool) -> (String, Vec<Value>) {
     let mut system = String::new();
     let mut turns: Vec<(Role, Vec<Value>)> = Vec::new();
     for m in messages {
@@ -88,6 +90,12 @@ fn to_anthropic(messages: &[ChatMessage]) -> (String, Vec<Value>) {
                 system.push_str(&m.content);
                 continue;
             }
+            Role::Tool if !tools_offered => (
+                Role::User,
+                vec![json!({"type": "text", "text": format!(
+                    "Result of {}: {}", m.name.as_deref().unwrap_or("the tool"), m.content
+                )})],
+            ),
             Role::Tool => (
                 Role::User,
                 vec![json!({
@@ -102,6 +110,12 @@ fn to_anthropic(messages: &[ChatMessage]) -> (String, Vec<Value>) {
                     blocks.push(json!({"type": "text", "text": m.content}));
                 }
                 for call in &m.tool_calls {
+                    if !tools_offered {
+                        blocks.push(json!({"type": "text", "text": format!(
+                            "(called {} with {})", call.name, call.arguments
+                        )}));
+                        continue;
+                    }
                     let input = match &call.arguments {
                         Value::Object(_) => call.arguments.clone(),
                         _ => json!({}),
@@ -111,6 +125,9 @@ fn to_anthropic(messages: &[ChatMessage]) -> (String, Vec<Value>) {
                 (role, blocks)
             }
         };
+        if blocks.is_empty() {
+            continue;
+        }
         match turns.last_mut() {
             Some((last, existing)) if *last == role => existing.extend(blocks),
             None if role == Role::Assistant => {}
@@ -202,13 +219,17 @@ mod tests {
 
     #[test]
     fn system_is_apart_and_roles_alternate() {
-        let (system, turns) = to_anthropic(&[
-            ChatMessage::new(Role::System, "be brief"),
-            ChatMessage::new(Role::Assistant, "hello"),
-            ChatMessage::new(Role::User, "a"),
-            ChatMessage::new(Role::User, "b"),
-            ChatMessage::new(Role::Assistant, "c"),
-        ]);
+        let (system, turns) = to_anthropic(
+            &[
+                ChatMessage::new(Role::System, "be brief"),
+                ChatMessage::new(Role::User, ""),
+                ChatMessage::new(Role::Assistant, "hello"),
+                ChatMessage::new(Role::User, "a"),
+                ChatMessage::new(Role::User, "b"),
+                ChatMessage::new(Role::Assistant, "c"),
+            ],
+            false,
+        );
         assert_eq!(system, "be brief");
         assert_eq!(
             turns,
@@ -259,11 +280,17 @@ mod tests {
             name: "calc".into(),
             arguments: json!({"x": 1}),
         };
-        let (_, turns) = to_anthropic(&[
+        let conversation = [
             ChatMessage::new(Role::User, "q"),
             ChatMessage::tool_calls("let me see", vec![call.clone()]),
             ChatMessage::tool_result(&call, "2"),
-        ]);
+        ];
+        let (_, without_tools) = to_anthropic(&conversation, false);
+        assert_eq!(
+            without_tools[2],
+            json!({"role": "user", "content": "Result of calc: 2"})
+        );
+        let (_, turns) = to_anthropic(&conversation, true);
         assert_eq!(turns[1]["content"][1]["type"], "tool_use");
         assert_eq!(
             turns[2],

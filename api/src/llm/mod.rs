@@ -10,7 +10,6 @@
 
 pub mod local;
 
-use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
@@ -193,21 +192,39 @@ pub trait ChatModel: Send + Sync {
 }
 
 /// Tool calls streamed in fragments (OpenAI's indexed deltas, Anthropic's
-/// content blocks), assembled by their position in the answer.
+/// content blocks), assembled by their position in the answer. A fragment that
+/// brings a different id at a known position starts a new call (some
+/// compatible servers send parallel calls all at index 0).
 #[derive(Debug, Default)]
 pub struct ToolCallParts {
-    parts: BTreeMap<u64, (String, String, String)>,
+    /// (index, id, name, arguments) in the order calls began.
+    parts: Vec<(u64, String, String, String)>,
 }
 
 impl ToolCallParts {
     /// Adds what one fragment says of the call at `index`.
     pub fn push(&mut self, index: u64, id: Option<&str>, name: Option<&str>, arguments: &str) {
-        let (call_id, call_name, args) = self.parts.entry(index).or_default();
-        if let Some(id) = id.filter(|s| !s.is_empty()) {
+        let id = id.filter(|s| !s.is_empty());
+        let current = self.parts.iter().rposition(|(i, known, _, _)| {
+            *i == index && (known.is_empty() || id.is_none_or(|id| id == known))
+        });
+        let at = match current {
+            Some(at) => at,
+            None => {
+                self.parts
+                    .push((index, String::new(), String::new(), String::new()));
+                self.parts.len() - 1
+            }
+        };
+        let (_, call_id, call_name, args) = &mut self.parts[at];
+        if let Some(id) = id {
             id.clone_into(call_id);
         }
-        if let Some(name) = name.filter(|s| !s.is_empty()) {
-            call_name.push_str(name);
+        // Names come whole; a server repeating it must not double it.
+        if let Some(name) = name.filter(|s| !s.is_empty())
+            && call_name.is_empty()
+        {
+            name.clone_into(call_name);
         }
         args.push_str(arguments);
     }
@@ -220,9 +237,10 @@ impl ToolCallParts {
     pub fn finish(&mut self) -> Vec<ToolCall> {
         std::mem::take(&mut self.parts)
             .into_iter()
-            .map(|(index, (id, name, args))| ToolCall {
+            .enumerate()
+            .map(|(n, (_, id, name, args))| ToolCall {
                 id: if id.is_empty() {
-                    format!("call_{index}")
+                    format!("call_{n}")
                 } else {
                     id
                 },
@@ -251,12 +269,21 @@ mod tests {
         parts.push(1, Some("b"), Some("calculator"), "{\"inp");
         parts.push(0, Some("a"), Some("now"), "");
         parts.push(1, None, None, "ut\": \"1+1\"}");
-        let calls = parts.finish();
+        let mut calls = parts.finish();
+        calls.sort_by(|a, b| a.id.cmp(&b.id));
         assert_eq!(calls.len(), 2);
         assert_eq!(calls[0].name, "now");
         assert_eq!(calls[0].arguments, serde_json::json!({}));
         assert_eq!(calls[1].arguments, serde_json::json!({"input": "1+1"}));
         assert!(parts.is_empty());
         assert_eq!(parse_arguments("{oops"), Value::String("{oops".into()));
+        // Parallel calls at one index with their own ids; a repeated name.
+        parts.push(0, Some("x"), Some("calc"), "{}");
+        parts.push(0, Some("y"), Some("calc"), "{\"a\":1}");
+        parts.push(0, Some("y"), Some("calc"), "");
+        let calls = parts.finish();
+        assert_eq!(calls.len(), 2);
+        assert_eq!(calls[1].name, "calc");
+        assert_eq!(calls[1].arguments, serde_json::json!({"a": 1}));
     }
 }

@@ -342,14 +342,17 @@ async fn tool_env(
             let listing = state.store.list_variables(flow.workspace_id, page).await?;
             let done = u64::from(page.page) * u64::from(page.limit) >= listing.total;
             for var in &listing.items {
-                env.vars
-                    .insert(var.name.clone(), Value::from(variable_value(var)));
+                env.vars.insert(
+                    var.name.clone(),
+                    Value::from(variable_value(var, &state.config.runtime_variables)),
+                );
             }
             if done || listing.items.is_empty() {
                 break;
             }
             page.page += 1;
         }
+        // Allowed by the chatflow (checked with the other overrides).
         if let Some(Value::Object(vars)) = override_config.and_then(|o| o.get("vars")) {
             env.vars
                 .extend(vars.iter().map(|(k, v)| (k.clone(), v.clone())));
@@ -358,8 +361,8 @@ async fn tool_env(
     Ok(env)
 }
 
-/// Environment variables tool code never reads through a `runtime` variable:
-/// weir's own secrets.
+/// Environment variables tool code never reads through a `runtime` variable,
+/// whatever `RUNTIME_VARIABLES` allows: weir's own secrets.
 const PRIVATE_ENV: &[&str] = &[
     "DATABASE_URL",
     "DATABASE_SCHEMA",
@@ -373,8 +376,8 @@ const PRIVATE_ENV: &[&str] = &[
 
 /// A variable's value: a `static` one as stored; a `runtime` one from the
 /// server's environment variable its value names (its own name when the value
-/// is empty, as in Flowise); empty when unset or one of weir's secrets.
-fn variable_value(var: &Variable) -> String {
+/// is empty, as in Flowise) — empty unless `RUNTIME_VARIABLES` allows that name.
+fn variable_value(var: &Variable, readable: &str) -> String {
     match var.var_type {
         VariableType::Static => var.value.clone(),
         VariableType::Runtime => {
@@ -382,12 +385,25 @@ fn variable_value(var: &Variable) -> String {
                 "" => var.name.as_str(),
                 named => named,
             };
-            if PRIVATE_ENV.contains(&name) {
-                return String::new();
+            if env_readable(name, readable) {
+                std::env::var(name).unwrap_or_default()
+            } else {
+                String::new()
             }
-            std::env::var(name).unwrap_or_default()
         }
     }
+}
+
+/// Whether `RUNTIME_VARIABLES` (names, `PREFIX*`, or `*`) lets tools read `name`.
+fn env_readable(name: &str, readable: &str) -> bool {
+    !PRIVATE_ENV.contains(&name)
+        && readable
+            .split(',')
+            .map(str::trim)
+            .any(|pattern| match pattern.strip_suffix('*') {
+                Some(prefix) => !pattern.is_empty() && name.starts_with(prefix),
+                None => !pattern.is_empty() && pattern == name,
+            })
 }
 
 /// Who said a stored or sent message, as the models see it.
@@ -456,6 +472,17 @@ mod tests {
         assert_eq!(safe_segment("../../etc/passwd"), "_.._etc_passwd");
         assert_eq!(safe_segment(".."), "_");
         assert_eq!(safe_segment("report 2024.pdf"), "report_2024.pdf");
+    }
+
+    #[test]
+    fn runtime_variables_read_only_what_the_server_allows() {
+        assert!(env_readable("TOOL_REGION", "TOOL_*"));
+        assert!(env_readable("REGION", "A, REGION"));
+        assert!(!env_readable("HOME", "TOOL_*"));
+        assert!(!env_readable("HOME", ""));
+        assert!(env_readable("HOME", "*"));
+        assert!(!env_readable("DATABASE_URL", "*"));
+        assert!(!env_readable("PY_TOOL_API_KEY", "PY_*"));
     }
 
     #[test]

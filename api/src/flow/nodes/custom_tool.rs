@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::flow::FlowError;
 use crate::flow::component::{Component, PythonSource, PythonTool, ToolKind, ToolSpec};
-use crate::flow::node::{Build, Category, InputKind as K, Node, NodeSpec, input};
+use crate::flow::node::{Build, Category, InputKind as K, Node, NodeSpec, input, sensitive};
 
 pub struct CustomTool;
 
@@ -14,12 +14,12 @@ static SPEC: NodeSpec = NodeSpec {
     name: "customTool",
     category: Category::Tool,
     inputs: &[
-        input("selectedTool", K::Text),
+        sensitive("selectedTool", K::Text),
         input("returnDirect", K::Boolean),
-        input("customToolName", K::Text),
+        sensitive("customToolName", K::Text),
         input("customToolDesc", K::Text),
-        input("customToolSchema", K::Json),
-        input("customToolFunc", K::Text),
+        sensitive("customToolSchema", K::Json),
+        sensitive("customToolFunc", K::Text),
     ],
 };
 

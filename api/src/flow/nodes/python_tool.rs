@@ -13,7 +13,7 @@ use crate::flow::FlowError;
 use crate::flow::component::{
     Component, PythonDefinition, PythonSource, PythonTool, ToolKind, ToolSpec,
 };
-use crate::flow::node::{Build, Category, InputKind as K, Node, NodeSpec, input};
+use crate::flow::node::{Build, Category, InputKind as K, Node, NodeSpec, input, sensitive};
 
 pub struct PythonToolNode;
 
@@ -21,12 +21,12 @@ static SPEC: NodeSpec = NodeSpec {
     name: "pythonTool",
     category: Category::Tool,
     inputs: &[
-        input("toolId", K::Text),
-        input("toolName", K::Text),
+        sensitive("toolId", K::Text),
+        sensitive("toolName", K::Text),
         input("toolDescription", K::Text),
-        input("schema", K::Json),
-        input("code", K::Text),
-        input("requirements", K::Json),
+        sensitive("schema", K::Json),
+        sensitive("code", K::Text),
+        sensitive("requirements", K::Json),
         input("timeout", K::Number),
         input("returnDirect", K::Boolean),
     ],

@@ -3,7 +3,7 @@
 
 use crate::flow::FlowError;
 use crate::flow::component::{Component, HttpMethod, RequestTool, ToolKind, ToolSpec};
-use crate::flow::node::{Build, Category, InputKind as K, Node, NodeSpec, input};
+use crate::flow::node::{Build, Category, InputKind as K, Node, NodeSpec, input, sensitive};
 
 pub struct RequestsGet;
 
@@ -13,13 +13,13 @@ static SPEC: NodeSpec = NodeSpec {
     name: "requestsGet",
     category: Category::Tool,
     inputs: &[
-        input("url", K::Text),
+        sensitive("url", K::Text),
         input("description", K::Text),
-        input("headers", K::Json),
-        input("requestsGetUrl", K::Text),
+        sensitive("headers", K::Json),
+        sensitive("requestsGetUrl", K::Text),
         input("requestsGetName", K::Text),
         input("requestsGetDescription", K::Text),
-        input("requestsGetHeaders", K::Json),
+        sensitive("requestsGetHeaders", K::Json),
         input("requestsGetQueryParamsSchema", K::Ignored),
         input("requestsGetMaxOutputLength", K::Integer),
     ],

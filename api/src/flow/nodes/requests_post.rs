@@ -5,7 +5,7 @@ use serde_json::Map;
 
 use crate::flow::FlowError;
 use crate::flow::component::{Component, HttpMethod, RequestTool, ToolKind, ToolSpec};
-use crate::flow::node::{Build, Category, InputKind as K, Node, NodeSpec, input};
+use crate::flow::node::{Build, Category, InputKind as K, Node, NodeSpec, input, sensitive};
 
 pub struct RequestsPost;
 
@@ -18,15 +18,15 @@ static SPEC: NodeSpec = NodeSpec {
     name: "requestsPost",
     category: Category::Tool,
     inputs: &[
-        input("url", K::Text),
-        input("body", K::Json),
+        sensitive("url", K::Text),
+        sensitive("body", K::Json),
         input("description", K::Text),
-        input("headers", K::Json),
-        input("requestsPostUrl", K::Text),
+        sensitive("headers", K::Json),
+        sensitive("requestsPostUrl", K::Text),
         input("requestsPostName", K::Text),
         input("requestsPostDescription", K::Text),
-        input("requestsPostHeaders", K::Json),
-        input("requestsPostBody", K::Json),
+        sensitive("requestsPostHeaders", K::Json),
+        sensitive("requestsPostBody", K::Json),
         input("requestsPostBodySchema", K::Ignored),
         input("requestsPostMaxOutputLength", K::Integer),
     ],

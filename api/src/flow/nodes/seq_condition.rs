@@ -89,12 +89,24 @@ fn condition_row(node: &Build<'_>, index: usize, row: &Value) -> Result<Conditio
             OPERATIONS.join(", ")
         )));
     }
+    let variable = field("variable");
+    let known = matches!(
+        variable.as_str(),
+        "" | "$flow.output" | "$flow.output.content" | "$flow.input"
+    ) || variable.starts_with("$flow.state.");
+    if !known {
+        return Err(node.invalid(format_args!(
+            "condition {} compares '{variable}'; weir knows $flow.output.content, $flow.input \
+             and $flow.state.<key>",
+            index + 1
+        )));
+    }
     let output = field("output");
     if output.is_empty() {
         return Err(node.invalid(format_args!("condition {} names no output", index + 1)));
     }
     Ok(ConditionRow {
-        variable: field("variable"),
+        variable,
         operation,
         value: field("value"),
         output,

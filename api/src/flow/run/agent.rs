@@ -5,7 +5,6 @@
 //! agents use the same loop without streaming.
 
 use futures_util::StreamExt;
-use futures_util::future::join_all;
 use serde_json::Value;
 
 use super::{FlowEvent, RunContext, RunError, RunInput, RunOutput, Tokens, model_failed};
@@ -170,27 +169,39 @@ async fn step<E: From<FlowEvent>>(
     Ok(step)
 }
 
-/// Runs a step's calls at once; results in the calls' order.
+/// Calls of one step that run at the same time (a model asking for hundreds
+/// gets them in waves).
+const PARALLEL_CALLS: usize = 8;
+
+/// Runs a step's calls, several at once; results in the calls' order.
 pub async fn call_tools(
     ctx: &RunContext<'_>,
     tools: &[ReadyTool],
     calls: &[ToolCall],
 ) -> Vec<ToolOutcome> {
-    join_all(calls.iter().map(|call| async move {
-        match tools.iter().find(|t| t.def.name == call.name) {
-            Some(tool) => {
-                tool.call(ctx.tools, &ctx.env, &ctx.flow, &call.arguments)
-                    .await
-            }
-            None => {
-                let names: Vec<&str> = tools.iter().map(|t| t.def.name.as_str()).collect();
-                ToolOutcome::error(format!(
-                    "there is no tool named '{}'; the tools are: {}",
-                    call.name,
-                    names.join(", ")
-                ))
-            }
+    let pending: Vec<_> = calls
+        .iter()
+        .map(|call| call_tool(ctx, tools, call))
+        .collect();
+    futures_util::stream::iter(pending)
+        .buffered(PARALLEL_CALLS)
+        .collect()
+        .await
+}
+
+async fn call_tool(ctx: &RunContext<'_>, tools: &[ReadyTool], call: &ToolCall) -> ToolOutcome {
+    match tools.iter().find(|t| t.def.name == call.name) {
+        Some(tool) => {
+            tool.call(ctx.tools, &ctx.env, &ctx.flow, &call.arguments)
+                .await
         }
-    }))
-    .await
+        None => {
+            let names: Vec<&str> = tools.iter().map(|t| t.def.name.as_str()).collect();
+            ToolOutcome::error(format!(
+                "there is no tool named '{}'; the tools are: {}",
+                call.name,
+                names.join(", ")
+            ))
+        }
+    }
 }

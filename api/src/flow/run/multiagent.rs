@@ -224,7 +224,10 @@ async fn decide(
     }
     let mentioned: Vec<String> = std::iter::once(FINISH)
         .chain(names.iter().copied())
-        .filter(|n| text.contains(n))
+        .filter(|n| {
+            text.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-'))
+                .any(|word| word == *n)
+        })
         .map(str::to_owned)
         .collect();
     match mentioned.as_slice() {

@@ -211,9 +211,9 @@ fn holds(row: &ConditionRow, last_output: &str, input: &RunInput) -> bool {
     let subject = match variable {
         "$flow.output.content" | "$flow.output" | "" => last_output,
         "$flow.input" => input.question.as_str(),
-        // Flow state (seqState) is not supported yet: every key is empty.
-        v if v.starts_with("$flow.state.") => "",
-        other => other,
+        // Flow state (seqState) is not supported yet: every key is empty. Other
+        // variables are refused when the plan is built.
+        _ => "",
     };
     let value = row.value.as_str();
     let numbers = || {

@@ -121,18 +121,15 @@ impl RuntimeClient {
             .json(&body);
         let response = match request.send().await {
             Ok(r) => r,
+            // The runtime's address is the operator's business, not the caller's.
             Err(e) if e.is_timeout() => {
-                return ToolOutcome::error(format!(
-                    "the Python runtime at {} did not answer in time",
-                    self.base
-                ));
+                tracing::warn!(runtime = %self.base, "a Python tool call timed out");
+                return ToolOutcome::error("the Python runtime did not answer in time");
             }
             Err(e) => {
-                return ToolOutcome::error(format!(
-                    "the Python runtime at {} cannot be reached: {}",
-                    self.base,
-                    root_cause(&e)
-                ));
+                let why = root_cause(&e);
+                tracing::warn!(runtime = %self.base, error = %why, "the Python runtime cannot be reached");
+                return ToolOutcome::error(format!("the Python runtime cannot be reached: {why}"));
             }
         };
         let status = response.status();

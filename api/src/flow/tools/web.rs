@@ -199,7 +199,8 @@ impl WebClient {
         }
         match request.send().await {
             Ok(response) => read(response, tool.max_output).await,
-            Err(e) => ToolOutcome::error(format!("request to {url} failed: {}", root_cause(&e))),
+            // Not the URL: a fixed one may carry the flow author's credentials.
+            Err(e) => ToolOutcome::error(format!("the request failed: {}", root_cause(&e))),
         }
     }
 }
