@@ -212,6 +212,16 @@ fn forbidden_v6(ip: Ipv6Addr) -> Option<&'static str> {
     if first == 0x2001 && segments[1] == 0x0db8 {
         return Some("documentation (2001:db8::/32)");
     }
+    // Tunnels and translators whose real destination cannot be judged here.
+    if first == 0x2001 && segments[1] == 0 {
+        return Some("Teredo tunnel (2001::/32)");
+    }
+    if first == 0x64 && segments[1] == 0xff9b && segments[2] == 1 {
+        return Some("local-use NAT64 (64:ff9b:1::/48)");
+    }
+    if first == 0x100 && segments[1..4] == [0, 0, 0] {
+        return Some("discard-only (100::/64)");
+    }
     None
 }
 
@@ -224,6 +234,8 @@ fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
     match segments {
         // ::ffff:0:0/96, IPv4-mapped.
         [0, 0, 0, 0, 0, 0xffff, _, _] => Some(low_32_bits()),
+        // ::ffff:0:0:0/96, IPv4-translated (SIIT).
+        [0, 0, 0, 0, 0xffff, 0, _, _] => Some(low_32_bits()),
         // ::/96, IPv4-compatible (deprecated). The caller handles :: and ::1
         // first.
         [0, 0, 0, 0, 0, 0, _, _] => Some(low_32_bits()),
@@ -283,6 +295,14 @@ mod tests {
         assert_allowed("93.184.216.34");
         assert_allowed("2606:4700::1111");
         assert_allowed("2001:4860:4860::8888");
+    }
+
+    #[test]
+    fn tunnels_and_translators_are_refused() {
+        assert_forbidden("2001:0:4136:e378:8000:63bf:3fff:fdd2", "Teredo");
+        assert_forbidden("64:ff9b:1::a00:1", "NAT64");
+        assert_forbidden("100::1", "discard");
+        assert_forbidden("::ffff:0:7f00:1", "loopback");
     }
 
     #[test]
