@@ -94,6 +94,26 @@ pub const fn sensitive(name: &'static str, kind: InputKind) -> InputSpec {
     }
 }
 
+/// `a` then `b`, in a constant (declared inputs shared by several node types).
+/// `M` must be `N + K`; a wrong length fails to compile.
+pub const fn concat<const N: usize, const K: usize, const M: usize>(
+    a: [InputSpec; N],
+    b: [InputSpec; K],
+) -> [InputSpec; M] {
+    assert!(N + K == M, "concat: the output length must be the sum");
+    let mut out = [input("", InputKind::Ignored); M];
+    let mut i = 0;
+    while i < N {
+        out[i] = a[i];
+        i += 1;
+    }
+    while i < M {
+        out[i] = b[i - N];
+        i += 1;
+    }
+    out
+}
+
 pub struct NodeSpec {
     /// The node type as Flowise names it: `chatOpenAI`.
     pub name: &'static str,

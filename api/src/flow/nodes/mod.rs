@@ -50,18 +50,7 @@ const MODEL_IGNORED: [InputSpec; 6] = [
 
 /// A model's own inputs followed by [`MODEL_IGNORED`].
 const fn with_ignored<const N: usize, const M: usize>(own: [InputSpec; N]) -> [InputSpec; M] {
-    let mut out = [input("", K::Ignored); M];
-    let mut i = 0;
-    while i < N {
-        out[i] = own[i];
-        i += 1;
-    }
-    let mut j = 0;
-    while j < MODEL_IGNORED.len() {
-        out[N + j] = MODEL_IGNORED[j];
-        j += 1;
-    }
-    out
+    super::node::concat(own, MODEL_IGNORED)
 }
 
 /// Inputs of agents that weir accepts without effect (moderation left empty).

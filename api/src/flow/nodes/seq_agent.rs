@@ -3,7 +3,9 @@
 
 use crate::flow::FlowError;
 use crate::flow::component::{Component, SeqAgent, SeqStep};
-use crate::flow::node::{Build, Category, InputKind as K, InputSpec, Node, NodeSpec, input};
+use crate::flow::node::{
+    Build, Category, InputKind as K, InputSpec, Node, NodeSpec, concat, input,
+};
 
 pub struct SeqAgentNode;
 
@@ -22,8 +24,8 @@ pub(super) const STEP_IGNORED: [InputSpec; 10] = [
     input("selectedUpdateStateMemoryTab", K::Ignored),
 ];
 
-const INPUTS: [InputSpec; 18] = {
-    let own = [
+const INPUTS: [InputSpec; 18] = concat(
+    [
         input("agentName", K::Text),
         input("systemMessagePrompt", K::Text),
         input("humanMessagePrompt", K::Text),
@@ -32,19 +34,9 @@ const INPUTS: [InputSpec; 18] = {
         input("model", K::Anchor(Category::ChatModel)),
         input("promptValues", K::Json),
         input("maxIterations", K::Integer),
-    ];
-    let mut out = [input("", K::Ignored); 18];
-    let mut i = 0;
-    while i < own.len() {
-        out[i] = own[i];
-        i += 1;
-    }
-    while i < 18 {
-        out[i] = STEP_IGNORED[i - own.len()];
-        i += 1;
-    }
-    out
-};
+    ],
+    STEP_IGNORED,
+);
 
 static SPEC: NodeSpec = NodeSpec {
     name: "seqAgent",

@@ -4,12 +4,14 @@
 
 use crate::flow::FlowError;
 use crate::flow::component::{Component, SeqStep};
-use crate::flow::node::{Build, Category, InputKind as K, InputSpec, Node, NodeSpec, input};
+use crate::flow::node::{
+    Build, Category, InputKind as K, InputSpec, Node, NodeSpec, concat, input,
+};
 
 pub struct SeqLlmNode;
 
-const INPUTS: [InputSpec; 17] = {
-    let own = [
+const INPUTS: [InputSpec; 17] = concat(
+    [
         input("llmNodeName", K::Text),
         input("systemMessagePrompt", K::Text),
         input("humanMessagePrompt", K::Text),
@@ -17,19 +19,9 @@ const INPUTS: [InputSpec; 17] = {
         input("model", K::Anchor(Category::ChatModel)),
         input("promptValues", K::Json),
         input("llmStructuredOutput", K::Ignored),
-    ];
-    let mut out = [input("", K::Ignored); 17];
-    let mut i = 0;
-    while i < own.len() {
-        out[i] = own[i];
-        i += 1;
-    }
-    while i < 17 {
-        out[i] = super::seq_agent::STEP_IGNORED[i - own.len()];
-        i += 1;
-    }
-    out
-};
+    ],
+    super::seq_agent::STEP_IGNORED,
+);
 
 static SPEC: NodeSpec = NodeSpec {
     name: "seqLLMNode",
