@@ -7,10 +7,10 @@
 use futures_util::StreamExt;
 use serde_json::Value;
 
-use super::{FlowEvent, RunContext, RunError, RunInput, RunOutput, Tokens, model_failed};
+use super::{FlowEvent, RunContext, RunError, RunInput, RunOutput, Tokens, model_step};
 use crate::flow::component::{AgentSpec, ModelSpec};
 use crate::flow::tools::{self, ReadyTool, ToolOutcome};
-use crate::llm::{ChatMessage, ChatRequest, Delta, Role, ToolCall, ToolChoice};
+use crate::llm::{ChatMessage, ChatRequest, Role, ToolCall, ToolChoice};
 
 /// Runs a `toolAgent` (or its siblings) as the flow's answer, streaming its text.
 pub async fn run<E: From<FlowEvent>>(
@@ -70,9 +70,14 @@ pub async fn run_loop<E: From<FlowEvent>>(
             tool_choice: ToolChoice::Auto,
             params: spec.params.clone(),
         };
-        let step = step(spec, &*model, request, tokens, !out.text.is_empty()).await?;
+        let step = model_step(spec, &*model, request, tokens, !out.text.is_empty()).await?;
         match tokens {
-            Some(_) => out.text.push_str(&step.streamed),
+            Some(_) => {
+                if step.separated {
+                    out.text.push_str("\n\n");
+                }
+                out.text.push_str(&step.text);
+            }
             None => out.text.clone_from(&step.text),
         }
         if step.calls.is_empty() {
@@ -123,50 +128,6 @@ async fn finish<E: From<FlowEvent>>(
         None => out.text = text,
     }
     Ok(out)
-}
-
-/// One model step: its text, what of it was streamed, and its tool calls.
-struct Step {
-    text: String,
-    streamed: String,
-    calls: Vec<ToolCall>,
-}
-
-async fn step<E: From<FlowEvent>>(
-    spec: &ModelSpec,
-    model: &dyn crate::llm::ChatModel,
-    request: ChatRequest,
-    tokens: Option<&Tokens<'_, E>>,
-    said_before: bool,
-) -> Result<Step, RunError> {
-    let mut stream = model
-        .stream(request)
-        .await
-        .map_err(|e| model_failed(spec, &e))?;
-    let mut step = Step {
-        text: String::new(),
-        streamed: String::new(),
-        calls: Vec::new(),
-    };
-    while let Some(delta) = stream.next().await {
-        match delta.map_err(|e| model_failed(spec, &e))? {
-            Delta::Text(piece) => {
-                if let Some(tokens) = tokens {
-                    // Steps are separated by a blank line in the streamed answer.
-                    let piece = if said_before && step.streamed.is_empty() {
-                        format!("\n\n{piece}")
-                    } else {
-                        piece.clone()
-                    };
-                    step.streamed.push_str(&piece);
-                    tokens.send(piece).await?;
-                }
-                step.text.push_str(&piece);
-            }
-            Delta::ToolCall(call) => step.calls.push(call),
-        }
-    }
-    Ok(step)
 }
 
 /// Calls of one step that run at the same time (a model asking for hundreds

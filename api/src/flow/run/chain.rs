@@ -1,12 +1,10 @@
 //! Chains: a prompt filled in (`llmChain`) or a conversation (`conversationChain`)
 //! sent to one model, its answer streamed token by token.
 
-use futures_util::StreamExt;
-
-use super::{FlowEvent, RunContext, RunError, RunInput, RunOutput, Tokens, model_failed};
+use super::{FlowEvent, RunContext, RunError, RunInput, RunOutput, Tokens, model_step};
 use crate::flow::component::{ChainKind, ChainSpec, PromptSpec};
 use crate::flow::prompt;
-use crate::llm::{ChatMessage, ChatRequest, Delta, Role};
+use crate::llm::{ChatMessage, ChatRequest, Role};
 
 /// The messages a chain sends to its model.
 pub fn messages(chain: &ChainSpec, input: &RunInput) -> Vec<ChatMessage> {
@@ -71,17 +69,9 @@ pub async fn run<E: From<FlowEvent>>(
     let spec = &chain.model;
     let model = ctx.model(spec).await?;
     let request = ChatRequest::text(messages(chain, input), spec.params.clone());
-    let mut stream = model
-        .stream(request)
-        .await
-        .map_err(|e| model_failed(spec, &e))?;
-    let mut text = String::new();
-    while let Some(delta) = stream.next().await {
-        if let Delta::Text(piece) = delta.map_err(|e| model_failed(spec, &e))? {
-            text.push_str(&piece);
-            tokens.send(piece).await?;
-        }
-    }
+    let text = model_step(spec, &*model, request, Some(tokens), false)
+        .await?
+        .text;
     Ok(RunOutput {
         text,
         ..RunOutput::default()

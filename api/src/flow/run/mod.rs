@@ -18,6 +18,7 @@ pub mod sequential;
 
 use std::sync::Arc;
 
+use futures_util::StreamExt;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
@@ -28,7 +29,7 @@ use super::tools::{FlowContext, ToolClients, ToolEnv};
 use crate::llm::anthropic::AnthropicChat;
 use crate::llm::ollama::OllamaChat;
 use crate::llm::openai::OpenAiChat;
-use crate::llm::{ChatMessage, ChatModel, LlmError, Role};
+use crate::llm::{ChatMessage, ChatModel, ChatRequest, Delta, LlmError, Role, ToolCall};
 
 /// What a run emits, in order.
 #[derive(Debug, Clone, PartialEq)]
@@ -159,6 +160,51 @@ impl<E: From<FlowEvent>> Tokens<'_, E> {
             .await
             .map_err(|_| RunError::Cancelled)
     }
+}
+
+/// What one model call gave: its text, its tool calls, and whether a blank-line
+/// separator token was streamed before the text.
+pub struct Step {
+    pub text: String,
+    pub calls: Vec<ToolCall>,
+    pub separated: bool,
+}
+
+/// One model call, collected. With `tokens`, its text streams as it arrives
+/// (after a `"\n\n"` token when `separate`: a later step of an agent whose
+/// earlier text was already sent). Every runner calls its models through here.
+pub async fn model_step<E: From<FlowEvent>>(
+    spec: &ModelSpec,
+    model: &dyn ChatModel,
+    request: ChatRequest,
+    tokens: Option<&Tokens<'_, E>>,
+    separate: bool,
+) -> Result<Step, RunError> {
+    let mut stream = model
+        .stream(request)
+        .await
+        .map_err(|e| model_failed(spec, &e))?;
+    let mut step = Step {
+        text: String::new(),
+        calls: Vec::new(),
+        separated: false,
+    };
+    while let Some(delta) = stream.next().await {
+        match delta.map_err(|e| model_failed(spec, &e))? {
+            Delta::Text(piece) => {
+                step.text.push_str(&piece);
+                if let Some(tokens) = tokens {
+                    if separate && !step.separated {
+                        step.separated = true;
+                        tokens.send("\n\n".to_owned()).await?;
+                    }
+                    tokens.send(piece).await?;
+                }
+            }
+            Delta::ToolCall(call) => step.calls.push(call),
+        }
+    }
+    Ok(step)
 }
 
 /// Runs the flow. Tokens go to `events` as they come, converted into the

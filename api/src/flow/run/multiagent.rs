@@ -6,15 +6,14 @@
 //! the last worker's output, sent when the supervisor finishes. The recursion
 //! limit bounds the turns and ends the run with a clear answer, not an error.
 
-use futures_util::StreamExt;
 use serde_json::{Value, json};
 
 use super::agent::run_loop;
-use super::{FlowEvent, RunContext, RunError, RunInput, RunOutput, Tokens, model_failed};
+use super::{FlowEvent, RunContext, RunError, RunInput, RunOutput, Tokens, model_step};
 use crate::flow::FlowError;
 use crate::flow::component::{SupervisorSpec, WorkerSpec};
 use crate::flow::{prompt, tools};
-use crate::llm::{ChatMessage, ChatRequest, Delta, Role, ToolChoice, ToolDef};
+use crate::llm::{ChatMessage, ChatRequest, Role, ToolChoice, ToolDef};
 
 const FINISH: &str = "FINISH";
 
@@ -59,7 +58,7 @@ pub async fn run<E: From<FlowEvent>>(
             tool_choice: ToolChoice::Force("route".into()),
             params: supervisor.model.params.clone(),
         };
-        let decision = decide(&*model, request, supervisor, &names).await?;
+        let decision = decide::<E>(&*model, request, supervisor, &names).await?;
         if let Some(previous) = out.agent_reasoning.last_mut() {
             previous["next"] = Value::from(decision.next.as_str());
         }
@@ -168,28 +167,19 @@ struct Decision {
 
 /// The supervisor's choice: its `route` call, or (a model that answered in text)
 /// the one option its text names.
-async fn decide(
+async fn decide<E: From<FlowEvent>>(
     model: &dyn crate::llm::ChatModel,
     request: ChatRequest,
     supervisor: &SupervisorSpec,
     names: &[&str],
 ) -> Result<Decision, RunError> {
-    let spec = &supervisor.model;
-    let mut stream = model
-        .stream(request)
-        .await
-        .map_err(|e| model_failed(spec, &e))?;
-    let mut text = String::new();
-    let mut route = None;
-    while let Some(delta) = stream.next().await {
-        match delta.map_err(|e| model_failed(spec, &e))? {
-            Delta::Text(t) => text.push_str(&t),
-            Delta::ToolCall(call) if call.name == "route" && route.is_none() => {
-                route = Some(call.arguments)
-            }
-            Delta::ToolCall(_) => {}
-        }
-    }
+    let step = model_step::<E>(&supervisor.model, model, request, None, false).await?;
+    let route = step
+        .calls
+        .into_iter()
+        .find(|call| call.name == "route")
+        .map(|call| call.arguments);
+    let text = step.text;
     let field = |args: &Value, name: &str| {
         args.get(name)
             .and_then(Value::as_str)

@@ -6,16 +6,15 @@
 //! Each agent, LLM and tool step is an `agentReasoning` item; the answer is the
 //! last output. Steps are bounded, so a loop in the graph ends.
 
-use futures_util::StreamExt;
 use serde_json::{Value, json};
 
 use super::agent::{call_tools, run_loop};
-use super::{FlowEvent, RunContext, RunError, RunInput, RunOutput, Tokens, model_failed};
+use super::{FlowEvent, RunContext, RunError, RunInput, RunOutput, Tokens, model_step};
 use crate::flow::FlowError;
 use crate::flow::component::{ConditionRow, ModelSpec, SeqAgent, SeqStep};
 use crate::flow::plan::SequentialSpec;
 use crate::flow::{prompt, tools};
-use crate::llm::{ChatMessage, ChatRequest, Delta, Role, ToolCall};
+use crate::llm::{ChatMessage, ChatRequest, Role, ToolCall};
 
 /// Steps a run takes at most (a graph may loop through a condition).
 const MAX_STEPS: usize = 100;
@@ -82,7 +81,9 @@ pub async fn run<E: From<FlowEvent>>(
                     params: model_spec.params.clone(),
                     ..ChatRequest::default()
                 };
-                let (text, calls) = generate(ctx, model_spec, request).await?;
+                let model = ctx.model(model_spec).await?;
+                let step = model_step::<E>(model_spec, &*model, request, None, false).await?;
+                let (text, calls) = (step.text, step.calls);
                 out.agent_reasoning.push(reasoning(&llm.name, &text, &[]));
                 match tool_node {
                     Some(tool_node) if !calls.is_empty() => {
@@ -170,28 +171,6 @@ fn step_messages(
         messages.push(ChatMessage::new(Role::User, fill(&step.human)));
     }
     messages
-}
-
-/// One model call, not streamed: its text and tool calls.
-async fn generate(
-    ctx: &RunContext<'_>,
-    spec: &ModelSpec,
-    request: ChatRequest,
-) -> Result<(String, Vec<ToolCall>), RunError> {
-    let model = ctx.model(spec).await?;
-    let mut stream = model
-        .stream(request)
-        .await
-        .map_err(|e| model_failed(spec, &e))?;
-    let mut text = String::new();
-    let mut calls = Vec::new();
-    while let Some(delta) = stream.next().await {
-        match delta.map_err(|e| model_failed(spec, &e))? {
-            Delta::Text(t) => text.push_str(&t),
-            Delta::ToolCall(call) => calls.push(call),
-        }
-    }
-    Ok((text, calls))
 }
 
 fn reasoning(name: &str, text: &str, used_tools: &[Value]) -> Value {
