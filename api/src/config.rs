@@ -137,6 +137,12 @@ pub struct Config {
     #[arg(long, env = "STORE_CACHE_TTL_MS", default_value_t = 1000,
           value_parser = clap::value_parser!(u64).range(0..=60_000), global = true)]
     pub store_cache_ttl_ms: u64,
+
+    /// Largest body of one vector upsert (`POST /api/v1/vector/upsert/:id`), files
+    /// included, in bytes.
+    #[arg(long, env = "VECTOR_UPSERT_MAX_BYTES", default_value_t = 50 * 1024 * 1024,
+          value_parser = clap::value_parser!(u64).range(1024..=4 * 1024 * 1024 * 1024), global = true)]
+    pub vector_upsert_max_bytes: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -11,6 +11,8 @@
 //! - [`store`]: the `Store` trait with its SQLite and PostgreSQL implementations.
 //! - [`flow`]: the chatflow engine: graph, registry, plans, runs.
 //! - [`llm`]: language-model providers behind one streaming interface.
+//! - [`retrieval`]: loaders, splitters, embeddings and vector indexes (the
+//!   engine's retrieval parts; the services floor persists what they make).
 //! - [`services`]: below the edge — predictions and triggers (schedule, firing,
 //!   webhooks, Telegram, failure e-mail), called by routes and background loops.
 //! - [`ratelimit`]: per-chatflow rate limits counted in the store.
@@ -29,6 +31,7 @@ pub mod http;
 pub mod keys;
 pub mod llm;
 pub mod ratelimit;
+pub mod retrieval;
 pub mod routes;
 pub mod services;
 pub mod store;

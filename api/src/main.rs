@@ -61,6 +61,13 @@ enum KeysCommand {
 }
 
 fn main() -> ExitCode {
+    // The PDF loader's confined child (args_os: `args` panics on a non-UTF-8 path).
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|arg| arg == "__extract-pdf")
+    {
+        return weir_api::retrieval::load::pdf::run_extractor_child();
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) if !e.use_stderr() => {

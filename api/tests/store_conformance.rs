@@ -56,6 +56,7 @@ conformance!(
     webhook_claims_stop_at_max_executions,
     webhook_deliveries_are_replayed,
     webhook_addresses_are_unique,
+    vector_writes_are_atomic_versioned_and_scoped,
 );
 
 fn flow(ws: uuid::Uuid, name: &str) -> NewChatflow {
@@ -782,4 +783,165 @@ async fn webhook_addresses_are_unique(t: &common::TestStore) {
     );
     let cron = trigger(tr.workspace_id, tr.chatflow_id, TriggerType::Cron, "same");
     store.create_trigger(cron).await.unwrap();
+}
+
+fn chunk(hash: &str, source: Option<&str>, text: &str, v: &[f32]) -> weir_api::domain::VectorChunk {
+    let mut metadata = serde_json::Map::new();
+    metadata.insert("source".into(), serde_json::json!(source));
+    weir_api::domain::VectorChunk {
+        id: uuid::Uuid::now_v7(),
+        content_hash: hash.into(),
+        source: source.map(str::to_owned),
+        chat_id: None,
+        page_content: text.into(),
+        metadata,
+        embedding: v.to_vec(),
+    }
+}
+
+async fn vector_writes_are_atomic_versioned_and_scoped(t: &common::TestStore) {
+    use weir_api::domain::{UpsertCounts, VectorWrite};
+    let store: &dyn Store = &*t.store;
+    let ws = store.ensure_workspace("vectors").await.unwrap().id;
+    let a = store.create_chatflow(flow(ws, "a")).await.unwrap();
+    let b = store.create_chatflow(flow(ws, "b")).await.unwrap();
+    assert_eq!(
+        store.vector_store_version(a.id, "faiss_0").await.unwrap(),
+        0
+    );
+    assert_eq!(
+        store.list_vector_chunks(a.id, "faiss_0").await.unwrap(),
+        (0, vec![])
+    );
+
+    let first = chunk("h1", Some("a.txt"), "one", &[0.5, -1.25, 3.0]);
+    let second = chunk("h2", None, "two", &[1.0, 0.0, 0.0]);
+    let counts = UpsertCounts {
+        num_added: 2,
+        ..UpsertCounts::default()
+    };
+    let record = store
+        .write_vectors(VectorWrite {
+            chatflow_id: a.id,
+            node_id: "faiss_0".into(),
+            added: vec![first.clone(), second.clone()],
+            deleted: vec![],
+            counts,
+        })
+        .await
+        .unwrap();
+    assert_eq!(record.counts, counts);
+    let (version, chunks) = store.list_vector_chunks(a.id, "faiss_0").await.unwrap();
+    assert_eq!(version, 1);
+    assert_eq!(
+        chunks,
+        vec![first.clone(), second.clone()],
+        "text, metadata and vectors round-trip in order"
+    );
+    let keys = store.vector_chunk_keys(a.id, "faiss_0").await.unwrap();
+    assert_eq!(keys.len(), 2);
+    assert_eq!(keys[0].source.as_deref(), Some("a.txt"));
+    // Another node and another chatflow see nothing.
+    assert!(
+        store
+            .list_vector_chunks(a.id, "faiss_1")
+            .await
+            .unwrap()
+            .1
+            .is_empty()
+    );
+    assert!(
+        store
+            .list_vector_chunks(b.id, "faiss_0")
+            .await
+            .unwrap()
+            .1
+            .is_empty()
+    );
+
+    // Deleting through another chatflow's scope removes nothing.
+    store
+        .write_vectors(VectorWrite {
+            chatflow_id: b.id,
+            node_id: "faiss_0".into(),
+            added: vec![],
+            deleted: vec![first.id],
+            counts: UpsertCounts::default(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .list_vector_chunks(a.id, "faiss_0")
+            .await
+            .unwrap()
+            .1
+            .len(),
+        2
+    );
+
+    // A failed write (a duplicate id) leaves everything as it was.
+    let dup = weir_api::domain::VectorChunk {
+        content_hash: "h3".into(),
+        ..second.clone()
+    };
+    let failed = store
+        .write_vectors(VectorWrite {
+            chatflow_id: a.id,
+            node_id: "faiss_0".into(),
+            added: vec![chunk("h4", None, "four", &[0.0, 1.0, 0.0]), dup],
+            deleted: vec![first.id],
+            counts: UpsertCounts::default(),
+        })
+        .await;
+    assert!(failed.is_err());
+    let (version, chunks) = store.list_vector_chunks(a.id, "faiss_0").await.unwrap();
+    assert_eq!((version, chunks.len()), (1, 2), "nothing half-written");
+
+    store
+        .write_vectors(VectorWrite {
+            chatflow_id: a.id,
+            node_id: "faiss_0".into(),
+            added: vec![],
+            deleted: vec![first.id],
+            counts: UpsertCounts {
+                num_deleted: 1,
+                ..UpsertCounts::default()
+            },
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        store.vector_store_version(a.id, "faiss_0").await.unwrap(),
+        2
+    );
+    assert_eq!(
+        store.list_vector_chunks(a.id, "faiss_0").await.unwrap().1,
+        vec![second]
+    );
+
+    let history = store.list_upsert_history(a.id, 10).await.unwrap();
+    assert_eq!(history.len(), 2, "the failed write left no record");
+    assert_eq!(history[0].counts.num_deleted, 1, "newest first");
+    assert_eq!(history[1].counts.num_added, 2);
+    assert_eq!(store.list_upsert_history(a.id, 1).await.unwrap().len(), 1);
+    assert_eq!(store.list_upsert_history(b.id, 10).await.unwrap().len(), 1);
+
+    // Deleting the chatflow deletes its store.
+    assert!(store.delete_chatflow(ws, a.id).await.unwrap());
+    assert!(
+        store
+            .list_vector_chunks(a.id, "faiss_0")
+            .await
+            .unwrap()
+            .1
+            .is_empty()
+    );
+    assert!(
+        store
+            .list_upsert_history(a.id, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }

@@ -33,19 +33,54 @@ prompt templates require; text after the JSON object is ignored.
 
 No directive, or no tools: the Echo behaviour above.
 
+Embeddings. `POST …/embeddings` speaks OpenAI's wire (OpenAI, LocalAI, Azure at
+`/openai/deployments/<dep>/embeddings?api-version=V`): `{"model", "input": text or
+[texts], "dimensions"?, "encoding_format"?}` → `{"object": "list", "data":
+[{"object": "embedding", "index": i, "embedding": [...]}], "model", "usage"}` (the
+vector as base64 of little-endian float32 when `encoding_format` is "base64").
+`POST …/api/embed` speaks Ollama's: `{"model", "input": text or [texts]}` →
+`{"model", "embeddings": [[...]]}` (and the older `/api/embeddings`, `{"prompt"}` →
+`{"embedding"}`). The vector is `embed_text(text)`: a bag of words — each word (a
+run of letters, digits and underscores, lower-cased) hashed with CRC-32 into one of
+256 buckets (`dimensions` buckets when the request asks for them), counted,
+L2-normalised; a text without words is the first unit vector. So texts sharing
+words are near, and every run gives the same vectors. The model `missing-model` is
+a 404.
+`fail_embeddings(n, status, after=k)` makes the n embedding requests that follow
+the next k (counted after the key check) answer `status` (500, 429...) with an
+error body, to test retries and failed upserts.
+
 Keys: `Authorization: Bearer sk-good` (OpenAI-compatible), `api-key: sk-good`
 (Azure, whose path is `/openai/deployments/<dep>/chat/completions?api-version=V`),
-`x-api-key: sk-good` (Anthropic). Every request is recorded with its full path
-(query included), headers and body."""
+`x-api-key: sk-good` (Anthropic); embeddings check the same headers as chat (Ollama
+takes none). Every request is recorded with its full path (query included),
+headers and body."""
 
+import base64
 import json
+import math
 import re
+import struct
 import threading
 import time
 import uuid
+import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 GOOD_KEY = "sk-good"
+EMBED_DIMS = 256
+
+
+def embed_text(text, dims=EMBED_DIMS):
+    """The fake's embedding of `text` (see the module docstring)."""
+    vector = [0.0] * dims
+    for word in re.findall(r"\w+", text.lower()):
+        vector[zlib.crc32(word.encode()) % dims] += 1.0
+    norm = math.sqrt(sum(x * x for x in vector))
+    if norm == 0:
+        vector[0] = 1.0
+        return vector
+    return [x / norm for x in vector]
 
 
 def answer_for(messages):
@@ -199,6 +234,7 @@ class FakeProviders:
         self.disconnected = threading.Event()
         self.lock = threading.Lock()
         self.routes = {}  # supervisor calls seen per ROUTE message text
+        self.embed_failures = []  # statuses the next embedding requests answer
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -214,7 +250,11 @@ class FakeProviders:
                     fake.requests.append((self.path, dict(self.headers), body))
                 path = self.path.split("?", 1)[0]
                 try:
-                    if path.endswith("/chat/completions"):
+                    if path.endswith(("/api/embed", "/api/embeddings")):
+                        fake.ollama_embed(self, body, path)
+                    elif path.endswith("/embeddings"):
+                        fake.embeddings(self, body)
+                    elif path.endswith("/chat/completions"):
                         fake.openai(self, body)
                     elif path.endswith("/v1/messages"):
                         fake.anthropic(self, body)
@@ -254,6 +294,17 @@ class FakeProviders:
         with self.lock:
             return [b for p, _, b in self.requests
                     if p.split("?", 1)[0].endswith(suffix) and containing in json.dumps(b)]
+
+    def fail_embeddings(self, times, status=500, after=0):
+        """After `after` more good answers, the next `times` embedding requests (with
+        a good key) answer `status`; `fail_embeddings(0)` ends a failure."""
+        with self.lock:
+            self.embed_failures = [None] * after + [status] * times
+
+    def embedded_texts(self, suffix="/embeddings"):
+        """The texts of every embedding request to `suffix`, one list per request."""
+        texts = [b.get("input", b.get("prompt")) for b in self.bodies(suffix)]
+        return [[t] if isinstance(t, str) else t for t in texts]
 
     def supervisor_calls(self, fragment):
         """How many supervisor (route) calls were made for the ROUTE question
@@ -320,10 +371,13 @@ class FakeProviders:
 
     # OpenAI-compatible (OpenAI, Azure OpenAI, Mistral, vLLM...)
 
-    def openai(self, h, body):
+    @staticmethod
+    def key_ok(h):
         auth = h.headers.get("Authorization")
-        key_ok = auth == f"Bearer {GOOD_KEY}" if auth is not None else h.headers.get("api-key") == GOOD_KEY
-        if not key_ok:
+        return auth == f"Bearer {GOOD_KEY}" if auth is not None else h.headers.get("api-key") == GOOD_KEY
+
+    def openai(self, h, body):
+        if not self.key_ok(h):
             return self.reply_json(h, 401, {"error": {"message": "Incorrect API key provided", "type": "invalid_request_error"}})
         if body.get("model") == "missing-model":
             return self.reply_json(h, 404, {"error": {"message": "The model `missing-model` does not exist"}})
@@ -359,6 +413,51 @@ class FakeProviders:
             h.wfile.write(b'data: {"error":{"message":"upstream exploded"}}\n\n')
             return
         h.wfile.write(b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n')
+
+    # Embeddings
+
+    def failure(self):
+        """The status the next embedding request must fail with, if any."""
+        with self.lock:
+            return self.embed_failures.pop(0) if self.embed_failures else None
+
+    def embeddings(self, h, body):
+        if not self.key_ok(h):
+            return self.reply_json(h, 401, {"error": {"message": "Incorrect API key provided", "type": "invalid_request_error"}})
+        if body.get("model") == "missing-model":
+            return self.reply_json(h, 404, {"error": {"message": "The model `missing-model` does not exist"}})
+        status = self.failure()
+        if status is not None:
+            return self.reply_json(h, status, {"error": {"message": f"embeddings failed with {status}", "type": "server_error"}})
+        texts = body.get("input")
+        texts = [texts] if isinstance(texts, str) else texts
+        if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
+            return self.reply_json(h, 400, {"error": {"message": "input must be a text or a non-empty list of texts"}})
+        dims = body.get("dimensions") or EMBED_DIMS
+        data = []
+        for i, text in enumerate(texts):
+            vector = embed_text(text, dims)
+            if body.get("encoding_format") == "base64":
+                vector = base64.b64encode(struct.pack(f"<{dims}f", *vector)).decode()
+            data.append({"object": "embedding", "index": i, "embedding": vector})
+        tokens = sum(len(t.split()) for t in texts)
+        self.reply_json(h, 200, {"object": "list", "data": data, "model": body.get("model"),
+                                 "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
+
+    def ollama_embed(self, h, body, path):
+        if body.get("model") == "missing-model":
+            return self.reply_json(h, 404, {"error": "model 'missing-model' not found"})
+        status = self.failure()
+        if status is not None:
+            return self.reply_json(h, status, {"error": f"embeddings failed with {status}"})
+        if path.endswith("/api/embeddings"):
+            return self.reply_json(h, 200, {"embedding": embed_text(body.get("prompt", ""))})
+        texts = body.get("input")
+        texts = [texts] if isinstance(texts, str) else texts
+        if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+            return self.reply_json(h, 400, {"error": "input must be a text or a list of texts"})
+        self.reply_json(h, 200, {"model": body.get("model"), "embeddings": [embed_text(t) for t in texts],
+                                 "prompt_eval_count": sum(len(t.split()) for t in texts)})
 
     # Anthropic Messages
 

@@ -1,5 +1,6 @@
 """Builders of Flowise-format flowData for the tests."""
 
+import base64
 import json
 import re
 
@@ -138,7 +139,8 @@ def requests_post(node_id="requestsPost_0", **inputs):
 
 
 def retriever_tool(node_id="retrieverTool_0", **inputs):
-    """Inputs: `name`, `description` (and `retriever`, which nothing weir runs can fill)."""
+    """Inputs: `name`, `description`, `retriever` (a reference to a vector store
+    node), `returnSourceDocuments`."""
     return node(node_id, "retrieverTool", inputs)
 
 
@@ -211,3 +213,144 @@ def seq_condition(node_id, name, after, rows):
 def seq_end(node_id, after):
     """Flowise writes an End's single predecessor as a plain reference, not a list."""
     return node(node_id, "seqEnd", {"sequentialNode": ref(after)})
+
+
+# --- Retrieval: embeddings, document loaders, splitters, vector stores, chains --------
+
+def openai_embeddings(base, key="sk-good", node_id="openAIEmbeddings_0", **inputs):
+    """Inputs besides these: `dimensions`, `batchSize`, `stripNewLines`."""
+    return node(node_id, "openAIEmbeddings", {"modelName": "text-embedding-test", "basepath": f"{base}/v1",
+                                              "openAIApiKey": key, **inputs})
+
+
+def azure_embeddings(base, deployment="emb-dep", key="sk-good", version="2024-06-01",
+                     node_id="azureOpenAIEmbeddings_0"):
+    return node(node_id, "azureOpenAIEmbeddings", {
+        "azureOpenAIApiKey": key, "azureOpenAIApiInstanceName": "fake-instance",
+        "azureOpenAIApiDeploymentName": deployment, "azureOpenAIApiVersion": version,
+        "basePath": f"{base}/openai/deployments/{deployment}"})
+
+
+def ollama_embeddings(base, model="embed-test", node_id="ollamaEmbedding_0"):
+    return node(node_id, "ollamaEmbedding", {"baseUrl": base, "modelName": model})
+
+
+def localai_embeddings(base, model="local-embed-test", key="sk-good", node_id="localAIEmbeddings_0"):
+    return node(node_id, "localAIEmbeddings", {"basePath": f"{base}/v1", "modelName": model, "localAIApiKey": key})
+
+
+def local_embeddings(node_id="localEmbeddings_0"):
+    """weir's embedded all-MiniLM-L6-v2: no key, no network."""
+    return node(node_id, "localEmbeddings", {})
+
+
+def data_url(name, content, mime="text/plain"):
+    """A file input as Flowise writes it in flowData."""
+    data = content.encode() if isinstance(content, str) else content
+    return f"data:{mime};base64,{base64.b64encode(data).decode()},filename:{name}"
+
+
+def plain_text(text, splitter=None, node_id="plainText_0", **inputs):
+    """Inputs besides these: `metadata` (JSON text), `omitMetadataKeys`."""
+    return _loader(node_id, "plainText", {"text": text}, splitter, inputs)
+
+
+def text_file(txt_file="", splitter=None, node_id="textFile_0", **inputs):
+    return _loader(node_id, "textFile", {"txtFile": txt_file}, splitter, inputs)
+
+
+def csv_file(csv="", splitter=None, node_id="csvFile_0", **inputs):
+    """Inputs besides these: `columnName`, `metadata`."""
+    return _loader(node_id, "csvFile", {"csvFile": csv}, splitter, inputs)
+
+
+def json_file(json_text="", splitter=None, node_id="jsonFile_0", **inputs):
+    """Inputs besides these: `pointersName` (comma-separated keys)."""
+    return _loader(node_id, "jsonFile", {"jsonFile": json_text}, splitter, inputs)
+
+
+def jsonlines_file(jsonl="", splitter=None, node_id="jsonlinesFile_0", **inputs):
+    """Inputs besides these: `pointerName`."""
+    return _loader(node_id, "jsonlinesFile", {"jsonlinesFile": jsonl}, splitter, inputs)
+
+
+def pdf_file(pdf="", splitter=None, node_id="pdfFile_0", usage="perPage", **inputs):
+    return _loader(node_id, "pdfFile", {"pdfFile": pdf, "usage": usage}, splitter, inputs)
+
+
+def docx_file(docx="", splitter=None, node_id="docxFile_0", **inputs):
+    return _loader(node_id, "docxFile", {"docxFile": docx}, splitter, inputs)
+
+
+def _loader(node_id, name, file_inputs, splitter, inputs):
+    if splitter is not None:
+        inputs = {"textSplitter": ref(splitter["id"]), **inputs}
+    return node(node_id, name, {**file_inputs, **inputs})
+
+
+def recursive_splitter(chunk_size, chunk_overlap=0, separators=None, node_id="recursiveCharacterTextSplitter_0"):
+    """`separators`: a list, written as Flowise does (JSON text)."""
+    inputs = {"chunkSize": chunk_size, "chunkOverlap": chunk_overlap}
+    if separators is not None:
+        inputs["separators"] = json.dumps(separators)
+    return node(node_id, "recursiveCharacterTextSplitter", inputs)
+
+
+def character_splitter(chunk_size, chunk_overlap=0, separator=None, node_id="characterTextSplitter_0"):
+    inputs = {"chunkSize": chunk_size, "chunkOverlap": chunk_overlap}
+    if separator is not None:
+        inputs["separator"] = separator
+    return node(node_id, "characterTextSplitter", inputs)
+
+
+def markdown_splitter(chunk_size, chunk_overlap=0, node_id="markdownTextSplitter_0"):
+    return node(node_id, "markdownTextSplitter", {"chunkSize": chunk_size, "chunkOverlap": chunk_overlap})
+
+
+def token_splitter(chunk_size, chunk_overlap=0, encoding="cl100k_base", node_id="tokenTextSplitter_0"):
+    return node(node_id, "tokenTextSplitter", {"encodingName": encoding, "chunkSize": chunk_size,
+                                               "chunkOverlap": chunk_overlap})
+
+
+def vector_store(kind, loaders, embeddings, node_id=None, **inputs):
+    """A `kind` (memoryVectorStore, faiss, postgres) store of the loaders' documents.
+    Inputs besides these: `topK`, `searchType` (similarity, mmr, hybrid), `fetchK`,
+    `lambda`."""
+    return node(node_id or f"{kind}_0", kind, {"document": refs(loaders), "embeddings": ref(embeddings["id"]),
+                                               **inputs})
+
+
+def memory_vector_store(loaders, embeddings, node_id="memoryVectorStore_0", **inputs):
+    return vector_store("memoryVectorStore", loaders, embeddings, node_id, **inputs)
+
+
+def faiss_store(loaders, embeddings, node_id="faiss_0", **inputs):
+    """Flowise's FAISS node; weir keeps its own index, `basePath` is ignored."""
+    return vector_store("faiss", loaders, embeddings, node_id, basePath="/tmp/faiss-ignored", **inputs)
+
+
+def postgres_store(loaders, embeddings, node_id="postgres_0", **inputs):
+    """Flowise's pgvector node; weir keeps the chunks in its own store whatever the
+    connection inputs say."""
+    return vector_store("postgres", loaders, embeddings, node_id, host="db.example.invalid", database="vectors",
+                        port=5432, tableName="documents", **inputs)
+
+
+def retrieval_qa_chain(model, store, node_id="retrievalQAChain_0", **inputs):
+    return node(node_id, "retrievalQAChain", {"model": ref(model["id"]), "vectorStoreRetriever": ref(store["id"]),
+                                              **inputs})
+
+
+def conversational_retrieval_qa_chain(model, store, memory=None, node_id="conversationalRetrievalQAChain_0",
+                                      **inputs):
+    """Inputs besides these: `returnSourceDocuments`, `rephrasePrompt`, `responsePrompt`."""
+    chain_inputs = {"model": ref(model["id"]), "vectorStoreRetriever": ref(store["id"]), **inputs}
+    if memory is not None:
+        chain_inputs["memory"] = ref(memory["id"])
+    return node(node_id, "conversationalRetrievalQAChain", chain_inputs)
+
+
+def rag(*nodes):
+    """A flow of these nodes (loaders, splitters, embeddings, stores, a chain...),
+    wired by their references."""
+    return wired(list(nodes))

@@ -152,16 +152,14 @@ def test_calculator_errors_are_tool_errors(api, fake):
     assert output.startswith("Error:")
 
 
-def test_a_retriever_tool_loads_and_says_it_cannot_search_yet(api, fake):
+def test_a_retriever_tool_without_a_retriever_is_a_400(api, fake):
     tool = flows.retriever_tool(name="docs", description="Searches the handbook")
     flow = create_flow(api, flows.tool_agent(flows.openai_model(fake.url), [tool]))
-    body = ask(api, flow, f'CALL docs {{"input": "holidays"}} {nonce()}')
-    [(tool_name, _, output)] = tools_used(body["usedTools"])
-    assert tool_name == "docs"
-    assert output.startswith("Error:") and "retriever" in output
+    message = assert_error(predict(api, flow, f'CALL docs {{"input": "holidays"}} {nonce()}'), 400)["message"]
+    assert "retrieverTool_0" in message and "retriever" in message
 
 
-def test_a_retriever_node_weir_does_not_run_is_a_400(api, fake):
+def test_a_vector_store_without_embeddings_is_a_400(api, fake):
     store = flows.node("memoryVectorStore_0", "memoryVectorStore", {})
     tool = flows.retriever_tool(name="docs", retriever=flows.ref("memoryVectorStore_0"))
     flow = flows.tool_agent(flows.openai_model(fake.url), [tool])

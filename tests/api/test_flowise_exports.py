@@ -1,8 +1,10 @@
 """Chatflows exported from Flowise (tests/api/flowise_exports/*.json, every field
 Flowise writes, sticky notes included) uploaded as they are and run: agents with
 tools and memory on three providers, a supervisor with workers, sequential agents
-with a condition, and a custom tool. Only what depends on the test is set after
-loading (base URLs, the stored tool's id); provider keys come from the server's
+with a condition, a custom tool, and Flowise's marketplace templates "Local QnA"
+and "Conversational Retrieval QA Chain" (a text file upserted, then questions
+answered from it). Only what depends on the test is set after loading (base URLs,
+the stored tool's id, LocalAI's key); provider keys come from the server's
 environment, as exports carry no credentials."""
 
 import json
@@ -42,7 +44,7 @@ def exports_server(py_runtime, fake, tmp_path_factory):
     127.0.0.2 (the test site) allowed for request tools."""
     w = use_runtime(Weir(tmp_path_factory.mktemp("weir-exports"), "sqlite"), py_runtime)
     w.env.update(OPENAI_API_KEY=GOOD_KEY, ANTHROPIC_API_KEY=GOOD_KEY, ANTHROPIC_BASE_URL=fake.url,
-                 ALLOW_PRIVATE_REQUESTS="127.0.0.2")
+                 MISTRAL_API_KEY=GOOD_KEY, ALLOW_PRIVATE_REQUESTS="127.0.0.2")
     w.start()
     yield w
     w.cleanup()
@@ -160,3 +162,82 @@ def test_custom_tool_selects_a_stored_python_tool(client, fake):
     body = ask(client, upload(client, flow), 'Greet Ada. CALL greet {"name": "Ada"}')
     assert tools_used(body["usedTools"]) == [("greet", {"name": "Ada"}, "hello Ada")]
     assert body["text"] == "Done: hello Ada"
+
+
+LIBRARY = ("The library opens at nine and closes at six, Monday to Saturday.\n"
+           "Members may borrow up to twelve books for three weeks.\n")
+
+
+def upsert_text_file(api, flow_id, name, text):
+    r = api.post(f"/vector/upsert/{flow_id}", files=[("files", (name, text.encode(), "text/plain"))])
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["numAdded"] == 1 and [d["pageContent"] for d in body["addedDocs"]] == [text.strip()]
+    assert body["addedDocs"][0]["metadata"]["source"] == name
+    return body
+
+
+def check_follow_up(fake, suffix, first, second):
+    """The two calls a follow-up question makes: the template's rephrasing of it with
+    the history, then the answer with the history."""
+    rephrase, answer = fake.bodies(suffix)[-2:]
+    asked = rephrase["messages"][-1]["content"]
+    assert asked.startswith("Given the following conversation and a follow up question, rephrase")
+    assert first in asked and f"Echo: {first}" in asked
+    assert asked.endswith(f"Follow Up Input: {second}\nStandalone Question:")
+    assert answer["messages"][0]["role"] == "system"
+    assert [(m["role"], m["content"]) for m in answer["messages"][1:]] == [
+        ("user", first), ("assistant", f"Echo: {first}"), ("user", second)]
+
+
+def test_local_qna_template(client, fake):
+    flow = load("local_qna.json")
+    inputs_of(flow, "chatOllama_0")["baseUrl"] = fake.url
+    embeddings = inputs_of(flow, "localAIEmbeddings_0")
+    embeddings["basePath"] = f"{fake.url}/v1"
+    embeddings["localAIApiKey"] = GOOD_KEY
+    response_prompt = inputs_of(flow, "conversationalRetrievalQAChain_0")["responsePrompt"]
+    flow_id = upload(client, flow)
+    upsert_text_file(client, flow_id, "library.txt", LIBRARY)
+    path, _, sent = fake.last_request("/embeddings")
+    assert path == "/v1/embeddings" and sent["model"] == "text-embedding-ada-002"
+
+    chat = f"qna-{nonce()}"
+    first, second = "When does the library open?", "And how many books can I take?"
+    assert ask(client, flow_id, first, chatId=chat)["text"] == f"Echo: {first}"
+    sent = fake.last("/api/chat")
+    assert sent["model"] == "llama2" and sent["options"]["temperature"] == 0.9
+    assert sent["messages"] == [
+        {"role": "system", "content": response_prompt.replace("{context}", LIBRARY.strip())},
+        {"role": "user", "content": first}]
+    calls = fake.count("/api/chat")
+    assert ask(client, flow_id, second, chatId=chat)["text"] == f"Echo: {second}"
+    assert fake.count("/api/chat") == calls + 2
+    check_follow_up(fake, "/api/chat", first, second)
+
+
+def test_conversational_retrieval_qa_chain_template(client, fake):
+    flow = load("conversational_retrieval_qa_chain.json")
+    inputs_of(flow, "chatMistralAI_0")["overrideEndpoint"] = f"{fake.url}/v1"
+    inputs_of(flow, "openAIEmbeddings_0")["basepath"] = f"{fake.url}/v1"
+    response_prompt = inputs_of(flow, "conversationalRetrievalQAChain_0")["responsePrompt"]
+    flow_id = upload(client, flow)
+    upsert_text_file(client, flow_id, "library.txt", LIBRARY)
+    path, headers, sent = fake.last_request("/embeddings")
+    assert path == "/v1/embeddings" and headers["authorization"] == f"Bearer {GOOD_KEY}"
+    assert sent["model"] == "text-embedding-ada-002"
+
+    chat = f"crqa-{nonce()}"
+    first, second = "When does the library open?", "What about borrowing books?"
+    body = ask(client, flow_id, first, chatId=chat)
+    assert body["text"] == f"Echo: {first}" and not body.get("sourceDocuments")
+    path, headers, sent = fake.last_request("/chat/completions")
+    assert path == "/v1/chat/completions" and headers["authorization"] == f"Bearer {GOOD_KEY}"
+    assert sent["model"] == "mistral-tiny"
+    assert sent["messages"] == [
+        {"role": "system", "content": response_prompt.replace("{context}", LIBRARY.strip())},
+        {"role": "user", "content": first}]
+    calls = fake.count("/chat/completions")
+    assert ask(client, flow_id, second, chatId=chat)["text"] == f"Echo: {second}"
+    assert fake.count("/chat/completions") == calls + 2
+    check_follow_up(fake, "/chat/completions", first, second)

@@ -16,6 +16,9 @@ import requests
 
 ROOT = Path(__file__).resolve().parents[2]
 PG_URL = os.environ.get("WEIR_TEST_DATABASE_URL")
+# The embedded models (scripts/fetch-models); every server the tests start reads them
+# from here unless a test says otherwise.
+MODELS_DIR = Path(os.environ.get("WEIR_MODELS_DIR", ROOT / "data" / "models"))
 
 
 def weir_bin() -> Path:
@@ -48,6 +51,7 @@ class Weir:
         self.data_dir = tmp
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_", "PORT", "HOST"))}
         self.env.update(WEIR_DATA_DIR=str(tmp), HOST="127.0.0.1", LOG_LEVEL="info")
+        self.env.setdefault("WEIR_MODELS_DIR", str(MODELS_DIR))
         self.schema = None
         if backend == "postgres":
             self.schema = f"weir_py_{uuid.uuid4().hex[:16]}"

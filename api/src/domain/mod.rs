@@ -12,6 +12,7 @@ pub mod time;
 pub mod tool;
 pub mod trigger;
 pub mod variable;
+pub mod vector;
 
 pub use apikey::{ApiKey, NewApiKey, Permission};
 pub use chatflow::{Chatflow, ChatflowPatch, ChatflowType, NewChatflow};
@@ -22,6 +23,7 @@ pub use trigger::{
     TriggerResult, TriggerType,
 };
 pub use variable::{NewVariable, Variable, VariablePatch, VariableType};
+pub use vector::{ChunkKey, UpsertCounts, UpsertRecord, VectorChunk, VectorWrite};
 
 use uuid::Uuid;
 

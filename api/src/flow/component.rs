@@ -9,6 +9,10 @@ use uuid::Uuid;
 
 use crate::domain::tool::ToolField;
 use crate::llm::SamplingParams;
+pub use crate::retrieval::embed::EmbeddingsSpec;
+use crate::retrieval::index::SearchType;
+use crate::retrieval::load::{FileData, LoaderKind};
+use crate::retrieval::split::SplitterKind;
 
 /// A node's product.
 #[derive(Debug, Clone, PartialEq)]
@@ -22,6 +26,11 @@ pub enum Component {
     Supervisor(SupervisorSpec),
     Worker(WorkerSpec),
     Sequential(SeqStep),
+    Embeddings(EmbeddingsSpec),
+    Splitter(SplitterSpec),
+    Loader(LoaderSpec),
+    VectorStore(VectorStoreSpec),
+    RetrievalChain(RetrievalChainSpec),
 }
 
 /// Which provider a chat model node talks to, with its endpoint and key.
@@ -107,10 +116,13 @@ pub enum ToolKind {
     CurrentDateTime,
     Request(RequestTool),
     Python(PythonTool),
-    /// Accepted so flows load; fails when called until retrievers exist.
+    /// Searches a vector store with the model's query; its chunks are the output.
     Retriever {
         name: String,
         description: String,
+        store: Box<VectorStoreSpec>,
+        /// The chunks found join the answer's `sourceDocuments`.
+        return_sources: bool,
     },
 }
 
@@ -239,4 +251,62 @@ pub struct ConditionRow {
     pub operation: String,
     pub value: String,
     pub output: String,
+}
+
+/// A text splitter's settings (checked when built).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SplitterSpec {
+    pub kind: SplitterKind,
+    pub chunk_size: usize,
+    pub chunk_overlap: usize,
+}
+
+/// A document loader node: what it reads, how its documents are cut, and the
+/// metadata it adds or leaves out.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoaderSpec {
+    pub node_id: String,
+    pub kind: LoaderKind,
+    /// Files written into the node (Flowise's data URLs); an upsert's uploaded
+    /// files take their place.
+    pub files: Vec<FileData>,
+    pub splitter: Option<SplitterSpec>,
+    /// Merged into every document (after splitting, as Flowise does).
+    pub metadata: Map<String, Value>,
+    /// Metadata keys removed; `*` keeps only `metadata`.
+    pub omit_keys: Vec<String>,
+}
+
+/// A vector store node as the query path sees it: where its chunks are kept,
+/// how the question is embedded, and how it is searched.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VectorStoreSpec {
+    pub node_id: String,
+    pub node_type: &'static str,
+    pub embeddings: EmbeddingsSpec,
+    /// The embeddings node, for messages that name it.
+    pub embeddings_node: String,
+    pub top_k: usize,
+    pub search: SearchType,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RetrievalKind {
+    /// `retrievalQAChain`: the chunks and the question in one prompt.
+    Qa,
+    /// `conversationalRetrievalQAChain`: the question rephrased with the
+    /// history, then answered over the chunks.
+    Conversational,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RetrievalChainSpec {
+    pub kind: RetrievalKind,
+    pub node_id: String,
+    pub model: ModelSpec,
+    pub store: VectorStoreSpec,
+    pub memory: Option<MemorySpec>,
+    pub rephrase_prompt: String,
+    pub response_prompt: String,
+    pub return_sources: bool,
 }

@@ -15,7 +15,10 @@ use std::borrow::Cow;
 use serde_json::{Map, Value};
 
 use super::FlowError;
-use super::component::{Component, MemorySpec, ModelSpec, PromptSpec, ToolSpec};
+use super::component::{
+    Component, EmbeddingsSpec, LoaderSpec, MemorySpec, ModelSpec, PromptSpec, SplitterSpec,
+    ToolSpec, VectorStoreSpec,
+};
 use super::graph::{FlowGraph, FlowNode, reference, references};
 use super::plan::Overrides;
 
@@ -33,6 +36,11 @@ pub enum Category {
     Worker,
     /// A step of a sequential-agents graph.
     Sequential,
+    Embeddings,
+    TextSplitter,
+    DocumentLoader,
+    /// A vector store node: a retriever and a vector store at once, as in Flowise.
+    VectorStore,
     /// Anchors weir accepts but does not run (moderation, output parsers).
     Unsupported,
 }
@@ -309,6 +317,41 @@ impl<'a> Build<'a> {
             Some(Component::Memory(m)) => Ok(Some(m)),
             Some(_) => Err(self.invalid(format_args!("input '{name}' must be a memory"))),
         }
+    }
+
+    pub fn embeddings(&self, name: &str) -> Result<EmbeddingsSpec, FlowError> {
+        match self.anchor(name)? {
+            Some(Component::Embeddings(e)) => Ok(e),
+            Some(_) => Err(self.invalid(format_args!("input '{name}' must be an embeddings node"))),
+            None => Err(self.invalid(format_args!("needs its '{name}' input connected"))),
+        }
+    }
+
+    pub fn splitter(&self, name: &str) -> Result<Option<SplitterSpec>, FlowError> {
+        match self.anchor(name)? {
+            None => Ok(None),
+            Some(Component::Splitter(s)) => Ok(Some(s)),
+            Some(_) => Err(self.invalid(format_args!("input '{name}' must be a text splitter"))),
+        }
+    }
+
+    pub fn vector_store(&self, name: &str) -> Result<VectorStoreSpec, FlowError> {
+        match self.anchor(name)? {
+            Some(Component::VectorStore(v)) => Ok(v),
+            Some(_) => Err(self.invalid(format_args!("input '{name}' must be a vector store"))),
+            None => Err(self.invalid(format_args!("needs its '{name}' input connected"))),
+        }
+    }
+
+    /// The document loaders a list input references, built (files decoded).
+    pub fn loaders(&self, name: &str) -> Result<Vec<LoaderSpec>, FlowError> {
+        self.anchors(name)?
+            .into_iter()
+            .map(|c| match c {
+                Component::Loader(l) => Ok(l),
+                _ => Err(self.invalid(format_args!("input '{name}' takes document loaders only"))),
+            })
+            .collect()
     }
 
     pub fn tools(&self, name: &str) -> Result<Vec<ToolSpec>, FlowError> {

@@ -15,8 +15,8 @@ use uuid::Uuid;
 
 use super::FlowError;
 use super::component::{
-    AgentSpec, ChainSpec, Component, MemorySpec, ModelSpec, PythonSource, SeqStep, SupervisorSpec,
-    ToolKind, ToolSpec, WorkerSpec,
+    AgentSpec, ChainSpec, Component, LoaderSpec, MemorySpec, ModelSpec, PythonSource,
+    RetrievalChainSpec, SeqStep, SupervisorSpec, ToolKind, ToolSpec, VectorStoreSpec, WorkerSpec,
 };
 use super::graph::{FlowGraph, FlowNode, references};
 use super::node::{Category, InputKind, NodeSpec, build_node, unknown};
@@ -41,6 +41,8 @@ enum Shape {
         workers: Vec<String>,
     },
     Sequential(Arc<SeqGraph>),
+    /// Vector stores nothing reads: the flow is filled by upserts and answers nothing.
+    StoreOnly,
 }
 
 /// The wiring of a sequential flow: where it starts and, per node, where it goes.
@@ -79,6 +81,14 @@ pub enum Answer {
         workers: Vec<WorkerSpec>,
     },
     Sequential(SequentialSpec),
+    Retrieval(RetrievalChainSpec),
+}
+
+/// What an upsert fills: a vector store node and the loaders connected to it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UpsertTarget {
+    pub store: VectorStoreSpec,
+    pub loaders: Vec<LoaderSpec>,
 }
 
 #[derive(Debug, Clone)]
@@ -100,7 +110,7 @@ impl Runnable {
     /// Every tool the run may call.
     pub fn tools(&self) -> Vec<&ToolSpec> {
         match &self.answer {
-            Answer::Chain(_) => Vec::new(),
+            Answer::Chain(_) | Answer::Retrieval(_) => Vec::new(),
             Answer::Agent(a) => a.tools.iter().collect(),
             Answer::MultiAgent { workers, .. } => workers.iter().flat_map(|w| &w.tools).collect(),
             Answer::Sequential(s) => s
@@ -151,8 +161,74 @@ impl Plan {
         let plan = Plan { graph, shape };
         // Building once without overrides finds what only building can (an agent
         // on a model that cannot call tools), at 400 like every other flaw.
-        plan.runnable(&Overrides::default())?;
+        if !matches!(plan.shape, Shape::StoreOnly) {
+            plan.runnable(&Overrides::default())?;
+        }
         Ok(plan)
+    }
+
+    /// Ids of the flow's vector store nodes, in flow order.
+    pub fn vector_stores(&self) -> Vec<&str> {
+        self.graph
+            .nodes
+            .iter()
+            .filter(|n| {
+                registry::spec(&n.name).is_some_and(|s| s.category == Category::VectorStore)
+            })
+            .map(|n| n.id.as_str())
+            .collect()
+    }
+
+    /// The vector store an upsert fills — `stop_node_id`, or the flow's only
+    /// one — built with its loaders (their files decoded).
+    pub fn upsert_target(
+        &self,
+        stop_node_id: Option<&str>,
+        overrides: &Overrides<'_>,
+    ) -> Result<UpsertTarget, FlowError> {
+        check_overrides(&self.graph, overrides)?;
+        let stores = self.vector_stores();
+        let id = match (stop_node_id, stores.as_slice()) {
+            (Some(id), _) if stores.contains(&id) => id,
+            (Some(id), _) => {
+                return Err(FlowError::invalid(format!(
+                    "stopNodeId '{id}' is not a vector store of this flow (its vector stores: {})",
+                    if stores.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        stores.join(", ")
+                    }
+                )));
+            }
+            (None, [one]) => *one,
+            (None, []) => {
+                return Err(FlowError::invalid(
+                    "the flow has no vector store to upsert to; add one (memoryVectorStore, \
+                     faiss or postgres) with its document loaders and embeddings",
+                ));
+            }
+            (None, many) => {
+                return Err(FlowError::invalid(format!(
+                    "the flow has {} vector stores ({}); name the one to fill in stopNodeId",
+                    many.len(),
+                    many.join(", ")
+                )));
+            }
+        };
+        let node = self
+            .graph
+            .node(id)
+            .ok_or_else(|| FlowError::invalid(format!("node {id} is not in the flow")))?;
+        let build = super::node::Build::new(&self.graph, node, overrides);
+        let Component::VectorStore(store) = build_node(&self.graph, node, overrides)? else {
+            return Err(FlowError::invalid(format!(
+                "node {id} is not a vector store"
+            )));
+        };
+        Ok(UpsertTarget {
+            store,
+            loaders: build.loaders("document")?,
+        })
     }
 
     /// Whether the flow's answer can be streamed token by token (every flow
@@ -179,6 +255,10 @@ impl Plan {
                 Component::Agent(agent) => Ok(Runnable {
                     memory: agent.memory.clone(),
                     answer: Answer::Agent(agent),
+                }),
+                Component::RetrievalChain(chain) => Ok(Runnable {
+                    memory: chain.memory.clone(),
+                    answer: Answer::Retrieval(chain),
                 }),
                 _ => Err(FlowError::invalid(format!(
                     "node {id} cannot answer on its own"
@@ -217,6 +297,11 @@ impl Plan {
                     },
                 })
             }
+            Shape::StoreOnly => Err(FlowError::invalid(
+                "the flow only stores documents (its ending nodes are vector stores): fill it \
+                 with POST /api/v1/vector/upsert/<chatflow id>, and connect a chain such as \
+                 retrievalQAChain to ask it questions",
+            )),
             Shape::Sequential(graph) => {
                 let mut steps = HashMap::with_capacity(graph.next.len());
                 let mut start = None;
@@ -311,7 +396,18 @@ fn shape(graph: &FlowGraph) -> Result<Shape, FlowError> {
             worker.id
         )));
     }
-    let endings = graph.endings();
+    // A vector store nothing reads is filled by upserts, not an answer.
+    let all_endings = graph.endings();
+    let is_store =
+        |n: &FlowNode| registry::spec(&n.name).is_some_and(|s| s.category == Category::VectorStore);
+    let endings: Vec<&FlowNode> = all_endings
+        .iter()
+        .copied()
+        .filter(|n| !is_store(n))
+        .collect();
+    if endings.is_empty() && !all_endings.is_empty() {
+        return Ok(Shape::StoreOnly);
+    }
     let ending = match endings.as_slice() {
         [one] => *one,
         [] => {

@@ -170,6 +170,7 @@ impl From<ServiceError> for ApiError {
             ServiceError::Conflict(m) => ApiError::Conflict(m),
             ServiceError::Unauthorized(m) => ApiError::Unauthorized(m),
             ServiceError::Upstream(m) => ApiError::BadGateway(m),
+            ServiceError::Unsupported(m) => ApiError::UnsupportedMediaType(m),
             ServiceError::Timeout(m) => ApiError::GatewayTimeout(m),
             ServiceError::Flow(e) => e.into(),
             ServiceError::Store(e) => e.into(),

@@ -14,6 +14,7 @@ pub mod predictions;
 pub mod tools;
 pub mod triggers;
 pub mod variables;
+pub mod vectors;
 
 use serde::{Deserialize, Deserializer};
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
@@ -63,6 +64,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .merge(predictions::router())
         .merge(artifacts::router())
         .merge(triggers::router())
+        .merge(vectors::router())
 }
 
 /// A JSON-text field that clients send either as a string or as the JSON value

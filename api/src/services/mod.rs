@@ -9,9 +9,11 @@
 //! - [`prediction`]: asking a chatflow a question (sessions, memory, the run).
 //! - [`triggers`]: cron and webhook triggers — definitions, schedule, firing,
 //!   webhook verification, Telegram, failure e-mail.
+//! - [`vectors`]: vector stores — upserts, and the searches runs make.
 
 pub mod prediction;
 pub mod triggers;
+pub mod vectors;
 
 use std::sync::Arc;
 
@@ -35,8 +37,13 @@ pub struct Services {
     pub plans: Arc<PlanCache>,
     /// Chat model providers (one pooled HTTP client) and the embedded model.
     pub models: Models,
-    /// What agents' tools reach: the guarded web client and the Python runtime.
+    /// What agents' tools reach: the guarded web client, the Python runtime and
+    /// the vector stores.
     pub tools: ToolClients,
+    /// Embedding models (providers and the embedded one).
+    pub embeddings: crate::retrieval::embed::Embeddings,
+    /// Vector store indexes built from the stored chunks.
+    pub indexes: Arc<vectors::IndexCache>,
     /// Wakes this replica's cron scheduler when a trigger changes here, so a new
     /// schedule is seen at once rather than at the next poll.
     pub scheduler_wake: Arc<Notify>,
@@ -52,6 +59,9 @@ impl Services {
     pub fn new(store: Arc<dyn Store>, config: Config) -> Result<Self, String> {
         let http = crate::llm::http::client().map_err(|e| e.message)?;
         let local = crate::llm::embedded::Embedded::new(config.models_dir());
+        let embeddings =
+            crate::retrieval::embed::Embeddings::new(http.clone(), config.models_dir());
+        let indexes = Arc::new(vectors::IndexCache::new(config.store_cache_ttl()));
         let tools = ToolClients {
             web: WebClient::new(config.allow_private_requests.clone())?,
             runtime: RuntimeClient::new(
@@ -59,6 +69,11 @@ impl Services {
                 &config.python_runtime,
                 config.py_tool_api_key.as_ref().map(|k| k.0.clone()),
             ),
+            retriever: Arc::new(vectors::VectorSearch {
+                store: Arc::clone(&store),
+                embeddings: embeddings.clone(),
+                indexes: Arc::clone(&indexes),
+            }),
         };
         Ok(Services {
             store,
@@ -69,6 +84,8 @@ impl Services {
                 local: Arc::new(local),
             },
             tools,
+            embeddings,
+            indexes,
             scheduler_wake: Arc::default(),
             mail_wake: Arc::default(),
             replica_id: Uuid::new_v4(),
@@ -98,6 +115,9 @@ pub enum ServiceError {
     /// An external service (Telegram) refused or failed (502).
     #[error("{0}")]
     Upstream(String),
+    /// A file or body of a type weir does not take (415).
+    #[error("{0}")]
+    Unsupported(String),
     /// The run went over its time limit (504).
     #[error("{0}")]
     Timeout(String),

@@ -234,6 +234,7 @@ impl RunTask {
                 input: self.input.question.clone(),
                 chat_history: self.input.history_text(),
                 session_id: self.session.clone(),
+                chatflow_id: self.chatflow_id,
             },
         };
         let result = run::run(&self.runnable, &self.input, &ctx, &out).await;
@@ -246,7 +247,11 @@ impl RunTask {
                         chat_id: self.chat_id.clone(),
                         chat_message_id: message_id,
                         session_id: self.chat_id.clone(),
-                        source_documents: Vec::new(),
+                        source_documents: output
+                            .source_documents
+                            .iter()
+                            .map(|d| serde_json::to_value(d).unwrap_or(Value::Null))
+                            .collect(),
                         used_tools: output.used_tools,
                         agent_reasoning: output.agent_reasoning,
                         artifacts: output.artifacts,
@@ -285,6 +290,8 @@ impl RunTask {
         let answer = NewChatMessage {
             used_tools: (!output.used_tools.is_empty())
                 .then(|| Value::from(output.used_tools.clone()).to_string()),
+            source_documents: (!output.source_documents.is_empty())
+                .then(|| serde_json::to_string(&output.source_documents).unwrap_or_default()),
             ..message(MessageRole::Api, &output.text)
         };
         let stored = self
@@ -415,7 +422,7 @@ fn speaker(role: MessageRole) -> Role {
 }
 
 /// `apiConfig.overrideConfig.allow`: sensitive inputs a request may override.
-fn allowed_overrides(api_config: Option<&str>) -> std::collections::HashSet<String> {
+pub(crate) fn allowed_overrides(api_config: Option<&str>) -> std::collections::HashSet<String> {
     api_config
         .and_then(|text| serde_json::from_str::<Value>(text).ok())
         .and_then(|v| v.pointer("/overrideConfig/allow").cloned())

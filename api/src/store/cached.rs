@@ -31,10 +31,12 @@ use uuid::Uuid;
 use super::group_commit::GroupCommit;
 use super::{ClaimPlanner, Listing, Store, StoreResult};
 use crate::domain::time::{self, Timestamp};
+use crate::domain::vector::ChunkKey;
 use crate::domain::{
     ApiKey, ChatMessageRecord, Chatflow, ChatflowPatch, Delivery, Firing, Lead, NewApiKey,
     NewChatMessage, NewChatflow, NewMail, NewTool, NewTriggerResult, NewVariable, OutboxMail, Page,
-    Tool, ToolPatch, Trigger, TriggerResult, Variable, VariablePatch, Workspace,
+    Tool, ToolPatch, Trigger, TriggerResult, UpsertRecord, Variable, VariablePatch, VectorChunk,
+    VectorWrite, Workspace,
 };
 
 /// Entries each cache holds at most.
@@ -519,6 +521,34 @@ impl Store for CachedStore {
 
     async fn any_trigger_with_email(&self) -> StoreResult<bool> {
         self.inner.any_trigger_with_email().await
+    }
+
+    async fn vector_store_version(&self, chatflow: Uuid, node_id: &str) -> StoreResult<i64> {
+        self.inner.vector_store_version(chatflow, node_id).await
+    }
+
+    async fn list_vector_chunks(
+        &self,
+        chatflow: Uuid,
+        node_id: &str,
+    ) -> StoreResult<(i64, Vec<VectorChunk>)> {
+        self.inner.list_vector_chunks(chatflow, node_id).await
+    }
+
+    async fn vector_chunk_keys(&self, chatflow: Uuid, node_id: &str) -> StoreResult<Vec<ChunkKey>> {
+        self.inner.vector_chunk_keys(chatflow, node_id).await
+    }
+
+    async fn write_vectors(&self, write: VectorWrite) -> StoreResult<UpsertRecord> {
+        self.inner.write_vectors(write).await
+    }
+
+    async fn list_upsert_history(
+        &self,
+        chatflow: Uuid,
+        limit: u32,
+    ) -> StoreResult<Vec<UpsertRecord>> {
+        self.inner.list_upsert_history(chatflow, limit).await
     }
 }
 

@@ -31,6 +31,11 @@ pub const SQLITE: &[Migration] = &[
         name: "tools",
         sql: include_str!("migrations/sqlite/0004_tools.sql"),
     },
+    Migration {
+        version: 5,
+        name: "vectors",
+        sql: include_str!("migrations/sqlite/0005_vectors.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -53,6 +58,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 4,
         name: "tools",
         sql: include_str!("migrations/postgres/0004_tools.sql"),
+    },
+    Migration {
+        version: 5,
+        name: "vectors",
+        sql: include_str!("migrations/postgres/0005_vectors.sql"),
     },
 ];
 

@@ -31,7 +31,8 @@ use crate::domain::time::Timestamp;
 use crate::domain::{
     ApiKey, ChatMessageRecord, Chatflow, ChatflowPatch, ClaimPlan, Delivery, Firing, Lead,
     NewApiKey, NewChatMessage, NewChatflow, NewMail, NewTool, NewTriggerResult, NewVariable,
-    OutboxMail, Page, Tool, ToolPatch, Trigger, TriggerResult, Variable, VariablePatch, Workspace,
+    OutboxMail, Page, Tool, ToolPatch, Trigger, TriggerResult, UpsertRecord, Variable,
+    VariablePatch, VectorChunk, VectorWrite, Workspace,
 };
 
 /// Decides, inside the claiming transaction, what a due cron trigger does now.
@@ -291,6 +292,33 @@ pub trait Store: Send + Sync + 'static {
     async fn mail_retry(&self, ids: &[Uuid], at: Timestamp, failed: bool) -> StoreResult<()>;
     /// Whether any trigger has a `notificationEmail`.
     async fn any_trigger_with_email(&self) -> StoreResult<bool>;
+
+    // Vector stores (retrieval)
+    /// The version of a vector store node's chunks: 0 before its first write,
+    /// then moved on by every write (caches of its index compare it).
+    async fn vector_store_version(&self, chatflow: Uuid, node_id: &str) -> StoreResult<i64>;
+    /// Every chunk of a vector store node, oldest first, with the version read
+    /// in the same snapshot.
+    async fn list_vector_chunks(
+        &self,
+        chatflow: Uuid,
+        node_id: &str,
+    ) -> StoreResult<(i64, Vec<VectorChunk>)>;
+    /// Keys of a node's stored chunks (what an upsert plans with): no text, no vectors.
+    async fn vector_chunk_keys(
+        &self,
+        chatflow: Uuid,
+        node_id: &str,
+    ) -> StoreResult<Vec<crate::domain::ChunkKey>>;
+    /// Applies an upsert in one transaction: deletes, inserts, moves the store's
+    /// version on and records the upsert. Returns the record.
+    async fn write_vectors(&self, write: VectorWrite) -> StoreResult<UpsertRecord>;
+    /// A chatflow's upserts, newest first, at most `limit`.
+    async fn list_upsert_history(
+        &self,
+        chatflow: Uuid,
+        limit: u32,
+    ) -> StoreResult<Vec<UpsertRecord>>;
 }
 
 /// Opens the configured store, applies pending migrations, and puts the

@@ -20,13 +20,14 @@ use super::migrations::{self, Migration};
 use super::{ClaimPlanner, Listing, Store, StoreError, StoreResult, conflict_as};
 use crate::domain::time::{self, Timestamp};
 use crate::domain::trigger::{self as trig, LEASE_EXPIRED, failure_mail};
+use crate::domain::vector::{ChunkKey, UpsertCounts, embedding_bytes, embedding_from_bytes};
 use crate::domain::{
     ApiKey, ChatMessageRecord, Chatflow, ChatflowPatch, ChatflowType, Delivery, Firing, Lead,
     MessageRole, NewApiKey, NewChatMessage, NewChatflow, NewMail, NewTool, NewTriggerResult,
     NewVariable, OutboxMail, Page, Permission, ResultStatus, Tool, ToolPatch, Trigger,
-    TriggerResult, TriggerType, Variable, VariablePatch, VariableType, Workspace,
+    TriggerResult, TriggerType, UpsertRecord, Variable, VariablePatch, VariableType, Workspace,
 };
-use crate::domain::{tool, variable};
+use crate::domain::{VectorChunk, VectorWrite, tool, variable};
 
 /// Connections kept per replica.
 const POOL_SIZE: usize = 16;
@@ -1680,4 +1681,207 @@ impl Store for PostgresStore {
         .await
         .map(|found| found.unwrap_or(false))
     }
+
+    async fn vector_store_version(&self, chatflow: Uuid, node_id: &str) -> StoreResult<i64> {
+        self.query_opt(
+            "SELECT version FROM vector_stores WHERE chatflow_id = $1 AND node_id = $2",
+            &[&chatflow, &node_id],
+            |r| r.try_get::<_, i64>(0),
+        )
+        .await
+        .map(Option::unwrap_or_default)
+    }
+
+    async fn list_vector_chunks(
+        &self,
+        chatflow: Uuid,
+        node_id: &str,
+    ) -> StoreResult<(i64, Vec<VectorChunk>)> {
+        let mut client = self.client().await?;
+        // REPEATABLE READ: the version and the chunks of one snapshot.
+        let tx = client
+            .build_transaction()
+            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await
+            .map_err(backend)?;
+        let version = tx
+            .query_opt(
+                "SELECT version FROM vector_stores WHERE chatflow_id = $1 AND node_id = $2",
+                &[&chatflow, &node_id],
+            )
+            .await
+            .map_err(backend)?
+            .map(|r| r.try_get::<_, i64>(0))
+            .transpose()
+            .map_err(backend)?
+            .unwrap_or_default();
+        let rows = tx
+            .query(
+                "SELECT id, content_hash, source, chat_id, page_content, metadata, embedding
+                 FROM vector_chunks WHERE chatflow_id = $1 AND node_id = $2 ORDER BY seq",
+                &[&chatflow, &node_id],
+            )
+            .await
+            .map_err(backend)?;
+        tx.commit().await.map_err(backend)?;
+        let chunks = rows
+            .iter()
+            .map(chunk_from_row)
+            .collect::<StoreResult<Vec<_>>>()?;
+        Ok((version, chunks))
+    }
+
+    async fn vector_chunk_keys(&self, chatflow: Uuid, node_id: &str) -> StoreResult<Vec<ChunkKey>> {
+        self.query_all(
+            "SELECT id, content_hash, source FROM vector_chunks
+             WHERE chatflow_id = $1 AND node_id = $2 ORDER BY seq",
+            &[&chatflow, &node_id],
+            |row| {
+                Ok(ChunkKey {
+                    id: row.try_get(0)?,
+                    content_hash: row.try_get(1)?,
+                    source: row.try_get(2)?,
+                })
+            },
+        )
+        .await
+    }
+
+    async fn write_vectors(&self, write: VectorWrite) -> StoreResult<UpsertRecord> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        if !write.deleted.is_empty() {
+            tx.execute(
+                "DELETE FROM vector_chunks
+                 WHERE chatflow_id = $1 AND node_id = $2 AND id = ANY($3)",
+                &[&write.chatflow_id, &write.node_id, &write.deleted],
+            )
+            .await
+            .map_err(backend)?;
+        }
+        if !write.added.is_empty() {
+            let insert = tx
+                .prepare(
+                    "INSERT INTO vector_chunks (id, chatflow_id, node_id, content_hash, source,
+                                                chat_id, page_content, metadata, embedding)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                )
+                .await
+                .map_err(backend)?;
+            // Pipelined: the inserts go out together, not one round trip each.
+            let mut rows = Vec::with_capacity(write.added.len());
+            for c in &write.added {
+                rows.push((json_text(&c.metadata)?, embedding_bytes(&c.embedding)));
+            }
+            type Param<'p> = &'p (dyn tokio_postgres::types::ToSql + Sync);
+            let params: Vec<[Param<'_>; 9]> = write
+                .added
+                .iter()
+                .zip(&rows)
+                .map(|(c, (metadata, bytes))| -> [Param<'_>; 9] {
+                    [
+                        &c.id,
+                        &write.chatflow_id,
+                        &write.node_id,
+                        &c.content_hash,
+                        &c.source,
+                        &c.chat_id,
+                        &c.page_content,
+                        metadata,
+                        bytes,
+                    ]
+                })
+                .collect();
+            let inserts = params.iter().map(|p| tx.execute(&insert, p));
+            futures_util::future::try_join_all(inserts)
+                .await
+                .map_err(backend)?;
+        }
+        tx.execute(
+            "INSERT INTO vector_stores (chatflow_id, node_id, version) VALUES ($1, $2, 1)
+             ON CONFLICT (chatflow_id, node_id)
+             DO UPDATE SET version = vector_stores.version + 1",
+            &[&write.chatflow_id, &write.node_id],
+        )
+        .await
+        .map_err(backend)?;
+        let record = UpsertRecord {
+            id: Uuid::now_v7(),
+            chatflow_id: write.chatflow_id,
+            node_id: write.node_id,
+            counts: write.counts,
+            date: time::now(),
+        };
+        let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        tx.execute(
+            "INSERT INTO upsert_history (id, chatflow_id, node_id, num_added, num_updated,
+                                         num_skipped, num_deleted, created_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            &[
+                &record.id,
+                &record.chatflow_id,
+                &record.node_id,
+                &count(record.counts.num_added),
+                &count(record.counts.num_updated),
+                &count(record.counts.num_skipped),
+                &count(record.counts.num_deleted),
+                &record.date,
+            ],
+        )
+        .await
+        .map_err(backend)?;
+        tx.commit().await.map_err(backend)?;
+        Ok(record)
+    }
+
+    async fn list_upsert_history(
+        &self,
+        chatflow: Uuid,
+        limit: u32,
+    ) -> StoreResult<Vec<UpsertRecord>> {
+        self.query_all(
+            "SELECT id, chatflow_id, node_id, num_added, num_updated, num_skipped,
+                    num_deleted, created_at
+             FROM upsert_history WHERE chatflow_id = $1
+             ORDER BY created_at DESC, id DESC LIMIT $2",
+            &[&chatflow, &i64::from(limit)],
+            |row| {
+                let count = |i| {
+                    row.try_get::<_, i64>(i)
+                        .map(|n| u64::try_from(n).unwrap_or(0))
+                };
+                Ok(UpsertRecord {
+                    id: row.try_get(0)?,
+                    chatflow_id: row.try_get(1)?,
+                    node_id: row.try_get(2)?,
+                    counts: UpsertCounts {
+                        num_added: count(3)?,
+                        num_updated: count(4)?,
+                        num_skipped: count(5)?,
+                        num_deleted: count(6)?,
+                    },
+                    date: row.try_get(7)?,
+                })
+            },
+        )
+        .await
+    }
+}
+
+fn chunk_from_row(row: &Row) -> StoreResult<VectorChunk> {
+    let metadata: String = row.try_get(5).map_err(backend)?;
+    let bytes: Vec<u8> = row.try_get(6).map_err(backend)?;
+    Ok(VectorChunk {
+        id: row.try_get(0).map_err(backend)?,
+        content_hash: row.try_get(1).map_err(backend)?,
+        source: row.try_get(2).map_err(backend)?,
+        chat_id: row.try_get(3).map_err(backend)?,
+        page_content: row.try_get(4).map_err(backend)?,
+        metadata: serde_json::from_str(&metadata)
+            .map_err(|e| StoreError::Backend(format!("a stored chunk's metadata: {e}")))?,
+        embedding: embedding_from_bytes(&bytes)
+            .ok_or_else(|| StoreError::Backend("an embedding that is not whole f32s".into()))?,
+    })
 }

@@ -1,9 +1,10 @@
-//! `retrieverTool`: a retriever offered to an agent as a tool. Accepted so flows
-//! load; weir has no retrievers yet, so calling it fails with a clear message.
+//! `retrieverTool`: a vector store offered to an agent as a tool; the model's
+//! `input` finds chunks whose texts are the tool's output. With
+//! `returnSourceDocuments` the chunks join the answer's `sourceDocuments`.
 
 use crate::flow::FlowError;
 use crate::flow::component::{Component, ToolKind, ToolSpec};
-use crate::flow::node::{Build, Category, InputKind as K, Node, NodeSpec, input};
+use crate::flow::node::{Build, Category, InputKind as K, Node, NodeSpec, input, required};
 
 pub struct RetrieverTool;
 
@@ -13,8 +14,9 @@ static SPEC: NodeSpec = NodeSpec {
     inputs: &[
         input("name", K::Text),
         input("description", K::Text),
-        input("retriever", K::Anchor(Category::Unsupported)),
-        input("returnSourceDocuments", K::Ignored),
+        required("retriever", K::Anchor(Category::VectorStore)),
+        input("returnSourceDocuments", K::Boolean),
+        input("retrieverToolMetadataFilter", K::Ignored),
     ],
 };
 
@@ -35,6 +37,8 @@ impl Node for RetrieverTool {
                     .text("description")
                     .unwrap_or("Searches documents.")
                     .to_owned(),
+                store: Box::new(node.vector_store("retriever")?),
+                return_sources: node.boolean("returnSourceDocuments")?,
             },
         }))
     }

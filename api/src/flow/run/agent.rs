@@ -38,6 +38,7 @@ pub async fn run<E: From<FlowEvent>>(
         used_tools: done.used_tools,
         agent_reasoning: Vec::new(),
         artifacts: done.artifacts,
+        source_documents: done.sources,
     })
 }
 
@@ -47,6 +48,7 @@ pub struct LoopOutput {
     pub text: String,
     pub used_tools: Vec<Value>,
     pub artifacts: Vec<Value>,
+    pub sources: Vec<crate::retrieval::Document>,
 }
 
 /// The loop. With `tokens`, text is streamed as it comes (text a step writes
@@ -90,6 +92,7 @@ pub async fn run_loop<E: From<FlowEvent>>(
             out.used_tools
                 .push(tools::used_tool(&call.name, &call.arguments, &outcome));
             out.artifacts.extend(outcome.artifacts.iter().cloned());
+            out.sources.extend(outcome.sources.iter().cloned());
             if tools
                 .iter()
                 .any(|t| t.def.name == call.name && t.return_direct)

@@ -7,6 +7,7 @@
 //! - [`agent`]: the tool-calling loop every agent shares.
 //! - [`multiagent`]: a supervisor routing between workers.
 //! - [`sequential`]: a graph of agent, LLM, tool and condition steps.
+//! - [`retrieval`]: chains that answer over a vector store's chunks.
 //!
 //! A closed event channel means the client is gone: the run stops and the
 //! provider stream is dropped, which cancels the provider call.
@@ -14,6 +15,7 @@
 pub mod agent;
 pub mod chain;
 pub mod multiagent;
+pub mod retrieval;
 pub mod sequential;
 
 use std::sync::Arc;
@@ -71,6 +73,8 @@ pub struct RunOutput {
     /// One item per agent step of a multi-agent or sequential flow.
     pub agent_reasoning: Vec<Value>,
     pub artifacts: Vec<Value>,
+    /// Chunks the answer drew on (`sourceDocuments`).
+    pub source_documents: Vec<crate::retrieval::Document>,
 }
 
 /// Where chat models come from: the shared HTTP client for providers, and the
@@ -224,6 +228,7 @@ pub async fn run<E: From<FlowEvent>>(
             workers,
         } => multiagent::run(supervisor, workers, input, ctx, &tokens).await,
         Answer::Sequential(spec) => sequential::run(spec, input, ctx, &tokens).await,
+        Answer::Retrieval(chain) => retrieval::run(chain, input, ctx, &tokens).await,
     }
 }
 

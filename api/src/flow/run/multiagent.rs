@@ -101,6 +101,7 @@ pub async fn run<E: From<FlowEvent>>(
         }));
         out.used_tools.extend(done.used_tools);
         out.artifacts.extend(done.artifacts);
+        out.source_documents.extend(done.sources);
         // Flowise hands a worker's answer back as a human turn named after it.
         conversation.push(ChatMessage::new(Role::User, done.text.clone()));
         last_answer = Some(done.text);

@@ -63,6 +63,7 @@ pub async fn run<E: From<FlowEvent>>(
                     .push(reasoning(&agent.name, &done.text, &done.used_tools));
                 out.used_tools.extend(done.used_tools);
                 out.artifacts.extend(done.artifacts);
+                out.source_documents.extend(done.sources);
                 conversation.push(ChatMessage::new(Role::Assistant, done.text.clone()));
                 last_output = done.text;
                 current = next_of(spec, &id, None);
@@ -107,6 +108,7 @@ pub async fn run<E: From<FlowEvent>>(
                 for (call, outcome) in calls.iter().zip(outcomes) {
                     used.push(tools::used_tool(&call.name, &call.arguments, &outcome));
                     out.artifacts.extend(outcome.artifacts.iter().cloned());
+                    out.source_documents.extend(outcome.sources.iter().cloned());
                     outputs.push(outcome.output.clone());
                     conversation.push(ChatMessage::tool_result(call, outcome.output));
                 }

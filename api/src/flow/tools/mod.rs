@@ -6,10 +6,12 @@
 //! - [`calculator`]: arithmetic, parsed (never evaluated as code).
 //! - [`web`]: `requests_get` / `requests_post`, public addresses only ([`netguard`]).
 //! - [`python`]: Python tools, run by the Python tool runtime.
+//! - [`retriever`]: vector store searches (the `retrieverTool`, retrieval chains).
 
 pub mod calculator;
 pub mod netguard;
 pub mod python;
+pub mod retriever;
 pub mod web;
 
 use std::collections::HashMap;
@@ -22,11 +24,13 @@ use super::FlowError;
 use super::component::{PythonDefinition, PythonSource, ToolKind, ToolSpec};
 use crate::llm::ToolDef;
 
-/// What tools reach outside the process: the guarded web client and the runtime.
+/// What tools reach outside the run: the guarded web client, the runtime, and
+/// the stored vector stores.
 #[derive(Clone)]
 pub struct ToolClients {
     pub web: web::WebClient,
     pub runtime: python::RuntimeClient,
+    pub retriever: Arc<dyn retriever::Retriever>,
 }
 
 /// What the tools of one run share: who is asking and with what variables.
@@ -60,7 +64,10 @@ enum Action {
         definition: Arc<PythonDefinition>,
         timeout: Option<f64>,
     },
-    Retriever,
+    Retriever {
+        store: Box<super::component::VectorStoreSpec>,
+        return_sources: bool,
+    },
 }
 
 /// What a call gave back.
@@ -70,13 +77,15 @@ pub struct ToolOutcome {
     pub output: String,
     /// Files the tool wrote, as the answer lists them.
     pub artifacts: Vec<Value>,
+    /// Documents that join the answer's `sourceDocuments`.
+    pub sources: Vec<crate::retrieval::Document>,
 }
 
 impl ToolOutcome {
     pub fn text(output: impl Into<String>) -> Self {
         ToolOutcome {
             output: output.into(),
-            artifacts: Vec::new(),
+            ..ToolOutcome::default()
         }
     }
 
@@ -160,7 +169,12 @@ fn ready_tool(spec: &ToolSpec, env: &ToolEnv) -> Result<ReadyTool, FlowError> {
                 python.return_direct,
             )
         }
-        ToolKind::Retriever { name, description } => (
+        ToolKind::Retriever {
+            name,
+            description,
+            store,
+            return_sources,
+        } => (
             ToolDef {
                 name: name.clone(),
                 description: description.clone(),
@@ -168,7 +182,10 @@ fn ready_tool(spec: &ToolSpec, env: &ToolEnv) -> Result<ReadyTool, FlowError> {
                     "input": {"type": "string", "description": "What to search for."}
                 }, "required": ["input"]}),
             },
-            Action::Retriever,
+            Action::Retriever {
+                store: store.clone(),
+                return_sources: *return_sources,
+            },
             false,
         ),
     };
@@ -185,6 +202,8 @@ pub struct FlowContext {
     pub input: String,
     pub chat_history: String,
     pub session_id: String,
+    /// The chatflow running (its vector stores are searched).
+    pub chatflow_id: Uuid,
 }
 
 impl ReadyTool {
@@ -228,9 +247,20 @@ impl ReadyTool {
                     .execute(definition, arguments, *timeout, env, flow)
                     .await
             }
-            Action::Retriever => ToolOutcome::error(
-                "retrievers are not implemented in weir yet, so this tool cannot search",
-            ),
+            Action::Retriever {
+                store,
+                return_sources,
+            } => {
+                let query = match arguments {
+                    Value::String(s) => s.as_str(),
+                    other => other
+                        .get("input")
+                        .or_else(|| other.get("query"))
+                        .and_then(Value::as_str)
+                        .unwrap_or_default(),
+                };
+                retriever::search(&*clients.retriever, store, query, flow, *return_sources).await
+            }
         }
     }
 }

@@ -103,6 +103,7 @@ impl RuntimeClient {
                 "chatHistory": flow.chat_history,
                 "sessionId": flow.session_id,
                 "chatId": flow.session_id,
+                "chatflowId": flow.chatflow_id,
                 "workspaceId": env.workspace_id,
             }),
         );
@@ -188,7 +189,11 @@ fn outcome(answer: &Value, workspace: &str) -> ToolOutcome {
             .unwrap_or("the tool failed");
         format!("Error: {kind}: {message}")
     };
-    ToolOutcome { output, artifacts }
+    ToolOutcome {
+        output,
+        artifacts,
+        ..ToolOutcome::default()
+    }
 }
 
 /// A runtime artifact as the answer lists it, with the URL weir serves it at.

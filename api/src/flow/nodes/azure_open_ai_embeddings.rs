@@ -1,0 +1,96 @@
+//! `azureOpenAIEmbeddings`: an Azure OpenAI embeddings deployment — `basePath`
+//! (the deployment's base URL), or Flowise's `basepath` (the `…/deployments`
+//! root, to which the deployment name is added when one is set), else the
+//! instance and deployment names; each of
+//! key, instance, deployment and API version from the node or from
+//! `AZURE_OPENAI_API_KEY`, `AZURE_OPENAI_API_INSTANCE_NAME`,
+//! `AZURE_OPENAI_API_EMBEDDINGS_DEPLOYMENT_NAME` (else `…_DEPLOYMENT_NAME`),
+//! `AZURE_OPENAI_API_VERSION`.
+
+use super::{K, input, key_from};
+use crate::flow::FlowError;
+use crate::flow::component::{Component, EmbeddingsSpec};
+use crate::flow::node::{Build, Category, Node, NodeSpec, sensitive};
+use crate::llm::openai::Auth;
+
+pub struct AzureOpenAiEmbeddings;
+
+const DEFAULT_API_VERSION: &str = "2024-10-21";
+
+static SPEC: NodeSpec = NodeSpec {
+    name: "azureOpenAIEmbeddings",
+    category: Category::Embeddings,
+    inputs: &[
+        input("modelName", K::Text),
+        input("batchSize", K::Integer),
+        sensitive("basePath", K::Text),
+        sensitive("basepath", K::Text),
+        sensitive("azureOpenAIApiKey", K::Text),
+        sensitive("azureOpenAIApiInstanceName", K::Text),
+        sensitive("azureOpenAIApiDeploymentName", K::Text),
+        sensitive("azureOpenAIApiVersion", K::Text),
+        input("credential", K::Ignored),
+        input("timeout", K::Ignored),
+        input("baseOptions", K::Ignored),
+    ],
+};
+
+impl Node for AzureOpenAiEmbeddings {
+    fn spec(&self) -> &'static NodeSpec {
+        &SPEC
+    }
+
+    fn build(&self, node: &Build<'_>) -> Result<Component, FlowError> {
+        let setting = |input: &str, env: &str| key_from(node, &[input], env);
+        let deployment = setting(
+            "azureOpenAIApiDeploymentName",
+            "AZURE_OPENAI_API_EMBEDDINGS_DEPLOYMENT_NAME",
+        )
+        .or_else(|| {
+            std::env::var("AZURE_OPENAI_API_DEPLOYMENT_NAME")
+                .ok()
+                .filter(|d| !d.is_empty())
+        });
+        let base = match (node.text("basePath"), node.text("basepath")) {
+            (Some(base), _) => base.trim_end_matches('/').to_owned(),
+            (None, Some(root)) => match &deployment {
+                Some(d) => format!("{}/{d}", root.trim_end_matches('/')),
+                None => root.trim_end_matches('/').to_owned(),
+            },
+            (None, None) => {
+                let instance = setting(
+                    "azureOpenAIApiInstanceName",
+                    "AZURE_OPENAI_API_INSTANCE_NAME",
+                );
+                match (instance, deployment) {
+                    (Some(i), Some(d)) => {
+                        format!("https://{i}.openai.azure.com/openai/deployments/{d}")
+                    }
+                    _ => {
+                        return Err(node.invalid(
+                            "needs 'basePath', or an instance and a deployment name (inputs or \
+                             AZURE_OPENAI_API_INSTANCE_NAME and \
+                             AZURE_OPENAI_API_EMBEDDINGS_DEPLOYMENT_NAME)",
+                        ));
+                    }
+                }
+            }
+        };
+        Ok(Component::Embeddings(EmbeddingsSpec::OpenAi {
+            base,
+            auth: Auth::Azure {
+                key: setting("azureOpenAIApiKey", "AZURE_OPENAI_API_KEY"),
+                version: setting("azureOpenAIApiVersion", "AZURE_OPENAI_API_VERSION")
+                    .unwrap_or_else(|| DEFAULT_API_VERSION.to_owned()),
+            },
+            model: node
+                .text("modelName")
+                .unwrap_or("text-embedding-ada-002")
+                .to_owned(),
+            dimensions: None,
+            batch_size: node.count("batchSize", 100, 2048)? as usize,
+            strip_newlines: true,
+            label: "Azure OpenAI",
+        }))
+    }
+}

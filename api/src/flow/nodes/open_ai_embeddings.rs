@@ -1,0 +1,56 @@
+//! `openAIEmbeddings`: OpenAI's embeddings, or any OpenAI-compatible server's
+//! (`basepath`). The key comes from the node, else `OPENAI_API_KEY`.
+
+use super::{K, base_url, input, key_from, model_name};
+use crate::flow::FlowError;
+use crate::flow::component::{Component, EmbeddingsSpec};
+use crate::flow::node::{Build, Category, Node, NodeSpec, sensitive};
+use crate::llm::openai::{self, Auth};
+
+pub struct OpenAiEmbeddings;
+
+static SPEC: NodeSpec = NodeSpec {
+    name: "openAIEmbeddings",
+    category: Category::Embeddings,
+    inputs: &[
+        input("modelName", K::Text),
+        input("dimensions", K::Integer),
+        input("batchSize", K::Integer),
+        input("stripNewLines", K::Boolean),
+        sensitive("basepath", K::Text),
+        sensitive("basePath", K::Text),
+        sensitive("openAIApiKey", K::Text),
+        input("credential", K::Ignored),
+        input("timeout", K::Ignored),
+        input("baseOptions", K::Ignored),
+        input("encodingFormat", K::Ignored),
+    ],
+};
+
+impl Node for OpenAiEmbeddings {
+    fn spec(&self) -> &'static NodeSpec {
+        &SPEC
+    }
+
+    fn build(&self, node: &Build<'_>) -> Result<Component, FlowError> {
+        Ok(Component::Embeddings(EmbeddingsSpec::OpenAi {
+            base: base_url(node, &["basepath", "basePath"], None, openai::DEFAULT_BASE),
+            auth: Auth::Bearer(key_from(node, &["openAIApiKey"], "OPENAI_API_KEY")),
+            model: model_name(node, "text-embedding-ada-002"),
+            dimensions: dimensions(node)?,
+            batch_size: node.count("batchSize", 512, 2048)? as usize,
+            strip_newlines: node.value("stripNewLines").is_none()
+                || node.boolean("stripNewLines")?,
+            label: openai::PROVIDER,
+        }))
+    }
+}
+
+/// `dimensions`, when set (newer OpenAI models shorten their vectors).
+pub fn dimensions(node: &Build<'_>) -> Result<Option<u32>, FlowError> {
+    match node.integer("dimensions")? {
+        None => Ok(None),
+        Some(d) if (1..=65_536).contains(&d) => Ok(Some(d as u32)),
+        Some(_) => Err(node.invalid("input 'dimensions' must be between 1 and 65536")),
+    }
+}

@@ -1,0 +1,470 @@
+//! Vector stores: filling them ([`upsert`]) and searching them ([`VectorSearch`],
+//! the engine's retriever).
+//!
+//! An upsert builds the target store's loaders (an uploaded file goes to the
+//! loader of its type), loads and splits, and compares each chunk's hash —
+//! embeddings model, text and metadata — with what is stored: a known chunk is
+//! skipped, a new one embedded; with `cleanup`, stored chunks the upsert no
+//! longer has are deleted (`incremental`: of the sources it names; `full`: all).
+//! Embedding happens before anything is written, and the write is one
+//! transaction, so a failed upsert leaves the store as it was.
+//!
+//! Searches use an index per store built from its chunks and kept in memory;
+//! a write here drops it at once, and another replica's write is seen when the
+//! index is older than `STORE_CACHE_TTL_MS` and the store's version moved on.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+use super::{ServiceError, ServiceResult, Services};
+use crate::domain::{Chatflow, UpsertCounts, VectorChunk, VectorWrite};
+use crate::flow::component::{LoaderSpec, VectorStoreSpec};
+use crate::flow::tools::FlowContext;
+use crate::flow::tools::retriever::Retriever;
+use crate::flow::{FlowError, Overrides};
+use crate::retrieval::Document;
+use crate::retrieval::embed::Embeddings;
+use crate::retrieval::index::{Entry, Index, Query};
+use crate::retrieval::load::{self, FileData};
+use crate::retrieval::split::Splitter;
+use crate::store::Store;
+
+/// Which stored chunks an upsert removes when they are not in it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Cleanup {
+    #[default]
+    None,
+    /// Chunks of the sources (`metadata.source`) this upsert loaded.
+    Incremental,
+    /// Every chunk of the store.
+    Full,
+}
+
+impl Cleanup {
+    pub fn parse(text: &str) -> Option<Cleanup> {
+        match text {
+            "" | "none" => Some(Cleanup::None),
+            "incremental" => Some(Cleanup::Incremental),
+            "full" => Some(Cleanup::Full),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct UpsertRequest {
+    pub stop_node_id: Option<String>,
+    pub override_config: Option<Map<String, Value>>,
+    pub cleanup: Cleanup,
+    /// Uploaded files; each goes to the loader of its type.
+    pub files: Vec<FileData>,
+}
+
+#[derive(Debug)]
+pub struct UpsertAnswer {
+    pub counts: UpsertCounts,
+    pub added: Vec<Document>,
+}
+
+/// Fills a chatflow's vector store.
+pub async fn upsert(
+    state: &Services,
+    flow: &Chatflow,
+    request: UpsertRequest,
+) -> ServiceResult<UpsertAnswer> {
+    let plan = state
+        .plans
+        .get(flow.id, flow.updated_date, &flow.flow_data)?;
+    let overrides = Overrides {
+        values: request.override_config.as_ref(),
+        allowed: super::prediction::allowed_overrides(flow.api_config.as_deref()),
+    };
+    let target = plan.upsert_target(request.stop_node_id.as_deref(), &overrides)?;
+    let mut loaders = target.loaders;
+    route_files(&mut loaders, request.files)?;
+
+    let mut documents = Vec::new();
+    for loader in &loaders {
+        documents.extend(load_documents(loader).await?);
+    }
+    let fingerprint = target.store.embeddings.fingerprint();
+    let chunks = tokio::task::spawn_blocking(move || hashed(&fingerprint, documents))
+        .await
+        .map_err(|e| ServiceError::Internal(format!("the upsert task failed: {e}")))?;
+
+    let store = &target.store;
+    let stored = state
+        .store
+        .vector_chunk_keys(flow.id, &store.node_id)
+        .await?;
+    let stored_hashes: HashSet<&str> = stored.iter().map(|k| k.content_hash.as_str()).collect();
+    let mut counts = UpsertCounts::default();
+    let mut seen = HashSet::new();
+    let mut added = Vec::new();
+    for (hash, document) in chunks {
+        if !seen.insert(hash.clone()) || stored_hashes.contains(hash.as_str()) {
+            counts.num_skipped += 1;
+        } else {
+            added.push((hash, document));
+        }
+    }
+    let sources: HashSet<Option<&str>> = seen_sources(&added, &stored, &seen);
+    let deleted: Vec<&crate::domain::ChunkKey> = stored
+        .iter()
+        .filter(|k| !seen.contains(&k.content_hash))
+        .filter(|k| match request.cleanup {
+            Cleanup::None => false,
+            Cleanup::Full => true,
+            Cleanup::Incremental => sources.contains(&k.source.as_deref()),
+        })
+        .collect();
+    // A source whose chunks changed: as many as replace old ones count as updated.
+    let mut per_source: HashMap<Option<&str>, (u64, u64)> = HashMap::new();
+    for (_, d) in &added {
+        per_source.entry(source_of(d)).or_default().0 += 1;
+    }
+    for k in &deleted {
+        per_source.entry(k.source.as_deref()).or_default().1 += 1;
+    }
+    for (new, gone) in per_source.values() {
+        let updated = (*new).min(*gone);
+        counts.num_updated += updated;
+        counts.num_added += new - updated;
+        counts.num_deleted += gone - updated;
+    }
+
+    let texts: Vec<String> = added.iter().map(|(_, d)| d.page_content.clone()).collect();
+    let vectors = state
+        .embeddings
+        .embed(&store.embeddings, &texts)
+        .await
+        .map_err(|e| {
+            ServiceError::Upstream(format!(
+                "node {} could not embed the documents, so nothing was stored: {}",
+                store.embeddings_node, e.message
+            ))
+        })?;
+    if vectors.len() != added.len() {
+        return Err(ServiceError::Upstream(
+            "the embeddings provider sent a vector count that does not match the documents; \
+             nothing was stored"
+                .into(),
+        ));
+    }
+    let deleted_ids: Vec<Uuid> = deleted.iter().map(|k| k.id).collect();
+    let mut new_chunks = Vec::with_capacity(added.len());
+    let mut added_docs = Vec::with_capacity(added.len());
+    for ((hash, document), embedding) in added.into_iter().zip(vectors) {
+        new_chunks.push(VectorChunk {
+            id: Uuid::now_v7(),
+            content_hash: hash,
+            source: source_of(&document).map(str::to_owned),
+            chat_id: None,
+            page_content: document.page_content.clone(),
+            metadata: document.metadata.clone(),
+            embedding,
+        });
+        added_docs.push(document);
+    }
+    state
+        .store
+        .write_vectors(VectorWrite {
+            chatflow_id: flow.id,
+            node_id: store.node_id.clone(),
+            added: new_chunks,
+            deleted: deleted_ids,
+            counts,
+        })
+        .await?;
+    state.indexes.forget(flow.id, &store.node_id);
+    Ok(UpsertAnswer {
+        counts,
+        added: added_docs,
+    })
+}
+
+/// Sources this upsert loaded (of added and of skipped chunks alike).
+fn seen_sources<'a>(
+    added: &'a [(String, Document)],
+    stored: &'a [crate::domain::ChunkKey],
+    seen: &HashSet<String>,
+) -> HashSet<Option<&'a str>> {
+    added
+        .iter()
+        .map(|(_, d)| source_of(d))
+        .chain(
+            stored
+                .iter()
+                .filter(|k| seen.contains(&k.content_hash))
+                .map(|k| k.source.as_deref()),
+        )
+        .collect()
+}
+
+fn source_of(document: &Document) -> Option<&str> {
+    document.metadata.get("source").and_then(Value::as_str)
+}
+
+/// Gives each uploaded file to the loader of its type; a loader that receives
+/// files reads them instead of its own.
+fn route_files(loaders: &mut [LoaderSpec], files: Vec<FileData>) -> ServiceResult<()> {
+    let mut routed: HashMap<usize, Vec<FileData>> = HashMap::new();
+    for file in files {
+        let Some(i) = loaders.iter().position(|l| l.kind.accepts(&file.name)) else {
+            let kinds: Vec<&str> = loaders.iter().map(|l| l.node_id.as_str()).collect();
+            return Err(ServiceError::Unsupported(format!(
+                "file '{}' is of a type no document loader of this store reads (its loaders: {})",
+                file.name,
+                if kinds.is_empty() {
+                    "none".to_owned()
+                } else {
+                    kinds.join(", ")
+                }
+            )));
+        };
+        routed.entry(i).or_default().push(file);
+    }
+    for (i, files) in routed {
+        loaders[i].files = files;
+    }
+    Ok(())
+}
+
+/// A loader's documents, split and with its metadata applied (Flowise's order:
+/// split, then merge the node's metadata, then leave out `omitMetadataKeys`).
+async fn load_documents(loader: &LoaderSpec) -> ServiceResult<Vec<Document>> {
+    let documents = load::load(&loader.kind, &loader.files)
+        .await
+        .map_err(|e| ServiceError::Invalid(format!("node {}: {}", loader.node_id, e.0)))?;
+    let splitter = match &loader.splitter {
+        Some(s) => Some(
+            Splitter::new(s.kind.clone(), s.chunk_size, s.chunk_overlap)
+                .map_err(|e| ServiceError::Invalid(format!("node {}: {e}", loader.node_id)))?,
+        ),
+        None => None,
+    };
+    let metadata = loader.metadata.clone();
+    let omit = loader.omit_keys.clone();
+    tokio::task::spawn_blocking(move || {
+        let documents = match splitter {
+            Some(s) => s.split_documents(&documents),
+            None => documents,
+        };
+        documents
+            .into_iter()
+            .map(|mut d| {
+                if omit.iter().any(|k| k == "*") {
+                    d.metadata = metadata.clone();
+                } else {
+                    d.metadata
+                        .extend(metadata.iter().map(|(k, v)| (k.clone(), v.clone())));
+                    for key in &omit {
+                        d.metadata.remove(key);
+                    }
+                }
+                d
+            })
+            .collect()
+    })
+    .await
+    .map_err(|e| ServiceError::Internal(format!("the split task failed: {e}")))
+}
+
+/// Each chunk with its hash: SHA-256 of the embeddings' fingerprint, the text and
+/// the metadata (keys sorted at every level, so the order they came in does not matter).
+fn hashed(fingerprint: &str, documents: Vec<Document>) -> Vec<(String, Document)> {
+    documents
+        .into_iter()
+        .map(|d| {
+            let mut h = Sha256::new();
+            h.update(fingerprint.as_bytes());
+            h.update([0]);
+            h.update(d.page_content.as_bytes());
+            h.update([0]);
+            canonical(&Value::Object(d.metadata.clone()), &mut h);
+            let hash = h
+                .finalize()
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<String>();
+            (hash, d)
+        })
+        .collect()
+}
+
+fn canonical(value: &Value, h: &mut Sha256) {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            h.update(b"{");
+            for k in keys {
+                h.update(serde_json::to_string(k).unwrap_or_default().as_bytes());
+                h.update(b":");
+                canonical(&map[k], h);
+                h.update(b",");
+            }
+            h.update(b"}");
+        }
+        Value::Array(items) => {
+            h.update(b"[");
+            for item in items {
+                canonical(item, h);
+                h.update(b",");
+            }
+            h.update(b"]");
+        }
+        other => h.update(other.to_string().as_bytes()),
+    }
+}
+
+/// The retriever runs use: indexes built from the stored chunks, the question
+/// embedded with the store's embeddings.
+pub struct VectorSearch {
+    pub store: Arc<dyn Store>,
+    pub embeddings: Embeddings,
+    pub indexes: Arc<IndexCache>,
+}
+
+#[async_trait::async_trait]
+impl Retriever for VectorSearch {
+    async fn retrieve(
+        &self,
+        store: &VectorStoreSpec,
+        query: &str,
+        flow: &FlowContext,
+    ) -> Result<Vec<Document>, FlowError> {
+        let failed = |what: String| {
+            FlowError::failed(format!(
+                "node {} ({}) {what}",
+                store.node_id, store.node_type
+            ))
+        };
+        let index = self
+            .indexes
+            .get(&*self.store, flow.chatflow_id, &store.node_id)
+            .await
+            .map_err(|e| failed(format!("cannot read its chunks: {e}")))?;
+        if index.is_empty() {
+            return Ok(Vec::new());
+        }
+        let vector = self
+            .embeddings
+            .embed(&store.embeddings, &[query.to_owned()])
+            .await
+            .map_err(|e| {
+                failed(format!(
+                    "cannot embed the question with {}: {}",
+                    store.embeddings_node, e.message
+                ))
+            })?
+            .pop()
+            .ok_or_else(|| failed("got no embedding for the question".into()))?;
+        let hits = index
+            .search(&Query {
+                vector: &vector,
+                text: query,
+                top_k: store.top_k,
+                search: store.search,
+                chat_id: Some(&flow.session_id),
+            })
+            .map_err(failed)?;
+        Ok(hits.into_iter().map(|(d, _)| d.clone()).collect())
+    }
+}
+
+/// Built indexes per (chatflow, vector store node).
+pub struct IndexCache {
+    ttl: Duration,
+    entries: Mutex<HashMap<(Uuid, String), Cached>>,
+}
+
+struct Cached {
+    checked: Instant,
+    version: i64,
+    index: Arc<Index>,
+}
+
+impl IndexCache {
+    pub fn new(ttl: Duration) -> Self {
+        IndexCache {
+            ttl,
+            entries: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Drops a store's index (this replica wrote to it).
+    pub fn forget(&self, chatflow: Uuid, node_id: &str) {
+        self.lock().remove(&(chatflow, node_id.to_owned()));
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(Uuid, String), Cached>> {
+        self.entries.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The store's index: cached while younger than the TTL, or while the
+    /// store's version has not moved; else built anew from the stored chunks.
+    pub async fn get(
+        &self,
+        store: &dyn Store,
+        chatflow: Uuid,
+        node_id: &str,
+    ) -> Result<Arc<Index>, String> {
+        let key = (chatflow, node_id.to_owned());
+        let known = self.lock().get(&key).map(|c| {
+            (
+                c.checked.elapsed() < self.ttl,
+                c.version,
+                Arc::clone(&c.index),
+            )
+        });
+        if let Some((true, _, index)) = known {
+            return Ok(index);
+        }
+        if let Some((false, version, index)) = &known {
+            let now = store
+                .vector_store_version(chatflow, node_id)
+                .await
+                .map_err(|e| e.to_string())?;
+            if now == *version {
+                if let Some(c) = self.lock().get_mut(&key) {
+                    c.checked = Instant::now();
+                }
+                return Ok(Arc::clone(index));
+            }
+        }
+        let (version, chunks) = store
+            .list_vector_chunks(chatflow, node_id)
+            .await
+            .map_err(|e| e.to_string())?;
+        let index = tokio::task::spawn_blocking(move || {
+            Index::new(
+                chunks
+                    .into_iter()
+                    .map(|c| Entry {
+                        document: Document::new(c.page_content, c.metadata),
+                        embedding: c.embedding,
+                        chat_id: c.chat_id,
+                    })
+                    .collect(),
+            )
+        })
+        .await
+        .map_err(|e| format!("the index task failed: {e}"))??;
+        let index = Arc::new(index);
+        self.lock().insert(
+            key,
+            Cached {
+                checked: Instant::now(),
+                version,
+                index: Arc::clone(&index),
+            },
+        );
+        Ok(index)
+    }
+}

@@ -1,0 +1,36 @@
+-- Vector stores: the chunks of each vector store node of a chatflow, with their
+-- embeddings (little-endian f32 BLOBs), and the record of every upsert.
+-- `version` of a store moves on with every write, so caches of its index on
+-- other replicas know to reload.
+CREATE TABLE vector_stores (
+    chatflow_id  TEXT NOT NULL REFERENCES chatflows(id) ON DELETE CASCADE,
+    node_id      TEXT NOT NULL,
+    version      INTEGER NOT NULL,
+    PRIMARY KEY (chatflow_id, node_id)
+);
+
+CREATE TABLE vector_chunks (
+    seq           INTEGER PRIMARY KEY AUTOINCREMENT,
+    id            TEXT NOT NULL UNIQUE,
+    chatflow_id   TEXT NOT NULL REFERENCES chatflows(id) ON DELETE CASCADE,
+    node_id       TEXT NOT NULL,
+    content_hash  TEXT NOT NULL,
+    source        TEXT,
+    chat_id       TEXT,
+    page_content  TEXT NOT NULL,
+    metadata      TEXT NOT NULL,
+    embedding     BLOB NOT NULL
+);
+CREATE INDEX vector_chunks_by_store ON vector_chunks (chatflow_id, node_id, seq);
+
+CREATE TABLE upsert_history (
+    id           TEXT PRIMARY KEY,
+    chatflow_id  TEXT NOT NULL REFERENCES chatflows(id) ON DELETE CASCADE,
+    node_id      TEXT NOT NULL,
+    num_added    INTEGER NOT NULL,
+    num_updated  INTEGER NOT NULL,
+    num_skipped  INTEGER NOT NULL,
+    num_deleted  INTEGER NOT NULL,
+    created_at   INTEGER NOT NULL
+);
+CREATE INDEX upsert_history_by_chatflow ON upsert_history (chatflow_id, created_at);
