@@ -826,3 +826,43 @@ def test_sources_stream_after_the_tokens_and_are_kept_with_the_answer(corpus, fa
     # A flow without retrieval answers without sources.
     plain = create_flow(corpus.api, flows.conversation(flows.openai_model(fake.url)))
     assert not ask(corpus.api, plain, "hi").get("sourceDocuments")
+
+
+# ------------------------------------------------------------------ files attached to a chat
+
+def test_files_attached_to_a_prediction_are_searched_in_that_chat_only(api, fake):
+    """A store with `fileUpload` takes the files of a prediction for its chat:
+    that chat's questions find them, another chat's never do, and the store's
+    own documents are not added again."""
+    splitter = flows.character_splitter(200, 0, "\n\n")
+    own = flows.plain_text("The canteen serves soup on Mondays.", splitter)
+    loader = flows.text_file(splitter=splitter, node_id="textFile_0")
+    flow = create_flow(api, qa_flow(fake, [splitter, own, loader], store=flows.faiss_store, fileUpload=True))
+    assert counts(upserted(upsert(api, flow))) == (1, 0, 0, 0)
+
+    mine, other = f"chat-a-{uuid.uuid4().hex[:6]}", f"chat-b-{uuid.uuid4().hex[:6]}"
+    fact = "The locker code for floor nine is 4471."
+    r = api.post(f"/prediction/{flow}", data={"question": "What is the locker code?", "chatId": mine},
+                 files=[("files", ("lockers.txt", fact.encode(), "text/plain"))])
+    assert r.status_code == 200, r.text
+    sources = r.json().get("sourceDocuments") or []
+    assert fact in contents(sources), sources
+    attached = next(d for d in sources if d["pageContent"] == fact)
+    assert attached["metadata"]["chatId"] == mine and attached["metadata"]["source"] == "lockers.txt"
+
+    again = ask(api, flow, "What is the locker code?", chatId=mine)
+    assert fact in contents(again.get("sourceDocuments"))
+    elsewhere = ask(api, flow, "What is the locker code?", chatId=other)
+    assert fact not in contents(elsewhere.get("sourceDocuments"))
+    assert "The canteen serves soup on Mondays." in contents(elsewhere.get("sourceDocuments"))
+
+    # Only the attached file was added: the store's own text is there once.
+    history = api.get(f"/upsert-history/{flow}").json()
+    assert [(h["numAdded"], h["numSkipped"]) for h in history] == [(1, 0), (1, 0)]
+
+    # Without fileUpload, attached files are kept but not searched.
+    plain = create_flow(api, qa_flow(fake, [splitter, own, loader], store=flows.faiss_store))
+    r = api.post(f"/prediction/{plain}", data={"question": "What is the locker code?", "chatId": mine},
+                 files=[("files", ("lockers.txt", fact.encode(), "text/plain"))])
+    assert r.status_code == 200, r.text
+    assert fact not in contents(r.json().get("sourceDocuments"))

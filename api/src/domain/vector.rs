@@ -32,6 +32,8 @@ pub struct ChunkKey {
     pub id: Uuid,
     pub content_hash: String,
     pub source: Option<String>,
+    /// The length of its embedding.
+    pub dims: usize,
 }
 
 /// What one upsert did.

@@ -275,6 +275,8 @@ pub struct LoaderSpec {
     pub metadata: Map<String, Value>,
     /// Metadata keys removed; `*` keeps only `metadata`.
     pub omit_keys: Vec<String>,
+    /// The node names files of a Flowise server's storage: an upsert must send them.
+    pub needs_upload: bool,
 }
 
 /// A vector store node as the query path sees it: where its chunks are kept,
@@ -288,6 +290,9 @@ pub struct VectorStoreSpec {
     pub embeddings_node: String,
     pub top_k: usize,
     pub search: SearchType,
+    /// Files attached to a prediction are added to this store for that chat only
+    /// (Flowise's `fileUpload`).
+    pub file_upload: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -143,6 +143,20 @@ impl Runnable {
         ids
     }
 
+    /// The vector store that takes a prediction's attached files for its chat
+    /// (`fileUpload`): the retrieval chain's, else the first retriever tool's.
+    pub fn upload_store(&self) -> Option<&VectorStoreSpec> {
+        if let Answer::Retrieval(chain) = &self.answer
+            && chain.store.file_upload
+        {
+            return Some(&chain.store);
+        }
+        self.tools().into_iter().find_map(|t| match &t.kind {
+            ToolKind::Retriever { store, .. } if store.file_upload => Some(&**store),
+            _ => None,
+        })
+    }
+
     /// Whether any Python tool may run (so workspace variables are needed).
     pub fn uses_python(&self) -> bool {
         self.tools()

@@ -25,6 +25,8 @@ const RRF_K: f32 = 60.0;
 /// BM25's term-frequency saturation and length normalisation.
 const BM25_K1: f32 = 1.2;
 const BM25_B: f32 = 0.75;
+/// From this many chunks on, a scan is split across the cores.
+const PARALLEL_SCAN_ROWS: usize = 32_768;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum SearchType {
@@ -159,34 +161,73 @@ impl Index {
         &self.vectors[i * self.dims..(i + 1) * self.dims]
     }
 
-    /// The `k` visible rows most like `q`, best first.
-    fn nearest(&self, q: &[f32], k: usize, visible: &dyn Fn(usize) -> bool) -> Vec<(usize, f32)> {
+    /// The `k` visible rows most like `q`, best first. A large index is scanned
+    /// in slices on every core (each keeps its own best `k`, merged at the end).
+    fn nearest(
+        &self,
+        q: &[f32],
+        k: usize,
+        visible: &(dyn Fn(usize) -> bool + Sync),
+    ) -> Vec<(usize, f32)> {
+        let scan = |rows: std::ops::Range<usize>| {
+            let mut best = TopK::new(k);
+            for i in rows {
+                if visible(i) {
+                    best.offer(i, dot(q, self.row(i)));
+                }
+            }
+            best
+        };
+        let n = self.len();
+        let threads = std::thread::available_parallelism().map_or(1, usize::from);
+        if n < PARALLEL_SCAN_ROWS || threads < 2 {
+            return scan(0..n).into_sorted();
+        }
+        let slice = n.div_ceil(threads);
+        let parts: Vec<TopK> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..threads)
+                .map(|t| {
+                    let rows = (t * slice).min(n)..((t + 1) * slice).min(n);
+                    s.spawn(move || scan(rows))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                .collect()
+        });
         let mut best = TopK::new(k);
-        for i in 0..self.len() {
-            if visible(i) {
-                best.offer(i, dot(q, self.row(i)));
+        for part in parts {
+            for (i, score) in part.into_sorted() {
+                best.offer(i, score);
             }
         }
         best.into_sorted()
     }
 
+    /// Picks `k` of the candidates one by one: each time the one best by
+    /// `lambda` x relevance - (1 - lambda) x its likeness to those already
+    /// picked (each candidate's likeness updated against the newest pick only).
     fn mmr(&self, candidates: Vec<(usize, f32)>, k: usize, lambda: f32) -> Vec<(usize, f32)> {
-        let mut left = candidates;
+        let mut left: Vec<(usize, f32, f32)> = candidates
+            .into_iter()
+            .map(|(i, relevance)| (i, relevance, f32::NEG_INFINITY))
+            .collect();
         let mut picked: Vec<(usize, f32)> = Vec::with_capacity(k);
         while picked.len() < k && !left.is_empty() {
             let mut best = (0, f32::NEG_INFINITY);
-            for (pos, &(i, relevance)) in left.iter().enumerate() {
-                let likeness = picked
-                    .iter()
-                    .map(|&(j, _)| dot(self.row(i), self.row(j)))
-                    .fold(f32::NEG_INFINITY, f32::max);
+            for (pos, &(_, relevance, likeness)) in left.iter().enumerate() {
                 let likeness = if picked.is_empty() { 0.0 } else { likeness };
                 let score = lambda * relevance - (1.0 - lambda) * likeness;
                 if score > best.1 {
                     best = (pos, score);
                 }
             }
-            picked.push(left.remove(best.0));
+            let (chosen, relevance, _) = left.remove(best.0);
+            picked.push((chosen, relevance));
+            for (i, _, likeness) in &mut left {
+                *likeness = likeness.max(dot(self.row(*i), self.row(chosen)));
+            }
         }
         picked
     }
@@ -299,16 +340,21 @@ impl Bm25 {
         }
     }
 
-    fn top(&self, query: &str, k: usize, visible: &dyn Fn(usize) -> bool) -> Vec<(usize, f32)> {
+    fn top(
+        &self,
+        query: &str,
+        k: usize,
+        visible: &(dyn Fn(usize) -> bool + Sync),
+    ) -> Vec<(usize, f32)> {
         let n = self.lengths.len() as f32;
         let mut scores: HashMap<usize, f32> = HashMap::new();
-        let mut seen = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         for term in terms(query) {
             if seen.contains(&term) {
                 continue;
             }
             let Some(list) = self.postings.get(&term) else {
-                seen.push(term);
+                seen.insert(term);
                 continue;
             };
             let df = list.len() as f32;
@@ -320,7 +366,7 @@ impl Bm25 {
                     idf * tf * (BM25_K1 + 1.0) / (tf + BM25_K1 * (1.0 - BM25_B + BM25_B * length));
                 *scores.entry(i).or_default() += score;
             }
-            seen.push(term);
+            seen.insert(term);
         }
         let mut best = TopK::new(k);
         for (i, score) in scores {

@@ -135,6 +135,7 @@ async fn upsert(
             override_config: body.override_config,
             cleanup,
             files,
+            chat_id: None,
         },
     )
     .await?;

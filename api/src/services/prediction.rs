@@ -181,6 +181,31 @@ pub async fn start(
     if let Some(email) = &request.lead_email {
         state.store.create_lead(flow.id, &chat_id, email).await?;
     }
+    if let Some(store) = runnable.upload_store()
+        && !request.uploads.is_empty()
+    {
+        // The chat's files are searchable from its first question on.
+        let files = request
+            .uploads
+            .iter()
+            .map(|u| crate::retrieval::load::FileData {
+                name: u.file_name.clone(),
+                bytes: u.bytes.clone(),
+            })
+            .collect();
+        super::vectors::upsert(
+            state,
+            flow,
+            super::vectors::UpsertRequest {
+                stop_node_id: Some(store.node_id.clone()),
+                override_config: request.override_config.clone(),
+                cleanup: super::vectors::Cleanup::None,
+                files,
+                chat_id: Some(session.clone()),
+            },
+        )
+        .await?;
+    }
     if !request.uploads.is_empty() {
         let dir = state
             .config

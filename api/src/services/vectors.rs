@@ -63,6 +63,9 @@ pub struct UpsertRequest {
     pub cleanup: Cleanup,
     /// Uploaded files; each goes to the loader of its type.
     pub files: Vec<FileData>,
+    /// Files attached to a prediction: their chunks carry `metadata.chatId` and
+    /// only that chat's searches find them.
+    pub chat_id: Option<String>,
 }
 
 #[derive(Debug)]
@@ -86,11 +89,27 @@ pub async fn upsert(
     };
     let target = plan.upsert_target(request.stop_node_id.as_deref(), &overrides)?;
     let mut loaders = target.loaders;
+    if request.chat_id.is_some() {
+        // A chat's files only: not the loaders' own files or text again.
+        for loader in &mut loaders {
+            loader.files.clear();
+            loader.needs_upload = false;
+        }
+    }
     route_files(&mut loaders, request.files)?;
+    if request.chat_id.is_some() {
+        loaders.retain(|l| !l.files.is_empty());
+    }
 
     let mut documents = Vec::new();
     for loader in &loaders {
         documents.extend(load_documents(loader).await?);
+    }
+    if let Some(chat) = &request.chat_id {
+        for d in &mut documents {
+            d.metadata
+                .insert("chatId".into(), Value::from(chat.as_str()));
+        }
     }
     let fingerprint = target.store.embeddings.fingerprint();
     let chunks = tokio::task::spawn_blocking(move || hashed(&fingerprint, documents))
@@ -156,6 +175,19 @@ pub async fn upsert(
                 .into(),
         ));
     }
+    if let Some(dims) = vectors.first().map(Vec::len) {
+        let deleted_ids: HashSet<Uuid> = deleted.iter().map(|k| k.id).collect();
+        if let Some(kept) = stored
+            .iter()
+            .find(|k| k.dims != dims && !deleted_ids.contains(&k.id))
+        {
+            return Err(ServiceError::Invalid(format!(
+                "the store holds chunks embedded in {} dimensions, and node {} gives {dims}: \
+                 its embeddings model changed; upsert again with cleanup \"full\" to replace them",
+                kept.dims, store.embeddings_node
+            )));
+        }
+    }
     let deleted_ids: Vec<Uuid> = deleted.iter().map(|k| k.id).collect();
     let mut new_chunks = Vec::with_capacity(added.len());
     let mut added_docs = Vec::with_capacity(added.len());
@@ -164,7 +196,7 @@ pub async fn upsert(
             id: Uuid::now_v7(),
             content_hash: hash,
             source: source_of(&document).map(str::to_owned),
-            chat_id: None,
+            chat_id: request.chat_id.clone(),
             page_content: document.page_content.clone(),
             metadata: document.metadata.clone(),
             embedding,
@@ -180,7 +212,15 @@ pub async fn upsert(
             deleted: deleted_ids,
             counts,
         })
-        .await?;
+        .await
+        .map_err(|e| match e {
+            crate::store::StoreError::Conflict(_) => ServiceError::Conflict(
+                "another upsert to this vector store stored some of these chunks meanwhile; \
+                 nothing of this one was stored — send it again"
+                    .into(),
+            ),
+            other => other.into(),
+        })?;
     state.indexes.forget(flow.id, &store.node_id);
     Ok(UpsertAnswer {
         counts,
@@ -231,9 +271,22 @@ fn route_files(loaders: &mut [LoaderSpec], files: Vec<FileData>) -> ServiceResul
     }
     for (i, files) in routed {
         loaders[i].files = files;
+        loaders[i].needs_upload = false;
     }
-    Ok(())
+    match loaders.iter().find(|l| l.needs_upload) {
+        Some(l) => Err(ServiceError::Invalid(format!(
+            "node {} names files kept in a Flowise server's storage, which weir cannot read; \
+             send them in 'files' of this upsert (multipart/form-data)",
+            l.node_id
+        ))),
+        None => Ok(()),
+    }
 }
+
+/// Text one upsert may load (all files together), and what splitting it may make
+/// (overlap repeats text): bounds on the memory one request can take.
+const MAX_LOADED_BYTES: usize = 256 * 1024 * 1024;
+const MAX_SPLIT_BYTES: usize = 1024 * 1024 * 1024;
 
 /// A loader's documents, split and with its metadata applied (Flowise's order:
 /// split, then merge the node's metadata, then leave out `omitMetadataKeys`).
@@ -241,6 +294,30 @@ async fn load_documents(loader: &LoaderSpec) -> ServiceResult<Vec<Document>> {
     let documents = load::load(&loader.kind, &loader.files)
         .await
         .map_err(|e| ServiceError::Invalid(format!("node {}: {}", loader.node_id, e.0)))?;
+    let loaded: usize = documents.iter().map(|d| d.page_content.len()).sum();
+    if loaded > MAX_LOADED_BYTES {
+        return Err(ServiceError::Invalid(format!(
+            "node {} loaded {} MiB of text; one upsert takes at most {} MiB: send fewer files at once",
+            loader.node_id,
+            loaded >> 20,
+            MAX_LOADED_BYTES >> 20
+        )));
+    }
+    if let Some(s) = &loader.splitter {
+        // Each chunk repeats up to `overlap` of the previous one.
+        let step = s.chunk_size.saturating_sub(s.chunk_overlap).max(1);
+        let expected = loaded.saturating_mul(s.chunk_size) / step;
+        if expected > MAX_SPLIT_BYTES {
+            return Err(ServiceError::Invalid(format!(
+                "node {}: chunks of {} with an overlap of {} would repeat this text about {}x; \
+                 lower the overlap or send less text",
+                loader.node_id,
+                s.chunk_size,
+                s.chunk_overlap,
+                s.chunk_size / step
+            )));
+        }
+    }
     let splitter = match &loader.splitter {
         Some(s) => Some(
             Splitter::new(s.kind.clone(), s.chunk_size, s.chunk_overlap)
@@ -365,23 +442,43 @@ impl Retriever for VectorSearch {
             })?
             .pop()
             .ok_or_else(|| failed("got no embedding for the question".into()))?;
-        let hits = index
-            .search(&Query {
-                vector: &vector,
-                text: query,
-                top_k: store.top_k,
-                search: store.search,
-                chat_id: Some(&flow.session_id),
-            })
+        let (top_k, search) = (store.top_k, store.search);
+        let (text, chat) = (query.to_owned(), flow.session_id.clone());
+        let run = move |index: &Index| {
+            index
+                .search(&Query {
+                    vector: &vector,
+                    text: &text,
+                    top_k,
+                    search,
+                    chat_id: Some(&chat),
+                })
+                .map(|hits| hits.into_iter().map(|(d, _)| d.clone()).collect::<Vec<_>>())
+        };
+        // A search is CPU work (milliseconds on a large store): not on an async thread.
+        let hits = tokio::task::spawn_blocking(move || run(&index))
+            .await
+            .map_err(|e| failed(format!("the search task failed: {e}")))?
             .map_err(failed)?;
-        Ok(hits.into_iter().map(|(d, _)| d.clone()).collect())
+        Ok(hits)
     }
 }
+
+/// Indexes kept at most; beyond this many the cache starts over.
+const INDEX_CACHE_CAPACITY: usize = 256;
 
 /// Built indexes per (chatflow, vector store node).
 pub struct IndexCache {
     ttl: Duration,
-    entries: Mutex<HashMap<(Uuid, String), Cached>>,
+    entries: Mutex<Entries>,
+}
+
+#[derive(Default)]
+struct Entries {
+    cached: HashMap<(Uuid, String), Cached>,
+    /// Moved on by every write here: an index built from a read that began
+    /// before a write is not kept.
+    generations: HashMap<(Uuid, String), u64>,
 }
 
 struct Cached {
@@ -394,16 +491,19 @@ impl IndexCache {
     pub fn new(ttl: Duration) -> Self {
         IndexCache {
             ttl,
-            entries: Mutex::new(HashMap::new()),
+            entries: Mutex::new(Entries::default()),
         }
     }
 
     /// Drops a store's index (this replica wrote to it).
     pub fn forget(&self, chatflow: Uuid, node_id: &str) {
-        self.lock().remove(&(chatflow, node_id.to_owned()));
+        let key = (chatflow, node_id.to_owned());
+        let mut entries = self.lock();
+        entries.cached.remove(&key);
+        *entries.generations.entry(key).or_default() += 1;
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(Uuid, String), Cached>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Entries> {
         self.entries.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -416,13 +516,20 @@ impl IndexCache {
         node_id: &str,
     ) -> Result<Arc<Index>, String> {
         let key = (chatflow, node_id.to_owned());
-        let known = self.lock().get(&key).map(|c| {
+        let (known, generation) = {
+            let entries = self.lock();
+            let known = entries.cached.get(&key).map(|c| {
+                (
+                    c.checked.elapsed() < self.ttl,
+                    c.version,
+                    Arc::clone(&c.index),
+                )
+            });
             (
-                c.checked.elapsed() < self.ttl,
-                c.version,
-                Arc::clone(&c.index),
+                known,
+                entries.generations.get(&key).copied().unwrap_or_default(),
             )
-        });
+        };
         if let Some((true, _, index)) = known {
             return Ok(index);
         }
@@ -432,7 +539,7 @@ impl IndexCache {
                 .await
                 .map_err(|e| e.to_string())?;
             if now == *version {
-                if let Some(c) = self.lock().get_mut(&key) {
+                if let Some(c) = self.lock().cached.get_mut(&key) {
                     c.checked = Instant::now();
                 }
                 return Ok(Arc::clone(index));
@@ -457,14 +564,20 @@ impl IndexCache {
         .await
         .map_err(|e| format!("the index task failed: {e}"))??;
         let index = Arc::new(index);
-        self.lock().insert(
-            key,
-            Cached {
-                checked: Instant::now(),
-                version,
-                index: Arc::clone(&index),
-            },
-        );
+        let mut entries = self.lock();
+        if entries.generations.get(&key).copied().unwrap_or_default() == generation {
+            if entries.cached.len() >= INDEX_CACHE_CAPACITY {
+                entries.cached.clear();
+            }
+            entries.cached.insert(
+                key,
+                Cached {
+                    checked: Instant::now(),
+                    version,
+                    index: Arc::clone(&index),
+                },
+            );
+        }
         Ok(index)
     }
 }

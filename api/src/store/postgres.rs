@@ -1735,7 +1735,7 @@ impl Store for PostgresStore {
 
     async fn vector_chunk_keys(&self, chatflow: Uuid, node_id: &str) -> StoreResult<Vec<ChunkKey>> {
         self.query_all(
-            "SELECT id, content_hash, source FROM vector_chunks
+            "SELECT id, content_hash, source, length(embedding) / 4 FROM vector_chunks
              WHERE chatflow_id = $1 AND node_id = $2 ORDER BY seq",
             &[&chatflow, &node_id],
             |row| {
@@ -1743,6 +1743,7 @@ impl Store for PostgresStore {
                     id: row.try_get(0)?,
                     content_hash: row.try_get(1)?,
                     source: row.try_get(2)?,
+                    dims: usize::try_from(row.try_get::<_, i32>(3)?).unwrap_or(0),
                 })
             },
         )

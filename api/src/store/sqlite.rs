@@ -1682,7 +1682,7 @@ impl Store for SqliteStore {
         let node_id = node_id.to_owned();
         self.read(move |conn| {
             let mut stmt = conn.prepare_cached(
-                "SELECT id, content_hash, source FROM vector_chunks
+                "SELECT id, content_hash, source, length(embedding) / 4 FROM vector_chunks
                  WHERE chatflow_id = ?1 AND node_id = ?2 ORDER BY seq",
             )?;
             stmt.query_map(params![chatflow.to_string(), node_id], |row| {
@@ -1690,6 +1690,7 @@ impl Store for SqliteStore {
                     id: uuid_at(row, 0)?,
                     content_hash: row.get(1)?,
                     source: row.get(2)?,
+                    dims: usize::try_from(row.get::<_, i64>(3)?).unwrap_or(0),
                 })
             })?
             .collect()

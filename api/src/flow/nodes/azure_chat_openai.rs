@@ -12,7 +12,7 @@ use crate::llm::openai::Auth;
 
 pub struct AzureChatOpenAI;
 
-const DEFAULT_API_VERSION: &str = "2024-10-21";
+pub(super) const DEFAULT_API_VERSION: &str = "2024-10-21";
 
 const INPUTS: [InputSpec; 17] = with_ignored([
     input("modelName", K::Text),
@@ -43,27 +43,14 @@ impl Node for AzureChatOpenAI {
         let setting = |input: &str, env: &str| key_from(node, &[input], env);
         let base = match node.text("basePath") {
             Some(base) => base.trim_end_matches('/').to_owned(),
-            None => {
-                let instance = setting(
-                    "azureOpenAIApiInstanceName",
-                    "AZURE_OPENAI_API_INSTANCE_NAME",
-                );
-                let deployment = setting(
+            None => super::azure_deployment_url(
+                node,
+                setting(
                     "azureOpenAIApiDeploymentName",
                     "AZURE_OPENAI_API_DEPLOYMENT_NAME",
-                );
-                match (instance, deployment) {
-                    (Some(i), Some(d)) => {
-                        format!("https://{i}.openai.azure.com/openai/deployments/{d}")
-                    }
-                    _ => {
-                        return Err(node.invalid(
-                            "needs 'basePath', or an instance and a deployment name (inputs or \
-                             AZURE_OPENAI_API_INSTANCE_NAME and AZURE_OPENAI_API_DEPLOYMENT_NAME)",
-                        ));
-                    }
-                }
-            }
+                ),
+                "AZURE_OPENAI_API_DEPLOYMENT_NAME",
+            )?,
         };
         Ok(Component::Model(ModelSpec {
             node_id: node.id().to_owned(),

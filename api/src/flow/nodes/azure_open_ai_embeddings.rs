@@ -15,8 +15,6 @@ use crate::llm::openai::Auth;
 
 pub struct AzureOpenAiEmbeddings;
 
-const DEFAULT_API_VERSION: &str = "2024-10-21";
-
 static SPEC: NodeSpec = NodeSpec {
     name: "azureOpenAIEmbeddings",
     category: Category::Embeddings,
@@ -57,31 +55,18 @@ impl Node for AzureOpenAiEmbeddings {
                 Some(d) => format!("{}/{d}", root.trim_end_matches('/')),
                 None => root.trim_end_matches('/').to_owned(),
             },
-            (None, None) => {
-                let instance = setting(
-                    "azureOpenAIApiInstanceName",
-                    "AZURE_OPENAI_API_INSTANCE_NAME",
-                );
-                match (instance, deployment) {
-                    (Some(i), Some(d)) => {
-                        format!("https://{i}.openai.azure.com/openai/deployments/{d}")
-                    }
-                    _ => {
-                        return Err(node.invalid(
-                            "needs 'basePath', or an instance and a deployment name (inputs or \
-                             AZURE_OPENAI_API_INSTANCE_NAME and \
-                             AZURE_OPENAI_API_EMBEDDINGS_DEPLOYMENT_NAME)",
-                        ));
-                    }
-                }
-            }
+            (None, None) => super::azure_deployment_url(
+                node,
+                deployment,
+                "AZURE_OPENAI_API_EMBEDDINGS_DEPLOYMENT_NAME",
+            )?,
         };
         Ok(Component::Embeddings(EmbeddingsSpec::OpenAi {
             base,
             auth: Auth::Azure {
                 key: setting("azureOpenAIApiKey", "AZURE_OPENAI_API_KEY"),
                 version: setting("azureOpenAIApiVersion", "AZURE_OPENAI_API_VERSION")
-                    .unwrap_or_else(|| DEFAULT_API_VERSION.to_owned()),
+                    .unwrap_or_else(|| super::azure_chat_openai::DEFAULT_API_VERSION.to_owned()),
             },
             model: node
                 .text("modelName")

@@ -26,12 +26,17 @@ pub fn file_loader(
     file_input: &str,
     kind: LoaderKind,
 ) -> Result<Component, FlowError> {
-    let files = match node.text(file_input) {
+    let text = node.text(file_input);
+    let files = match text {
         Some(text) => load::decode_file_input(text)
             .map_err(|e| node.invalid(format_args!("input '{file_input}' {e}")))?,
         None => Vec::new(),
     };
-    loader(node, kind, files)
+    let mut built = loader(node, kind, files)?;
+    if let Component::Loader(spec) = &mut built {
+        spec.needs_upload = text.is_some_and(load::is_flowise_storage);
+    }
+    Ok(built)
 }
 
 pub fn loader(
@@ -56,6 +61,7 @@ pub fn loader(
         splitter: node.splitter("textSplitter")?,
         metadata,
         omit_keys,
+        needs_upload: false,
     }))
 }
 
@@ -77,7 +83,7 @@ pub fn splitter(node: &Build<'_>, kind: SplitterKind) -> Result<Component, FlowE
 }
 
 /// The inputs of every vector store: its documents, embeddings, and search.
-pub const STORE_COMMON: [InputSpec; 7] = [
+pub const STORE_COMMON: [InputSpec; 8] = [
     input("document", K::Anchors(Category::DocumentLoader)),
     input("embeddings", K::Anchor(Category::Embeddings)),
     input("topK", K::Integer),
@@ -85,10 +91,17 @@ pub const STORE_COMMON: [InputSpec; 7] = [
     input("fetchK", K::Integer),
     input("lambda", K::Number),
     input("recordManager", K::Ignored),
+    input("fileUpload", K::Boolean),
 ];
 
+/// Most chunks one search returns.
+const MAX_TOP_K: u32 = 100;
+/// Most candidates an MMR search weighs.
+const MAX_FETCH_K: u32 = 1000;
+
 pub fn vector_store(node: &Build<'_>, node_type: &'static str) -> Result<Component, FlowError> {
-    let top_k = node.count("topK", 4, 1000)? as usize;
+    // Bounded: these are overridable, and a search costs about fetchK x topK.
+    let top_k = node.count("topK", 4, MAX_TOP_K)? as usize;
     let search = match node.text("searchType").unwrap_or("similarity") {
         "similarity" => SearchType::Similarity,
         "mmr" => {
@@ -97,7 +110,7 @@ pub fn vector_store(node: &Build<'_>, node_type: &'static str) -> Result<Compone
                 return Err(node.invalid("input 'lambda' must be between 0 and 1"));
             }
             SearchType::Mmr {
-                fetch_k: node.count("fetchK", 20, 10_000)? as usize,
+                fetch_k: node.count("fetchK", 20, MAX_FETCH_K)? as usize,
                 lambda: lambda as f32,
             }
         }
@@ -118,5 +131,6 @@ pub fn vector_store(node: &Build<'_>, node_type: &'static str) -> Result<Compone
             .map_or_else(String::new, |id| (*id).to_owned()),
         top_k,
         search,
+        file_upload: node.boolean("fileUpload")?,
     }))
 }

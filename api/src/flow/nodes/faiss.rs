@@ -8,13 +8,7 @@ use crate::flow::node::{Build, Category, InputSpec, Node, NodeSpec, concat};
 
 pub struct Faiss;
 
-const INPUTS: [InputSpec; 9] = concat(
-    STORE_COMMON,
-    [
-        input("basePath", K::Ignored),
-        input("fileUpload", K::Ignored),
-    ],
-);
+const INPUTS: [InputSpec; 9] = concat(STORE_COMMON, [input("basePath", K::Ignored)]);
 
 static SPEC: NodeSpec = NodeSpec {
     name: "faiss",

@@ -3,7 +3,7 @@
 use super::{K, input};
 use crate::flow::FlowError;
 use crate::flow::component::{Component, EmbeddingsSpec};
-use crate::flow::node::{Build, Category, Node, NodeSpec, required, sensitive};
+use crate::flow::node::{Build, Category, InputSpec, Node, NodeSpec, sensitive};
 use crate::llm::openai::Auth;
 
 pub struct LocalAiEmbeddings;
@@ -12,7 +12,10 @@ static SPEC: NodeSpec = NodeSpec {
     name: "localAIEmbeddings",
     category: Category::Embeddings,
     inputs: &[
-        required("basePath", K::Text),
+        InputSpec {
+            required: true,
+            ..sensitive("basePath", K::Text)
+        },
         input("modelName", K::Text),
         sensitive("localAIApiKey", K::Text),
         input("credential", K::Ignored),

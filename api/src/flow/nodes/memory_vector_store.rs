@@ -1,19 +1,16 @@
 //! `memoryVectorStore`: Flowise's in-memory store. In weir its chunks persist in weir's store like every vector store's (Flowise loses them on restart).
 
 use super::documents::{self, STORE_COMMON};
-use super::{K, input};
 use crate::flow::FlowError;
 use crate::flow::component::Component;
-use crate::flow::node::{Build, Category, InputSpec, Node, NodeSpec, concat};
+use crate::flow::node::{Build, Category, Node, NodeSpec};
 
 pub struct MemoryVectorStore;
-
-const INPUTS: [InputSpec; 8] = concat(STORE_COMMON, [input("fileUpload", K::Ignored)]);
 
 static SPEC: NodeSpec = NodeSpec {
     name: "memoryVectorStore",
     category: Category::VectorStore,
-    inputs: &INPUTS,
+    inputs: &STORE_COMMON,
 };
 
 impl Node for MemoryVectorStore {

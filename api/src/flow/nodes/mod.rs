@@ -129,3 +129,27 @@ fn sampling(
 fn model_name(node: &Build<'_>, default: &str) -> String {
     node.text("modelName").unwrap_or(default).to_owned()
 }
+
+/// An Azure OpenAI deployment's base URL from its instance and deployment
+/// names (each from the node or the environment); `deployment_env` names the
+/// variable the message mentions.
+fn azure_deployment_url(
+    node: &Build<'_>,
+    deployment: Option<String>,
+    deployment_env: &str,
+) -> Result<String, FlowError> {
+    let instance = key_from(
+        node,
+        &["azureOpenAIApiInstanceName"],
+        "AZURE_OPENAI_API_INSTANCE_NAME",
+    );
+    match (instance, deployment) {
+        (Some(i), Some(d)) => Ok(format!(
+            "https://{i}.openai.azure.com/openai/deployments/{d}"
+        )),
+        _ => Err(node.invalid(format_args!(
+            "needs 'basePath', or an instance and a deployment name (inputs or \
+             AZURE_OPENAI_API_INSTANCE_NAME and {deployment_env})"
+        ))),
+    }
+}

@@ -19,7 +19,6 @@ const INPUTS: [InputSpec; 20] = concat(
         input("tableName", K::Ignored),
         input("driver", K::Ignored),
         input("distanceStrategy", K::Ignored),
-        input("fileUpload", K::Ignored),
         input("batchSize", K::Ignored),
         input("additionalConfig", K::Ignored),
         input("pgMetadataFilter", K::Ignored),

@@ -28,6 +28,9 @@ use crate::llm::openai::Auth;
 /// Where `localEmbeddings`' files are, inside the models dir.
 pub const MINILM_DIR: &str = "all-minilm-l6-v2";
 
+/// Texts the embedded model embeds per turn.
+const LOCAL_SLICE: usize = 128;
+
 /// Tries of one provider call (the first and two retries).
 const TRIES: u32 = 3;
 
@@ -54,17 +57,19 @@ pub enum EmbeddingsSpec {
 }
 
 impl EmbeddingsSpec {
-    /// What makes two vectors comparable: the model and its dimensions, not the
-    /// endpoint. Part of each chunk's hash, so that switching models re-embeds.
+    /// What makes two vectors comparable: the server (an Azure deployment, a
+    /// self-hosted model), the model and its dimensions. Part of each chunk's
+    /// hash, so that switching models re-embeds.
     pub fn fingerprint(&self) -> String {
         match self {
             EmbeddingsSpec::OpenAi {
+                base,
                 model,
                 dimensions,
                 label,
                 ..
-            } => format!("{label}:{model}:{}", dimensions.unwrap_or(0)),
-            EmbeddingsSpec::Ollama { model, .. } => format!("ollama:{model}"),
+            } => format!("{label}:{base}:{model}:{}", dimensions.unwrap_or(0)),
+            EmbeddingsSpec::Ollama { base, model, .. } => format!("ollama:{base}:{model}"),
             EmbeddingsSpec::Local => "local:all-MiniLM-L6-v2".to_owned(),
         }
     }
@@ -149,18 +154,24 @@ impl Embeddings {
             }
             EmbeddingsSpec::Local => {
                 let model = self.local.get().await?;
-                let _turn =
-                    self.local.turns.acquire().await.map_err(|_| {
+                // In slices, each taking its turn: a large upsert does not hold
+                // the model while questions wait, and a caller that went away
+                // stops after the current slice.
+                for slice in texts.chunks(LOCAL_SLICE) {
+                    let turn = self.local.turns.acquire().await.map_err(|_| {
                         LlmError::new("the embedded embedding model is shutting down")
                     })?;
-                let texts = texts.to_vec();
-                return tokio::task::spawn_blocking(move || {
-                    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-                    model.embed(&refs)
-                })
-                .await
-                .map_err(|e| LlmError::new(format!("the embedding task failed: {e}")))?
-                .map_err(LlmError::new);
+                    let (model, slice) = (Arc::clone(&model), slice.to_vec());
+                    let vectors = tokio::task::spawn_blocking(move || {
+                        let refs: Vec<&str> = slice.iter().map(String::as_str).collect();
+                        model.embed(&refs)
+                    })
+                    .await
+                    .map_err(|e| LlmError::new(format!("the embedding task failed: {e}")))?
+                    .map_err(LlmError::new)?;
+                    drop(turn);
+                    out.extend(vectors);
+                }
             }
         }
         Ok(out)

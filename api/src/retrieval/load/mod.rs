@@ -57,7 +57,49 @@ impl LoaderKind {
         let ext = extension(file_name);
         match self {
             LoaderKind::PlainText { .. } => false,
-            LoaderKind::Text => matches!(ext.as_str(), "txt" | "md" | "markdown" | "text" | "log"),
+            // Flowise's text loader's types: text, markup and source code.
+            LoaderKind::Text => matches!(
+                ext.as_str(),
+                "txt"
+                    | "text"
+                    | "log"
+                    | "md"
+                    | "markdown"
+                    | "html"
+                    | "htm"
+                    | "xml"
+                    | "rst"
+                    | "tex"
+                    | "ltx"
+                    | "aspx"
+                    | "asp"
+                    | "c"
+                    | "h"
+                    | "cpp"
+                    | "cs"
+                    | "css"
+                    | "less"
+                    | "scss"
+                    | "go"
+                    | "java"
+                    | "js"
+                    | "ts"
+                    | "php"
+                    | "proto"
+                    | "py"
+                    | "python"
+                    | "rb"
+                    | "ruby"
+                    | "rs"
+                    | "scala"
+                    | "sc"
+                    | "sol"
+                    | "sql"
+                    | "swift"
+                    | "vb"
+                    | "yaml"
+                    | "yml"
+            ),
             LoaderKind::Csv { .. } => ext == "csv",
             LoaderKind::Json { .. } => ext == "json",
             LoaderKind::JsonLines { .. } => ext == "jsonl",
@@ -84,10 +126,19 @@ pub async fn load(kind: &LoaderKind, files: &[FileData]) -> Result<Vec<Document>
     for file in files {
         match kind {
             LoaderKind::PlainText { .. } => {}
-            LoaderKind::Text => out.push(Document::new(text_of(file)?, source(&file.name))),
-            LoaderKind::Csv { column } => out.extend(csv_rows(file, column.as_deref())?),
-            LoaderKind::Json { pointers } => out.extend(json_strings(file, pointers)?),
-            LoaderKind::JsonLines { pointer } => out.extend(json_lines(file, pointer.as_deref())?),
+            LoaderKind::Text
+            | LoaderKind::Csv { .. }
+            | LoaderKind::Json { .. }
+            | LoaderKind::JsonLines { .. } => {
+                // Parsing a large file is CPU work: off the async threads.
+                let (kind, file) = (kind.clone(), file.clone());
+                let name = file.name.clone();
+                out.extend(
+                    tokio::task::spawn_blocking(move || parse_text_file(&kind, &file))
+                        .await
+                        .map_err(|e| LoadError(format!("reading '{name}' failed: {e}")))??,
+                );
+            }
             LoaderKind::Pdf { per_page } => {
                 let pdf = pdf::extract_pdf(file.bytes.clone(), &file.name).await?;
                 let total = pdf.pages.len();
@@ -115,6 +166,17 @@ pub async fn load(kind: &LoaderKind, files: &[FileData]) -> Result<Vec<Document>
         }
     }
     Ok(out)
+}
+
+/// The loaders of text formats, on one file.
+fn parse_text_file(kind: &LoaderKind, file: &FileData) -> Result<Vec<Document>, LoadError> {
+    match kind {
+        LoaderKind::Text => Ok(vec![Document::new(text_of(file)?, source(&file.name))]),
+        LoaderKind::Csv { column } => csv_rows(file, column.as_deref()),
+        LoaderKind::Json { pointers } => json_strings(file, pointers),
+        LoaderKind::JsonLines { pointer } => json_lines(file, pointer.as_deref()),
+        _ => Ok(Vec::new()),
+    }
 }
 
 fn source(name: &str) -> Map<String, Value> {
@@ -345,6 +407,12 @@ fn json_lines(file: &FileData, pointer: Option<&str>) -> Result<Vec<Document>, L
     Ok(out)
 }
 
+/// Whether a file input names files kept in a Flowise server's storage
+/// (`FILE-STORAGE::["a.pdf"]`), which weir cannot read: they must be uploaded.
+pub fn is_flowise_storage(value: &str) -> bool {
+    value.trim().starts_with("FILE-STORAGE::")
+}
+
 /// Flowise's file inputs: `data:<mime>;base64,<data>,filename:<name>`, or a JSON
 /// array text of them. Stored-file references (`FILE-STORAGE::…`) point into a
 /// Flowise server's storage and cannot be read here: such a node needs its files
@@ -354,12 +422,8 @@ pub fn decode_file_input(value: &str) -> Result<Vec<FileData>, String> {
     if value.is_empty() {
         return Ok(Vec::new());
     }
-    if value.starts_with("FILE-STORAGE::") {
-        return Err(
-            "refers to files stored in a Flowise server; send the files to \
-             POST /api/v1/vector/upsert/<chatflow id> instead"
-                .into(),
-        );
+    if is_flowise_storage(value) {
+        return Ok(Vec::new());
     }
     let items: Vec<String> = if value.starts_with('[') {
         serde_json::from_str(value).map_err(|e| format!("is not a list of files: {e}"))?
@@ -457,7 +521,8 @@ mod tests {
             r#"["data:text/plain;base64,YQ==,filename:a.txt","data:text/plain;base64,Yg==,filename:b.txt"]"#,
         )?;
         assert_eq!(many.len(), 2);
-        assert!(decode_file_input("FILE-STORAGE::[\"a.txt\"]").is_err());
+        assert!(decode_file_input("FILE-STORAGE::[\"a.txt\"]")?.is_empty());
+        assert!(is_flowise_storage("FILE-STORAGE::[\"a.txt\"]"));
         assert!(decode_file_input("not a url").is_err());
         Ok(())
     }

@@ -22,6 +22,9 @@ CREATE TABLE vector_chunks (
     embedding     BLOB NOT NULL
 );
 CREATE INDEX vector_chunks_by_store ON vector_chunks (chatflow_id, node_id, seq);
+-- One copy of a chunk per store: of two concurrent upserts of the same files,
+-- the second to commit fails whole instead of storing duplicates.
+CREATE UNIQUE INDEX vector_chunks_by_hash ON vector_chunks (chatflow_id, node_id, content_hash);
 
 CREATE TABLE upsert_history (
     id           TEXT PRIMARY KEY,
