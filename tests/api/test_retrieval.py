@@ -866,3 +866,36 @@ def test_files_attached_to_a_prediction_are_searched_in_that_chat_only(api, fake
                  files=[("files", ("lockers.txt", fact.encode(), "text/plain"))])
     assert r.status_code == 200, r.text
     assert fact not in contents(r.json().get("sourceDocuments"))
+
+
+def test_a_new_embeddings_model_replaces_the_store_only_with_full_cleanup(api, fake):
+    """Vectors of two models cannot be compared: an upsert whose embeddings have
+    other dimensions than the stored chunks is refused unless it replaces them."""
+    def flow_data(dims):
+        return chunks_flow(fake, POLICIES[:2], flows.openai_embeddings(fake.url, dimensions=dims))
+
+    flow = create_flow(api, flow_data(16))
+    assert counts(upserted(upsert(api, flow))) == (2, 0, 0, 0)
+    r = api.put(f"/chatflows/{flow}", json={"flowData": json.dumps(flow_data(32))})
+    assert r.status_code == 200, r.text
+    assert_error(upsert(api, flow), 400, "cleanup")
+    assert counts(upserted(upsert(api, flow, cleanup="full"))) == (0, 2, 0, 0)
+    answer = ask(api, flow, "When are invoices paid?")
+    assert answer["sourceDocuments"], answer
+
+
+def test_endpoints_of_embeddings_are_not_a_callers_to_change(api, fake):
+    """The LocalAI embeddings' `basePath` is an endpoint: in a flow where no other
+    node has that input (Local QnA: chatOllama + faiss), a request may not point it
+    elsewhere unless the chatflow allows it."""
+    splitter = flows.character_splitter(200, 0, "\n\n")
+    loader = flows.plain_text(POLICIES[0], splitter)
+    emb = flows.localai_embeddings(fake.url)
+    store = flows.faiss_store([loader], emb)
+    model = flows.ollama_model(fake.url)
+    chain = flows.conversational_retrieval_qa_chain(model, store)
+    flow = create_flow(api, flows.rag(splitter, loader, emb, store, model, chain))
+    assert_error(upsert(api, flow, overrideConfig={"basePath": "http://169.254.169.254/latest"}), 403, "basePath")
+    assert_error(api.post(f"/prediction/{flow}", json={"question": "hi", "overrideConfig": {
+        "basePath": "http://169.254.169.254/latest"}}), 403, "basePath")
+    assert counts(upserted(upsert(api, flow))) == (1, 0, 0, 0)
