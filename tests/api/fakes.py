@@ -575,11 +575,13 @@ class FakeTelegram:
 class FakeSite:
     """A web site on a loopback address (any of 127.0.0.0/8): GET answers `body`,
     POST answers `posted: <request body>`; with `redirect_to` every request is a 302
-    there. Records each request as (method, path, headers with lower-case names, body)."""
+    there; with `pages` ({path: html}), GET of such a path answers that HTML (other
+    paths 404). Records each request as (method, path, headers with lower-case names, body)."""
 
-    def __init__(self, host="127.0.0.1", body="hello from the site", redirect_to=None):
+    def __init__(self, host="127.0.0.1", body="hello from the site", redirect_to=None, pages=None):
         self.hits = []
         self.body = body
+        self.pages = pages
         self.redirect_to = redirect_to
         site = self
 
@@ -598,6 +600,15 @@ class FakeSite:
                     self.send_header("Location", site.redirect_to)
                     self.send_header("Content-Length", "0")
                     self.end_headers()
+                    return
+                if site.pages is not None and method == "GET":
+                    page = site.pages.get(self.path)
+                    payload = (page or "not found").encode()
+                    self.send_response(200 if page is not None else 404)
+                    self.send_header("Content-Type", "text/html; charset=utf-8")
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
                     return
                 payload = (site.body if method == "GET" else f"posted: {data}").encode()
                 self.send_response(200)

@@ -26,7 +26,7 @@ import pytest
 import requests
 
 import flows
-from fakes import EMBED_DIMS, GOOD_KEY, FakeProviders, embed_text
+from fakes import EMBED_DIMS, GOOD_KEY, FakeProviders, FakeSite, embed_text
 from prediction_client import ask, assert_stream, create_flow, stream
 from weir_harness import MODELS_DIR, Api, assert_error, backends
 
@@ -34,7 +34,7 @@ MINILM = MODELS_DIR / "all-minilm-l6-v2"
 needs_minilm = pytest.mark.skipif(not MINILM.is_dir(), reason=f"no {MINILM}: run scripts/fetch-models")
 ISO_MS_Z = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 COUNTS = ("numAdded", "numUpdated", "numSkipped", "numDeleted")
-LOADERS = {"plainText", "textFile", "csvFile", "jsonFile", "jsonlinesFile", "pdfFile", "docxFile"}
+LOADERS = {"cheerioWebScraper", "plainText", "textFile", "csvFile", "jsonFile", "jsonlinesFile", "pdfFile", "docxFile"}
 QA_PROMPT = ("Use the following pieces of context to answer the question at the end. If you don't know the "
              "answer, just say that you don't know, don't try to make up an answer.\n\n{context}\n\n"
              "Question: {question}\nHelpful Answer:")
@@ -899,3 +899,67 @@ def test_endpoints_of_embeddings_are_not_a_callers_to_change(api, fake):
     assert_error(api.post(f"/prediction/{flow}", json={"question": "hi", "overrideConfig": {
         "basePath": "http://169.254.169.254/latest"}}), 403, "basePath")
     assert counts(upserted(upsert(api, flow))) == (1, 0, 0, 0)
+
+
+# ------------------------------------------------------------------ web pages
+
+SITE = {
+    "/": """<html><head><style>body{}</style></head><body><nav>Menu</nav>
+        <main><h1>Harbour office</h1><p>The harbour office opens at seven.</p>
+        <script>track()</script><a href="/fees">Fees</a> <a href="/fees#top">Fees again</a>
+        <a href="http://127.0.0.3:1/elsewhere">Elsewhere</a> <a href="/boats">Boats</a></main></body></html>""",
+    "/fees": "<html><body><main><p>Mooring costs twelve euros a night.</p></main></body></html>",
+    "/boats": "<html><body><main><p>Boats longer than twenty metres need a pilot.</p></main></body></html>",
+}
+
+
+def web_flow(fake, url, **inputs):
+    splitter = flows.character_splitter(400, 0, "\n\n")
+    loader = flows.node("cheerioWebScraper_0", "cheerioWebScraper",
+                        {"url": url, "textSplitter": flows.ref(splitter["id"]), **inputs})
+    return qa_flow(fake, [splitter, loader])
+
+
+def test_web_pages_are_read_and_crawled_through_the_address_guard(make_weir, fake):
+    site = FakeSite("127.0.0.2", pages=SITE)
+    try:
+        # A server that allows nothing private refuses the loopback page: a 400 naming node and page.
+        guarded = make_weir()
+        guarded.start()
+        api = Api(guarded.url, guarded.create_key())
+        flow = create_flow(api, web_flow(fake, f"{site.url}/"))
+        message = assert_error(upsert(api, flow), 400, "cheerioWebScraper_0")["message"]
+        assert "refused" in message
+        assert not site.hits
+
+        w = make_weir()
+        w.env["ALLOW_PRIVATE_REQUESTS"] = "127.0.0.2/32"
+        w.start()
+        api = Api(w.url, w.create_key())
+        # One page; the selector picks <main>; scripts are not content.
+        one = create_flow(api, web_flow(fake, f"{site.url}/", selector="main"))
+        body = upserted(upsert(api, one))
+        assert [d["metadata"]["source"] for d in body["addedDocs"]] == [f"{site.url}/"]
+        text = body["addedDocs"][0]["pageContent"]
+        assert "The harbour office opens at seven." in text and "Harbour office" in text
+        assert "track()" not in text and "Menu" not in text
+        # A crawl follows links of the same site, once each, up to the limit.
+        crawl = create_flow(api, web_flow(fake, f"{site.url}/", selector="main",
+                                          relativeLinksMethod="webCrawl", limit="2"))
+        sources = [d["metadata"]["source"] for d in upserted(upsert(api, crawl))["addedDocs"]]
+        assert sources == [f"{site.url}/", f"{site.url}/fees"]
+        everything = create_flow(api, web_flow(fake, f"{site.url}/", relativeLinksMethod="webCrawl", limit="0"))
+        sources = {d["metadata"]["source"] for d in upserted(upsert(api, everything))["addedDocs"]}
+        assert sources == {f"{site.url}/", f"{site.url}/fees", f"{site.url}/boats"}
+        answer = ask(api, everything, "How much is mooring a night?")
+        assert "Mooring costs twelve euros a night." in contents(answer["sourceDocuments"])
+        # The URL is the server's to fetch: a caller may not change it.
+        assert_error(upsert(api, one, overrideConfig={"url": "http://169.254.169.254/"}), 403, "url")
+        # A bad selector or crawl method is a 400 naming the node, before anything is fetched.
+        hits = len(site.hits)
+        for bad in ({"selector": "main["}, {"relativeLinksMethod": "scrapeXMLSitemap"}):
+            flow = create_flow(api, web_flow(fake, site.url, **bad))
+            assert_error(upsert(api, flow), 400, "cheerioWebScraper_0")
+        assert len(site.hits) == hits
+    finally:
+        site.close()

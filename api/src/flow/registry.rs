@@ -48,6 +48,7 @@ pub static NODES: &[&dyn Node] = &[
     &jsonlines_file::JsonlinesFile,
     &pdf_file::PdfFile,
     &docx_file::DocxFile,
+    &cheerio_web_scraper::CheerioWebScraper,
     &recursive_character_text_splitter::RecursiveCharacterTextSplitter,
     &character_text_splitter::CharacterTextSplitter,
     &markdown_text_splitter::MarkdownTextSplitter,

@@ -101,6 +101,11 @@ pub async fn upsert(
         loaders.retain(|l| !l.files.is_empty());
     }
 
+    for loader in &mut loaders {
+        if let crate::retrieval::load::LoaderKind::Web { url, crawl, .. } = &loader.kind {
+            loader.files = fetch_pages(state, &loader.node_id, url, *crawl).await?;
+        }
+    }
     let mut documents = Vec::new();
     for loader in &loaders {
         documents.extend(load_documents(loader).await?);
@@ -226,6 +231,57 @@ pub async fn upsert(
         counts,
         added: added_docs,
     })
+}
+
+/// A web loader's pages: the first must answer (a 400 naming it otherwise);
+/// with `crawl`, same-site pages it links to, breadth first, up to that many
+/// pages in all (one that fails is left out).
+async fn fetch_pages(
+    state: &Services,
+    node_id: &str,
+    url: &str,
+    crawl: Option<usize>,
+) -> ServiceResult<Vec<FileData>> {
+    let start = reqwest::Url::parse(url)
+        .map_err(|e| ServiceError::Invalid(format!("node {node_id}: '{url}' is not a URL: {e}")))?;
+    let (page, body) = state.tools.web.fetch_page(&start).await.map_err(|why| {
+        ServiceError::Invalid(format!("node {node_id} could not read {url}: {why}"))
+    })?;
+    let limit = crawl.unwrap_or(1).max(1);
+    let mut seen = vec![start, page.clone()];
+    let mut queue = std::collections::VecDeque::new();
+    let mut pages = Vec::new();
+    let mut fetched = Some((page, body));
+    while let Some((page, body)) = fetched.take() {
+        if crawl.is_some() {
+            let html = String::from_utf8_lossy(&body);
+            for link in crate::retrieval::load::html::same_site_links(&html, &page) {
+                if !seen.contains(&link) {
+                    seen.push(link.clone());
+                    queue.push_back(link);
+                }
+            }
+        }
+        pages.push(FileData {
+            name: page.to_string(),
+            bytes: body,
+        });
+        while pages.len() < limit {
+            let Some(next) = queue.pop_front() else {
+                break;
+            };
+            match state.tools.web.fetch_page(&next).await {
+                Ok(answer) => {
+                    fetched = Some(answer);
+                    break;
+                }
+                Err(why) => {
+                    tracing::info!(node = node_id, page = %next, %why, "a crawled page was left out")
+                }
+            }
+        }
+    }
+    Ok(pages)
 }
 
 /// Sources this upsert loaded (of added and of skipped chunks alike).

@@ -15,6 +15,7 @@ pub mod chat_mistral_ai;
 pub mod chat_ollama;
 pub mod chat_openai;
 pub mod chat_prompt_template;
+pub mod cheerio_web_scraper;
 pub mod conversation_chain;
 pub mod conversational_agent;
 pub mod conversational_retrieval_qa_chain;

@@ -205,6 +205,38 @@ impl WebClient {
     }
 }
 
+/// Bytes of a web page a document loader reads at most.
+const MAX_PAGE_BYTES: usize = 8 << 20;
+
+impl WebClient {
+    /// A page for a document loader (`cheerioWebScraper`): GET through the same
+    /// guard as the request tools; its final URL (after redirects) and its body.
+    pub async fn fetch_page(&self, url: &Url) -> Result<(Url, bytes::Bytes), String> {
+        check_url(&self.policy, url)?;
+        let response = self
+            .client
+            .get(url.clone())
+            .send()
+            .await
+            .map_err(|e| format!("the request failed: {}", root_cause(&e)))?;
+        let status = response.status();
+        if !status.is_success() {
+            return Err(format!("it answered HTTP {}", status.as_u16()));
+        }
+        let page = response.url().clone();
+        let mut body = Vec::new();
+        let mut stream = response.bytes_stream();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| format!("the page broke off: {}", root_cause(&e)))?;
+            if body.len() + chunk.len() > MAX_PAGE_BYTES {
+                return Err(format!("the page is over {} MiB", MAX_PAGE_BYTES >> 20));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok((page, bytes::Bytes::from(body)))
+    }
+}
+
 /// Only http(s), and no IP literal the policy refuses (in any spelling).
 fn check_url(policy: &AddressPolicy, url: &Url) -> Result<(), String> {
     if !matches!(url.scheme(), "http" | "https") {

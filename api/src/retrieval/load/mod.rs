@@ -7,11 +7,14 @@
 //! - JSON Lines (`jsonlinesFile`): one per line, the value at a pointer;
 //! - PDF (`pdfFile`, [`pdf`]): one per page or per file, parsed in a child process;
 //! - DOCX (`docxFile`, [`docx`]): one per file.
+//! - Web pages (`cheerioWebScraper`, [`html`]): one per page, fetched by the
+//!   caller through the SSRF guard.
 //!
 //! Every document's `metadata.source` is the file's name (Flowise writes
 //! `"blob"`). A malformed file is a [`LoadError`] naming it.
 
 pub mod docx;
+pub mod html;
 pub mod pdf;
 
 use bytes::Bytes;
@@ -49,6 +52,13 @@ pub enum LoaderKind {
         per_page: bool,
     },
     Docx,
+    /// `cheerioWebScraper`: the page at `url` (and, with `crawl`, up to that many
+    /// pages of the same site it links to); the caller fetches them.
+    Web {
+        url: String,
+        selector: Option<String>,
+        crawl: Option<usize>,
+    },
 }
 
 impl LoaderKind {
@@ -56,7 +66,7 @@ impl LoaderKind {
     pub fn accepts(&self, file_name: &str) -> bool {
         let ext = extension(file_name);
         match self {
-            LoaderKind::PlainText { .. } => false,
+            LoaderKind::PlainText { .. } | LoaderKind::Web { .. } => false,
             // Flowise's text loader's types: text, markup and source code.
             LoaderKind::Text => matches!(
                 ext.as_str(),
@@ -138,6 +148,16 @@ pub async fn load(kind: &LoaderKind, files: &[FileData]) -> Result<Vec<Document>
                         .await
                         .map_err(|e| LoadError(format!("reading '{name}' failed: {e}")))??,
                 );
+            }
+            LoaderKind::Web { selector, .. } => {
+                let (html, selector) = (file.bytes.clone(), selector.clone());
+                let text = tokio::task::spawn_blocking(move || {
+                    html::page_text(&String::from_utf8_lossy(&html), selector.as_deref())
+                })
+                .await
+                .map_err(|e| LoadError(format!("reading '{}' failed: {e}", file.name)))?
+                .map_err(|e| LoadError(format!("page '{}': {e}", file.name)))?;
+                out.push(Document::new(text, source(&file.name)));
             }
             LoaderKind::Pdf { per_page } => {
                 let pdf = pdf::extract_pdf(file.bytes.clone(), &file.name).await?;
