@@ -17,6 +17,10 @@ use std::time::Instant;
 
 use weir_api::retrieval::embed::local::LocalEmbedder;
 
+#[path = "support/cpu.rs"]
+mod cpu;
+use cpu::cpu_seconds;
+
 fn fail(msg: impl std::fmt::Display) -> ! {
     eprintln!("embed_bench: {msg}");
     std::process::exit(1)
@@ -102,22 +106,4 @@ fn main() {
             "threads": threads,
         })
     );
-}
-
-/// User + system CPU seconds of this process so far (Linux; 0 elsewhere).
-fn cpu_seconds() -> f64 {
-    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
-        return 0.0;
-    };
-    // Fields after the parenthesised command name; utime and stime are the
-    // 12th and 13th of them, in clock ticks (100 per second on Linux).
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    (ticks(11) + ticks(12)) / 100.0
 }

@@ -13,6 +13,10 @@ use std::time::Instant;
 use weir_api::llm::local::LocalModel;
 use weir_api::llm::{ChatMessage, Role, SamplingParams};
 
+#[path = "support/cpu.rs"]
+mod cpu;
+use cpu::cpu_seconds;
+
 const PROMPTS: &[&str] = &[
     "Write a short story about a lighthouse keeper who finds a message in a bottle.",
     "Explain how a bicycle works, step by step, for a ten-year-old.",
@@ -142,22 +146,4 @@ fn main() {
         g_tok as f64 / g_ms * 1e3,
         g_tok
     );
-}
-
-/// User + system CPU seconds of this process so far (Linux; 0 elsewhere).
-fn cpu_seconds() -> f64 {
-    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
-        return 0.0;
-    };
-    // Fields after the parenthesised command name; utime and stime are the
-    // 12th and 13th of them, in clock ticks (100 per second on Linux).
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    (ticks(11) + ticks(12)) / 100.0
 }

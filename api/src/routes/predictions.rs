@@ -124,7 +124,7 @@ impl JsonUpload {
                 ApiError::BadRequest(format!("upload '{name}' is not valid base64: {e}"))
             })?;
         Ok(Some(Upload {
-            file_name: name,
+            name,
             bytes: bytes.into(),
         }))
     }
@@ -202,9 +202,9 @@ async fn read_multipart(mut form: Multipart) -> ApiResult<(PredictionBody, Vec<U
                     "at most {MAX_FILES} files may be attached"
                 )));
             }
-            let file_name = field.file_name().unwrap_or("upload").to_owned();
+            let name = field.file_name().unwrap_or("upload").to_owned();
             let bytes = field.bytes().await.map_err(bad)?;
-            uploads.push(Upload { file_name, bytes });
+            uploads.push(Upload { name, bytes });
         } else {
             let text = field.text().await.map_err(bad)?;
             // Structured fields arrive as JSON text.

@@ -8,7 +8,7 @@
 use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, FromRequest, Multipart, Request, State};
 use axum::http::{StatusCode, header};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{Map, Value};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
@@ -16,14 +16,13 @@ use utoipa_axum::routes;
 use uuid::Uuid;
 
 use super::CommonErrors;
-use crate::domain::{Chatflow, Permission, UpsertCounts, UpsertRecord};
+use crate::domain::{Chatflow, Permission, UpsertRecord};
 use crate::http::AppState;
 use crate::http::auth::AuthUser;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::{Json, Path, Query};
-use crate::retrieval::Document;
 use crate::retrieval::load::FileData;
-use crate::services::vectors::{self, Cleanup, UpsertRequest};
+use crate::services::vectors::{self, Cleanup, UpsertAnswer, UpsertRequest};
 
 /// Most files one upsert may send.
 const MAX_FILES: usize = 100;
@@ -48,16 +47,6 @@ struct UpsertBody {
     /// upsert loaded that it no longer has) or `full` (every stored chunk it no
     /// longer has).
     cleanup: Option<String>,
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-struct UpsertAnswer {
-    #[serde(flatten)]
-    counts: UpsertCounts,
-    /// The chunks added, as stored.
-    #[schema(value_type = Vec<Object>)]
-    added_docs: Vec<Document>,
 }
 
 /// Fills a chatflow's vector store from its document loaders, or from uploaded
@@ -139,10 +128,7 @@ async fn upsert(
         },
     )
     .await?;
-    Ok(Json(UpsertAnswer {
-        counts: answer.counts,
-        added_docs: answer.added,
-    }))
+    Ok(Json(answer))
 }
 
 async fn read_multipart(

@@ -37,12 +37,8 @@ pub struct HistoryItem {
     pub role: MessageRole,
 }
 
-/// A file attached to a multipart prediction.
-#[derive(Debug, Clone)]
-pub struct Upload {
-    pub file_name: String,
-    pub bytes: bytes::Bytes,
-}
+/// A file attached to a prediction: what document loaders read.
+pub use crate::retrieval::load::FileData as Upload;
 
 /// A validated prediction request.
 #[derive(Debug, Default)]
@@ -181,18 +177,11 @@ pub async fn start(
     if let Some(email) = &request.lead_email {
         state.store.create_lead(flow.id, &chat_id, email).await?;
     }
-    if let Some(store) = runnable.upload_store()
-        && !request.uploads.is_empty()
+    if !request.uploads.is_empty()
+        && let Some(store) = runnable.upload_store()
     {
         // The chat's files are searchable from its first question on.
-        let files = request
-            .uploads
-            .iter()
-            .map(|u| crate::retrieval::load::FileData {
-                name: u.file_name.clone(),
-                bytes: u.bytes.clone(),
-            })
-            .collect();
+        let files = request.uploads.clone();
         super::vectors::upsert(
             state,
             flow,
@@ -487,7 +476,7 @@ async fn save_uploads(dir: &Path, uploads: Vec<Upload>) -> std::io::Result<Vec<P
         let path = dir.join(format!(
             "{}-{}",
             Uuid::new_v4().simple(),
-            safe_segment(&upload.file_name)
+            safe_segment(&upload.name)
         ));
         tokio::fs::write(&path, &upload.bytes).await?;
         saved.push(path);

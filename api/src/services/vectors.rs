@@ -68,10 +68,15 @@ pub struct UpsertRequest {
     pub chat_id: Option<String>,
 }
 
-#[derive(Debug)]
+/// What an upsert did: the answer of `POST /api/v1/vector/upsert/:id`.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct UpsertAnswer {
+    #[serde(flatten)]
     pub counts: UpsertCounts,
-    pub added: Vec<Document>,
+    /// The chunks added, as stored.
+    #[schema(value_type = Vec<Object>)]
+    pub added_docs: Vec<Document>,
 }
 
 /// Fills a chatflow's vector store.
@@ -227,10 +232,7 @@ pub async fn upsert(
             other => other.into(),
         })?;
     state.indexes.forget(flow.id, &store.node_id);
-    Ok(UpsertAnswer {
-        counts,
-        added: added_docs,
-    })
+    Ok(UpsertAnswer { counts, added_docs })
 }
 
 /// A web loader's pages: the first must answer (a 400 naming it otherwise);
@@ -248,7 +250,7 @@ async fn fetch_pages(
         ServiceError::Invalid(format!("node {node_id} could not read {url}: {why}"))
     })?;
     let limit = crawl.unwrap_or(1).max(1);
-    let mut seen = vec![start, page.clone()];
+    let mut seen: HashSet<reqwest::Url> = [start, page.clone()].into();
     let mut queue = std::collections::VecDeque::new();
     let mut pages = Vec::new();
     let mut fetched = Some((page, body));
@@ -256,8 +258,7 @@ async fn fetch_pages(
         if crawl.is_some() {
             let html = String::from_utf8_lossy(&body);
             for link in crate::retrieval::load::html::same_site_links(&html, &page) {
-                if !seen.contains(&link) {
-                    seen.push(link.clone());
+                if seen.insert(link.clone()) {
                     queue.push_back(link);
                 }
             }
@@ -419,7 +420,7 @@ fn hashed(fingerprint: &str, documents: Vec<Document>) -> Vec<(String, Document)
             h.update([0]);
             h.update(d.page_content.as_bytes());
             h.update([0]);
-            canonical(&Value::Object(d.metadata.clone()), &mut h);
+            canonical_object(&d.metadata, &mut h);
             let hash = h
                 .finalize()
                 .iter()
@@ -432,18 +433,7 @@ fn hashed(fingerprint: &str, documents: Vec<Document>) -> Vec<(String, Document)
 
 fn canonical(value: &Value, h: &mut Sha256) {
     match value {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            h.update(b"{");
-            for k in keys {
-                h.update(serde_json::to_string(k).unwrap_or_default().as_bytes());
-                h.update(b":");
-                canonical(&map[k], h);
-                h.update(b",");
-            }
-            h.update(b"}");
-        }
+        Value::Object(map) => canonical_object(map, h),
         Value::Array(items) => {
             h.update(b"[");
             for item in items {
@@ -454,6 +444,19 @@ fn canonical(value: &Value, h: &mut Sha256) {
         }
         other => h.update(other.to_string().as_bytes()),
     }
+}
+
+fn canonical_object(map: &Map<String, Value>, h: &mut Sha256) {
+    let mut keys: Vec<&String> = map.keys().collect();
+    keys.sort();
+    h.update(b"{");
+    for k in keys {
+        h.update(serde_json::to_string(k).unwrap_or_default().as_bytes());
+        h.update(b":");
+        canonical(&map[k], h);
+        h.update(b",");
+    }
+    h.update(b"}");
 }
 
 /// The retriever runs use: indexes built from the stored chunks, the question

@@ -75,7 +75,7 @@ impl Node for CheerioWebScraper {
                 selector,
                 crawl,
             },
-            Vec::new(),
         )
+        .map(Component::Loader)
     }
 }

@@ -9,7 +9,7 @@ use crate::flow::FlowError;
 use crate::flow::component::{Component, LoaderSpec, SplitterSpec, VectorStoreSpec};
 use crate::flow::node::{Build, Category};
 use crate::retrieval::index::SearchType;
-use crate::retrieval::load::{self, FileData, LoaderKind};
+use crate::retrieval::load::{self, LoaderKind};
 use crate::retrieval::split::{Splitter, SplitterKind};
 
 /// The inputs every loader has besides its own.
@@ -32,18 +32,16 @@ pub fn file_loader(
             .map_err(|e| node.invalid(format_args!("input '{file_input}' {e}")))?,
         None => Vec::new(),
     };
-    let mut built = loader(node, kind, files)?;
-    if let Component::Loader(spec) = &mut built {
-        spec.needs_upload = text.is_some_and(load::is_flowise_storage);
-    }
-    Ok(built)
+    Ok(Component::Loader(LoaderSpec {
+        files,
+        needs_upload: text.is_some_and(load::is_flowise_storage),
+        ..loader(node, kind)?
+    }))
 }
 
-pub fn loader(
-    node: &Build<'_>,
-    kind: LoaderKind,
-    files: Vec<FileData>,
-) -> Result<Component, FlowError> {
+/// A loader without files of its own (its text, a web page), with its splitter,
+/// metadata and omitted keys.
+pub fn loader(node: &Build<'_>, kind: LoaderKind) -> Result<LoaderSpec, FlowError> {
     let metadata: Map<String, Value> = node.json_object("metadata")?;
     let omit_keys = node
         .text("omitMetadataKeys")
@@ -54,15 +52,15 @@ pub fn loader(
                 .collect()
         })
         .unwrap_or_default();
-    Ok(Component::Loader(LoaderSpec {
+    Ok(LoaderSpec {
         node_id: node.id().to_owned(),
         kind,
-        files,
+        files: Vec::new(),
         splitter: node.splitter("textSplitter")?,
         metadata,
         omit_keys,
         needs_upload: false,
-    }))
+    })
 }
 
 /// A splitter node: its kind with `chunkSize` (default 1000; 0 is the default,

@@ -30,6 +30,6 @@ impl Node for PlainText {
             .and_then(serde_json::Value::as_str)
             .unwrap_or_default()
             .to_owned();
-        documents::loader(node, LoaderKind::PlainText { text }, Vec::new())
+        documents::loader(node, LoaderKind::PlainText { text }).map(Component::Loader)
     }
 }

@@ -115,6 +115,7 @@ pub fn same_site_links(html: &str, page: &Url) -> Vec<Url> {
     };
     let document = Html::parse_document(html);
     let mut out: Vec<Url> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     for a in document.select(&anchors) {
         let Some(href) = a.value().attr("href") else {
             continue;
@@ -126,7 +127,7 @@ pub fn same_site_links(html: &str, page: &Url) -> Vec<Url> {
         if url.scheme() == page.scheme()
             && url.host_str() == page.host_str()
             && url.port_or_known_default() == page.port_or_known_default()
-            && !out.contains(&url)
+            && seen.insert(url.clone())
         {
             out.push(url);
         }
