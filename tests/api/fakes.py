@@ -33,6 +33,23 @@ prompt templates require; text after the JSON object is ignored.
 
 No directive, or no tools: the Echo behaviour above.
 
+Forced tools (what agentflow nodes send). When a request forces one tool — OpenAI
+`tool_choice: {"type": "function", "function": {"name": N}}`, Anthropic
+`tool_choice: {"type": "tool", "name": N}`, or `"required"` / `{"type": "any"}`
+with N the only tool offered — named `structured_output` or `choose_scenario`, the
+model calls it whatever the directives say:
+- `structured_output`: the arguments come from a directive in the latest user
+  message holding one (so a retry whose last user message is a validation error
+  still finds it): `STRUCT <json>` answers the json; `STRUCT_BAD_ONCE <json>`
+  answers `{}` (every required key missing) the first time that message is seen,
+  the json afterwards (`struct_requests(fragment)` counts them). Without a
+  directive the arguments are built from the tool's schema: strings "x", numbers
+  1, booleans true, enums their first value, arrays [], objects recursively.
+- `choose_scenario`: `{"output": S}` with S the first of the tool's
+  `properties.output.enum` values found (case-insensitively) in the last user
+  message — a `"scenarios": [...]` list in that message (Flowise's condition agent
+  prompt) is left out of the search — else `{"output": "none of these"}`.
+
 Embeddings. `POST …/embeddings` speaks OpenAI's wire (OpenAI, LocalAI, Azure at
 `/openai/deployments/<dep>/embeddings?api-version=V`): `{"model", "input": text or
 [texts], "dimensions"?, "encoding_format"?}` → `{"object": "list", "data":
@@ -53,8 +70,9 @@ error body, to test retries and failed upserts.
 Keys: `Authorization: Bearer sk-good` (OpenAI-compatible), `api-key: sk-good`
 (Azure, whose path is `/openai/deployments/<dep>/chat/completions?api-version=V`),
 `x-api-key: sk-good` (Anthropic); embeddings check the same headers as chat (Ollama
-takes none). Every request is recorded with its full path (query included),
-headers and body."""
+takes none). On the OpenAI-compatible chat path the model `missing-model` is a 404
+and the model `server-error` a 500. Every request is recorded with its full path
+(query included), headers and body."""
 
 import base64
 import json
@@ -171,11 +189,53 @@ def tool_names(body):
     return names
 
 
+def forced_tool(body):
+    """The name of the one tool a request forces the model to call, or None."""
+    names = tool_names(body)
+    choice = body.get("tool_choice")
+    if isinstance(choice, dict):
+        name = (choice.get("function") or {}).get("name") or choice.get("name")
+        if name:
+            return name
+        choice = choice.get("type")
+    if choice in ("required", "any") and len(names) == 1:
+        return names[0]
+    return None
+
+
+def tool_schema(body, name):
+    """The JSON schema of the parameters of the offered tool `name` ({} if none)."""
+    for tool in body.get("tools") or []:
+        if "function" in tool:
+            if tool["function"].get("name") == name:
+                return tool["function"].get("parameters") or {}
+        elif tool.get("name") == name:
+            return tool.get("input_schema") or tool.get("parameters") or {}
+    return {}
+
+
+def example_of(schema):
+    """A value of a JSON schema: strings "x", numbers 1, booleans true, enums their
+    first value, arrays [], objects with every property."""
+    if not isinstance(schema, dict):
+        return None
+    if schema.get("enum"):
+        return schema["enum"][0]
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), None)
+    if kind == "object" or "properties" in schema:
+        return {k: example_of(v) for k, v in (schema.get("properties") or {}).items()}
+    return {"string": "x", "number": 1, "integer": 1, "boolean": True, "array": []}.get(kind)
+
+
 # --- Directives ---------------------------------------------------------------------
 
 _DIRECTIVE = re.compile(r"\b(CALL|LOOP|PARALLEL)\s")
 _ROUTE = re.compile(r"\bROUTE\s+([\w-]+(?:,[\w-]+)*)")
 _TOOL_AND_JSON = re.compile(r"\s*(\S+)\s+(.*)", re.S)
+_STRUCT = re.compile(r"\bSTRUCT(_BAD_ONCE)?\s+")
+_SCENARIO_LIST = re.compile(r'"scenarios"\s*:\s*\[.*?\]', re.S)
 
 
 def _json_prefix(text):
@@ -234,6 +294,7 @@ class FakeProviders:
         self.disconnected = threading.Event()
         self.lock = threading.Lock()
         self.routes = {}  # supervisor calls seen per ROUTE message text
+        self.structs = {}  # structured_output calls seen per STRUCT message text
         self.embed_failures = []  # statuses the next embedding requests answer
         fake = self
 
@@ -344,6 +405,11 @@ class FakeProviders:
         names = tool_names(body)
         if not names:
             return None
+        forced = forced_tool(body)
+        if forced == "structured_output":
+            return Answer(calls=[(forced, self.structured(body, turns))])
+        if forced == "choose_scenario":
+            return Answer(calls=[(forced, self.scenario(body, turns))])
         if "route" in names:
             for turn in turns:
                 m = _ROUTE.search(turn.text) if turn.role == "user" else None
@@ -369,6 +435,39 @@ class FakeProviders:
         nxt = names[k] if k < len(names) else "FINISH"
         return "route", {"reasoning": f"step {k + 1}", "next": nxt, "instructions": f"do part {k + 1}"}
 
+    def structured(self, body, turns):
+        """The arguments of a forced `structured_output` call (module docstring)."""
+        schema = tool_schema(body, "structured_output")
+        for turn in reversed(turns):
+            m = _STRUCT.search(turn.text) if turn.role == "user" else None
+            if not m:
+                continue
+            try:
+                value = _json_prefix(turn.text[m.end():])
+            except ValueError:
+                break
+            with self.lock:
+                seen = self.structs.get(turn.text, 0)
+                self.structs[turn.text] = seen + 1
+            return {} if m.group(1) and seen == 0 else value
+        return example_of(schema)
+
+    def struct_requests(self, fragment):
+        """How many structured_output calls were answered for the STRUCT messages
+        containing `fragment`."""
+        with self.lock:
+            return sum(n for text, n in self.structs.items() if fragment in text)
+
+    @staticmethod
+    def scenario(body, turns):
+        """The arguments of a forced `choose_scenario` call (module docstring)."""
+        output = (tool_schema(body, "choose_scenario").get("properties") or {}).get("output") or {}
+        text = _SCENARIO_LIST.sub("", last_user_text(turns)).lower()
+        for option in output.get("enum") or []:
+            if str(option).lower() in text:
+                return {"output": option}
+        return {"output": "none of these"}
+
     # OpenAI-compatible (OpenAI, Azure OpenAI, Mistral, vLLM...)
 
     @staticmethod
@@ -381,6 +480,8 @@ class FakeProviders:
             return self.reply_json(h, 401, {"error": {"message": "Incorrect API key provided", "type": "invalid_request_error"}})
         if body.get("model") == "missing-model":
             return self.reply_json(h, 404, {"error": {"message": "The model `missing-model` does not exist"}})
+        if body.get("model") == "server-error":
+            return self.reply_json(h, 500, {"error": {"message": "The server had an error", "type": "server_error"}})
         system, turns = openai_conversation(body)
         answer = self.decide(body, system, turns)
         self.start_stream(h, "text/event-stream")
@@ -573,14 +674,17 @@ class FakeTelegram:
 
 
 class FakeSite:
-    """A web site on a loopback address (any of 127.0.0.0/8): GET answers `body`,
-    POST answers `posted: <request body>`; with `redirect_to` every request is a 302
+    """A web site on a loopback address (any of 127.0.0.0/8): GET answers `body`
+    (as `content_type`, text/plain by default), POST answers `posted: <request
+    body>` as text/plain; with `redirect_to` every request is a 302
     there; with `pages` ({path: html}), GET of such a path answers that HTML (other
     paths 404). Records each request as (method, path, headers with lower-case names, body)."""
 
-    def __init__(self, host="127.0.0.1", body="hello from the site", redirect_to=None, pages=None):
+    def __init__(self, host="127.0.0.1", body="hello from the site", redirect_to=None, pages=None,
+                 content_type="text/plain; charset=utf-8"):
         self.hits = []
         self.body = body
+        self.content_type = content_type
         self.pages = pages
         self.redirect_to = redirect_to
         site = self
@@ -612,7 +716,8 @@ class FakeSite:
                     return
                 payload = (site.body if method == "GET" else f"posted: {data}").encode()
                 self.send_response(200)
-                self.send_header("Content-Type", "text/plain; charset=utf-8")
+                kind = site.content_type if method == "GET" else "text/plain; charset=utf-8"
+                self.send_header("Content-Type", kind)
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
                 self.wfile.write(payload)

@@ -354,3 +354,229 @@ def rag(*nodes):
     """A flow of these nodes (loaders, splitters, embeddings, stores, a chain...),
     wired by their references."""
     return wired(list(nodes))
+
+
+# --- Agentflow V2: Start, LLM, Agent, Tool, Condition, Loop, HTTP... nodes -----------
+#
+# Nodes are written as Flowise's agentflow editor stores them: `type: "agentFlow"`,
+# `data.inputParams` (with `acceptVariable` where Flowise has it, so only those
+# inputs take variables), unset inputs as "", models and tools selected by name with
+# their own inputs in `<input>Config` (Flowise's loadConfig), edges from
+# `<node>-output-<name>` (or `<node>-output-<i>` for a decision node's branch i) to
+# the target's id.
+
+AV, OPT, LC = "acceptVariable", "optional", "loadConfig"
+
+# name: (type, color, [(input, input type, flags...)])
+AGENTFLOW_NODES = {
+    "startAgentflow": ("Start", "#7EE787", [
+        ("startInputType", "options"), ("formTitle", "string"), ("formDescription", "string"),
+        ("formInputTypes", "array"), ("startEphemeralMemory", "boolean", OPT), ("startState", "array", OPT),
+        ("startPersistState", "boolean", OPT)]),
+    "llmAgentflow": ("LLM", "#64B5F6", [
+        ("llmModel", "asyncOptions", LC), ("llmMessages", "array", AV, OPT), ("llmEnableMemory", "boolean", OPT),
+        ("llmMemoryType", "options", OPT), ("llmMemoryWindowSize", "number"), ("llmMemoryMaxTokenLimit", "number"),
+        ("llmUserMessage", "string", AV, OPT), ("llmReturnResponseAs", "options"),
+        ("llmStructuredOutput", "array", AV, OPT), ("llmUpdateState", "array", AV, OPT)]),
+    "agentAgentflow": ("Agent", "#4DD0E1", [
+        ("agentModel", "asyncOptions", LC), ("agentMessages", "array", AV, OPT), ("agentTools", "array", OPT),
+        ("agentKnowledgeDocumentStores", "array", OPT), ("agentKnowledgeVSEmbeddings", "array", OPT),
+        ("agentEnableMemory", "boolean", OPT), ("agentMemoryType", "options", OPT),
+        ("agentMemoryWindowSize", "number"), ("agentMemoryMaxTokenLimit", "number"),
+        ("agentUserMessage", "string", AV, OPT), ("agentReturnResponseAs", "options"),
+        ("agentStructuredOutput", "array", AV, OPT), ("agentUpdateState", "array", AV, OPT)]),
+    "toolAgentflow": ("Tool", "#d4a373", [
+        ("toolAgentflowSelectedTool", "asyncOptions", LC), ("toolInputArgs", "array", AV),
+        ("toolUpdateState", "array", AV, OPT)]),
+    "conditionAgentflow": ("Condition", "#FFB938", [("conditions", "array", AV)]),
+    "conditionAgentAgentflow": ("ConditionAgent", "#ff8fab", [
+        ("conditionAgentModel", "asyncOptions", LC), ("conditionAgentInstructions", "string", AV),
+        ("conditionAgentInput", "string", AV), ("conditionAgentScenarios", "array"),
+        ("conditionAgentEnableMemory", "boolean", OPT), ("conditionAgentMemoryType", "options", OPT),
+        ("conditionAgentOverrideSystemPrompt", "boolean", OPT), ("conditionAgentSystemPrompt", "string", AV, OPT)]),
+    "loopAgentflow": ("Loop", "#FFA07A", [
+        ("loopBackToNode", "asyncOptions"), ("maxLoopCount", "number"), ("fallbackMessage", "string", AV, OPT),
+        ("loopUpdateState", "array", AV, OPT)]),
+    "directReplyAgentflow": ("DirectReply", "#4DDBBB", [("directReplyMessage", "string", AV)]),
+    "httpAgentflow": ("HTTP", "#FF7F7F", [
+        ("method", "options"), ("url", "string", AV), ("headers", "array", AV, OPT),
+        ("queryParams", "array", AV, OPT), ("bodyType", "options", OPT), ("body", "string", AV, OPT),
+        ("body", "array", AV, OPT), ("responseType", "options", OPT)]),
+    "customFunctionAgentflow": ("CustomFunction", "#E4B7FF", [
+        ("customFunctionInputVariables", "array", AV, OPT), ("customFunctionJavascriptFunction", "code"),
+        ("customFunctionUpdateState", "array", AV, OPT)]),
+    "retrieverAgentflow": ("Retriever", "#b8bedd", [
+        ("retrieverKnowledgeDocumentStores", "array"), ("retrieverQuery", "string", AV),
+        ("outputFormat", "options"), ("retrieverUpdateState", "array", AV, OPT)]),
+    "stickyNoteAgentflow": ("StickyNote", "#fee440", [("note", "string", OPT)]),
+}
+NO_OUTPUT = {"loopAgentflow", "directReplyAgentflow"}
+
+
+def af_node(node_id, name, inputs, label=None, branches=None):
+    """An agentflow node `name` with these inputs. `branches`: how many output
+    anchors a decision node has (`<id>-output-0` ... `-<branches - 1>`)."""
+    kind, color, params = AGENTFLOW_NODES[name]
+    input_params = []
+    for param_name, param_type, *flags in params:
+        param = {"label": param_name, "name": param_name, "type": param_type,
+                 "id": f"{node_id}-input-{param_name}-{param_type}", "display": True}
+        param.update({flag: True for flag in flags})
+        input_params.append(param)
+    label = label or kind
+    if branches is not None:
+        anchors = [{"id": f"{node_id}-output-{i}", "label": i, "name": i, "description": f"Condition {i}"}
+                   for i in range(branches)]
+        if name == "conditionAgentflow":
+            anchors[-1]["description"] = "Else"
+        outputs = {name: ""}
+    else:
+        anchors = [] if name in NO_OUTPUT else [{"id": f"{node_id}-output-{name}", "label": label, "name": name}]
+        outputs = {}
+    data = {"id": node_id, "label": label, "version": 1, "name": name, "type": kind, "color": color,
+            "baseClasses": [kind], "category": "Agent Flows", "inputParams": input_params, "inputAnchors": [],
+            "inputs": inputs, "outputAnchors": anchors, "outputs": outputs, "selected": False}
+    if name == "startAgentflow":
+        data["hideInput"] = True
+    if name in NO_OUTPUT:
+        data["hideOutput"] = True
+    return {"id": node_id, "type": "stickyNote" if name == "stickyNoteAgentflow" else "agentFlow",
+            "position": {"x": 0, "y": 0}, "data": data}
+
+
+def agentflow(nodes, links=()):
+    """flowData of these nodes; `links`: (source id, target id) for an ordinary
+    edge, (source id, target id, i) for branch i of a decision node."""
+    by_id = {n["id"]: n["data"] for n in nodes}
+    edges = []
+    for source, target, *branch in links:
+        handle = f"{source}-output-{branch[0] if branch else by_id[source]['name']}"
+        data = {"sourceColor": by_id[source]["color"], "targetColor": by_id[target]["color"], "isHumanInput": False}
+        if branch:
+            data["edgeLabel"] = str(branch[0])
+        edges.append({"source": source, "sourceHandle": handle, "target": target, "targetHandle": target,
+                      "data": data, "type": "agentFlow", "id": f"{source}-{handle}-{target}-{target}"})
+    return graph(nodes, edges)
+
+
+def af_model(field, model):
+    """The inputs selecting a chat model in an agentflow node: `field` (llmModel,
+    agentModel, conditionAgentModel) names the model node type and `<field>Config`
+    holds that node's inputs. `model`: a chat model node of this module
+    (openai_model(...), anthropic_model(...), ...)."""
+    name = model["data"]["name"]
+    return {field: name, f"{field}Config": {**model["data"]["inputs"], field: name}}
+
+
+def af_openai(base, field="llmModel", key="sk-good", model="gpt-test"):
+    """The fake's OpenAI-compatible model, as the brief of the agentflow tests gives it."""
+    return af_model(field, node("chatOpenAI_0", "chatOpenAI", {"modelName": model, "basePath": f"{base}/v1",
+                                                                "openAIApiKey": key}))
+
+
+def mention(variable):
+    """A variable as Flowise's rich-text editor writes it."""
+    return (f'<span class="variable" data-type="mention" data-id="{variable}" '
+            f'data-label="{variable}">{{{{ {variable} }}}}</span>')
+
+
+def rich(*paragraphs):
+    """Rich text as Flowise stores it: one <p> per paragraph."""
+    return "".join(f"<p>{p}</p>" for p in paragraphs)
+
+
+def af_start(node_id="startAgentflow_0", state=None, persist=None, form=None, **inputs):
+    """`state`: startState rows {key, value}; `persist`: startPersistState; `form`:
+    formInputTypes rows (the start then takes a form)."""
+    values = {"startInputType": "formInput" if form else "chatInput", "formTitle": "", "formDescription": "",
+              "formInputTypes": form or "", "startEphemeralMemory": "", "startState": state or "",
+              "startPersistState": "" if persist is None else persist}
+    return af_node(node_id, "startAgentflow", {**values, **inputs})
+
+
+def af_llm(node_id, model, messages=(), label="LLM", **inputs):
+    """`model`: af_openai(...) or af_model("llmModel", ...); `messages`: llmMessages
+    rows {role, content}. Other inputs (llmEnableMemory, llmUserMessage,
+    llmStructuredOutput, llmUpdateState, llmReturnResponseAs) as given; memory is
+    left unset (off) unless given."""
+    values = {**model, "llmMessages": list(messages) or "", "llmUserMessage": "", "llmReturnResponseAs": "userMessage",
+              "llmStructuredOutput": "", "llmUpdateState": ""}
+    return af_node(node_id, "llmAgentflow", {**values, **inputs}, label)
+
+
+def af_tool_row(tool, config=None):
+    """An agentTools row selecting `tool` (calculator, currentDateTime, requestsGet,
+    requestsPost, customTool...) with its own inputs `config`."""
+    return {"agentSelectedTool": tool, "agentSelectedToolRequiresHumanInput": "",
+            "agentSelectedToolConfig": {**(config or {}), "agentSelectedTool": tool}}
+
+
+def af_agent(node_id, model, tools=(), messages=(), label="Agent", **inputs):
+    """`model`: af_openai(..., field="agentModel"); `tools`: af_tool_row(...) rows."""
+    values = {**model, "agentMessages": list(messages) or "", "agentTools": list(tools) or "",
+              "agentKnowledgeDocumentStores": "", "agentKnowledgeVSEmbeddings": "", "agentUserMessage": "",
+              "agentReturnResponseAs": "userMessage", "agentStructuredOutput": "", "agentUpdateState": ""}
+    return af_node(node_id, "agentAgentflow", {**values, **inputs}, label)
+
+
+def af_tool(node_id, tool, args=None, config=None, label="Tool", **inputs):
+    """A Tool node calling `tool` with `args` ({name: value}, toolInputArgs rows)."""
+    rows = [{"inputArgName": k, "inputArgValue": v} for k, v in (args or {}).items()]
+    values = {"toolAgentflowSelectedTool": tool, "toolInputArgs": rows or "", "toolUpdateState": "",
+              "toolAgentflowSelectedToolConfig": {**(config or {}), "toolAgentflowSelectedTool": tool}}
+    return af_node(node_id, "toolAgentflow", {**values, **inputs}, label)
+
+
+def af_condition(node_id, conditions, label="Condition"):
+    """`conditions`: rows {type, value1, operation, value2}; branch i of the
+    i-th row, the last branch (len(conditions)) is Else."""
+    return af_node(node_id, "conditionAgentflow", {"conditions": list(conditions)}, label, len(conditions) + 1)
+
+
+def af_condition_agent(node_id, model, scenarios, instructions="", label="Condition Agent", **inputs):
+    """`model`: af_openai(..., field="conditionAgentModel"); branch i of scenario i.
+    The input is the question unless `conditionAgentInput` says otherwise."""
+    values = {**model, "conditionAgentInstructions": instructions,
+              "conditionAgentInput": rich(mention("question") + " "),
+              "conditionAgentScenarios": [{"scenario": s} for s in scenarios],
+              "conditionAgentOverrideSystemPrompt": ""}
+    return af_node(node_id, "conditionAgentAgentflow", {**values, **inputs}, label, len(scenarios))
+
+
+def af_loop(node_id, back_to, back_to_label, max_count=None, fallback=None, label="Loop"):
+    """Loops back to node `back_to` (whose label is `back_to_label`)."""
+    values = {"loopBackToNode": f"{back_to}-{back_to_label}", "fallbackMessage": fallback or "",
+              "loopUpdateState": ""}
+    if max_count is not None:
+        values["maxLoopCount"] = max_count
+    return af_node(node_id, "loopAgentflow", values, label)
+
+
+def af_reply(node_id, message, label="Direct Reply"):
+    return af_node(node_id, "directReplyAgentflow", {"directReplyMessage": message}, label)
+
+
+def af_http(node_id, url, method="GET", label="HTTP", **inputs):
+    """Inputs besides these: headers / queryParams rows {key, value}, bodyType
+    (json, raw, xWwwFormUrlencoded), body (text, or rows {key, value}), responseType
+    (json, text)."""
+    values = {"method": method, "url": url, "headers": "", "queryParams": "", "bodyType": "", "body": "",
+              "responseType": ""}
+    return af_node(node_id, "httpAgentflow", {**values, **inputs}, label)
+
+
+def af_custom_function(node_id, code, label="Custom Function"):
+    return af_node(node_id, "customFunctionAgentflow", {"customFunctionInputVariables": "",
+                                                        "customFunctionJavascriptFunction": code,
+                                                        "customFunctionUpdateState": ""}, label)
+
+
+def af_retriever(node_id, stores, query="", label="Retriever"):
+    """`stores`: Flowise document store references "<store id>:<store name>"."""
+    return af_node(node_id, "retrieverAgentflow", {
+        "retrieverKnowledgeDocumentStores": [{"documentStore": s} for s in stores], "retrieverQuery": query,
+        "outputFormat": "text", "retrieverUpdateState": ""}, label)
+
+
+def af_sticky_note(node_id, note):
+    return af_node(node_id, "stickyNoteAgentflow", {"note": note}, "Sticky Note")

@@ -19,7 +19,11 @@ pub struct FlowNode {
     pub id: String,
     /// The node type: `chatOpenAI`.
     pub name: String,
+    /// What the editor shows (`data.label`); agentflow events name nodes by it.
+    pub label: String,
     pub inputs: Map<String, Value>,
+    /// The iteration node an agentflow node sits inside (`parentNode`).
+    pub parent: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -46,15 +50,20 @@ struct RawGraph {
 }
 
 #[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct RawNode {
     id: String,
     data: Option<RawData>,
+    #[serde(default)]
+    parent_node: Option<String>,
 }
 
 #[derive(Deserialize)]
 struct RawData {
     id: Option<String>,
     name: Option<String>,
+    #[serde(default)]
+    label: Option<String>,
     #[serde(default)]
     inputs: Option<Map<String, Value>>,
 }
@@ -83,10 +92,13 @@ impl FlowGraph {
             if DECORATIVE.contains(&name.as_str()) {
                 continue;
             }
+            let id = data.id.unwrap_or(node.id);
             nodes.push(FlowNode {
-                id: data.id.unwrap_or(node.id),
+                label: data.label.unwrap_or_else(|| id.clone()),
+                id,
                 name,
                 inputs: data.inputs.unwrap_or_default(),
+                parent: node.parent_node.filter(|p| !p.is_empty()),
             });
         }
         if nodes.is_empty() {

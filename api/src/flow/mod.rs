@@ -16,6 +16,7 @@
 //! and persist messages. JSON answers are the folded event stream, so streaming
 //! and non-streaming share one path.
 
+pub mod agentflow;
 pub mod component;
 pub mod graph;
 pub mod node;

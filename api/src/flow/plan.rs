@@ -14,6 +14,7 @@ use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use super::FlowError;
+use super::agentflow::{AgentflowSpec, Wiring, step::build_steps};
 use super::component::{
     AgentSpec, ChainSpec, Component, LoaderSpec, MemorySpec, ModelSpec, PythonSource,
     RetrievalChainSpec, SeqStep, SupervisorSpec, ToolKind, ToolSpec, VectorStoreSpec, WorkerSpec,
@@ -43,6 +44,8 @@ enum Shape {
     Sequential(Arc<SeqGraph>),
     /// Vector stores nothing reads: the flow is filled by upserts and answers nothing.
     StoreOnly,
+    /// Flowise's Agentflow V2: `*Agentflow` nodes from a `startAgentflow`.
+    Agentflow(Arc<Wiring>),
 }
 
 /// The wiring of a sequential flow: where it starts and, per node, where it goes.
@@ -82,6 +85,7 @@ pub enum Answer {
     },
     Sequential(SequentialSpec),
     Retrieval(RetrievalChainSpec),
+    Agentflow(AgentflowSpec),
 }
 
 /// What an upsert fills: a vector store node and the loaders connected to it.
@@ -122,6 +126,21 @@ impl Runnable {
                     _ => Vec::new(),
                 })
                 .collect(),
+            Answer::Agentflow(flow) => flow.tools().collect(),
+        }
+    }
+
+    /// Whether the run reads workspace variables (`$vars`): Python tools, or
+    /// an agentflow that names them.
+    pub fn reads_vars(&self) -> bool {
+        self.uses_python() || matches!(&self.answer, Answer::Agentflow(f) if f.reads_vars())
+    }
+
+    /// The agentflow this runs, if it is one.
+    pub fn agentflow(&self) -> Option<&AgentflowSpec> {
+        match &self.answer {
+            Answer::Agentflow(flow) => Some(flow),
+            _ => None,
         }
     }
 
@@ -168,6 +187,15 @@ impl Runnable {
 impl Plan {
     pub fn build(flow_data: &str) -> Result<Self, FlowError> {
         let graph = FlowGraph::parse(flow_data)?;
+        if graph.nodes.iter().any(|n| n.name == "startAgentflow") {
+            let wiring = Arc::new(Wiring::build(&graph)?);
+            let plan = Plan {
+                graph,
+                shape: Shape::Agentflow(wiring),
+            };
+            plan.runnable(&Overrides::default())?;
+            return Ok(plan);
+        }
         for node in &graph.nodes {
             validate_node(&graph, node)?;
         }
@@ -316,6 +344,18 @@ impl Plan {
                  with POST /api/v1/vector/upsert/<chatflow id>, and connect a chain such as \
                  retrievalQAChain to ask it questions",
             )),
+            Shape::Agentflow(wiring) => Ok(Runnable {
+                // Every agentflow remembers its session: its nodes choose what to read.
+                memory: Some(MemorySpec {
+                    node_id: wiring.start.clone(),
+                    window: None,
+                    session_id: None,
+                }),
+                answer: Answer::Agentflow(AgentflowSpec {
+                    steps: build_steps(&self.graph, wiring, overrides)?,
+                    wiring: Arc::clone(wiring),
+                }),
+            }),
             Shape::Sequential(graph) => {
                 let mut steps = HashMap::with_capacity(graph.next.len());
                 let mut start = None;

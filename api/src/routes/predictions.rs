@@ -31,7 +31,7 @@ use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::{Json, Path, Query};
 use crate::ratelimit;
 use crate::services::prediction::{
-    self, HistoryItem, PredictionEvent, PredictionRequest, PredictionResult, Upload,
+    self, HistoryItem, PredictionEvent, PredictionRequest, PredictionResult, Progress, Upload,
 };
 
 /// Largest prediction body (files included).
@@ -90,6 +90,8 @@ struct PredictionBody {
     /// Files sent inline as data URLs (what Flowise's clients send); `url`
     /// uploads are not fetched.
     uploads: Option<Vec<JsonUpload>>,
+    /// An agentflow's form values (a form-input start), instead of a question.
+    form: Option<Map<String, Value>>,
 }
 
 /// An upload inside a JSON body: `{data: "data:<mime>;base64,<…>", type, name, mime}`.
@@ -142,10 +144,20 @@ impl PredictionBody {
                 "at most {MAX_FILES} files may be attached"
             )));
         }
-        let question = self.question.ok_or_else(|| ApiError::missing("question"))?;
-        if question.trim().is_empty() {
-            return Err(ApiError::BadRequest("'question' must not be empty".into()));
-        }
+        let form = self.form.unwrap_or_default();
+        let question = match (self.question, form.is_empty()) {
+            (Some(q), true) if q.trim().is_empty() => {
+                return Err(ApiError::BadRequest("'question' must not be empty".into()));
+            }
+            (Some(q), true) => q,
+            (None, true) => return Err(ApiError::missing("question")),
+            (Some(q), false) if !q.trim().is_empty() => {
+                return Err(ApiError::BadRequest(
+                    "give either a 'question' or a 'form', not both".into(),
+                ));
+            }
+            (_, false) => String::new(),
+        };
         let lead_email = match self.lead_email.map(|e| e.trim().to_owned()) {
             Some(e) if e.is_empty() => None,
             Some(e) if is_email(&e) => Some(e),
@@ -174,6 +186,8 @@ impl PredictionBody {
                 lead_email,
                 uploads,
                 flow_vars: Map::new(),
+                form,
+                streaming: self.streaming.unwrap_or(false),
             },
             self.streaming.unwrap_or(false),
         ))
@@ -361,6 +375,26 @@ fn sse<T: Serialize + ?Sized>(name: &str, data: &T) -> Event {
     Event::default().event(name).data(line)
 }
 
+/// An agentflow's progress as Flowise's SSE events.
+fn progress_event(progress: &Progress) -> Event {
+    match progress {
+        Progress::Flow(status) => sse("agentFlowEvent", status),
+        Progress::Node {
+            node_id,
+            node_label,
+            status,
+            error,
+        } => {
+            let mut data = json!({"nodeId": node_id, "nodeLabel": node_label, "status": status});
+            if let Some(error) = error {
+                data["error"] = json!(error);
+            }
+            sse("nextAgentFlow", &data)
+        }
+        Progress::Executed(items) => sse("agentFlowExecutedData", items),
+    }
+}
+
 /// The SSE answer. A failure before the first token is still a plain JSON error
 /// with its status; after that it is an `error` event.
 async fn stream_answer(
@@ -414,6 +448,11 @@ fn sse_events(
                 None => s.rest.recv().await,
             };
             match next {
+                Some(PredictionEvent::Progress(progress)) => {
+                    // An agentflow streams its own events and no `start`.
+                    s.started = true;
+                    s.queue.push_back(progress_event(&progress));
+                }
                 Some(PredictionEvent::Token(token)) => {
                     if !s.started {
                         s.started = true;
@@ -446,6 +485,9 @@ fn sse_events(
                     }
                     if !result.artifacts.is_empty() {
                         metadata["artifacts"] = json!(result.artifacts);
+                    }
+                    if let Some(id) = result.execution_id {
+                        metadata["executionId"] = json!(id);
                     }
                     s.queue.push_back(sse("metadata", &metadata));
                     s.queue.push_back(sse("end", "[DONE]"));

@@ -20,6 +20,7 @@ use super::{ServiceError, ServiceResult, Services};
 use crate::domain::{Chatflow, MessageRole, NewChatMessage};
 use crate::domain::{Variable, VariableType};
 use crate::flow::plan::Runnable;
+pub use crate::flow::run::Progress;
 use crate::flow::run::{self, RunError};
 use crate::flow::tools::{FlowContext, ToolEnv};
 use crate::flow::{FlowError, FlowEvent, Overrides, RunContext, RunInput, RunOutput};
@@ -51,6 +52,10 @@ pub struct PredictionRequest {
     pub uploads: Vec<Upload>,
     /// `$flow` values prompts may use (`{{$flow.body}}` of a webhook call).
     pub flow_vars: Map<String, Value>,
+    /// An agentflow's form values (`$form`).
+    pub form: Map<String, Value>,
+    /// Whether the caller follows the run live (agentflow progress events).
+    pub streaming: bool,
 }
 
 /// The folded answer (the JSON response body, and the SSE `metadata`).
@@ -71,11 +76,19 @@ pub struct PredictionResult {
     /// Files tools wrote, served by weir at their `url` (with a key of the workspace).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub artifacts: Vec<Value>,
+    /// An agentflow run's execution record.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub execution_id: Option<Uuid>,
+    /// What each node of an agentflow did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent_flow_executed_data: Option<Vec<Value>>,
 }
 
 #[derive(Debug)]
 pub enum PredictionEvent {
     Token(String),
+    /// An agentflow's progress (only when streaming).
+    Progress(Progress),
     Done(Box<PredictionResult>),
     /// The run failed; the message names the node and the cause.
     Error(String),
@@ -85,6 +98,7 @@ impl From<FlowEvent> for PredictionEvent {
     fn from(event: FlowEvent) -> Self {
         match event {
             FlowEvent::Token(t) => PredictionEvent::Token(t),
+            FlowEvent::Progress(p) => PredictionEvent::Progress(p),
         }
     }
 }
@@ -100,7 +114,7 @@ impl Prediction {
     pub async fn answer(mut self) -> ServiceResult<PredictionResult> {
         while let Some(event) = self.events.recv().await {
             match event {
-                PredictionEvent::Token(_) => {}
+                PredictionEvent::Token(_) | PredictionEvent::Progress(_) => {}
                 PredictionEvent::Done(result) => return Ok(*result),
                 PredictionEvent::Error(message) => {
                     return Err(ServiceError::Flow(crate::flow::FlowError::failed(message)));
@@ -168,7 +182,7 @@ pub async fn start(
             .map(|h| ChatMessage::new(speaker(h.role), h.message)),
     );
 
-    let env = if runnable.tools().is_empty() {
+    let env = if runnable.tools().is_empty() && !runnable.reads_vars() {
         ToolEnv::default()
     } else {
         tool_env(state, flow, &runnable, request.override_config.as_ref()).await?
@@ -216,7 +230,10 @@ pub async fn start(
             question: request.question,
             history,
             flow_vars: request.flow_vars,
+            form: request.form,
+            persisted_state: None,
         },
+        streaming: request.streaming,
         chat_id: chat_id.clone(),
         session,
         env,
@@ -236,6 +253,7 @@ struct RunTask {
     chat_id: String,
     session: String,
     env: ToolEnv,
+    streaming: bool,
 }
 
 impl RunTask {
@@ -250,6 +268,7 @@ impl RunTask {
                 session_id: self.session.clone(),
                 chatflow_id: self.chatflow_id,
             },
+            progress: self.streaming,
         };
         let result = run::run(&self.runnable, &self.input, &ctx, &out).await;
         match result {
@@ -269,6 +288,8 @@ impl RunTask {
                         used_tools: output.used_tools,
                         agent_reasoning: output.agent_reasoning,
                         artifacts: output.artifacts,
+                        execution_id: None,
+                        agent_flow_executed_data: output.agentflow.map(|a| a.executed),
                     };
                     let _ = out.send(PredictionEvent::Done(Box::new(result))).await;
                 }
@@ -354,7 +375,7 @@ async fn tool_env(
             }),
         );
     }
-    if runnable.uses_python() {
+    if runnable.reads_vars() {
         let mut page = crate::domain::Page {
             page: 1,
             limit: crate::domain::Page::MAX_LIMIT,

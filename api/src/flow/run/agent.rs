@@ -36,9 +36,9 @@ pub async fn run<E: From<FlowEvent>>(
     Ok(RunOutput {
         text: done.text,
         used_tools: done.used_tools,
-        agent_reasoning: Vec::new(),
         artifacts: done.artifacts,
         source_documents: done.sources,
+        ..RunOutput::default()
     })
 }
 

@@ -112,7 +112,7 @@ mod tests {
                 ChatMessage::new(Role::User, "hi"),
                 ChatMessage::new(Role::Assistant, "hello"),
             ],
-            flow_vars: Map::new(),
+            ..RunInput::default()
         };
         let m = messages(&runnable(ChainKind::Conversation, None), &input);
         let roles: Vec<_> = m.iter().map(|m| m.role).collect();
@@ -137,7 +137,7 @@ mod tests {
         let input = RunInput {
             question: "owls".into(),
             history: vec![],
-            flow_vars: Map::new(),
+            ..RunInput::default()
         };
         let m = messages(&runnable(ChainKind::Llm, Some(p)), &input);
         assert_eq!(m, vec![ChatMessage::new(Role::User, "About owls:")]);

@@ -37,6 +37,24 @@ use crate::llm::{ChatMessage, ChatModel, ChatRequest, Delta, LlmError, Role, Too
 #[derive(Debug, Clone, PartialEq)]
 pub enum FlowEvent {
     Token(String),
+    /// How an agentflow run is going (sent only when the caller asked for progress).
+    Progress(Progress),
+}
+
+/// Flowise's agentflow events.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Progress {
+    /// `agentFlowEvent`: the run's status (`INPROGRESS`, `FINISHED`, `ERROR`...).
+    Flow(&'static str),
+    /// `nextAgentFlow`: a node started, finished or failed.
+    Node {
+        node_id: String,
+        node_label: String,
+        status: &'static str,
+        error: Option<String>,
+    },
+    /// `agentFlowExecutedData`: every node run so far.
+    Executed(Value),
 }
 
 /// The conversation a run starts from.
@@ -48,6 +66,10 @@ pub struct RunInput {
     /// `$flow` values a prompt value may name as `{{$flow.<key>}}` (a webhook's
     /// `body` and `headers`).
     pub flow_vars: serde_json::Map<String, Value>,
+    /// An agentflow's form values (`$form`), for a form-input start.
+    pub form: serde_json::Map<String, Value>,
+    /// The flow state the session's last agentflow run ended with.
+    pub persisted_state: Option<serde_json::Map<String, Value>>,
 }
 
 impl RunInput {
@@ -75,6 +97,8 @@ pub struct RunOutput {
     pub artifacts: Vec<Value>,
     /// Chunks the answer drew on (`sourceDocuments`).
     pub source_documents: Vec<crate::retrieval::Document>,
+    /// What an agentflow run did, node by node.
+    pub agentflow: Option<crate::flow::agentflow::exec::Outcome>,
 }
 
 /// Where chat models come from: the shared HTTP client for providers, and the
@@ -132,11 +156,14 @@ pub struct RunContext<'a> {
     pub tools: &'a ToolClients,
     pub env: ToolEnv,
     pub flow: FlowContext,
+    /// Whether the caller follows the run live (agentflow progress events are
+    /// built only then).
+    pub progress: bool,
 }
 
 impl RunContext<'_> {
     /// The model of a node, or the failure naming it.
-    async fn model(&self, spec: &ModelSpec) -> Result<Arc<dyn ChatModel>, RunError> {
+    pub(crate) async fn model(&self, spec: &ModelSpec) -> Result<Arc<dyn ChatModel>, RunError> {
         self.models
             .chat_model(&spec.provider)
             .await
@@ -161,6 +188,13 @@ impl<E: From<FlowEvent>> Tokens<'_, E> {
     pub async fn send(&self, token: String) -> Result<(), RunError> {
         self.events
             .send(FlowEvent::Token(token).into())
+            .await
+            .map_err(|_| RunError::Cancelled)
+    }
+
+    pub async fn progress(&self, progress: Progress) -> Result<(), RunError> {
+        self.events
+            .send(FlowEvent::Progress(progress).into())
             .await
             .map_err(|_| RunError::Cancelled)
     }
@@ -213,7 +247,7 @@ pub async fn model_step<E: From<FlowEvent>>(
 
 /// Runs the flow. Tokens go to `events` as they come, converted into the
 /// caller's own event type (no relay between channels).
-pub async fn run<E: From<FlowEvent>>(
+pub async fn run<E: From<FlowEvent> + Send>(
     runnable: &Runnable,
     input: &RunInput,
     ctx: &RunContext<'_>,
@@ -229,6 +263,9 @@ pub async fn run<E: From<FlowEvent>>(
         } => multiagent::run(supervisor, workers, input, ctx, &tokens).await,
         Answer::Sequential(spec) => sequential::run(spec, input, ctx, &tokens).await,
         Answer::Retrieval(chain) => retrieval::run(chain, input, ctx, &tokens).await,
+        Answer::Agentflow(flow) => {
+            crate::flow::agentflow::exec::run(flow, input, ctx, &tokens).await
+        }
     }
 }
 

@@ -237,6 +237,66 @@ impl WebClient {
     }
 }
 
+/// A request an agentflow's HTTP node makes.
+pub struct HttpCall {
+    pub method: reqwest::Method,
+    pub url: Url,
+    pub headers: Vec<(String, String)>,
+    /// Content type and bytes.
+    pub body: Option<(String, Vec<u8>)>,
+}
+
+/// What came back (the body cut at 1 MiB).
+pub struct HttpReply {
+    pub status: u16,
+    pub status_text: String,
+    pub headers: serde_json::Map<String, Value>,
+    pub body: Vec<u8>,
+}
+
+impl WebClient {
+    /// One request through the same guard as the request tools. Any status is
+    /// a reply; only a refused address or a failed connection is an error.
+    pub async fn send(&self, call: HttpCall) -> Result<HttpReply, String> {
+        check_url(&self.policy, &call.url)?;
+        let mut request = self.client.request(call.method, call.url);
+        for (name, value) in &call.headers {
+            request = request.header(name.as_str(), value.as_str());
+        }
+        if let Some((content_type, bytes)) = call.body {
+            request = request
+                .header(reqwest::header::CONTENT_TYPE, content_type)
+                .body(bytes);
+        }
+        let response = request
+            .send()
+            .await
+            .map_err(|e| format!("the request failed: {}", root_cause(&e)))?;
+        let status = response.status();
+        let headers = response
+            .headers()
+            .iter()
+            .filter_map(|(k, v)| Some((k.as_str().to_owned(), Value::from(v.to_str().ok()?))))
+            .collect();
+        let mut body = Vec::new();
+        let mut stream = response.bytes_stream();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| format!("the answer broke off: {}", root_cause(&e)))?;
+            let room = MAX_BODY_BYTES.saturating_sub(body.len());
+            body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            if room <= chunk.len() {
+                break;
+            }
+        }
+        Ok(HttpReply {
+            status: status.as_u16(),
+            status_text: status.canonical_reason().unwrap_or_default().to_owned(),
+            headers,
+            body,
+        })
+    }
+}
+
 /// Only http(s), and no IP literal the policy refuses (in any spelling).
 fn check_url(policy: &AddressPolicy, url: &Url) -> Result<(), String> {
     if !matches!(url.scheme(), "http" | "https") {

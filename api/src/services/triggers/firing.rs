@@ -64,7 +64,7 @@ impl Drop for Tracked {
 /// How an execution ended.
 #[derive(Debug)]
 pub enum Outcome {
-    Success(PredictionResult),
+    Success(Box<PredictionResult>),
     Failed(String),
     TimedOut(String),
 }
@@ -152,7 +152,7 @@ pub async fn execute(
                     "the run went over the trigger's timeout of {} s and was cancelled",
                     trigger.timeout
                 )),
-                Ok(Ok(result)) => Outcome::Success(result),
+                Ok(Ok(result)) => Outcome::Success(Box::new(result)),
                 Ok(Err(ServiceError::Flow(e))) => Outcome::Failed(e.message),
                 Ok(Err(e)) => {
                     tracing::error!(error = %e, "trigger run failed inside weir");

@@ -1,0 +1,515 @@
+//! The executor. From the start node, every node whose inputs are ready runs;
+//! nodes ready at the same time run together (each sees the run as it was when
+//! they started) and their results are applied in order: the state they
+//! write, the messages they add, what follows them. A decision node sends the
+//! run down the output it took only; a loop node sends it back to its target
+//! until its count is reached; an iteration node runs its block once per item.
+//! Every node run is an item of `agentFlowExecutedData`; the answer is the last
+//! item's `output.content`.
+//!
+//! A run takes at most [`MAX_NODE_RUNS`](super::MAX_NODE_RUNS) node runs: past
+//! that it stops and says so (a 200 answer, status `TERMINATED`).
+
+use std::collections::{HashMap, HashSet, VecDeque};
+
+use futures_util::future::{BoxFuture, join_all};
+use serde_json::{Map, Value, json};
+
+use super::nodes::{Done, Seen, run_step, update_state};
+use super::step::StepKind;
+use super::template::{Scope, value_text};
+use super::{AgentflowSpec, MAX_ITERATION_ITEMS, MAX_NODE_RUNS};
+use crate::flow::FlowError;
+use crate::flow::run::{FlowEvent, Progress, RunContext, RunError, RunInput, RunOutput, Tokens};
+use crate::llm::{ChatMessage, Role};
+
+/// What a run did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Outcome {
+    /// `agentFlowExecutedData`.
+    pub executed: Vec<Value>,
+    /// `FINISHED`, `TERMINATED` (a limit stopped it) or `ERROR`.
+    pub status: &'static str,
+    /// The flow state at the end.
+    pub state: Map<String, Value>,
+}
+
+pub async fn run<E: From<FlowEvent> + Send>(
+    spec: &AgentflowSpec,
+    input: &RunInput,
+    ctx: &RunContext<'_>,
+    tokens: &Tokens<'_, E>,
+) -> Result<RunOutput, RunError> {
+    let mut run = Run {
+        spec,
+        input,
+        ctx,
+        tokens,
+        chatflow_id: ctx.flow.chatflow_id.to_string(),
+        state: Map::new(),
+        past: input.history.clone(),
+        runtime: Vec::new(),
+        outputs: HashMap::new(),
+        loop_counts: HashMap::new(),
+        last_loop: 0,
+        executed: Vec::new(),
+        runs: 0,
+        out: RunOutput::default(),
+        stopped: None,
+        taken: HashMap::new(),
+    };
+    if ctx.progress {
+        tokens.progress(Progress::Flow("INPROGRESS")).await?;
+    }
+    let start = spec.wiring.start.clone();
+    let result = run.block(vec![start], None).await;
+    let status = match (&result, &run.stopped) {
+        (Err(RunError::Flow(_)), _) => "ERROR",
+        (_, Some(_)) => "TERMINATED",
+        _ => "FINISHED",
+    };
+    if ctx.progress && !matches!(result, Err(RunError::Cancelled)) {
+        tokens.progress(Progress::Flow(status)).await?;
+    }
+    result?;
+    let mut out = std::mem::take(&mut run.out);
+    out.text = match run.stopped.take() {
+        Some(limit) => {
+            tokens.send(limit.clone()).await?;
+            limit
+        }
+        None => run
+            .executed
+            .last()
+            .and_then(|item| item.pointer("/data/output/content"))
+            .map(value_text)
+            .filter(|t| !t.is_empty())
+            .unwrap_or_else(|| " ".to_owned()),
+    };
+    out.agentflow = Some(Outcome {
+        executed: run.executed,
+        status,
+        state: run.state,
+    });
+    Ok(out)
+}
+
+struct Run<'r, 'c, E> {
+    spec: &'r AgentflowSpec,
+    input: &'r RunInput,
+    ctx: &'r RunContext<'c>,
+    tokens: &'r Tokens<'r, E>,
+    chatflow_id: String,
+    state: Map<String, Value>,
+    /// The session's earlier turns (dropped by an ephemeral-memory start).
+    past: Vec<ChatMessage>,
+    /// What the run's nodes said so far.
+    runtime: Vec<ChatMessage>,
+    /// The latest output of each node.
+    outputs: HashMap<String, Value>,
+    loop_counts: HashMap<String, u32>,
+    /// The count of the loop node that ran last (`{{ loop_count }}`).
+    last_loop: u32,
+    executed: Vec<Value>,
+    runs: usize,
+    out: RunOutput,
+    /// Why the run stopped early (a limit), as the answer says it.
+    stopped: Option<String>,
+    /// The output each decision node took last.
+    taken: HashMap<String, usize>,
+}
+
+impl<'r, 'c, E: From<FlowEvent> + Send> Run<'r, 'c, E> {
+    /// Runs from `starts` until nothing is ready; `iteration` is the item of an
+    /// iteration block (whose nodes never stream).
+    fn block<'s>(
+        &'s mut self,
+        starts: Vec<String>,
+        iteration: Option<&'s Value>,
+    ) -> BoxFuture<'s, Result<(), RunError>>
+    where
+        'r: 's,
+    {
+        Box::pin(async move {
+            let mut queue: VecDeque<String> = starts.into();
+            let mut arrived: HashMap<String, HashSet<String>> = HashMap::new();
+            while !queue.is_empty() {
+                let wave: Vec<String> = queue.drain(..).collect();
+                if self.runs + wave.len() > MAX_NODE_RUNS {
+                    self.stopped = Some(format!(
+                        "The agentflow stopped after {MAX_NODE_RUNS} node runs, the most one run \
+                         may take; check its loops."
+                    ));
+                    return Ok(());
+                }
+                self.runs += wave.len();
+                for id in &wave {
+                    self.node_event(id, "INPROGRESS", None).await?;
+                }
+                // Model, tool and request nodes of one wave run together; the
+                // executor's own nodes (start, loop, iteration) run in turn.
+                let together: Vec<&String> = wave.iter().filter(|id| !self.is_own(id)).collect();
+                let ran = {
+                    let history = self.history_text();
+                    let seen: Vec<Seen<'_>> = together
+                        .iter()
+                        .map(|_| Seen {
+                            scope: self.scope(&history, iteration),
+                            past: &self.past,
+                            runtime: &self.runtime,
+                        })
+                        .collect();
+                    let (ctx, spec, tokens) = (self.ctx, self.spec, self.tokens);
+                    join_all(together.iter().zip(&seen).map(|(id, seen)| {
+                        let stream =
+                            (iteration.is_none() && spec.wiring.is_last(id)).then_some(tokens);
+                        run_step(id, &spec.steps[id.as_str()].kind, seen, ctx, stream)
+                    }))
+                    .await
+                };
+                let mut results: HashMap<String, Result<Done, RunError>> =
+                    together.into_iter().cloned().zip(ran).collect();
+                for id in &wave {
+                    let done = match results.remove(id) {
+                        Some(done) => done,
+                        None => self.own_step(id, iteration).await,
+                    };
+                    let done = match done {
+                        Ok(done) => done,
+                        Err(RunError::Flow(e)) => {
+                            self.failed(id, &e).await?;
+                            return Err(RunError::Flow(e));
+                        }
+                        Err(cancelled) => return Err(cancelled),
+                    };
+                    let jump = self.finish(id, done, iteration).await?;
+                    match jump {
+                        Some(target) => queue.push_back(target),
+                        None => self.follow(id, &mut arrived, &mut queue),
+                    }
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// Start, loop and iteration nodes: the executor's own.
+    async fn own_step(&mut self, id: &str, iteration: Option<&Value>) -> Result<Done, RunError> {
+        let history = self.history_text();
+        match &self.spec.steps[id].kind {
+            StepKind::Start(start) => {
+                let mut state: Map<String, Value> = start
+                    .state
+                    .iter()
+                    .map(|(k, v)| (k.clone(), Value::from(v.as_str())))
+                    .collect();
+                if start.persist_state
+                    && let Some(saved) = &self.input.persisted_state
+                {
+                    state.extend(saved.iter().map(|(k, v)| (k.clone(), v.clone())));
+                }
+                if start.ephemeral_memory {
+                    self.past.clear();
+                }
+                let mut output = Map::new();
+                let input = if start.form_input {
+                    output.insert("form".into(), Value::Object(self.input.form.clone()));
+                    json!({"form": self.input.form})
+                } else {
+                    output.insert("question".into(), Value::from(self.input.question.as_str()));
+                    json!({"question": self.input.question})
+                };
+                if start.ephemeral_memory {
+                    output.insert("ephemeralMemory".into(), Value::Bool(true));
+                }
+                if start.persist_state {
+                    output.insert("persistState".into(), Value::Bool(true));
+                }
+                Ok(Done {
+                    input,
+                    output,
+                    state: Some(state),
+                    ..Done::default()
+                })
+            }
+            StepKind::Loop(step) => {
+                let label = self.spec.wiring.label(&step.target).to_owned();
+                let content = format!("Loop back to {label} ({})", step.target);
+                let seen = Seen {
+                    scope: self.scope(&history, iteration),
+                    past: &self.past,
+                    runtime: &self.runtime,
+                };
+                let state = update_state(&seen, &step.update_state, &content);
+                let mut output = Map::new();
+                output.insert("content".into(), Value::from(content));
+                output.insert("nodeID".into(), Value::from(step.target.as_str()));
+                output.insert("maxLoopCount".into(), Value::from(step.max));
+                if let Some(fallback) = &step.fallback {
+                    output.insert(
+                        "fallbackMessage".into(),
+                        Value::from(seen.scope.resolve(fallback)),
+                    );
+                }
+                Ok(Done {
+                    input: json!({"nodeID": step.target, "maxLoopCount": step.max}),
+                    output,
+                    state,
+                    ..Done::default()
+                })
+            }
+            StepKind::Iteration { input } => {
+                let text = self.scope(&history, iteration).resolve(input);
+                let items = parse_items(&text).map_err(|why| {
+                    RunError::Flow(FlowError::failed(format!(
+                        "node {id} (iterationAgentflow) failed: {why}"
+                    )))
+                })?;
+                if items.len() > MAX_ITERATION_ITEMS {
+                    return Err(RunError::Flow(FlowError::failed(format!(
+                        "node {id} (iterationAgentflow) failed: {} items, more than the \
+                         {MAX_ITERATION_ITEMS} one iteration may run",
+                        items.len()
+                    ))));
+                }
+                let block = self.spec.wiring.blocks.get(id).cloned().unwrap_or_default();
+                let mut results = Vec::with_capacity(items.len());
+                for (index, item) in items.iter().enumerate() {
+                    let before = self.executed.len();
+                    let runtime_len = self.runtime.len();
+                    let outcome = self.block(block.starts.clone(), Some(item)).await;
+                    for entry in &mut self.executed[before..] {
+                        if let Some(data) = entry.get_mut("data").and_then(Value::as_object_mut) {
+                            data.insert("iterationIndex".into(), Value::from(index));
+                            data.insert("parentNodeId".into(), Value::from(id));
+                        }
+                    }
+                    match outcome {
+                        Ok(()) => {
+                            let text = self.executed[before..]
+                                .last()
+                                .and_then(|e| e.pointer("/data/output/content"))
+                                .map(value_text)
+                                .unwrap_or_default();
+                            if !text.is_empty() {
+                                results.push(text);
+                            }
+                        }
+                        Err(RunError::Flow(e)) => {
+                            results.push(format!("Error in iteration {}: {}", index + 1, e.message))
+                        }
+                        Err(cancelled) => return Err(cancelled),
+                    }
+                    // What one item's nodes said stays with that item.
+                    self.runtime.truncate(runtime_len);
+                    if self.stopped.is_some() {
+                        break;
+                    }
+                }
+                let mut output = Map::new();
+                output.insert("iterationResults".into(), json!(results));
+                output.insert("content".into(), Value::from(results.join("\n")));
+                Ok(Done {
+                    input: json!({"iterationInput": items}),
+                    output,
+                    ..Done::default()
+                })
+            }
+            _ => Err(RunError::Flow(FlowError::failed(format!(
+                "node {id} is not run by the executor"
+            )))),
+        }
+    }
+
+    /// Applies a node's result; returns where a loop sends the run, if anywhere.
+    async fn finish(
+        &mut self,
+        id: &str,
+        mut done: Done,
+        iteration: Option<&Value>,
+    ) -> Result<Option<String>, RunError> {
+        let mut jump = None;
+        if let Some(StepKind::Loop(step)) = self.spec.steps.get(id).map(|s| &s.kind) {
+            let count = self.loop_counts.get(id).copied().unwrap_or(0) + 1;
+            self.last_loop = count;
+            if count < step.max {
+                self.loop_counts.insert(id.to_owned(), count);
+                jump = Some(step.target.clone());
+            } else {
+                let fallback = done
+                    .output
+                    .get("fallbackMessage")
+                    .map(value_text)
+                    .unwrap_or_else(|| {
+                        format!(
+                            "Loop completed after reaching maximum iteration count of {}.",
+                            step.max
+                        )
+                    });
+                if iteration.is_none() {
+                    self.tokens.send(fallback.clone()).await?;
+                }
+                done.output.insert("content".into(), Value::from(fallback));
+            }
+        }
+        if let Some(state) = done.state.take() {
+            self.state = state;
+        }
+        self.runtime.append(&mut done.chat);
+        self.out.used_tools.append(&mut done.used_tools);
+        self.out.artifacts.append(&mut done.artifacts);
+        self.out.source_documents.append(&mut done.sources);
+        let output = Value::Object(done.output);
+        self.outputs.insert(id.to_owned(), output.clone());
+        let name = self.spec.wiring.name(id).to_owned();
+        self.executed.push(json!({
+            "nodeId": id,
+            "nodeLabel": self.spec.wiring.label(id),
+            "data": {"id": id, "name": name, "input": done.input, "output": output,
+                     "state": self.state},
+            "previousNodeIds": self.spec.wiring.previous(id),
+            "status": "FINISHED",
+        }));
+        self.node_event(id, "FINISHED", None).await?;
+        self.executed_event().await?;
+        if let Some(branch) = done.branch {
+            self.taken.insert(id.to_owned(), branch);
+        } else {
+            self.taken.remove(id);
+        }
+        Ok(jump)
+    }
+
+    /// Queues what follows `id` once its inputs are ready.
+    fn follow(
+        &mut self,
+        id: &str,
+        arrived: &mut HashMap<String, HashSet<String>>,
+        queue: &mut VecDeque<String>,
+    ) {
+        let taken = self.taken.get(id).copied();
+        for next in self.spec.wiring.next(id) {
+            if let (Some(taken), Some(branch)) = (taken, next.branch)
+                && taken != branch
+            {
+                continue;
+            }
+            let got = arrived.entry(next.target.clone()).or_default();
+            got.insert(id.to_owned());
+            let Some(waits) = self.spec.wiring.waits.get(&next.target) else {
+                continue;
+            };
+            let ready = waits.all.iter().all(|s| got.contains(s))
+                && waits
+                    .any
+                    .iter()
+                    .all(|group| group.iter().any(|s| got.contains(s)));
+            if ready {
+                arrived.remove(&next.target);
+                if !queue.contains(&next.target) {
+                    queue.push_back(next.target.clone());
+                }
+            }
+        }
+    }
+
+    /// Records a failed node and says so.
+    async fn failed(&mut self, id: &str, error: &FlowError) -> Result<(), RunError> {
+        let name = self.spec.wiring.name(id).to_owned();
+        self.executed.push(json!({
+            "nodeId": id,
+            "nodeLabel": self.spec.wiring.label(id),
+            "data": {"id": id, "name": name, "error": error.message},
+            "previousNodeIds": self.spec.wiring.previous(id),
+            "status": "ERROR",
+        }));
+        self.node_event(id, "ERROR", Some(error.message.clone()))
+            .await?;
+        self.executed_event().await
+    }
+
+    async fn node_event(
+        &self,
+        id: &str,
+        status: &'static str,
+        error: Option<String>,
+    ) -> Result<(), RunError> {
+        if !self.ctx.progress {
+            return Ok(());
+        }
+        self.tokens
+            .progress(Progress::Node {
+                node_id: id.to_owned(),
+                node_label: self.spec.wiring.label(id).to_owned(),
+                status,
+                error,
+            })
+            .await
+    }
+
+    async fn executed_event(&self) -> Result<(), RunError> {
+        if !self.ctx.progress {
+            return Ok(());
+        }
+        self.tokens
+            .progress(Progress::Executed(Value::from(self.executed.clone())))
+            .await
+    }
+
+    /// The session and the run so far as `Human:` / `Assistant:` lines.
+    fn history_text(&self) -> String {
+        let mut text = String::new();
+        for m in self.past.iter().chain(&self.runtime) {
+            if m.content.is_empty() {
+                continue;
+            }
+            if !text.is_empty() {
+                text.push('\n');
+            }
+            text.push_str(if m.role == Role::User {
+                "Human: "
+            } else {
+                "Assistant: "
+            });
+            text.push_str(&m.content);
+        }
+        text
+    }
+
+    fn is_own(&self, id: &str) -> bool {
+        matches!(
+            self.spec.steps.get(id).map(|s| &s.kind),
+            Some(StepKind::Start(_) | StepKind::Loop(_) | StepKind::Iteration { .. })
+        )
+    }
+
+    fn scope<'a>(&'a self, history: &'a str, iteration: Option<&'a Value>) -> Scope<'a> {
+        Scope {
+            question: &self.input.question,
+            chat_history: history,
+            form: &self.input.form,
+            vars: &self.ctx.env.vars,
+            state: &self.state,
+            session_id: &self.ctx.flow.session_id,
+            chatflow_id: &self.chatflow_id,
+            outputs: &self.outputs,
+            iteration,
+            loop_count: self.last_loop,
+        }
+    }
+}
+
+/// An iteration's input: a JSON array (a single value is a list of one).
+fn parse_items(text: &str) -> Result<Vec<Value>, String> {
+    let trimmed = text.trim();
+    if trimmed.is_empty() {
+        return Ok(Vec::new());
+    }
+    match serde_json::from_str::<Value>(trimmed) {
+        Ok(Value::Array(items)) => Ok(items),
+        Ok(_) | Err(_) => Err(format!(
+            "its input is not a JSON array: {}",
+            trimmed.chars().take(200).collect::<String>()
+        )),
+    }
+}

@@ -1,0 +1,92 @@
+//! Agentflows (Flowise's Agentflow V2): a graph of `*Agentflow` nodes run by a
+//! state-carrying executor instead of a chain of components.
+//!
+//! - [`wiring`]: the graph once per chatflow version — where it starts, what
+//!   follows each node on which output, what each node waits for, and the
+//!   nodes inside each iteration block.
+//! - [`step`]: each node's inputs read into a typed [`Step`] for one request
+//!   (its model and tools built with the request's overrides).
+//! - [`template`]: `{{ question }}`, `{{ $flow.state.x }}`, `{{ llmAgentflow_0 }}`
+//!   and the other variables of a node's text inputs.
+//! - [`condition`]: the condition node's comparison table.
+//! - [`exec`]: the executor — ready nodes run together, their results applied in
+//!   order; branches, loops, iterations and the run's limits.
+//! - [`nodes`]: what each kind of step does when it runs.
+//!
+//! As in Flowise, nothing flows along edges: a node reads earlier nodes through
+//! variables, the flow state and the run's chat history; edges only say what
+//! runs next.
+
+pub mod condition;
+pub mod exec;
+pub mod nodes;
+pub mod step;
+pub mod template;
+pub mod wiring;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+pub use step::{Step, StepKind};
+pub use wiring::Wiring;
+
+/// Node executions one run takes at most (Flowise's `MAX_ITERATIONS`).
+pub const MAX_NODE_RUNS: usize = 1000;
+/// How often a loop node may send the run back, when it does not say.
+pub const DEFAULT_LOOP_COUNT: u32 = 5;
+/// The most a loop node may ask for.
+pub const MAX_LOOP_COUNT: u32 = 100;
+/// Items one iteration node runs its block for at most.
+pub const MAX_ITERATION_ITEMS: usize = 1000;
+/// Tool-calling steps an agent node takes at most.
+pub const AGENT_MAX_ITERATIONS: u32 = 10;
+
+/// An agentflow built for one request.
+#[derive(Debug, Clone)]
+pub struct AgentflowSpec {
+    pub wiring: Arc<Wiring>,
+    pub steps: HashMap<String, Step>,
+}
+
+impl PartialEq for AgentflowSpec {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.wiring, &other.wiring) && self.steps == other.steps
+    }
+}
+
+impl AgentflowSpec {
+    /// The start node's settings.
+    pub fn start(&self) -> Option<&step::Start> {
+        self.steps.values().find_map(|s| match &s.kind {
+            StepKind::Start(start) => Some(start),
+            _ => None,
+        })
+    }
+
+    /// Every tool a node of the flow may call.
+    pub fn tools(&self) -> impl Iterator<Item = &crate::flow::component::ToolSpec> {
+        self.steps.values().flat_map(|s| match &s.kind {
+            StepKind::Agent(agent) => agent.tools.iter().collect::<Vec<_>>(),
+            StepKind::Tool(tool) => vec![&tool.tool],
+            _ => Vec::new(),
+        })
+    }
+
+    /// Whether any text input names a workspace variable (`{{ $vars.x }}`), so
+    /// the caller must load them.
+    pub fn reads_vars(&self) -> bool {
+        self.wiring.reads_vars
+    }
+}
+
+/// What the caller knows before the run: the session's persisted state and
+/// form, and the request's form values.
+#[derive(Debug, Clone, Default)]
+pub struct AgentflowInput {
+    /// `form` of the request (a form-input start).
+    pub form: Map<String, Value>,
+    /// The state the session's last run ended with (`startPersistState`).
+    pub persisted_state: Option<Map<String, Value>>,
+}

@@ -1,0 +1,683 @@
+//! What each kind of agentflow step does when it runs: its input resolved, its
+//! model or tool or request called, and what it gives back ([`Done`]) — its
+//! `input` and `output` as Flowise records them, the chat messages it adds to
+//! the run, the state it writes, and the output a decision node takes. Where
+//! the run goes next is the executor's business.
+
+use serde_json::{Map, Value, json};
+
+use super::condition;
+use super::step::{
+    ConditionAgent, FieldKind, HttpBody, HttpStep, Llm, Memory, OutputField, StepKind, Talk,
+    ToolStep,
+};
+use super::template::{Scope, get, value_text};
+use crate::flow::FlowError;
+use crate::flow::component::ModelSpec;
+use crate::flow::run::agent::run_loop;
+use crate::flow::run::{FlowEvent, RunContext, RunError, Tokens, model_step};
+use crate::flow::tools::{self, web::HttpCall};
+use crate::llm::{ChatMessage, ChatRequest, Role, ToolChoice, ToolDef};
+
+/// What a node gave back.
+#[derive(Debug, Default)]
+pub struct Done {
+    pub input: Value,
+    pub output: Map<String, Value>,
+    /// The whole state after the node, when it wrote any.
+    pub state: Option<Map<String, Value>>,
+    /// Messages the node adds to the run's conversation.
+    pub chat: Vec<ChatMessage>,
+    /// For a decision node: the output taken.
+    pub branch: Option<usize>,
+    pub used_tools: Vec<Value>,
+    pub artifacts: Vec<Value>,
+    pub sources: Vec<crate::retrieval::Document>,
+}
+
+/// What a running node sees of the run.
+pub struct Seen<'a> {
+    pub scope: Scope<'a>,
+    /// The session's earlier turns (empty with ephemeral memory).
+    pub past: &'a [ChatMessage],
+    /// What earlier nodes of this run said.
+    pub runtime: &'a [ChatMessage],
+}
+
+/// Runs one step (not start, loop or iteration: the executor does those).
+pub async fn run_step<E: From<FlowEvent>>(
+    id: &str,
+    kind: &StepKind,
+    seen: &Seen<'_>,
+    ctx: &RunContext<'_>,
+    stream: Option<&Tokens<'_, E>>,
+) -> Result<Done, RunError> {
+    match kind {
+        StepKind::Llm(llm) => run_llm(llm, seen, ctx, stream).await,
+        StepKind::Agent(agent) => {
+            let messages = conversation(&agent.talk, seen);
+            let ready = tools::prepare(&agent.tools, &ctx.env)?;
+            let done = run_loop(
+                ctx,
+                &agent.model,
+                &ready,
+                messages.clone(),
+                super::AGENT_MAX_ITERATIONS,
+                stream,
+            )
+            .await?;
+            let mut output = Map::new();
+            output.insert("content".into(), Value::from(done.text.clone()));
+            if !done.used_tools.is_empty() {
+                output.insert("usedTools".into(), Value::from(done.used_tools.clone()));
+            }
+            Ok(Done {
+                input: json!({"messages": plain(&messages)}),
+                state: update_state(seen, &agent.update_state, &done.text),
+                chat: answer_chat(&agent.talk, seen, &done.text),
+                output,
+                used_tools: done.used_tools,
+                artifacts: done.artifacts,
+                sources: done.sources,
+                ..Done::default()
+            })
+        }
+        StepKind::Tool(tool) => run_tool(tool, seen, ctx, stream).await,
+        StepKind::Condition(rows) => {
+            let mut resolved = Vec::with_capacity(rows.len() + 1);
+            let mut taken = None;
+            for row in rows {
+                let value1 = resolve_cell(seen, row.get("value1"));
+                let value2 = resolve_cell(seen, row.get("value2"));
+                let mut out = row.clone();
+                if taken.is_none() && condition::holds(row, &value1, &value2) {
+                    taken = Some(resolved.len());
+                    out.insert("isFulfilled".into(), Value::Bool(true));
+                }
+                out.insert("value1".into(), value1);
+                out.insert("value2".into(), value2);
+                resolved.push(Value::Object(out));
+            }
+            let branch = taken.unwrap_or(rows.len());
+            resolved.push(json!({"type": "string", "value1": "", "operation": "equal",
+                "value2": "", "isFulfilled": taken.is_none()}));
+            let mut output = Map::new();
+            output.insert("conditions".into(), Value::Array(resolved));
+            Ok(Done {
+                input: json!({"conditions": rows}),
+                output,
+                branch: Some(branch),
+                ..Done::default()
+            })
+        }
+        StepKind::ConditionAgent(agent) => run_condition_agent(agent, seen, ctx).await,
+        StepKind::DirectReply { message } => {
+            let text = seen.scope.resolve(message);
+            if let Some(tokens) = stream
+                && !text.is_empty()
+            {
+                tokens.send(text.clone()).await?;
+            }
+            let mut output = Map::new();
+            output.insert("content".into(), Value::from(text));
+            Ok(Done {
+                input: json!({}),
+                output,
+                ..Done::default()
+            })
+        }
+        StepKind::Http(http) => run_http(id, http, seen, ctx).await,
+        StepKind::Start(_) | StepKind::Loop(_) | StepKind::Iteration { .. } => Err(RunError::Flow(
+            FlowError::failed(format!("node {id} is run by the executor itself")),
+        )),
+    }
+}
+
+/// A model node's conversation: its messages (system first), then with memory
+/// the session and the run so far (the question when nothing was said yet),
+/// and its own user message; without memory, the question unless the node
+/// writes its own user message.
+pub fn conversation(talk: &Talk, seen: &Seen<'_>) -> Vec<ChatMessage> {
+    let mut messages: Vec<ChatMessage> = talk
+        .messages
+        .iter()
+        .map(|(role, content)| ChatMessage::new(*role, seen.scope.resolve(content)))
+        .collect();
+    let question = || ChatMessage::new(Role::User, seen.scope.question.to_owned());
+    match talk.memory {
+        Memory::Off => {
+            if seen.runtime.is_empty() && !talk.messages.iter().any(|(r, _)| *r == Role::User) {
+                messages.push(question());
+            }
+        }
+        Memory::All | Memory::Window(_) => {
+            let mut history: Vec<ChatMessage> =
+                seen.past.iter().chain(seen.runtime).cloned().collect();
+            if seen.runtime.is_empty() {
+                history.push(question());
+            }
+            if let Memory::Window(n) = talk.memory {
+                let keep = (n as usize).saturating_mul(2);
+                if history.len() > keep {
+                    history.drain(..history.len() - keep);
+                }
+            }
+            messages.extend(history);
+            if let Some(user) = &talk.user_message {
+                messages.push(ChatMessage::new(Role::User, seen.scope.resolve(user)));
+            }
+        }
+    }
+    // A model must be asked something: a node of only system messages gets the question.
+    if !messages.iter().any(|m| m.role == Role::User) {
+        messages.push(question());
+    }
+    messages
+}
+
+/// What a model node adds to the run's conversation: the question (when it is
+/// the first to speak) and its answer, as the assistant's or — Flowise's
+/// default — as a user's message.
+fn answer_chat(talk: &Talk, seen: &Seen<'_>, answer: &str) -> Vec<ChatMessage> {
+    let mut chat = Vec::with_capacity(2);
+    if seen.runtime.is_empty() {
+        chat.push(ChatMessage::new(Role::User, seen.scope.question.to_owned()));
+    }
+    let role = if talk.as_assistant {
+        Role::Assistant
+    } else {
+        Role::User
+    };
+    chat.push(ChatMessage::new(role, answer.to_owned()));
+    chat
+}
+
+async fn run_llm<E: From<FlowEvent>>(
+    llm: &Llm,
+    seen: &Seen<'_>,
+    ctx: &RunContext<'_>,
+    stream: Option<&Tokens<'_, E>>,
+) -> Result<Done, RunError> {
+    let messages = conversation(&llm.talk, seen);
+    let input = json!({"messages": plain(&messages)});
+    let model = ctx.model(&llm.model).await?;
+    let mut output = Map::new();
+    let content = if llm.structured.is_empty() {
+        let request = ChatRequest::text(messages, llm.model.params.clone());
+        model_step(&llm.model, &*model, request, stream, false)
+            .await?
+            .text
+    } else {
+        let answer = structured(&llm.model, &*model, messages, &llm.structured).await?;
+        let content = serde_json::to_string_pretty(&answer).unwrap_or_default();
+        output.extend(answer);
+        if let Some(tokens) = stream {
+            tokens.send(content.clone()).await?;
+        }
+        content
+    };
+    output.insert("content".into(), Value::from(content.clone()));
+    Ok(Done {
+        input,
+        state: update_state(seen, &llm.update_state, &content),
+        chat: answer_chat(&llm.talk, seen, &content),
+        output,
+        ..Done::default()
+    })
+}
+
+const STRUCTURED_TOOL: &str = "structured_output";
+
+/// The model's answer as an object of the node's keys: the model must call a
+/// tool whose parameters are that schema; an answer that does not fit is sent
+/// back once with what was wrong.
+async fn structured(
+    spec: &ModelSpec,
+    model: &dyn crate::llm::ChatModel,
+    mut messages: Vec<ChatMessage>,
+    fields: &[OutputField],
+) -> Result<Map<String, Value>, RunError> {
+    let tool = ToolDef {
+        name: STRUCTURED_TOOL.into(),
+        description: "Give the answer in this structure.".into(),
+        parameters: schema(fields),
+    };
+    let mut problem = String::new();
+    for attempt in 0..2 {
+        let request = ChatRequest {
+            messages: messages.clone(),
+            tools: vec![tool.clone()],
+            tool_choice: ToolChoice::Force(STRUCTURED_TOOL.into()),
+            params: spec.params.clone(),
+        };
+        let step = model_step::<FlowEvent>(spec, model, request, None, false).await?;
+        let arguments = step
+            .calls
+            .into_iter()
+            .find(|c| c.name == STRUCTURED_TOOL)
+            .map(|c| c.arguments);
+        match arguments.as_ref().map(|a| check(a, fields)) {
+            Some(Ok(answer)) => return Ok(answer),
+            Some(Err(why)) => problem = why,
+            None => problem = format!("it did not call {STRUCTURED_TOOL}"),
+        }
+        if attempt == 0 {
+            messages.push(ChatMessage::new(
+                Role::User,
+                format!(
+                    "Your structured answer was not valid: {problem}. Call {STRUCTURED_TOOL} \
+                     again with every key of the schema."
+                ),
+            ));
+        }
+    }
+    Err(RunError::Flow(FlowError::failed(format!(
+        "node {} ({}) failed: the model's structured output did not match the schema twice: \
+         {problem}",
+        spec.node_id, spec.node_type
+    ))))
+}
+
+/// The JSON schema of the node's keys (all required).
+fn schema(fields: &[OutputField]) -> Value {
+    let mut properties = Map::new();
+    for field in fields {
+        let mut prop = match &field.kind {
+            FieldKind::String => json!({"type": "string"}),
+            FieldKind::StringArray => json!({"type": "array", "items": {"type": "string"}}),
+            FieldKind::Number => json!({"type": "number"}),
+            FieldKind::Boolean => json!({"type": "boolean"}),
+            FieldKind::Enum(values) => json!({"type": "string", "enum": values}),
+            FieldKind::JsonArray(props) => json!({"type": "array", "items": {
+                "type": "object", "properties": props,
+            }}),
+        };
+        if !field.description.is_empty() {
+            prop["description"] = Value::from(field.description.as_str());
+        }
+        properties.insert(field.key.clone(), prop);
+    }
+    let required: Vec<&str> = fields.iter().map(|f| f.key.as_str()).collect();
+    json!({"type": "object", "properties": properties, "required": required})
+}
+
+/// The arguments, checked against the node's keys.
+fn check(arguments: &Value, fields: &[OutputField]) -> Result<Map<String, Value>, String> {
+    let Value::Object(given) = arguments else {
+        return Err("the arguments are not a JSON object".into());
+    };
+    let mut answer = Map::new();
+    for field in fields {
+        let Some(value) = given.get(&field.key).filter(|v| !v.is_null()) else {
+            return Err(format!("'{}' is missing", field.key));
+        };
+        let fits = match &field.kind {
+            FieldKind::String => value.is_string(),
+            FieldKind::StringArray => value
+                .as_array()
+                .is_some_and(|items| items.iter().all(Value::is_string)),
+            FieldKind::Number => value.is_number(),
+            FieldKind::Boolean => value.is_boolean(),
+            FieldKind::Enum(values) => value
+                .as_str()
+                .is_some_and(|v| values.iter().any(|e| e == v)),
+            FieldKind::JsonArray(_) => value
+                .as_array()
+                .is_some_and(|items| items.iter().all(Value::is_object)),
+        };
+        if !fits {
+            return Err(format!("'{}' is not {}", field.key, describe(&field.kind)));
+        }
+        answer.insert(field.key.clone(), value.clone());
+    }
+    Ok(answer)
+}
+
+fn describe(kind: &FieldKind) -> String {
+    match kind {
+        FieldKind::String => "a string".into(),
+        FieldKind::StringArray => "an array of strings".into(),
+        FieldKind::Number => "a number".into(),
+        FieldKind::Boolean => "true or false".into(),
+        FieldKind::Enum(values) => format!("one of {}", values.join(", ")),
+        FieldKind::JsonArray(_) => "an array of objects".into(),
+    }
+}
+
+const SCENARIO_TOOL: &str = "choose_scenario";
+
+const CONDITION_AGENT_PROMPT: &str = "You are an expert at sorting requests. Read the input \
+    and decide which of the scenarios it matches; call choose_scenario with that scenario, \
+    written exactly as given.";
+
+async fn run_condition_agent(
+    agent: &ConditionAgent,
+    seen: &Seen<'_>,
+    ctx: &RunContext<'_>,
+) -> Result<Done, RunError> {
+    let input = match agent.input.trim() {
+        "" => seen.scope.question.to_owned(),
+        text => seen.scope.resolve(text),
+    };
+    let mut system = match &agent.system {
+        Some(custom) => seen.scope.resolve(custom),
+        None => CONDITION_AGENT_PROMPT.to_owned(),
+    };
+    let instructions = seen.scope.resolve(&agent.instructions);
+    if !instructions.trim().is_empty() {
+        system.push_str("\n\n");
+        system.push_str(instructions.trim());
+    }
+    let mut messages = vec![ChatMessage::new(Role::System, system)];
+    if agent.memory {
+        messages.extend(seen.past.iter().chain(seen.runtime).cloned());
+    }
+    messages.push(ChatMessage::new(Role::User, input.clone()));
+    let request = ChatRequest {
+        messages: messages.clone(),
+        tools: vec![ToolDef {
+            name: SCENARIO_TOOL.into(),
+            description: "Choose the scenario the input matches.".into(),
+            parameters: json!({"type": "object", "properties": {
+                "output": {"type": "string", "enum": agent.scenarios}
+            }, "required": ["output"]}),
+        }],
+        tool_choice: ToolChoice::Force(SCENARIO_TOOL.into()),
+        params: agent.model.params.clone(),
+    };
+    let model = ctx.model(&agent.model).await?;
+    let step = model_step::<FlowEvent>(&agent.model, &*model, request, None, false).await?;
+    let said = step
+        .calls
+        .iter()
+        .find(|c| c.name == SCENARIO_TOOL)
+        .and_then(|c| {
+            c.arguments
+                .get("output")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        })
+        .unwrap_or(step.text);
+    let branch = pick_scenario(&agent.scenarios, &said);
+    let conditions: Vec<Value> = agent
+        .scenarios
+        .iter()
+        .enumerate()
+        .map(|(i, s)| json!({"output": s, "isFulfilled": i == branch}))
+        .collect();
+    let mut output = Map::new();
+    output.insert("conditions".into(), Value::Array(conditions));
+    output.insert("content".into(), Value::from(said));
+    Ok(Done {
+        input: json!({"messages": plain(&messages)}),
+        output,
+        branch: Some(branch),
+        ..Done::default()
+    })
+}
+
+/// The scenario a model named: exactly (any case), by its start, by either
+/// holding the other; else the last one, as Flowise falls back.
+fn pick_scenario(scenarios: &[String], said: &str) -> usize {
+    let said = said.trim().to_lowercase();
+    let lower: Vec<String> = scenarios.iter().map(|s| s.to_lowercase()).collect();
+    lower
+        .iter()
+        .position(|s| *s == said)
+        .or_else(|| {
+            lower
+                .iter()
+                .position(|s| !said.is_empty() && s.starts_with(&said))
+        })
+        .or_else(|| {
+            lower
+                .iter()
+                .position(|s| !said.is_empty() && (s.contains(&said) || said.contains(s.as_str())))
+        })
+        .unwrap_or(scenarios.len().saturating_sub(1))
+}
+
+async fn run_tool<E: From<FlowEvent>>(
+    step: &ToolStep,
+    seen: &Seen<'_>,
+    ctx: &RunContext<'_>,
+    stream: Option<&Tokens<'_, E>>,
+) -> Result<Done, RunError> {
+    let ready = tools::prepare(std::slice::from_ref(&step.tool), &ctx.env)?;
+    let Some(tool) = ready.first() else {
+        return Err(RunError::Flow(FlowError::failed("the tool did not build")));
+    };
+    let mut args = Map::new();
+    for (name, value) in &step.args {
+        let text = seen.scope.resolve(value);
+        let trimmed = text.trim();
+        // Values that look like JSON lists or objects are passed as such.
+        let value = if (trimmed.starts_with('[') && trimmed.ends_with(']'))
+            || (trimmed.starts_with('{') && trimmed.ends_with('}'))
+        {
+            serde_json::from_str(trimmed).unwrap_or(Value::String(text))
+        } else {
+            Value::String(text)
+        };
+        args.insert(name.clone(), value);
+    }
+    let args = Value::Object(args);
+    let outcome = tool.call(ctx.tools, &ctx.env, &ctx.flow, &args).await;
+    if let Some(tokens) = stream {
+        tokens.send(outcome.output.clone()).await?;
+    }
+    let mut output = Map::new();
+    output.insert("content".into(), Value::from(outcome.output.clone()));
+    let used = tools::used_tool(&tool.def.name, &args, &outcome);
+    Ok(Done {
+        input: json!({"toolInputArgs": args, "selectedTool": tool.def.name}),
+        state: update_state(seen, &step.update_state, &outcome.output),
+        output,
+        used_tools: vec![used],
+        artifacts: outcome.artifacts,
+        sources: outcome.sources,
+        ..Done::default()
+    })
+}
+
+async fn run_http(
+    id: &str,
+    http: &HttpStep,
+    seen: &Seen<'_>,
+    ctx: &RunContext<'_>,
+) -> Result<Done, RunError> {
+    let failed = |why: String| {
+        RunError::Flow(FlowError::failed(format!(
+            "node {id} (httpAgentflow) failed: {why}"
+        )))
+    };
+    let url_text = seen.scope.resolve(&http.url);
+    let mut url = reqwest::Url::parse(url_text.trim())
+        .map_err(|e| failed(format!("'{}' is not a URL: {e}", url_text.trim())))?;
+    let resolve_pairs = |pairs: &[(String, String)]| -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.clone(), seen.scope.resolve(v)))
+            .collect()
+    };
+    let query = resolve_pairs(&http.query);
+    if !query.is_empty() {
+        url.query_pairs_mut().extend_pairs(&query);
+    }
+    let headers = resolve_pairs(&http.headers);
+    let body = match &http.body {
+        HttpBody::None => None,
+        HttpBody::Json(text) => {
+            let text = seen.scope.resolve(text);
+            let json: Value = serde_json::from_str(text.trim())
+                .map_err(|e| failed(format!("its JSON body is not valid JSON: {e}")))?;
+            Some(("application/json".to_owned(), json.to_string().into_bytes()))
+        }
+        HttpBody::Raw(text) => Some((
+            "text/plain; charset=utf-8".to_owned(),
+            seen.scope.resolve(text).into_bytes(),
+        )),
+        HttpBody::Form(pairs) => {
+            let pairs = resolve_pairs(pairs);
+            let encoded = reqwest::Url::parse_with_params("http://form.invalid/", &pairs)
+                .ok()
+                .and_then(|u| u.query().map(str::to_owned))
+                .unwrap_or_default();
+            Some((
+                "application/x-www-form-urlencoded".to_owned(),
+                encoded.into_bytes(),
+            ))
+        }
+    };
+    let input = json!({"http": {
+        "method": http.method.as_str(), "url": url.as_str(),
+        "headers": headers.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(),
+        "queryParams": query.iter().map(|(k, v)| json!({"key": k, "value": v})).collect::<Vec<_>>(),
+    }});
+    let reply = ctx
+        .tools
+        .web
+        .send(HttpCall {
+            method: http.method.clone(),
+            url,
+            headers,
+            body,
+        })
+        .await
+        .map_err(failed)?;
+    let text = String::from_utf8_lossy(&reply.body).into_owned();
+    if reply.status >= 400 {
+        return Err(failed(format!(
+            "HTTP {} {}: {}",
+            reply.status,
+            reply.status_text,
+            text.chars().take(500).collect::<String>()
+        )));
+    }
+    let data = if http.response_json {
+        serde_json::from_str(&text).unwrap_or(Value::String(text))
+    } else {
+        Value::String(text)
+    };
+    let body_text = value_text(&data);
+    let mut output = Map::new();
+    output.insert(
+        "http".into(),
+        json!({"data": data, "status": reply.status, "statusText": reply.status_text, "headers": reply.headers}),
+    );
+    Ok(Done {
+        input,
+        state: update_state(seen, &http.update_state, &body_text),
+        output,
+        ..Done::default()
+    })
+}
+
+/// The state after a node's `*UpdateState` rows: each value resolved, then
+/// `{{ output }}` is the node's text and `{{ output.<path> }}` a value of it read
+/// as JSON. `None` when the node writes nothing.
+pub fn update_state(
+    seen: &Seen<'_>,
+    rows: &[(String, String)],
+    output: &str,
+) -> Option<Map<String, Value>> {
+    if rows.is_empty() {
+        return None;
+    }
+    let mut state = seen.scope.state.clone();
+    let parsed = std::cell::OnceCell::new();
+    for (key, template) in rows {
+        let text = seen.scope.resolve(template);
+        let trimmed = text.trim();
+        let value = if let Some(path) = whole_output_path(trimmed) {
+            match path {
+                None => Value::from(output),
+                Some(path) => {
+                    let json = parsed.get_or_init(|| serde_json::from_str::<Value>(output).ok());
+                    match json
+                        .as_ref()
+                        .and_then(Value::as_object)
+                        .and_then(|o| get(o, path))
+                    {
+                        Some(v) => v.clone(),
+                        None => Value::from(text.clone()),
+                    }
+                }
+            }
+        } else {
+            Value::from(
+                text.replace("{{ output }}", output)
+                    .replace("{{output}}", output),
+            )
+        };
+        state.insert(key.clone(), value);
+    }
+    Some(state)
+}
+
+/// `{{ output }}` → `Some(None)`, `{{ output.a.b }}` → `Some(Some("a.b"))`.
+fn whole_output_path(text: &str) -> Option<Option<&str>> {
+    let inner = text.strip_prefix("{{")?.strip_suffix("}}")?.trim();
+    if inner == "output" {
+        return Some(None);
+    }
+    inner.strip_prefix("output.").map(Some)
+}
+
+fn resolve_cell(seen: &Seen<'_>, value: Option<&Value>) -> Value {
+    match value {
+        Some(Value::String(s)) => Value::String(seen.scope.resolve(s)),
+        Some(other) => other.clone(),
+        None => Value::Null,
+    }
+}
+
+/// Messages as Flowise records a node's input: `{role, content}`.
+fn plain(messages: &[ChatMessage]) -> Vec<Value> {
+    messages
+        .iter()
+        .map(|m| json!({"role": m.role.as_str(), "content": m.content}))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scenarios_are_matched_loosely_then_fall_back_to_the_last() {
+        let s: Vec<String> = ["User asks about tea", "User asks about coffee", "Other"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(pick_scenario(&s, "user asks about COFFEE"), 1);
+        assert_eq!(pick_scenario(&s, "User asks about tea, clearly"), 0);
+        assert_eq!(pick_scenario(&s, "nothing"), 2);
+    }
+
+    #[test]
+    fn structured_answers_are_checked() {
+        let fields = vec![
+            OutputField {
+                key: "sentiment".into(),
+                kind: FieldKind::Enum(vec!["good".into(), "bad".into()]),
+                description: String::new(),
+            },
+            OutputField {
+                key: "score".into(),
+                kind: FieldKind::Number,
+                description: String::new(),
+            },
+        ];
+        assert!(check(&json!({"sentiment": "good", "score": 3}), &fields).is_ok());
+        let e = check(&json!({"sentiment": "meh", "score": 3}), &fields).unwrap_err();
+        assert!(e.contains("one of good, bad"), "{e}");
+        assert!(
+            check(&json!({"score": 3}), &fields)
+                .unwrap_err()
+                .contains("missing")
+        );
+        let schema = schema(&fields);
+        assert_eq!(schema["required"], json!(["sentiment", "score"]));
+    }
+}

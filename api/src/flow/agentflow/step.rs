@@ -1,0 +1,657 @@
+//! Each agentflow node read into a typed [`Step`] for one request. Text inputs
+//! stay as written (their variables are resolved when the node runs); models and
+//! tools chosen inside a node (`llmModel` + `llmModelConfig`) are built by the
+//! chat model and tool node types weir already has, with the request's
+//! overrides — so every provider and tool works here as it does in a chatflow.
+
+use std::collections::HashMap;
+
+use serde_json::{Map, Value};
+
+use super::wiring::Wiring;
+use super::{DEFAULT_LOOP_COUNT, MAX_LOOP_COUNT};
+use crate::flow::FlowError;
+use crate::flow::component::{Component, ModelSpec, ToolSpec};
+use crate::flow::graph::{FlowGraph, FlowNode};
+use crate::flow::node::build_node;
+use crate::flow::plan::Overrides;
+use crate::llm::Role;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    pub id: String,
+    pub name: String,
+    pub kind: StepKind,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum StepKind {
+    Start(Start),
+    Llm(Llm),
+    Agent(Agent),
+    Tool(ToolStep),
+    /// Rows of Flowise's condition table, resolved when the node runs.
+    Condition(Vec<Map<String, Value>>),
+    ConditionAgent(ConditionAgent),
+    Loop(LoopStep),
+    Iteration {
+        input: String,
+    },
+    DirectReply {
+        message: String,
+    },
+    Http(HttpStep),
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Start {
+    pub form_input: bool,
+    /// `startState` rows: the flow state every run begins with.
+    pub state: Vec<(String, String)>,
+    pub persist_state: bool,
+    pub ephemeral_memory: bool,
+}
+
+/// How a model node builds its conversation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Talk {
+    /// `llmMessages` rows, system rows first.
+    pub messages: Vec<(Role, String)>,
+    pub memory: Memory,
+    /// A user message added after the memory (`llmUserMessage`).
+    pub user_message: Option<String>,
+    /// The answer joins the run's chat history as the assistant's (else as a user's, Flowise's default).
+    pub as_assistant: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Memory {
+    Off,
+    All,
+    /// The last `n` exchanges.
+    Window(u32),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Llm {
+    pub model: ModelSpec,
+    pub talk: Talk,
+    pub structured: Vec<OutputField>,
+    pub update_state: Vec<(String, String)>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Agent {
+    pub model: ModelSpec,
+    pub talk: Talk,
+    pub tools: Vec<ToolSpec>,
+    pub update_state: Vec<(String, String)>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolStep {
+    pub tool: ToolSpec,
+    /// `toolInputArgs`: argument name and its (templated) value.
+    pub args: Vec<(String, String)>,
+    pub update_state: Vec<(String, String)>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConditionAgent {
+    pub model: ModelSpec,
+    pub instructions: String,
+    pub input: String,
+    pub scenarios: Vec<String>,
+    pub memory: bool,
+    pub system: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoopStep {
+    pub target: String,
+    pub max: u32,
+    pub fallback: Option<String>,
+    pub update_state: Vec<(String, String)>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct HttpStep {
+    pub method: reqwest::Method,
+    pub url: String,
+    pub headers: Vec<(String, String)>,
+    pub query: Vec<(String, String)>,
+    pub body: HttpBody,
+    pub response_json: bool,
+    pub update_state: Vec<(String, String)>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum HttpBody {
+    None,
+    Json(String),
+    Raw(String),
+    Form(Vec<(String, String)>),
+}
+
+/// One key of `llmStructuredOutput`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutputField {
+    pub key: String,
+    pub kind: FieldKind,
+    pub description: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum FieldKind {
+    String,
+    StringArray,
+    Number,
+    Boolean,
+    Enum(Vec<String>),
+    /// An array of objects with these properties (Flowise's `jsonSchema`).
+    JsonArray(Map<String, Value>),
+}
+
+/// Every node of the flow as a step.
+pub fn build_steps(
+    graph: &FlowGraph,
+    wiring: &Wiring,
+    overrides: &Overrides<'_>,
+) -> Result<HashMap<String, Step>, FlowError> {
+    let mut steps = HashMap::with_capacity(graph.nodes.len());
+    for node in &graph.nodes {
+        let read = Read {
+            graph,
+            node,
+            overrides,
+        };
+        let kind = read.kind(wiring)?;
+        steps.insert(
+            node.id.clone(),
+            Step {
+                id: node.id.clone(),
+                name: node.name.clone(),
+                kind,
+            },
+        );
+    }
+    Ok(steps)
+}
+
+/// One node's inputs being read.
+struct Read<'a> {
+    graph: &'a FlowGraph,
+    node: &'a FlowNode,
+    overrides: &'a Overrides<'a>,
+}
+
+impl Read<'_> {
+    fn invalid(&self, what: impl std::fmt::Display) -> FlowError {
+        FlowError::invalid(format!("node {} ({}) {what}", self.node.id, self.node.name))
+    }
+
+    fn value(&self, name: &str) -> Option<&Value> {
+        self.node.inputs.get(name).filter(|v| !v.is_null())
+    }
+
+    /// A text input as written (variables unresolved); empty when absent.
+    fn text(&self, name: &str) -> String {
+        match self.value(name) {
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Number(n)) => n.to_string(),
+            Some(Value::Bool(b)) => b.to_string(),
+            _ => String::new(),
+        }
+    }
+
+    fn flag(&self, name: &str) -> bool {
+        matches!(self.value(name), Some(Value::Bool(true)))
+            || matches!(self.value(name), Some(Value::String(s)) if s == "true")
+    }
+
+    /// An `array` input: its rows (Flowise writes `""` for none, and some inputs as JSON text).
+    fn rows(&self, name: &str) -> Result<Vec<Map<String, Value>>, FlowError> {
+        let parsed;
+        let items = match self.value(name) {
+            None => return Ok(Vec::new()),
+            Some(Value::String(s)) if s.trim().is_empty() => return Ok(Vec::new()),
+            Some(Value::String(s)) => {
+                parsed = serde_json::from_str::<Value>(s).map_err(|e| {
+                    self.invalid(format_args!("input '{name}' is not a list of rows: {e}"))
+                })?;
+                &parsed
+            }
+            Some(v) => v,
+        };
+        let Value::Array(items) = items else {
+            return Err(self.invalid(format_args!("input '{name}' must be a list of rows")));
+        };
+        items
+            .iter()
+            .map(|row| match row {
+                Value::Object(o) => Ok(o.clone()),
+                _ => Err(self.invalid(format_args!(
+                    "input '{name}' has a row that is not an object"
+                ))),
+            })
+            .collect()
+    }
+
+    /// `{key, value}` rows (state updates, headers, query parameters).
+    fn pairs(
+        &self,
+        name: &str,
+        key: &str,
+        value: &str,
+    ) -> Result<Vec<(String, String)>, FlowError> {
+        Ok(self
+            .rows(name)?
+            .iter()
+            .filter_map(|row| {
+                let k = row.get(key).and_then(Value::as_str)?.trim();
+                (!k.is_empty()).then(|| (k.to_owned(), cell(row.get(value))))
+            })
+            .collect())
+    }
+
+    /// A component chosen inside the node: `<param>` names its type and
+    /// `<param>Config` holds its inputs.
+    fn component(&self, param: &str) -> Result<Option<Component>, FlowError> {
+        let name = self.text(param);
+        if name.trim().is_empty() {
+            return Ok(None);
+        }
+        let mut inputs = match self.value(&format!("{param}Config")) {
+            Some(Value::Object(config)) => config.clone(),
+            _ => Map::new(),
+        };
+        for editor_only in [param, "credential", "FLOWISE_CREDENTIAL_ID"] {
+            inputs.remove(editor_only);
+        }
+        self.build_inner(param, name.trim(), inputs).map(Some)
+    }
+
+    fn build_inner(
+        &self,
+        what: &str,
+        name: &str,
+        inputs: Map<String, Value>,
+    ) -> Result<Component, FlowError> {
+        let inner = FlowNode {
+            id: self.node.id.clone(),
+            name: name.to_owned(),
+            label: self.node.label.clone(),
+            inputs,
+            parent: None,
+        };
+        build_node(self.graph, &inner, self.overrides).map_err(|e| {
+            self.invalid(format_args!(
+                "cannot use its '{what}' ({name}): {}",
+                e.message
+            ))
+        })
+    }
+
+    fn model(&self, param: &str) -> Result<ModelSpec, FlowError> {
+        match self.component(param)? {
+            Some(Component::Model(model)) => Ok(model),
+            Some(_) => Err(self.invalid(format_args!("input '{param}' must name a chat model"))),
+            None => Err(self.invalid(format_args!("needs a chat model ('{param}')"))),
+        }
+    }
+
+    fn talk(&self, prefix: &str) -> Result<Talk, FlowError> {
+        let mut messages = Vec::new();
+        let mut system = Vec::new();
+        for row in self.rows(&format!("{prefix}Messages"))? {
+            let content = cell(row.get("content"));
+            let role = match row.get("role").and_then(Value::as_str).unwrap_or("") {
+                "system" | "developer" => Role::System,
+                "assistant" => Role::Assistant,
+                "user" => Role::User,
+                "" => continue,
+                other => {
+                    return Err(
+                        self.invalid(format_args!("has a message of unknown role '{other}'"))
+                    );
+                }
+            };
+            if content.trim().is_empty() {
+                continue;
+            }
+            if role == Role::System {
+                system.push((role, content));
+            } else {
+                messages.push((role, content));
+            }
+        }
+        system.extend(messages);
+        // A missing switch is off, as in Flowise (its editor writes `true` by default).
+        let memory = if !self.flag(&format!("{prefix}EnableMemory")) {
+            Memory::Off
+        } else {
+            match self.text(&format!("{prefix}MemoryType")).as_str() {
+                "" | "allMessages" => Memory::All,
+                "windowSize" => {
+                    let size = self.text(&format!("{prefix}MemoryWindowSize"));
+                    let n = match size.trim() {
+                        "" => 20,
+                        s => s.parse::<u32>().map_err(|_| {
+                            self.invalid("has a memory window size that is not a whole number")
+                        })?,
+                    };
+                    Memory::Window(n.max(1))
+                }
+                other => {
+                    return Err(self.invalid(format_args!(
+                        "uses the memory type '{other}', which weir does not support yet \
+                         (use allMessages or windowSize)"
+                    )));
+                }
+            }
+        };
+        let user_message = Some(self.text(&format!("{prefix}UserMessage")))
+            .filter(|m| !m.trim().is_empty() && memory != Memory::Off);
+        Ok(Talk {
+            messages: system,
+            memory,
+            user_message,
+            as_assistant: self.text(&format!("{prefix}ReturnResponseAs")) == "assistantMessage",
+        })
+    }
+
+    fn structured(&self, name: &str) -> Result<Vec<OutputField>, FlowError> {
+        let mut fields = Vec::new();
+        for row in self.rows(name)? {
+            let key = cell(row.get("key"));
+            let key = key.trim();
+            if key.is_empty() {
+                continue;
+            }
+            let kind = match row.get("type").and_then(Value::as_str).unwrap_or("string") {
+                "string" | "" => FieldKind::String,
+                "stringArray" => FieldKind::StringArray,
+                "number" => FieldKind::Number,
+                "boolean" => FieldKind::Boolean,
+                "enum" => FieldKind::Enum(
+                    cell(row.get("enumValues"))
+                        .split(',')
+                        .map(|v| v.trim().to_owned())
+                        .filter(|v| !v.is_empty())
+                        .collect(),
+                ),
+                "jsonArray" => {
+                    let schema = cell(row.get("jsonSchema"));
+                    let properties = match serde_json::from_str::<Value>(&schema) {
+                        Ok(Value::Object(o)) => o,
+                        _ => {
+                            return Err(self.invalid(format_args!(
+                                "structured output key '{key}' needs a JSON object schema"
+                            )));
+                        }
+                    };
+                    FieldKind::JsonArray(properties)
+                }
+                other => {
+                    return Err(self.invalid(format_args!(
+                        "structured output key '{key}' has an unknown type '{other}'"
+                    )));
+                }
+            };
+            if matches!(&kind, FieldKind::Enum(values) if values.is_empty()) {
+                return Err(self.invalid(format_args!(
+                    "structured output key '{key}' is an enum without values"
+                )));
+            }
+            fields.push(OutputField {
+                key: key.to_owned(),
+                kind,
+                description: cell(row.get("description")),
+            });
+        }
+        Ok(fields)
+    }
+
+    fn kind(&self, wiring: &Wiring) -> Result<StepKind, FlowError> {
+        let not_yet =
+            |what: &str| Err(self.invalid(format_args!("{what}, which weir does not support yet")));
+        Ok(match self.node.name.as_str() {
+            "startAgentflow" => {
+                let form_input = match self.text("startInputType").as_str() {
+                    "" | "chatInput" => false,
+                    "formInput" => true,
+                    other => {
+                        return Err(self.invalid(format_args!(
+                            "starts on '{other}'; weir starts agentflows from a chat or a form \
+                             (its triggers call them by cron or webhook)"
+                        )));
+                    }
+                };
+                StepKind::Start(Start {
+                    form_input,
+                    state: self.pairs("startState", "key", "value")?,
+                    persist_state: self.flag("startPersistState"),
+                    ephemeral_memory: self.flag("startEphemeralMemory"),
+                })
+            }
+            "llmAgentflow" => StepKind::Llm(Llm {
+                model: self.model("llmModel")?,
+                talk: self.talk("llm")?,
+                structured: self.structured("llmStructuredOutput")?,
+                update_state: self.pairs("llmUpdateState", "key", "value")?,
+            }),
+            "agentAgentflow" => {
+                if !self.structured("agentStructuredOutput")?.is_empty() {
+                    return not_yet("asks its agent for structured output");
+                }
+                for knowledge in ["agentKnowledgeDocumentStores", "agentKnowledgeVSEmbeddings"] {
+                    if !self.rows(knowledge)?.is_empty() {
+                        return not_yet(&format!("has knowledge ('{knowledge}')"));
+                    }
+                }
+                let mut tools = Vec::new();
+                for row in self.rows("agentTools")? {
+                    let name = cell(row.get("agentSelectedTool"));
+                    if name.trim().is_empty() {
+                        continue;
+                    }
+                    if matches!(
+                        row.get("agentSelectedToolRequiresHumanInput"),
+                        Some(Value::Bool(true))
+                    ) {
+                        return not_yet(&format!("asks for approval before tool '{name}'"));
+                    }
+                    let config = match row.get("agentSelectedToolConfig") {
+                        Some(Value::Object(c)) => clean_config(c, "agentSelectedTool"),
+                        _ => Map::new(),
+                    };
+                    match self.build_inner("agentSelectedTool", name.trim(), config)? {
+                        Component::Tool(tool) => tools.push(tool),
+                        _ => {
+                            return Err(self.invalid(format_args!("'{name}' is not a tool")));
+                        }
+                    }
+                }
+                StepKind::Agent(Agent {
+                    model: self.model("agentModel")?,
+                    talk: self.talk("agent")?,
+                    tools,
+                    update_state: self.pairs("agentUpdateState", "key", "value")?,
+                })
+            }
+            "toolAgentflow" => {
+                let param = if self.text("toolAgentflowSelectedTool").trim().is_empty() {
+                    "selectedTool"
+                } else {
+                    "toolAgentflowSelectedTool"
+                };
+                let tool = match self.component(param)? {
+                    Some(Component::Tool(tool)) => tool,
+                    Some(_) => return Err(self.invalid(format_args!("'{param}' is not a tool"))),
+                    None => return Err(self.invalid("needs a tool ('toolAgentflowSelectedTool')")),
+                };
+                StepKind::Tool(ToolStep {
+                    tool,
+                    args: self.pairs("toolInputArgs", "inputArgName", "inputArgValue")?,
+                    update_state: self.pairs("toolUpdateState", "key", "value")?,
+                })
+            }
+            "conditionAgentflow" => StepKind::Condition(self.rows("conditions")?),
+            "conditionAgentAgentflow" => {
+                let scenarios: Vec<String> = self
+                    .rows("conditionAgentScenarios")?
+                    .iter()
+                    .map(|row| cell(row.get("scenario")).trim().to_owned())
+                    .collect();
+                if scenarios.is_empty() || scenarios.iter().any(String::is_empty) {
+                    return Err(self.invalid("needs its scenarios, none of them empty"));
+                }
+                let decisions = wiring.next(&self.node.id);
+                if let Some(beyond) = decisions
+                    .iter()
+                    .find(|n| n.branch.is_some_and(|b| b >= scenarios.len()))
+                {
+                    return Err(self.invalid(format_args!(
+                        "has an edge to {} from an output it does not have ({} scenarios)",
+                        beyond.target,
+                        scenarios.len()
+                    )));
+                }
+                StepKind::ConditionAgent(ConditionAgent {
+                    model: self.model("conditionAgentModel")?,
+                    instructions: self.text("conditionAgentInstructions"),
+                    input: self.text("conditionAgentInput"),
+                    scenarios,
+                    memory: self.flag("conditionAgentEnableMemory"),
+                    system: Some(self.text("conditionAgentSystemPrompt")).filter(|s| {
+                        self.flag("conditionAgentOverrideSystemPrompt") && !s.trim().is_empty()
+                    }),
+                })
+            }
+            "loopAgentflow" => {
+                let target_text = self.text("loopBackToNode");
+                // `<nodeId>-<label>`; ids never hold '-' but labels may.
+                let target = target_text
+                    .split('-')
+                    .next()
+                    .unwrap_or_default()
+                    .trim()
+                    .to_owned();
+                if !wiring.names.contains_key(&target) {
+                    return Err(self.invalid(format_args!(
+                        "loops back to '{target_text}', which is not a node of the flow"
+                    )));
+                }
+                let max = match self.text("maxLoopCount").trim() {
+                    "" => DEFAULT_LOOP_COUNT,
+                    n => match n.parse::<f64>() {
+                        Ok(n) if n >= 1.0 && n <= f64::from(MAX_LOOP_COUNT) => n as u32,
+                        _ => {
+                            return Err(self.invalid(format_args!(
+                                "input 'maxLoopCount' must be a whole number from 1 to {MAX_LOOP_COUNT}"
+                            )));
+                        }
+                    },
+                };
+                StepKind::Loop(LoopStep {
+                    target,
+                    max,
+                    fallback: Some(self.text("fallbackMessage")).filter(|m| !m.trim().is_empty()),
+                    update_state: self.pairs("loopUpdateState", "key", "value")?,
+                })
+            }
+            "iterationAgentflow" => StepKind::Iteration {
+                input: self.text("iterationInput"),
+            },
+            "directReplyAgentflow" => StepKind::DirectReply {
+                message: self.text("directReplyMessage"),
+            },
+            "httpAgentflow" => self.http()?,
+            "customFunctionAgentflow" => {
+                return Err(self.invalid(
+                    "runs JavaScript, which weir does not run; do the work in a Python tool \
+                     (toolAgentflow with a stored tool) instead",
+                ));
+            }
+            "retrieverAgentflow" => {
+                return Err(self.invalid(
+                    "searches Flowise document stores, which weir does not have; keep the \
+                     documents in a vector store of a chatflow and search them with a \
+                     retriever tool",
+                ));
+            }
+            "humanInputAgentflow" => return not_yet("waits for human input"),
+            "executeFlowAgentflow" => return not_yet("runs another flow"),
+            _ => {
+                return Err(FlowError::invalid(format!(
+                    "node {} is of type '{}', which weir does not implement",
+                    self.node.id, self.node.name
+                )));
+            }
+        })
+    }
+
+    fn http(&self) -> Result<StepKind, FlowError> {
+        let method = match self.text("method").to_ascii_uppercase().as_str() {
+            "" | "GET" => reqwest::Method::GET,
+            "POST" => reqwest::Method::POST,
+            "PUT" => reqwest::Method::PUT,
+            "PATCH" => reqwest::Method::PATCH,
+            "DELETE" => reqwest::Method::DELETE,
+            other => return Err(self.invalid(format_args!("uses an unknown method '{other}'"))),
+        };
+        let url = self.text("url");
+        if url.trim().is_empty() {
+            return Err(self.invalid("needs its 'url'"));
+        }
+        let body = match self.text("bodyType").as_str() {
+            _ if method == reqwest::Method::GET => HttpBody::None,
+            "" => HttpBody::None,
+            "json" => HttpBody::Json(self.text("body")),
+            "raw" => HttpBody::Raw(self.text("body")),
+            "xWwwFormUrlencoded" => HttpBody::Form(self.pairs("body", "key", "value")?),
+            other => {
+                return Err(self.invalid(format_args!(
+                    "sends a body of type '{other}', which weir does not support (json, raw or \
+                     xWwwFormUrlencoded)"
+                )));
+            }
+        };
+        let response_json = match self.text("responseType").as_str() {
+            "" | "json" => true,
+            "text" => false,
+            other => {
+                return Err(self.invalid(format_args!(
+                    "reads a response of type '{other}', which weir does not support (json or text)"
+                )));
+            }
+        };
+        Ok(StepKind::Http(HttpStep {
+            method,
+            url,
+            headers: self.pairs("headers", "key", "value")?,
+            query: self.pairs("queryParams", "key", "value")?,
+            body,
+            response_json,
+            update_state: self.pairs("httpUpdateState", "key", "value")?,
+        }))
+    }
+}
+
+/// A tool's config without what only the editor uses.
+fn clean_config(config: &Map<String, Value>, param: &str) -> Map<String, Value> {
+    let mut inputs = config.clone();
+    for editor_only in [param, "credential", "FLOWISE_CREDENTIAL_ID"] {
+        inputs.remove(editor_only);
+    }
+    inputs
+}
+
+/// A row's cell as text (numbers and booleans as written).
+pub fn cell(value: Option<&Value>) -> String {
+    match value {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Null) | None => String::new(),
+        Some(other) => other.to_string(),
+    }
+}

@@ -1,0 +1,939 @@
+"""Agentflow V2 (chatflows of type AGENTFLOW whose flowData has a startAgentflow
+node) over HTTP: the JSON answer and its agentFlowExecutedData, Flowise's variables
+in rich-text inputs, each node type (LLM with messages, memory and structured
+output; Agent and Tool with weir's tools and a stored Python tool; Condition;
+Condition Agent; Loop; Direct Reply; HTTP through the address guard; Custom
+Function and Retriever refused; Sticky Note ignored), flow state (updated, read,
+persisted across turns), form starts, the SSE event sequence, node errors,
+executions, a cron trigger, and two hand-written Flowise exports loaded as they are.
+
+Models are the fake providers (fakes.py): they answer `Echo: <last user message>`;
+a forced `structured_output` call answers a `STRUCT {json}` directive (or
+`STRUCT_BAD_ONCE`), a forced `choose_scenario` call picks the first scenario the
+last user message names."""
+
+import datetime
+import json
+import sqlite3
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import requests
+
+import flows
+from fakes import GOOD_KEY, FakeProviders, FakeSite
+from flows import (af_agent, af_condition, af_condition_agent, af_custom_function, af_http, af_llm, af_loop,
+                   af_model, af_openai, af_reply, af_retriever, af_start, af_sticky_note, af_tool, af_tool_row,
+                   agentflow, mention, rich)
+from prediction_client import ask, create_flow, nonce, predict, stream, tools_used
+from test_triggers import wait_for
+from weir_harness import Api, Weir, assert_error
+
+START, LLM, REPLY = "startAgentflow_0", "llmAgentflow_0", "directReplyAgentflow_0"
+CHAT = "/chat/completions"
+EXPORTS = Path(__file__).parent / "flowise_exports"
+
+
+@pytest.fixture(scope="module")
+def fake():
+    f = FakeProviders()
+    yield f
+    f.close()
+
+
+@pytest.fixture(scope="module")
+def site():
+    """A site on 127.0.0.2 answering GET with JSON (POST: `posted: <body>`)."""
+    s = FakeSite("127.0.0.2", body='{"n": 3}', content_type="application/json")
+    yield s
+    s.close()
+
+
+@pytest.fixture(scope="module")
+def inner():
+    """A site on 127.0.0.1, which no server of these tests lets a node reach."""
+    s = FakeSite("127.0.0.1", body="inner secret")
+    yield s
+    s.close()
+
+
+@pytest.fixture(scope="module")
+def allowing(tmp_path_factory):
+    """A server letting requests reach 127.0.0.2 (ALLOW_PRIVATE_REQUESTS, as in
+    test_request_tools) and holding an OpenAI key in its environment (exports carry
+    no credentials, as in test_flowise_exports)."""
+    w = Weir(tmp_path_factory.mktemp("weir-agentflow"), "sqlite")
+    w.env.update(ALLOW_PRIVATE_REQUESTS="127.0.0.2", OPENAI_API_KEY=GOOD_KEY)
+    w.start()
+    yield w
+    w.cleanup()
+
+
+@pytest.fixture
+def client(allowing) -> Api:
+    return Api(allowing.url, allowing.create_key(workspace=f"ws-{nonce()}"))
+
+
+# ------------------------------------------------------------------ helpers
+
+def create(api, flow_data) -> str:
+    return create_flow(api, flow_data, type="AGENTFLOW")
+
+
+def chain(*nodes):
+    """flowData of these nodes wired one after the other."""
+    return agentflow(list(nodes), [(a["id"], b["id"]) for a, b in zip(nodes, nodes[1:])])
+
+
+def executed(body):
+    return [i["nodeId"] for i in body["agentFlowExecutedData"]]
+
+
+def item(body, node_id):
+    """The last executed item of `node_id`."""
+    return [i for i in body["agentFlowExecutedData"] if i["nodeId"] == node_id][-1]
+
+
+def output(body, node_id):
+    return item(body, node_id)["data"]["output"]
+
+
+def said(sent):
+    return [(m["role"], m["content"]) for m in sent["messages"]]
+
+
+def system(text):
+    return [{"role": "system", "content": rich(text)}]
+
+
+def llm(fake, node_id=LLM, text="You are helpful.", **inputs):
+    """An LLM node on the fake OpenAI model with one system message."""
+    return af_llm(node_id, af_openai(fake.url), system(text), **inputs)
+
+
+def post(api, flow_id, body, **kw):
+    return api.post(f"/prediction/{flow_id}", json=body, **kw)
+
+
+def lines(text):
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def fulfilled(conditions):
+    return [c.get("isFulfilled") is True for c in conditions]
+
+
+def iso_now(value):
+    moment = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    assert abs((datetime.datetime.now(datetime.timezone.utc) - moment).total_seconds()) < 60, value
+    return moment
+
+
+# ------------------------------------------------------------------ the fake's forced tools (no weir)
+
+def forced_call(fake, messages, tool, parameters, tool_choice):
+    """(name, arguments) of the one tool call the fake answers a streamed chat
+    completions request offering only `tool` with `tool_choice`."""
+    body = {"model": "m", "stream": True, "messages": messages, "tool_choice": tool_choice,
+            "tools": [{"type": "function", "function": {"name": tool, "description": "", "parameters": parameters}}]}
+    r = requests.post(f"{fake.url}/v1/chat/completions", json=body, timeout=10,
+                      headers={"Authorization": f"Bearer {GOOD_KEY}"})
+    name, arguments = None, ""
+    for line in r.text.splitlines():
+        if line.startswith("data: {"):
+            for part in json.loads(line[6:])["choices"][0]["delta"].get("tool_calls", []):
+                name = part.get("function", {}).get("name") or name
+                arguments += part.get("function", {}).get("arguments", "")
+    return name, json.loads(arguments)
+
+
+def test_the_fake_answers_forced_tools(fake):
+    schema = {"type": "object", "required": ["city", "temp"], "properties": {
+        "city": {"type": "string"}, "temp": {"type": "number"}, "hot": {"type": "boolean"},
+        "kind": {"type": "string", "enum": ["sunny", "rainy"]}, "tags": {"type": "array", "items": {"type": "string"}}}}
+    force = {"type": "function", "function": {"name": "structured_output"}}
+    user = [{"role": "user", "content": f'{nonce()} STRUCT {{"city": "Oslo", "temp": 3}}'}]
+    assert forced_call(fake, user, "structured_output", schema, force) == (
+        "structured_output", {"city": "Oslo", "temp": 3})
+    assert forced_call(fake, [{"role": "user", "content": "hi"}], "structured_output", schema, "required") == (
+        "structured_output", {"city": "x", "temp": 1, "hot": True, "kind": "sunny", "tags": []})
+    marker = nonce()
+    once = [{"role": "user", "content": f'{marker} STRUCT_BAD_ONCE {{"city": "Rome", "temp": 30}}'}]
+    assert forced_call(fake, once, "structured_output", schema, force)[1] == {}
+    retry = once + [{"role": "user", "content": "city and temp are missing"}]
+    assert forced_call(fake, retry, "structured_output", schema, force)[1] == {"city": "Rome", "temp": 30}
+    assert fake.struct_requests(marker) == 2
+
+    scenarios = {"type": "object", "properties": {"output": {"type": "string", "enum": SCENARIOS}}}
+    choose = {"type": "function", "function": {"name": "choose_scenario"}}
+
+    def pick(text):
+        return forced_call(fake, [{"role": "user", "content": text}], "choose_scenario", scenarios, choose)[1]
+
+    assert pick("A WEATHER QUESTION") == {"output": "weather question"}
+    assert pick(f'{{"input": "billing question please", "scenarios": {json.dumps(SCENARIOS)}}}') == {
+        "output": "billing question"}
+    assert pick(f'{{"input": "hello", "scenarios": {json.dumps(SCENARIOS)}}}') == {"output": "none of these"}
+
+
+# ------------------------------------------------------------------ the answer
+
+def test_an_llm_node_answers_with_the_executed_nodes(api, fake):
+    flow = create(api, chain(af_start(), llm(fake)))
+    marker = nonce()
+    question, chat = f"Hello there {marker}", f"chat-{marker}"
+    body = ask(api, flow, question, chatId=chat)
+    assert {"text", "question", "chatId", "chatMessageId", "sessionId", "executionId",
+            "agentFlowExecutedData"} <= set(body)
+    assert body["text"] == f"Echo: {question}" and body["question"] == question
+    assert body["chatId"] == body["sessionId"] == chat
+    uuid.UUID(body["executionId"])
+    uuid.UUID(body["chatMessageId"])
+
+    start, answer = body["agentFlowExecutedData"]
+    assert (start["nodeId"], start["nodeLabel"], start["status"], start["previousNodeIds"]) == (
+        START, "Start", "FINISHED", [])
+    assert (answer["nodeId"], answer["nodeLabel"], answer["status"], answer["previousNodeIds"]) == (
+        LLM, "LLM", "FINISHED", [START])
+    for done, name in ((start, "startAgentflow"), (answer, "llmAgentflow")):
+        assert {"id", "name", "input", "output", "state"} <= set(done["data"]), done
+        assert (done["data"]["id"], done["data"]["name"]) == (done["nodeId"], name)
+    assert answer["data"]["output"]["content"] == body["text"]
+
+    [sent] = fake.bodies(CHAT, marker)
+    assert sent["model"] == "gpt-test"
+    assert said(sent) == [("system", "You are helpful."), ("user", question)]
+
+
+CHAT_MODELS = {
+    "chatOpenAI": (lambda base: flows.openai_model(base), CHAT),
+    "chatAnthropic": (lambda base: flows.anthropic_model(base), "/v1/messages"),
+    "chatOllama": (lambda base: flows.ollama_model(base), "/api/chat"),
+    "azureChatOpenAI": (lambda base: flows.azure_model(base, deployment="af-dep"), CHAT),
+    "chatMistralAI": (lambda base: flows.mistral_model(base), CHAT),
+}
+
+
+@pytest.mark.parametrize("kind", list(CHAT_MODELS))
+def test_any_chat_model_drives_an_llm_node(api, fake, kind):
+    model, suffix = CHAT_MODELS[kind]
+    node = af_llm(LLM, af_model("llmModel", model(fake.url)), system("Be kind."))
+    flow = create(api, chain(af_start(), node))
+    question = f"Which model? {nonce()}"
+    assert ask(api, flow, question)["text"] == f"Echo: {question}"
+    [sent] = fake.bodies(suffix, question)
+    assert "Be kind." in json.dumps(sent)
+
+
+def test_direct_reply_quotes_an_earlier_node(api, fake):
+    reply = af_reply(REPLY, rich("Answer: " + mention(LLM)))
+    flow = create(api, chain(af_start(), llm(fake), reply))
+    question = f"Quote me {nonce()}"
+    body = ask(api, flow, question)
+    assert body["text"] == f"Answer: Echo: {question}"
+    assert executed(body) == [START, LLM, REPLY]
+    assert item(body, REPLY)["previousNodeIds"] == [LLM]
+    assert output(body, REPLY)["content"] == body["text"]
+    assert output(body, LLM)["content"] == f"Echo: {question}"
+
+
+def test_a_direct_reply_alone_calls_no_model(api, fake):
+    flow = create(api, chain(af_start(), af_reply(REPLY, rich("Hello " + mention("question") + "!"))))
+    calls = fake.count(CHAT)
+    assert ask(api, flow, "Ada")["text"] == "Hello Ada!"
+    assert fake.count(CHAT) == calls
+
+
+def test_a_sticky_note_is_ignored(api):
+    flow = agentflow([af_start(), af_reply(REPLY, "Noted."), af_sticky_note("stickyNoteAgentflow_0", "A note")],
+                     [(START, REPLY)])
+    body = ask(api, create(api, flow), "hi")
+    assert body["text"] == "Noted." and executed(body) == [START, REPLY]
+
+
+# ------------------------------------------------------------------ variables
+
+def test_rich_text_becomes_plain_text(api, fake):
+    text = rich("Fish &amp; chips for " + mention("question") + ".", "Second paragraph.")
+    flow = create(api, chain(af_start(), af_llm(LLM, af_openai(fake.url), [{"role": "system", "content": text}])))
+    question = f"Ada {nonce()}"
+    ask(api, flow, question)
+    [sent] = fake.bodies(CHAT, question)
+    content = sent["messages"][0]["content"]
+    assert "<" not in content and "&amp;" not in content and "{{" not in content
+    assert lines(content) == [f"Fish & chips for {question}.", "Second paragraph."]
+
+
+def test_question_and_current_date_time(api):
+    flow = create(api, chain(af_start(), af_reply(REPLY, "Asked {{ question }} at {{ current_date_time }}")))
+    text = ask(api, flow, "the time")["text"]
+    assert text.startswith("Asked the time at ")
+    iso_now(text.removeprefix("Asked the time at "))
+
+
+def test_chat_history_is_the_sessions_earlier_turns(api):
+    flow = create(api, chain(af_start(), af_reply(REPLY, "Seen: {{ chat_history }} Now: {{ question }}")))
+    chat = f"history-{nonce()}"
+    first = ask(api, flow, "alpha", chatId=chat)["text"]
+    assert first.startswith("Seen: ") and first.endswith("Now: alpha") and "{{" not in first
+    second = ask(api, flow, "beta", chatId=chat)["text"]
+    assert f"Human: alpha\nAssistant: {first}" in second and second.endswith("Now: beta")
+    other = ask(api, flow, "gamma", chatId=f"{chat}-other")["text"]
+    assert "alpha" not in other and "Human:" not in other
+
+
+def test_flow_variables(api):
+    flow = create(api, chain(af_start(), af_reply(REPLY, "{{ $flow.sessionId }}|{{ $flow.chatId }}|"
+                                                         "{{ $flow.chatflowId }}")))
+    chat = f"flowvars-{nonce()}"
+    assert ask(api, flow, "who", chatId=chat)["text"] == f"{chat}|{chat}|{flow}"
+
+
+def test_workspace_variables(api):
+    r = api.post("/variables", json={"name": "greeting", "value": "bonjour"})
+    assert r.status_code == 201, r.text
+    flow = create(api, chain(af_start(), af_reply(REPLY, rich(mention("$vars.greeting") + ", "
+                                                              + mention("question")))))
+    assert ask(api, flow, "Ada")["text"] == "bonjour, Ada"
+
+
+def test_unknown_variables_stay_as_written(api):
+    message = "{{ nothing_here }} / {{ $flow.state.missing }} / {{ $vars.missing }} / {{ noSuchNode_0 }}"
+    flow = create(api, chain(af_start(), af_reply(REPLY, message)))
+    assert ask(api, flow, "hi")["text"] == message
+
+
+# ------------------------------------------------------------------ LLM node
+
+def test_llm_messages_put_system_rows_first(api, fake):
+    rows = [{"role": "assistant", "content": rich("Earlier I said hello.")},
+            {"role": "system", "content": rich("Be brief.")}]
+    flow = create(api, chain(af_start(), af_llm(LLM, af_openai(fake.url), rows)))
+    question = f"Order {nonce()}"
+    ask(api, flow, question)
+    [sent] = fake.bodies(CHAT, question)
+    assert said(sent) == [("system", "Be brief."), ("assistant", "Earlier I said hello."), ("user", question)]
+
+
+def test_llm_memory_is_the_sessions_earlier_turns(api, fake):
+    marker = nonce()
+    remembering = create(api, chain(af_start(), llm(fake, text="Remember.", llmEnableMemory=True)))
+    forgetting = create(api, chain(af_start(), llm(fake, text="Forget.")))
+    for flow, chat in ((remembering, f"mem-{marker}"), (forgetting, f"nomem-{marker}")):
+        ask(api, flow, f"alpha {marker}", chatId=chat)
+        ask(api, flow, f"beta {marker}", chatId=chat)
+    with_memory = [b for b in fake.bodies(CHAT, f"beta {marker}") if b["messages"][0]["content"] == "Remember."]
+    without = [b for b in fake.bodies(CHAT, f"beta {marker}") if b["messages"][0]["content"] == "Forget."]
+    assert said(with_memory[0]) == [("system", "Remember."), ("user", f"alpha {marker}"),
+                                    ("assistant", f"Echo: alpha {marker}"), ("user", f"beta {marker}")]
+    assert said(without[0]) == [("system", "Forget."), ("user", f"beta {marker}")]
+
+
+def test_llm_input_message_ends_the_conversation(api, fake):
+    node = llm(fake, llmEnableMemory=True, llmUserMessage=rich("Answer briefly: " + mention("question")))
+    flow = create(api, chain(af_start(), node))
+    question = f"Why? {nonce()}"
+    body = ask(api, flow, question)
+    [sent] = fake.bodies(CHAT, question)
+    assert said(sent)[0] == ("system", "You are helpful.")
+    assert said(sent)[-1] == ("user", f"Answer briefly: {question}")
+    assert body["text"] == f"Echo: Answer briefly: {question}"
+
+
+WEATHER_ROWS = [
+    {"key": "city", "type": "string", "description": "The city"},
+    {"key": "hot", "type": "boolean", "description": "Is it hot"},
+    {"key": "items", "type": "jsonArray", "description": "What to bring",
+     "jsonSchema": json.dumps({"name": {"type": "string", "description": "Item name"}, "qty": {"type": "number"}})},
+    {"key": "kind", "type": "enum", "enumValues": "sunny, rainy, cloudy", "description": "The weather"},
+    {"key": "tags", "type": "stringArray", "description": "Tags"},
+    {"key": "temp", "type": "number", "description": "Temperature"},
+]
+# Keys in the rows' order, which is also alphabetical (however the JSON is re-ordered).
+WEATHER = {"city": "Paris", "hot": False, "items": [{"name": "umbrella", "qty": 2}], "kind": "rainy",
+           "tags": ["wet", "grey"], "temp": 21}
+
+
+def check_structured_request(sent):
+    """The request forces one tool, structured_output, whose parameters are the
+    schema of WEATHER_ROWS."""
+    assert [t["function"]["name"] for t in sent["tools"]] == ["structured_output"]
+    assert sent["tool_choice"] in ("required", {"type": "function", "function": {"name": "structured_output"}})
+    params = sent["tools"][0]["function"]["parameters"]
+    props = params["properties"]
+    assert params["type"] == "object" and set(params["required"]) == set(WEATHER) == set(props)
+    assert props["city"]["type"] == "string" and props["city"]["description"] == "The city"
+    assert props["hot"]["type"] == "boolean" and props["temp"]["type"] == "number"
+    assert props["kind"]["enum"] == ["sunny", "rainy", "cloudy"]
+    assert props["tags"]["type"] == "array" and props["tags"]["items"]["type"] == "string"
+    assert props["items"]["type"] == "array" and props["items"]["items"]["type"] == "object"
+    item_props = props["items"]["items"]["properties"]
+    assert item_props["name"]["type"] == "string" and item_props["qty"]["type"] == "number"
+
+
+def test_structured_output(api, fake):
+    reply = af_reply(REPLY, "{{ llmAgentflow_0.output.city }} is {{ llmAgentflow_0.output.temp }} degrees, "
+                            "{{ llmAgentflow_0.output.kind }}")
+    flow = create(api, chain(af_start(), llm(fake, llmStructuredOutput=WEATHER_ROWS), reply))
+    marker = nonce()
+    body = ask(api, flow, f"Weather please {marker} STRUCT {json.dumps(WEATHER)}")
+    assert body["text"] == "Paris is 21 degrees, rainy"
+    out = output(body, LLM)
+    assert {k: out[k] for k in WEATHER} == WEATHER
+    assert out["content"] == json.dumps(WEATHER, indent=2)
+    [sent] = fake.bodies(CHAT, marker)
+    check_structured_request(sent)
+
+    # Without a directive the fake fills the schema: strings "x", numbers 1, the first enum value.
+    assert ask(api, flow, f"Anything {nonce()}")["text"] == "x is 1 degrees, sunny"
+
+
+def test_structured_output_as_the_last_node_is_the_answer(api, fake):
+    rows = [{"key": "city", "type": "string", "description": "City"}]
+    flow = create(api, chain(af_start(), llm(fake, llmStructuredOutput=rows)))
+    body = ask(api, flow, f'{nonce()} STRUCT {{"city": "Oslo"}}')
+    assert body["text"] == json.dumps({"city": "Oslo"}, indent=2) == output(body, LLM)["content"]
+
+
+CITY_ROWS = [{"key": "city", "type": "string", "description": "City"},
+             {"key": "temp", "type": "number", "description": "Temperature"}]
+
+
+def test_an_invalid_structured_answer_is_retried_once(api, fake):
+    flow = create(api, chain(af_start(), llm(fake, llmStructuredOutput=CITY_ROWS)))
+    marker = nonce()
+    question = f'{marker} STRUCT_BAD_ONCE {{"city": "Rome", "temp": 30}}'
+    body = ask(api, flow, question)
+    assert json.loads(body["text"]) == {"city": "Rome", "temp": 30}
+    assert (output(body, LLM)["city"], output(body, LLM)["temp"]) == ("Rome", 30)
+    first, retry = fake.bodies(CHAT, marker)
+    assert retry["messages"][:len(first["messages"])] == first["messages"]
+    role, content = said(retry)[-1]
+    assert role == "user" and content != question and content
+    assert fake.struct_requests(marker) == 2
+
+
+def test_two_invalid_structured_answers_fail_the_node(api, fake):
+    flow = create(api, chain(af_start(), llm(fake, llmStructuredOutput=CITY_ROWS)))
+    marker = nonce()
+    r = predict(api, flow, f'{marker} STRUCT {{"city": 5, "temp": "warm"}}')
+    assert LLM in assert_error(r, 500)["message"]
+    assert len(fake.bodies(CHAT, marker)) == 2
+
+
+# ------------------------------------------------------------------ state
+
+def test_state_is_updated_and_read_by_a_later_node(api, fake):
+    start = af_start(state=[{"key": "answer", "value": ""}, {"key": "asked", "value": "nobody"},
+                            {"key": "topic", "value": "weather"}])
+    updates = [{"key": "answer", "value": "{{ output }}"}, {"key": "asked", "value": rich(mention("question"))}]
+    reply = af_reply(REPLY, "State: {{ $flow.state.answer }} / {{ $flow.state.asked }} / {{ $flow.state.topic }}")
+    flow = create(api, chain(start, llm(fake, llmUpdateState=updates), reply))
+    question = f"Remember this {nonce()}"
+    body = ask(api, flow, question)
+    assert body["text"] == f"State: Echo: {question} / {question} / weather"
+    assert item(body, START)["data"]["state"] == {"answer": "", "asked": "nobody", "topic": "weather"}
+    assert item(body, LLM)["data"]["state"] == {"answer": f"Echo: {question}", "asked": question, "topic": "weather"}
+
+
+def test_structured_keys_update_state(api, fake):
+    start = af_start(state=[{"key": "city", "value": ""}])
+    node = llm(fake, llmStructuredOutput=CITY_ROWS, llmUpdateState=[{"key": "city", "value": "{{ output.city }}"}])
+    flow = create(api, chain(start, node, af_reply(REPLY, "City: {{ $flow.state.city }}")))
+    body = ask(api, flow, f'{nonce()} STRUCT {{"city": "Lima", "temp": 18}}')
+    assert body["text"] == "City: Lima"
+
+
+def test_persisted_state_carries_over_to_the_next_turn(api, fake):
+    def flow(persist):
+        start = af_start(state=[{"key": "last", "value": "none"}], persist=persist)
+        node = llm(fake, text="Previous: {{ $flow.state.last }}",
+                   llmUpdateState=[{"key": "last", "value": "{{ question }}"}])
+        return create(api, chain(start, node))
+
+    marker = nonce()
+
+    def previous(flow_id, question, chat):
+        ask(api, flow_id, f"{question} {marker}", chatId=chat)
+        [sent] = fake.bodies(CHAT, f"{question} {marker}")
+        return sent["messages"][0]["content"]
+
+    persisting = flow(True)
+    assert previous(persisting, "alpha", f"p-{marker}") == "Previous: none"
+    assert previous(persisting, "beta", f"p-{marker}") == f"Previous: alpha {marker}"
+    assert previous(persisting, "gamma", f"p2-{marker}") == "Previous: none"
+    forgetting = flow(None)
+    assert previous(forgetting, "delta", f"f-{marker}") == "Previous: none"
+    assert previous(forgetting, "epsilon", f"f-{marker}") == "Previous: none"
+
+
+# ------------------------------------------------------------------ form start
+
+def form_flow(api):
+    start = af_start(form=[{"type": "string", "label": "Name", "name": "name"},
+                           {"type": "number", "label": "Age", "name": "age"}], formTitle="Sign up")
+    return create(api, chain(start, af_reply(REPLY, rich("Hello " + mention("$form.name") + ", age "
+                                                         + mention("$form.age")))))
+
+
+def test_a_form_start(api):
+    flow = form_flow(api)
+    r = post(api, flow, {"form": {"name": "Ada", "age": 36}})
+    assert r.status_code == 200, r.text
+    assert r.json()["text"] == "Hello Ada, age 36"
+
+
+def test_a_question_and_a_form_together_are_refused(api):
+    flow = form_flow(api)
+    assert_error(post(api, flow, {"question": "hi", "form": {"name": "Ada", "age": 36}}), 400)
+
+
+# ------------------------------------------------------------------ condition
+
+CONDITIONS = [
+    {"type": "string", "value1": rich(mention("question")), "operation": "equal", "value2": rich("yes")},
+    {"type": "string", "value1": rich(mention("question")), "operation": "contains", "value2": rich("9")},
+    {"type": "number", "value1": "{{ question }}", "operation": "larger", "value2": 10},
+]
+
+
+@pytest.mark.parametrize("question, branch", [
+    ("yes", 0),     # string equal
+    ("99", 1),      # rows 1 and 2 both hold: the first wins
+    ("42", 2),      # number larger
+    ("hello", 3),   # nothing holds: Else
+])
+def test_condition_branches(api, fake, question, branch):
+    replies = [af_reply(f"directReplyAgentflow_{i}", f"Branch {i}") for i in range(4)]
+    links = [(START, "conditionAgentflow_0")] + [("conditionAgentflow_0", r["id"], i) for i, r in enumerate(replies)]
+    flow = create(api, agentflow([af_start(), af_condition("conditionAgentflow_0", CONDITIONS), *replies], links))
+    calls = fake.count(CHAT)
+    body = ask(api, flow, question)
+    assert body["text"] == f"Branch {branch}"
+    assert executed(body) == [START, "conditionAgentflow_0", f"directReplyAgentflow_{branch}"]
+    assert fulfilled(output(body, "conditionAgentflow_0")["conditions"]) == [i == branch for i in range(4)]
+    assert fake.count(CHAT) == calls
+
+
+# ------------------------------------------------------------------ condition agent
+
+SCENARIOS = ["billing question", "weather question", "something else"]
+
+
+@pytest.mark.parametrize("question, branch", [
+    ("I have a billing question", 0),
+    ("Any weather question today?", 1),
+    ("Something else entirely", 2),
+    ("Just saying hello", 2),  # the model names no scenario: the last one
+])
+def test_condition_agent_picks_a_scenario(api, fake, question, branch):
+    model = af_openai(fake.url, field="conditionAgentModel")
+    router = af_condition_agent("conditionAgentAgentflow_0", model, SCENARIOS,
+                                instructions=rich("Pick the topic of the message."))
+    replies = [af_reply(f"directReplyAgentflow_{i}", f"Scenario {i}") for i in range(3)]
+    links = [(START, router["id"])] + [(router["id"], r["id"], i) for i, r in enumerate(replies)]
+    flow = create(api, agentflow([af_start(), router, *replies], links))
+    marker = nonce()
+    body = ask(api, flow, f"{question} {marker}")
+    assert body["text"] == f"Scenario {branch}"
+    assert executed(body) == [START, router["id"], f"directReplyAgentflow_{branch}"]
+    assert fulfilled(output(body, router["id"])["conditions"]) == [i == branch for i in range(3)]
+    [sent] = fake.bodies(CHAT, marker)
+    assert [t["function"]["name"] for t in sent["tools"]] == ["choose_scenario"]
+    assert sent["tool_choice"] in ("required", {"type": "function", "function": {"name": "choose_scenario"}})
+    out = sent["tools"][0]["function"]["parameters"]["properties"]["output"]
+    assert out["type"] == "string" and out["enum"] == SCENARIOS
+    assert "Pick the topic of the message." in json.dumps(sent)
+
+
+# ------------------------------------------------------------------ loop
+
+@pytest.mark.parametrize("max_count, fallback, runs, answer", [
+    (3, None, 3, "Loop completed after reaching maximum iteration count of 3."),
+    (None, "Enough looping.", 5, "Enough looping."),
+])
+def test_a_loop_runs_its_target_max_loop_count_times(api, fake, max_count, fallback, runs, answer):
+    marker = nonce()  # in the system message: each pass sends it, whatever else it sends
+    writer = llm(fake, text=f"Pass {{{{ loop_count }}}} {marker}", label="Writer")
+    loop = af_loop("loopAgentflow_0", LLM, "Writer", max_count=max_count, fallback=fallback)
+    flow = create(api, chain(af_start(), writer, loop))
+    body = ask(api, flow, "Write")
+    assert body["text"] == answer
+    assert executed(body) == [START] + [LLM, "loopAgentflow_0"] * runs
+    assert output(body, "loopAgentflow_0")["content"] == answer
+    sent = fake.bodies(CHAT, marker)
+    assert [b["messages"][0]["content"] for b in sent] == [f"Pass {i} {marker}" for i in range(runs)]
+
+
+# ------------------------------------------------------------------ tool node
+
+def test_a_tool_node_runs_the_calculator(api, fake):
+    tool = af_tool("toolAgentflow_0", "calculator", {"input": rich(mention("question"))})
+    flow = create(api, chain(af_start(), tool))
+    calls = fake.count(CHAT)
+    body = ask(api, flow, "6 * 7")
+    assert body["text"] == "42" and output(body, "toolAgentflow_0")["content"] == "42"
+    assert fake.count(CHAT) == calls
+
+
+def test_a_tool_node_tells_the_time(api):
+    body = ask(api, create(api, chain(af_start(), af_tool("toolAgentflow_0", "currentDateTime"))), "now?")
+    iso_now(body["text"])
+
+
+def test_a_tool_node_runs_a_stored_python_tool(py_api):
+    tool = {"name": "greet", "description": "Greets someone by name",
+            "schema": [{"property": "name", "type": "string", "description": "Who", "required": True}],
+            "code": "def main(name):\n    return f'hello {name}'\n", "requirements": []}
+    r = py_api.post("/tools", json=tool)
+    assert r.status_code == 201, r.text
+    node = af_tool("toolAgentflow_0", "customTool", {"name": "{{ question }}"}, config={"selectedTool": r.json()["id"]})
+    body = ask(py_api, create(py_api, chain(af_start(), node)), "Ada")
+    assert body["text"] == "hello Ada" and output(body, "toolAgentflow_0")["content"] == "hello Ada"
+
+
+def test_tool_nodes_run_the_request_tools(client, site):
+    get = af_tool("toolAgentflow_0", "requestsGet", {"url": f"{site.url}/fetched"})
+    send = af_tool("toolAgentflow_1", "requestsPost", {"url": f"{site.url}/sent", "body": "{{ question }}"})
+    body = ask(client, create(client, chain(af_start(), get, send)), "a=1")
+    assert '{"n": 3}' in output(body, "toolAgentflow_0")["content"]
+    assert "posted: a=1" in body["text"]
+    assert [h[:2] for h in site.hits[-2:]] == [("GET", "/fetched"), ("POST", "/sent")]
+
+
+# ------------------------------------------------------------------ agent node
+
+def agent_flow(fake):
+    agent = af_agent("agentAgentflow_0", af_openai(fake.url, field="agentModel"),
+                     tools=[af_tool_row("calculator"), af_tool_row("currentDateTime")], messages=system("You compute."))
+    return chain(af_start(), agent)
+
+
+def test_an_agent_node_uses_tools(api, fake):
+    flow = create(api, agent_flow(fake))
+    marker = nonce()
+    body = ask(api, flow, f'Multiply {marker} CALL calculator {{"input": "6 * 7"}}')
+    assert body["text"] == "Done: 42"
+    used = [("calculator", {"input": "6 * 7"}, "42")]
+    assert tools_used(body["usedTools"]) == used
+    assert tools_used(output(body, "agentAgentflow_0")["usedTools"]) == used
+    first, follow = fake.bodies(CHAT, marker)
+    assert sorted(t["function"]["name"] for t in first["tools"]) == ["calculator", "current_date_time"]
+    assert said(first)[0] == ("system", "You compute.")
+    assert [m["content"] for m in follow["messages"] if m["role"] == "tool"] == ["42"]
+
+
+# ------------------------------------------------------------------ HTTP node
+
+def test_an_http_node_gets_json(client, site):
+    http = af_http("httpAgentflow_0", rich(f"{site.url}/data"), headers=[{"key": "X-Test", "value": "yes"}],
+                   queryParams=[{"key": "q", "value": rich(mention("question"))}], responseType="json")
+    reply = af_reply(REPLY, "Got {{ httpAgentflow_0 }} n={{ httpAgentflow_0.output.http.data.n }}")
+    body = ask(client, create(client, chain(af_start(), http, reply)), "hello")
+    assert body["text"] == 'Got {"n":3} n=3'
+    got = output(body, "httpAgentflow_0")["http"]
+    assert (got["data"], got["status"], got["statusText"]) == ({"n": 3}, 200, "OK")
+    assert {k.lower(): v for k, v in got["headers"].items()}["content-type"].startswith("application/json")
+    method, path, headers, _ = site.hits[-1]
+    assert (method, path, headers.get("x-test")) == ("GET", "/data?q=hello", "yes")
+
+
+def test_an_http_node_answering_last_answers_a_space(client, site):
+    body = ask(client, create(client, chain(af_start(), af_http("httpAgentflow_0", f"{site.url}/last"))), "hi")
+    assert body["text"] == " "
+    assert output(body, "httpAgentflow_0")["http"]["data"] == {"n": 3}
+
+
+@pytest.mark.parametrize("body_type, body, sent, content_type", [
+    ("json", '{"name": "{{ question }}"}', None, "application/json"),
+    ("raw", "plain {{ question }}", "plain Ada", None),
+    ("xWwwFormUrlencoded", [{"key": "a", "value": "1"}, {"key": "b", "value": "{{ question }}"}], "a=1&b=Ada",
+     "application/x-www-form-urlencoded"),
+])
+def test_an_http_node_posts_a_body(client, site, body_type, body, sent, content_type):
+    http = af_http("httpAgentflow_0", f"{site.url}/submit", method="POST", bodyType=body_type, body=body,
+                   responseType="text")
+    result = ask(client, create(client, chain(af_start(), http)), "Ada")
+    method, path, headers, data = site.hits[-1]
+    assert (method, path) == ("POST", "/submit")
+    if sent is None:
+        assert json.loads(data) == {"name": "Ada"}
+    else:
+        assert data == sent
+    if content_type:
+        assert headers["content-type"].startswith(content_type)
+    assert output(result, "httpAgentflow_0")["http"]["data"] == f"posted: {data}"
+
+
+@pytest.mark.parametrize("url", ["{inner}/secret", "http://169.254.169.254/latest/meta-data/"])
+def test_an_http_node_is_refused_private_addresses(api, inner, url):
+    hits = len(inner.hits)
+    flow = create(api, chain(af_start(), af_http("httpAgentflow_0", url.format(inner=inner.url))))
+    message = assert_error(predict(api, flow, "hi"), 500)["message"]
+    assert "httpAgentflow_0" in message and "refused" in message
+    assert len(inner.hits) == hits
+
+
+# ------------------------------------------------------------------ nodes weir does not run
+
+def test_a_custom_function_node_is_refused(api):
+    node = af_custom_function("customFunctionAgentflow_0", "return $input.toUpperCase()")
+    flow = create(api, chain(af_start(), node))
+    message = assert_error(predict(api, flow, "hi"), 400)["message"]
+    assert "customFunctionAgentflow_0" in message and "JavaScript" in message
+
+
+def test_a_retriever_node_is_refused(api):
+    node = af_retriever("retrieverAgentflow_0", [f"{uuid.uuid4()}:handbook"], rich(mention("question")))
+    flow = create(api, chain(af_start(), node))
+    message = assert_error(predict(api, flow, "hi"), 400)["message"]
+    assert "retrieverAgentflow_0" in message and "document store" in message.lower()
+
+
+# ------------------------------------------------------------------ errors
+
+@pytest.mark.parametrize("key, model, question", [
+    ("sk-wrong", "gpt-test", "hello"),         # the provider answers 401
+    (GOOD_KEY, "missing-model", "hello"),      # the provider answers 404
+    (GOOD_KEY, "server-error", "hello"),       # the provider answers 500
+    (GOOD_KEY, "gpt-test", "FAIL_MIDWAY"),     # the provider fails in the middle of its answer
+])
+def test_a_failing_node_is_a_500_naming_it(api, fake, key, model, question):
+    node = af_llm(LLM, af_openai(fake.url, key=key, model=model), system("Hi."))
+    flow = create(api, chain(af_start(), node, af_reply(REPLY, "never")))
+    assert LLM in assert_error(predict(api, flow, question), 500)["message"]
+
+
+def test_a_failing_node_in_a_stream(api, fake):
+    node = af_llm(LLM, af_openai(fake.url, key="sk-wrong"), system("Hi."))
+    events = stream(api, create(api, chain(af_start(), node)), "hello")
+    names = [e for e, _ in events]
+    assert names[0] == "agentFlowEvent" and events[0][1] == "INPROGRESS"
+    assert names[-5:] == ["nextAgentFlow", "agentFlowExecutedData", "agentFlowEvent", "error", "end"], names
+    failed, done, status, error, end = [d for _, d in events[-5:]]
+    assert (failed["nodeId"], failed["nodeLabel"], failed["status"]) == (LLM, "LLM", "ERROR")
+    assert isinstance(failed["error"], str) and failed["error"]
+    assert (done[-1]["nodeId"], done[-1]["status"]) == (LLM, "ERROR")
+    assert status == "ERROR" and LLM in error and end == "[DONE]"
+    assert "token" not in names and "metadata" not in names and "start" not in names
+
+
+# ------------------------------------------------------------------ SSE
+
+def check_stream(events, question, chat, nodes):
+    """The agentflow event sequence for `nodes` ((id, label) in execution order):
+    tokens only inside the last node's INPROGRESS/FINISHED pair. Returns the text of
+    the tokens and the events after agentFlowEvent FINISHED."""
+    names = [e for e, _ in events]
+    assert "start" not in names
+    assert events[0] == ("agentFlowEvent", "INPROGRESS"), events[0]
+    position, tokens = 1, []
+    for k, (node_id, label) in enumerate(nodes):
+        assert events[position] == ("nextAgentFlow", {"nodeId": node_id, "nodeLabel": label, "status": "INPROGRESS"})
+        position += 1
+        while events[position][0] == "token":
+            assert k == len(nodes) - 1, f"{node_id} is not the answering node but streamed a token"
+            tokens.append(events[position][1])
+            position += 1
+        assert events[position] == ("nextAgentFlow", {"nodeId": node_id, "nodeLabel": label, "status": "FINISHED"})
+        name, data = events[position + 1]
+        assert name == "agentFlowExecutedData"
+        assert [(i["nodeId"], i["status"]) for i in data] == [(n, "FINISHED") for n, _ in nodes[:k + 1]]
+        position += 2
+    assert tokens, "the answering node streamed no token"
+    assert events[position] == ("agentFlowEvent", "FINISHED")
+    after = events[position + 1:]
+    assert [e for e, _ in after][-2:] == ["metadata", "end"] and after[-1][1] == "[DONE]"
+    meta = after[-2][1]
+    assert (meta["chatId"], meta["sessionId"], meta["question"]) == (chat, chat, question)
+    assert meta["chatMessageId"] and meta["executionId"]
+    return "".join(tokens), after[:-2]
+
+
+def test_a_streamed_llm_answer(api, fake):
+    flow = create(api, chain(af_start(), llm(fake)))
+    question = f"Stream it please {nonce()}"
+    text = ask(api, flow, question)["text"]
+    tokens, extras = check_stream(stream(api, flow, question, chatId="sse-llm"), question, "sse-llm",
+                                  [(START, "Start"), (LLM, "LLM")])
+    assert tokens == text == f"Echo: {question}" and extras == []
+
+
+def test_only_the_answering_node_streams(api, fake):
+    flow = create(api, chain(af_start(), llm(fake), af_reply(REPLY, rich("Answer: " + mention(LLM)))))
+    question = f"Stream the reply {nonce()}"
+    text = ask(api, flow, question)["text"]
+    tokens, extras = check_stream(stream(api, flow, question, chatId="sse-reply"), question, "sse-reply",
+                                  [(START, "Start"), (LLM, "LLM"), (REPLY, "Direct Reply")])
+    assert tokens == text == f"Answer: Echo: {question}" and extras == []
+
+
+def test_a_streamed_agent_sends_its_used_tools(api, fake):
+    flow = create(api, agent_flow(fake))
+    question = f'{nonce()} CALL calculator {{"input": "6 * 7"}}'
+    text = ask(api, flow, question)["text"]
+    tokens, extras = check_stream(stream(api, flow, question, chatId="sse-agent"), question, "sse-agent",
+                                  [(START, "Start"), ("agentAgentflow_0", "Agent")])
+    assert tokens == text == "Done: 42"
+    assert [e for e, _ in extras] == ["usedTools"]
+    assert tools_used(extras[0][1]) == [("calculator", {"input": "6 * 7"}, "42")]
+
+
+# ------------------------------------------------------------------ executions
+
+def test_executions_list_read_and_delete(server):
+    workspace = f"ws-{nonce()}"
+    api = Api(server.url, server.create_key(workspace=workspace))
+    reader = api.with_key(server.create_key("executions:read", workspace=workspace))
+    flow = create(api, chain(af_start(), af_reply(REPLY, "Hi {{ question }}")))
+    other = create(api, chain(af_start(), af_reply(REPLY, "Other")))
+    first = ask(api, flow, "one", chatId="exec-1")
+    time.sleep(0.05)
+    second = ask(api, flow, "two", chatId="exec-2")
+    ask(api, other, "three")
+
+    r = reader.get("/executions", params={"agentflowId": flow})
+    assert r.status_code == 200, r.text
+    listing = r.json()
+    assert listing["total"] == 2
+    assert [e["id"] for e in listing["data"]] == [second["executionId"], first["executionId"]]
+    assert [(e["agentflowId"], e["sessionId"], e["state"]) for e in listing["data"]] == [
+        (flow, "exec-2", "FINISHED"), (flow, "exec-1", "FINISHED")]
+    assert_error(api.with_key(server.create_key("chatflows:read", workspace=workspace)).get(
+        "/executions", params={"agentflowId": flow}), 403)
+
+    one = reader.get(f"/executions/{first['executionId']}")
+    assert one.status_code == 200, one.text
+    one = one.json()
+    assert (one["id"], one["agentflowId"], one["sessionId"], one["state"]) == (
+        first["executionId"], flow, "exec-1", "FINISHED")
+    data = json.loads(one["executionData"])
+    assert [(i["nodeId"], i["status"]) for i in data] == [(START, "FINISHED"), (REPLY, "FINISHED")]
+    assert data[-1]["data"]["output"]["content"] == "Hi one" == first["text"]
+    stranger = api.with_key(server.create_key(workspace=f"{workspace}-stranger"))
+    assert_error(stranger.get(f"/executions/{first['executionId']}"), 404)
+
+    r = api.delete(f"/executions/{first['executionId']}")
+    assert r.status_code == 200, r.text
+    assert r.json() == {"success": True, "deletedCount": 1}
+    assert_error(reader.get(f"/executions/{first['executionId']}"), 404)
+    listing = reader.get("/executions", params={"agentflowId": flow}).json()
+    assert listing["total"] == 1 and [e["id"] for e in listing["data"]] == [second["executionId"]]
+
+
+# ------------------------------------------------------------------ cron trigger
+
+def test_a_cron_trigger_runs_an_agentflow(make_weir, fake):
+    """As test_missed_runs_are_recorded_not_replayed does: the server is stopped, the
+    trigger's next time set to a few seconds ago, and on restart it fires at once."""
+    w = make_weir("sqlite")
+    w.start()
+    key = w.create_key()
+    api = Api(w.url, key)
+    flow = create(api, chain(af_start(), llm(fake)))
+    message = f"Good morning agentflow {nonce()}"
+    r = api.post("/triggers", json={"name": "agentflow cron", "chatflowId": flow, "nodeId": START, "type": "cron",
+                                    "cronExpression": "* * * * *", "triggerMessage": message})
+    assert r.status_code == 201, r.text
+    t = r.json()
+    w.stop()
+    with sqlite3.connect(w.data_dir / "weir.db") as db:
+        db.execute("UPDATE triggers SET next_execution = ? WHERE id = ?", (int(time.time() * 1000) - 2000, t["id"]))
+    w.start()
+    api = Api(w.url, key)
+    results = wait_for(lambda: [x for x in api.get(f"/triggers/{t['id']}/results").json() if x["status"] != "missed"],
+                       30, "the agentflow firing")
+    assert results[0]["status"] == "success", results[0]
+    assert results[0]["input"] == message and results[0]["output"] == f"Echo: {message}"
+    assert said(fake.bodies(CHAT, message)[0]) == [("system", "You are helpful."), ("user", message)]
+
+
+# ------------------------------------------------------------------ Flowise exports
+
+def load(name):
+    return json.loads((EXPORTS / name).read_text())
+
+
+def node_inputs(flow, node_id):
+    return next(n for n in flow["nodes"] if n["id"] == node_id)["data"]["inputs"]
+
+
+def upload(api, flow):
+    text = json.dumps(flow)
+    r = api.post("/chatflows", json={"name": "exported agentflow", "flowData": text, "type": "AGENTFLOW"})
+    assert r.status_code == 201, r.text
+    assert r.json()["flowData"] == text and r.json()["type"] == "AGENTFLOW"
+    return r.json()["id"]
+
+
+def point_models_at(flow, base):
+    """What depends on the test: the models' base URL (the key is the server's)."""
+    for n in flow["nodes"]:
+        if n["data"]["name"] == "llmAgentflow":
+            n["data"]["inputs"]["llmModelConfig"]["basepath"] = f"{base}/v1"
+
+
+def test_exported_translator(client, fake):
+    flow = load("agentflow_translator.json")
+    point_models_at(flow, fake.url)
+    flow_id = upload(client, flow)
+    question = f"Good morning {nonce()}"
+    body = ask(client, flow_id, question)
+    assert executed(body) == [START, LLM, REPLY]
+    [sent] = fake.bodies(CHAT, question)
+    assert sent["model"] == "gpt-4o-mini" and sent["temperature"] == 0.9
+    (role, instructions), (user, prompt) = said(sent)
+    assert (role, user) == ("system", "user")
+    assert instructions == "You are a helpful assistant that translates English to French. Return only the French text."
+    assert "<" not in prompt and lines(prompt) == ["English:", question, "French:"]
+    assert output(body, LLM)["content"] == f"Echo: {prompt}"
+    assert body["text"] == f"Translation: Echo: {prompt}"
+
+
+@pytest.mark.parametrize("sentiment, branch, instructions", [
+    ("positive", "llmAgentflow_1", "Thank the customer warmly."),
+    ("negative", "llmAgentflow_2", "Apologise to the customer."),
+])
+def test_exported_structured_output_and_condition(client, fake, sentiment, branch, instructions):
+    flow = load("agentflow_structured_condition.json")
+    point_models_at(flow, fake.url)
+    flow_id = upload(client, flow)
+    marker = nonce()
+    question = f'Your shop! {marker} STRUCT {{"sentiment": "{sentiment}", "reason": "because"}}'
+    body = ask(client, flow_id, question)
+    assert executed(body) == [START, LLM, "conditionAgentflow_0", branch]
+    assert (output(body, LLM)["sentiment"], output(body, LLM)["reason"]) == (sentiment, "because")
+    assert item(body, LLM)["data"]["state"]["sentiment"] == sentiment
+    classify, answer = fake.bodies(CHAT, marker)
+    props = classify["tools"][0]["function"]["parameters"]["properties"]
+    assert props["sentiment"]["enum"] == ["positive", "negative"] and props["reason"]["type"] == "string"
+    assert said(answer)[0] == ("system", instructions) and said(answer)[-1] == ("user", question)
+    assert body["text"] == f"Echo: {question}"
+
+
+@pytest.mark.parametrize("name", ["agentflow_translator.json", "agentflow_structured_condition.json"])
+def test_agentflow_exports_have_every_field_flowise_writes(name):
+    """The hand-written exports are shaped as the agentflow editor exports them."""
+    flow = load(name)
+    assert set(flow) == {"nodes", "edges", "viewport"}
+    nodes = {n["id"]: n for n in flow["nodes"]}
+    for n in flow["nodes"]:
+        data = n["data"]
+        assert {"id", "position", "type", "data", "width", "height", "selected", "positionAbsolute",
+                "dragging"} <= set(n), n["id"]
+        assert {"id", "label", "version", "name", "type", "color", "baseClasses", "category", "description",
+                "inputParams", "inputAnchors", "inputs", "outputAnchors", "outputs", "selected"} <= set(data), n["id"]
+        assert data["id"] == n["id"] and data["category"] == "Agent Flows" and data["inputAnchors"] == []
+        assert n["type"] == ("stickyNote" if data["name"] == "stickyNoteAgentflow" else "agentFlow")
+        for param in data["inputParams"]:
+            assert param["id"] == f"{n['id']}-input-{param['name']}-{param['type']}" and "display" in param
+        assert "FLOWISE_CREDENTIAL_ID" not in json.dumps(data)
+    assert any(n["data"]["name"] == "stickyNoteAgentflow" for n in flow["nodes"])
+    for e in flow["edges"]:
+        assert set(e) == {"source", "sourceHandle", "target", "targetHandle", "data", "type", "id"}
+        assert e["type"] == "agentFlow" and e["targetHandle"] == e["target"]
+        assert e["id"] == f"{e['source']}-{e['sourceHandle']}-{e['target']}-{e['targetHandle']}"
+        anchors = [a["id"] for a in nodes[e["source"]]["data"]["outputAnchors"]]
+        assert e["sourceHandle"] in anchors and e["data"]["isHumanInput"] is False
