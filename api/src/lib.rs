@@ -7,7 +7,8 @@
 //! - [`config`]: the env-backed configuration, validated at start.
 //! - [`http`]: the edge — state, middleware, auth extractor, error type.
 //! - [`routes`]: one module per API area; thin handlers documented for OpenAPI.
-//! - [`domain`]: the records and their rules (keys, chatflows, variables, tools, times).
+//! - [`domain`]: the records and their rules (keys, chatflows, variables, tools,
+//!   executions, times).
 //! - [`store`]: the `Store` trait with its SQLite and PostgreSQL implementations.
 //! - [`flow`]: the chatflow engine: graph, registry, plans, runs.
 //! - [`llm`]: language-model providers behind one streaming interface.

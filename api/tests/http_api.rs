@@ -5,92 +5,10 @@ mod common;
 
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
-use clap::Parser;
+use common::{app, assert_error};
 use http_body_util::BodyExt;
 use serde_json::Value;
 use tower::ServiceExt;
-use weir_api::domain::Permission;
-use weir_api::{AppState, Config, keys};
-
-#[derive(Parser)]
-struct Args {
-    #[command(flatten)]
-    config: Config,
-}
-
-struct App {
-    router: axum::Router,
-    admin: String,
-    reader: String,
-    stranger: String,
-    _store: common::TestStore,
-}
-
-async fn app() -> App {
-    let store = common::sqlite().await;
-    let s = &*store.store;
-    let (_, admin) = keys::create(s, "default", "admin", Permission::ALL.to_vec())
-        .await
-        .unwrap();
-    let (_, reader) = keys::create(s, "default", "reader", vec![Permission::ChatflowsRead])
-        .await
-        .unwrap();
-    let (_, stranger) = keys::create(s, "elsewhere", "x", Permission::ALL.to_vec())
-        .await
-        .unwrap();
-    let config = Args::parse_from(["weir"]).config;
-    let router = weir_api::router(AppState::new(store.store.clone(), config).unwrap());
-    App {
-        router,
-        admin,
-        reader,
-        stranger,
-        _store: store,
-    }
-}
-
-impl App {
-    async fn call(
-        &self,
-        method: Method,
-        uri: &str,
-        key: Option<&str>,
-        body: Option<&str>,
-    ) -> (StatusCode, Value) {
-        let mut req = Request::builder().method(method).uri(uri);
-        if let Some(k) = key {
-            req = req.header(header::AUTHORIZATION, format!("Bearer {k}"));
-        }
-        if body.is_some() {
-            req = req.header(header::CONTENT_TYPE, "application/json");
-        }
-        let req = req
-            .body(Body::from(body.unwrap_or_default().to_owned()))
-            .unwrap();
-        let resp = self.router.clone().oneshot(req).await.unwrap();
-        let status = resp.status();
-        assert!(
-            resp.headers().contains_key("x-request-id"),
-            "every answer carries a request id"
-        );
-        let bytes = resp.into_body().collect().await.unwrap().to_bytes();
-        let value = if bytes.is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_slice(&bytes)
-                .unwrap_or(Value::String(String::from_utf8_lossy(&bytes).into()))
-        };
-        (status, value)
-    }
-}
-
-fn assert_error(status: StatusCode, body: &Value, expected: u16) {
-    assert_eq!(status.as_u16(), expected, "{body}");
-    assert!(
-        body["message"].as_str().is_some_and(|m| !m.is_empty()),
-        "error body must be {{message}}: {body}"
-    );
-}
 
 #[tokio::test]
 async fn keys_are_checked_and_scoped() {
@@ -249,6 +167,12 @@ async fn openapi_documents_every_route() {
         ("get", "/api/v1/triggers/{id}/results"),
         ("post", "/api/v1/triggers/schedule-preview"),
         ("post", "/api/v1/triggers/webhook/{nodeId}"),
+        ("get", "/api/v1/executions"),
+        ("delete", "/api/v1/executions"),
+        ("get", "/api/v1/executions/{id}"),
+        ("put", "/api/v1/executions/{id}"),
+        ("delete", "/api/v1/executions/{id}"),
+        ("get", "/api/v1/public-executions/{id}"),
     ];
     let paths = doc["paths"].as_object().unwrap();
     for (method, path) in expected {

@@ -10,6 +10,7 @@ use weir_api::domain::{
     NewTool, NewVariable, Page, Permission, ToolField, ToolPatch, VariablePatch, VariableType,
 };
 use weir_api::domain::{Delivery, ResultStatus, Trigger, TriggerType, time};
+use weir_api::domain::{ExecutionFilter, ExecutionState, ExecutionUpdate, NewExecution};
 use weir_api::services::triggers::scheduler::plan;
 use weir_api::store::{Store, StoreError};
 
@@ -57,6 +58,10 @@ conformance!(
     webhook_deliveries_are_replayed,
     webhook_addresses_are_unique,
     vector_writes_are_atomic_versioned_and_scoped,
+    executions_start_in_progress_and_are_updated,
+    latest_execution_is_the_newest_of_its_session,
+    execution_listing_filters_and_pages_newest_first,
+    executions_are_shared_and_deleted_per_workspace,
 );
 
 fn flow(ws: uuid::Uuid, name: &str) -> NewChatflow {
@@ -944,4 +949,449 @@ async fn vector_writes_are_atomic_versioned_and_scoped(t: &common::TestStore) {
             .unwrap()
             .is_empty()
     );
+}
+
+fn new_execution(ws: uuid::Uuid, flow: uuid::Uuid, session: &str) -> NewExecution {
+    NewExecution {
+        workspace_id: ws,
+        agentflow_id: flow,
+        session_id: session.into(),
+    }
+}
+
+/// Lets the clock move past the last millisecond written.
+async fn tick() {
+    tokio::time::sleep(std::time::Duration::from_millis(3)).await;
+}
+
+async fn executions_start_in_progress_and_are_updated(t: &common::TestStore) {
+    let store: &dyn Store = &*t.store;
+    let ws = store.ensure_workspace("exec").await.unwrap();
+    let other = store.ensure_workspace("exec-other").await.unwrap();
+    let f = store
+        .create_chatflow(flow(ws.id, "agent"))
+        .await
+        .unwrap()
+        .id;
+    let created = store
+        .create_execution(&new_execution(ws.id, f, "s1"))
+        .await
+        .unwrap();
+    assert_eq!(created.state, ExecutionState::InProgress);
+    assert_eq!(created.execution_data, "[]");
+    assert_eq!(
+        (created.action.as_deref(), created.is_public),
+        (None, false)
+    );
+    assert_eq!(created.stopped_date, None);
+    assert_eq!(created.created_date, created.updated_date);
+    assert_eq!((created.workspace_id, created.agentflow_id), (ws.id, f));
+    assert_eq!(
+        store
+            .get_execution(ws.id, created.id)
+            .await
+            .unwrap()
+            .as_ref(),
+        Some(&created)
+    );
+    assert_eq!(
+        store.get_execution(other.id, created.id).await.unwrap(),
+        None
+    );
+
+    // An execution is of a chatflow of its own workspace.
+    for (workspace, agentflow) in [(other.id, f), (ws.id, uuid::Uuid::new_v4())] {
+        let err = store
+            .create_execution(&new_execution(workspace, agentflow, "s"))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, StoreError::Conflict(_)), "{err}");
+    }
+
+    tick().await;
+    let data = r#"[{"nodeId":"start_0","data":{"output":"hi"}}]"#;
+    let running = store
+        .update_execution(
+            created.id,
+            ExecutionUpdate {
+                execution_data: Some(data.into()),
+                action: Some(Some(r#"{"id":"a1"}"#.into())),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(running.state, ExecutionState::InProgress);
+    assert_eq!(running.execution_data, data);
+    assert_eq!(running.action.as_deref(), Some(r#"{"id":"a1"}"#));
+    assert!(running.updated_date > created.updated_date);
+    assert_eq!(running.created_date, created.created_date);
+
+    tick().await;
+    let stopped = store
+        .update_execution(
+            created.id,
+            ExecutionUpdate {
+                state: Some(ExecutionState::Stopped),
+                action: Some(None),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stopped.state, ExecutionState::Stopped);
+    assert_eq!(stopped.action, None);
+    assert_eq!(stopped.execution_data, data, "data not sent is kept");
+    assert_eq!(stopped.stopped_date, Some(stopped.updated_date));
+    assert_eq!(
+        store.get_execution(ws.id, created.id).await.unwrap(),
+        Some(stopped)
+    );
+    let missing = store
+        .update_execution(uuid::Uuid::new_v4(), ExecutionUpdate::default())
+        .await
+        .unwrap();
+    assert_eq!(missing, None);
+}
+
+async fn latest_execution_is_the_newest_of_its_session(t: &common::TestStore) {
+    let store: &dyn Store = &*t.store;
+    let ws = store.ensure_workspace("latest").await.unwrap();
+    let f = store
+        .create_chatflow(flow(ws.id, "agent"))
+        .await
+        .unwrap()
+        .id;
+    let g = store
+        .create_chatflow(flow(ws.id, "other"))
+        .await
+        .unwrap()
+        .id;
+    assert_eq!(store.latest_execution(f, "s1").await.unwrap(), None);
+    // Made back to back: several may share a millisecond, the last made still wins.
+    let mut made = Vec::new();
+    for _ in 0..3 {
+        made.push(
+            store
+                .create_execution(&new_execution(ws.id, f, "s1"))
+                .await
+                .unwrap(),
+        );
+    }
+    let s2 = store
+        .create_execution(&new_execution(ws.id, f, "s2"))
+        .await
+        .unwrap();
+    store
+        .create_execution(&new_execution(ws.id, g, "s1"))
+        .await
+        .unwrap();
+    // Updating an older one does not make it the latest: creation decides.
+    tick().await;
+    store
+        .update_execution(
+            made[0].id,
+            ExecutionUpdate {
+                state: Some(ExecutionState::Finished),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let latest = store.latest_execution(f, "s1").await.unwrap().unwrap();
+    assert_eq!(latest.id, made[2].id);
+    assert_eq!(store.latest_execution(f, "s2").await.unwrap(), Some(s2));
+    assert_eq!(store.latest_execution(f, "s3").await.unwrap(), None);
+}
+
+async fn execution_listing_filters_and_pages_newest_first(t: &common::TestStore) {
+    let store: &dyn Store = &*t.store;
+    let ws = store.ensure_workspace("elist").await.unwrap();
+    let other = store.ensure_workspace("elist-other").await.unwrap();
+    let support = store
+        .create_chatflow(flow(ws.id, "Support Bot"))
+        .await
+        .unwrap();
+    let sales = store
+        .create_chatflow(flow(ws.id, "Sales_100%"))
+        .await
+        .unwrap();
+    let foreign = store
+        .create_chatflow(flow(other.id, "Support Bot"))
+        .await
+        .unwrap();
+    store
+        .create_execution(&new_execution(other.id, foreign.id, "a"))
+        .await
+        .unwrap();
+    // e0..e3 made in this order, a few milliseconds apart.
+    let mut e = Vec::new();
+    for (f, session) in [
+        (support.id, "a"),
+        (support.id, "b"),
+        (sales.id, "a"),
+        (sales.id, "c"),
+    ] {
+        e.push(
+            store
+                .create_execution(&new_execution(ws.id, f, session))
+                .await
+                .unwrap(),
+        );
+        tick().await;
+    }
+    // Finishing e0 makes it the most recently updated.
+    let finished = ExecutionUpdate {
+        state: Some(ExecutionState::Finished),
+        ..Default::default()
+    };
+    store.update_execution(e[0].id, finished).await.unwrap();
+
+    let list = |filter: ExecutionFilter, page: Page| async move {
+        store.list_executions(ws.id, &filter, page).await.unwrap()
+    };
+    let ids = |listing: &weir_api::store::Listing<weir_api::domain::ListedExecution>| {
+        listing
+            .items
+            .iter()
+            .map(|item| item.execution.id)
+            .collect::<Vec<_>>()
+    };
+
+    let all = list(ExecutionFilter::default(), Page::default()).await;
+    assert_eq!(
+        all.total, 4,
+        "another workspace's executions are not listed"
+    );
+    assert_eq!(ids(&all), [e[0].id, e[3].id, e[2].id, e[1].id]);
+    assert_eq!(all.items[0].agentflow.id, support.id);
+    assert_eq!(all.items[0].agentflow.name, "Support Bot");
+    assert_eq!(all.items[1].agentflow.name, "Sales_100%");
+    assert_eq!(all.items[0].execution.state, ExecutionState::Finished);
+
+    let second = list(ExecutionFilter::default(), Page { page: 2, limit: 3 }).await;
+    assert_eq!((second.total, ids(&second)), (4, vec![e[1].id]));
+
+    let by = |filter: ExecutionFilter| async move {
+        let mut got = ids(&list(filter, Page::default()).await);
+        got.sort();
+        got
+    };
+    let sorted = |mut v: Vec<uuid::Uuid>| {
+        v.sort();
+        v
+    };
+    let f = ExecutionFilter::default;
+    assert_eq!(
+        by(ExecutionFilter {
+            id: Some(e[2].id),
+            ..f()
+        })
+        .await,
+        [e[2].id]
+    );
+    assert_eq!(
+        by(ExecutionFilter {
+            id: Some(uuid::Uuid::new_v4()),
+            ..f()
+        })
+        .await,
+        Vec::<uuid::Uuid>::new()
+    );
+    assert_eq!(
+        by(ExecutionFilter {
+            agentflow_id: Some(sales.id),
+            ..f()
+        })
+        .await,
+        sorted(vec![e[2].id, e[3].id])
+    );
+    assert_eq!(
+        by(ExecutionFilter {
+            agentflow_id: Some(foreign.id),
+            ..f()
+        })
+        .await,
+        Vec::<uuid::Uuid>::new()
+    );
+    // The chatflow's name: a case-insensitive substring; `%` and `_` are literal.
+    for (name, expected) in [
+        ("support", vec![e[0].id, e[1].id]),
+        ("BOT", vec![e[0].id, e[1].id]),
+        ("0%", vec![e[2].id, e[3].id]),
+        ("%", vec![e[2].id, e[3].id]),
+        ("s_1", vec![e[2].id, e[3].id]),
+        ("t_b", vec![]),
+    ] {
+        let filter = ExecutionFilter {
+            agentflow_name: Some(name.into()),
+            ..f()
+        };
+        let expected = sorted(expected);
+        assert_eq!(by(filter.clone()).await, expected, "{name}");
+        // The total counts the same rows.
+        let counted = list(filter, Page { page: 1, limit: 1 }).await.total;
+        assert_eq!(counted, expected.len() as u64, "{name}");
+    }
+    assert_eq!(
+        by(ExecutionFilter {
+            session_id: Some("a".into()),
+            ..f()
+        })
+        .await,
+        sorted(vec![e[0].id, e[2].id])
+    );
+    assert_eq!(
+        by(ExecutionFilter {
+            state: Some(ExecutionState::Finished),
+            ..f()
+        })
+        .await,
+        [e[0].id]
+    );
+    assert_eq!(
+        by(ExecutionFilter {
+            state: Some(ExecutionState::InProgress),
+            ..f()
+        })
+        .await,
+        sorted(vec![e[1].id, e[2].id, e[3].id])
+    );
+    // Dates bound createdDate, both ends included.
+    assert_eq!(
+        by(ExecutionFilter {
+            start_date: Some(e[1].created_date),
+            end_date: Some(e[2].created_date),
+            ..f()
+        })
+        .await,
+        sorted(vec![e[1].id, e[2].id])
+    );
+    assert_eq!(
+        by(ExecutionFilter {
+            start_date: Some(e[3].created_date),
+            ..f()
+        })
+        .await,
+        [e[3].id]
+    );
+    assert_eq!(
+        by(ExecutionFilter {
+            end_date: Some(e[0].created_date),
+            ..f()
+        })
+        .await,
+        [e[0].id]
+    );
+    // Filters combine.
+    assert_eq!(
+        by(ExecutionFilter {
+            agentflow_name: Some("sales".into()),
+            session_id: Some("a".into()),
+            state: Some(ExecutionState::InProgress),
+            ..f()
+        })
+        .await,
+        [e[2].id]
+    );
+    assert_eq!(
+        list(ExecutionFilter::default(), Page::default())
+            .await
+            .total,
+        4
+    );
+    // An empty workspace lists nothing.
+    let empty = store
+        .list_executions(
+            uuid::Uuid::new_v4(),
+            &ExecutionFilter::default(),
+            Page::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!((empty.total, empty.items.len()), (0, 0));
+}
+
+async fn executions_are_shared_and_deleted_per_workspace(t: &common::TestStore) {
+    let store: &dyn Store = &*t.store;
+    let ws = store.ensure_workspace("eshare").await.unwrap();
+    let other = store.ensure_workspace("eshare-other").await.unwrap();
+    let f = store
+        .create_chatflow(flow(ws.id, "agent"))
+        .await
+        .unwrap()
+        .id;
+    let g = store
+        .create_chatflow(flow(other.id, "theirs"))
+        .await
+        .unwrap()
+        .id;
+    let mine = store
+        .create_execution(&new_execution(ws.id, f, "s"))
+        .await
+        .unwrap();
+    let theirs = store
+        .create_execution(&new_execution(other.id, g, "s"))
+        .await
+        .unwrap();
+
+    assert_eq!(store.find_public_execution(mine.id).await.unwrap(), None);
+    assert_eq!(
+        store
+            .set_execution_public(other.id, mine.id, true)
+            .await
+            .unwrap(),
+        None
+    );
+    tick().await;
+    let shared = store
+        .set_execution_public(ws.id, mine.id, true)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(shared.is_public);
+    assert!(shared.updated_date > mine.updated_date);
+    assert_eq!(
+        store.find_public_execution(mine.id).await.unwrap(),
+        Some(shared.clone())
+    );
+    assert_eq!(
+        store.get_execution(ws.id, mine.id).await.unwrap(),
+        Some(shared)
+    );
+    let unshared = store
+        .set_execution_public(ws.id, mine.id, false)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!unshared.is_public);
+    assert_eq!(store.find_public_execution(mine.id).await.unwrap(), None);
+
+    let second = store
+        .create_execution(&new_execution(ws.id, f, "t"))
+        .await
+        .unwrap();
+    // Only this workspace's executions count; unknown ids are skipped.
+    let deleted = store
+        .delete_executions(ws.id, &[mine.id, theirs.id, uuid::Uuid::new_v4()])
+        .await
+        .unwrap();
+    assert_eq!(deleted, 1);
+    assert_eq!(store.get_execution(ws.id, mine.id).await.unwrap(), None);
+    assert!(
+        store
+            .get_execution(other.id, theirs.id)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert_eq!(store.delete_executions(ws.id, &[mine.id]).await.unwrap(), 0);
+    assert_eq!(store.delete_executions(ws.id, &[]).await.unwrap(), 0);
+
+    // Deleting the chatflow deletes its executions.
+    assert!(store.delete_chatflow(ws.id, f).await.unwrap());
+    assert_eq!(store.get_execution(ws.id, second.id).await.unwrap(), None);
+    assert_eq!(store.latest_execution(f, "t").await.unwrap(), None);
 }

@@ -45,12 +45,16 @@ pub enum Permission {
     ToolsRead,
     #[serde(rename = "tools:write")]
     ToolsWrite,
+    #[serde(rename = "executions:read")]
+    ExecutionsRead,
+    #[serde(rename = "executions:write")]
+    ExecutionsWrite,
     #[serde(rename = "apikeys:manage")]
     ApikeysManage,
 }
 
 impl Permission {
-    pub const ALL: [Permission; 10] = [
+    pub const ALL: [Permission; 12] = [
         Permission::ChatflowsRead,
         Permission::ChatflowsWrite,
         Permission::PredictionsCreate,
@@ -60,6 +64,8 @@ impl Permission {
         Permission::VariablesWrite,
         Permission::ToolsRead,
         Permission::ToolsWrite,
+        Permission::ExecutionsRead,
+        Permission::ExecutionsWrite,
         Permission::ApikeysManage,
     ];
 
@@ -74,6 +80,8 @@ impl Permission {
             Permission::VariablesWrite => "variables:write",
             Permission::ToolsRead => "tools:read",
             Permission::ToolsWrite => "tools:write",
+            Permission::ExecutionsRead => "executions:read",
+            Permission::ExecutionsWrite => "executions:write",
             Permission::ApikeysManage => "apikeys:manage",
         }
     }
@@ -212,6 +220,8 @@ mod tests {
         assert_eq!(Permission::split(&text), Permission::ALL.to_vec());
         assert!("chatflows:delete".parse::<Permission>().is_err());
         assert_eq!("tools:write".parse(), Ok(Permission::ToolsWrite));
+        assert_eq!("executions:read".parse(), Ok(Permission::ExecutionsRead));
+        assert_eq!("executions:write".parse(), Ok(Permission::ExecutionsWrite));
         for p in Permission::ALL {
             let json = serde_json::to_value(p).unwrap();
             assert_eq!(json, serde_json::Value::from(p.as_str()));

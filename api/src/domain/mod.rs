@@ -1,12 +1,14 @@
 //! Domain types: the records weir keeps (workspaces, API keys, chatflows, variables,
-//! Python tools, conversation messages, leads, triggers and their results)
-//! and the rules that hold for them whatever the store or the HTTP edge.
+//! Python tools, conversation messages, leads, triggers and their results,
+//! agentflow executions) and the rules that hold for them whatever the store or the
+//! HTTP edge.
 //!
 //! Nothing here performs I/O. The store persists these types, the routes validate
 //! input into them and serialise them out.
 
 pub mod apikey;
 pub mod chatflow;
+pub mod execution;
 pub mod message;
 pub mod time;
 pub mod tool;
@@ -16,6 +18,10 @@ pub mod vector;
 
 pub use apikey::{ApiKey, NewApiKey, Permission};
 pub use chatflow::{Chatflow, ChatflowPatch, ChatflowType, NewChatflow};
+pub use execution::{
+    AgentflowRef, Execution, ExecutionFilter, ExecutionState, ExecutionUpdate, ListedExecution,
+    NewExecution,
+};
 pub use message::{ChatMessageRecord, Lead, MessageRole, NewChatMessage};
 pub use tool::{FieldType, NewTool, Tool, ToolField, ToolPatch};
 pub use trigger::{

@@ -9,6 +9,7 @@
 pub mod apikeys;
 pub mod artifacts;
 pub mod chatflows;
+pub mod executions;
 pub mod health;
 pub mod predictions;
 pub mod tools;
@@ -65,6 +66,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .merge(artifacts::router())
         .merge(triggers::router())
         .merge(vectors::router())
+        .merge(executions::router())
 }
 
 /// A JSON-text field that clients send either as a string or as the JSON value

@@ -33,9 +33,10 @@ use super::{ClaimPlanner, Listing, Store, StoreResult};
 use crate::domain::time::{self, Timestamp};
 use crate::domain::vector::ChunkKey;
 use crate::domain::{
-    ApiKey, ChatMessageRecord, Chatflow, ChatflowPatch, Delivery, Firing, Lead, NewApiKey,
-    NewChatMessage, NewChatflow, NewMail, NewTool, NewTriggerResult, NewVariable, OutboxMail, Page,
-    Tool, ToolPatch, Trigger, TriggerResult, UpsertRecord, Variable, VariablePatch, VectorChunk,
+    ApiKey, ChatMessageRecord, Chatflow, ChatflowPatch, Delivery, Execution, ExecutionFilter,
+    ExecutionUpdate, Firing, Lead, ListedExecution, NewApiKey, NewChatMessage, NewChatflow,
+    NewExecution, NewMail, NewTool, NewTriggerResult, NewVariable, OutboxMail, Page, Tool,
+    ToolPatch, Trigger, TriggerResult, UpsertRecord, Variable, VariablePatch, VectorChunk,
     VectorWrite, Workspace,
 };
 
@@ -549,6 +550,56 @@ impl Store for CachedStore {
         limit: u32,
     ) -> StoreResult<Vec<UpsertRecord>> {
         self.inner.list_upsert_history(chatflow, limit).await
+    }
+
+    async fn create_execution(&self, execution: &NewExecution) -> StoreResult<Execution> {
+        self.inner.create_execution(execution).await
+    }
+
+    async fn update_execution(
+        &self,
+        id: Uuid,
+        update: ExecutionUpdate,
+    ) -> StoreResult<Option<Execution>> {
+        self.inner.update_execution(id, update).await
+    }
+
+    async fn get_execution(&self, workspace: Uuid, id: Uuid) -> StoreResult<Option<Execution>> {
+        self.inner.get_execution(workspace, id).await
+    }
+
+    async fn find_public_execution(&self, id: Uuid) -> StoreResult<Option<Execution>> {
+        self.inner.find_public_execution(id).await
+    }
+
+    async fn latest_execution(
+        &self,
+        agentflow: Uuid,
+        session_id: &str,
+    ) -> StoreResult<Option<Execution>> {
+        self.inner.latest_execution(agentflow, session_id).await
+    }
+
+    async fn list_executions(
+        &self,
+        workspace: Uuid,
+        filter: &ExecutionFilter,
+        page: Page,
+    ) -> StoreResult<Listing<ListedExecution>> {
+        self.inner.list_executions(workspace, filter, page).await
+    }
+
+    async fn set_execution_public(
+        &self,
+        workspace: Uuid,
+        id: Uuid,
+        public: bool,
+    ) -> StoreResult<Option<Execution>> {
+        self.inner.set_execution_public(workspace, id, public).await
+    }
+
+    async fn delete_executions(&self, workspace: Uuid, ids: &[Uuid]) -> StoreResult<u64> {
+        self.inner.delete_executions(workspace, ids).await
     }
 }
 

@@ -36,6 +36,11 @@ pub const SQLITE: &[Migration] = &[
         name: "vectors",
         sql: include_str!("migrations/sqlite/0005_vectors.sql"),
     },
+    Migration {
+        version: 6,
+        name: "executions",
+        sql: include_str!("migrations/sqlite/0006_executions.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -63,6 +68,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 5,
         name: "vectors",
         sql: include_str!("migrations/postgres/0005_vectors.sql"),
+    },
+    Migration {
+        version: 6,
+        name: "executions",
+        sql: include_str!("migrations/postgres/0006_executions.sql"),
     },
 ];
 

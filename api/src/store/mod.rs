@@ -29,10 +29,11 @@ use uuid::Uuid;
 use crate::config::StoreLocation;
 use crate::domain::time::Timestamp;
 use crate::domain::{
-    ApiKey, ChatMessageRecord, Chatflow, ChatflowPatch, ClaimPlan, Delivery, Firing, Lead,
-    NewApiKey, NewChatMessage, NewChatflow, NewMail, NewTool, NewTriggerResult, NewVariable,
-    OutboxMail, Page, Tool, ToolPatch, Trigger, TriggerResult, UpsertRecord, Variable,
-    VariablePatch, VectorChunk, VectorWrite, Workspace,
+    ApiKey, ChatMessageRecord, Chatflow, ChatflowPatch, ClaimPlan, Delivery, Execution,
+    ExecutionFilter, ExecutionUpdate, Firing, Lead, ListedExecution, NewApiKey, NewChatMessage,
+    NewChatflow, NewExecution, NewMail, NewTool, NewTriggerResult, NewVariable, OutboxMail, Page,
+    Tool, ToolPatch, Trigger, TriggerResult, UpsertRecord, Variable, VariablePatch, VectorChunk,
+    VectorWrite, Workspace,
 };
 
 /// Decides, inside the claiming transaction, what a due cron trigger does now.
@@ -319,6 +320,45 @@ pub trait Store: Send + Sync + 'static {
         chatflow: Uuid,
         limit: u32,
     ) -> StoreResult<Vec<UpsertRecord>>;
+
+    // Agentflow executions
+    /// Starts an execution: `INPROGRESS`, `executionData` `"[]"`, not public.
+    async fn create_execution(&self, execution: &NewExecution) -> StoreResult<Execution>;
+    /// Applies `update` (and moves `updatedDate` on) in one transaction; `None`
+    /// when there is no such execution. Not scoped: the engine that runs it calls.
+    async fn update_execution(
+        &self,
+        id: Uuid,
+        update: ExecutionUpdate,
+    ) -> StoreResult<Option<Execution>>;
+    async fn get_execution(&self, workspace: Uuid, id: Uuid) -> StoreResult<Option<Execution>>;
+    /// The public execution of that id, whatever its workspace (read without a key).
+    async fn find_public_execution(&self, id: Uuid) -> StoreResult<Option<Execution>>;
+    /// The newest (by `createdDate`) execution of a chatflow's session: where a
+    /// paused run resumes and whose state a new run carries on.
+    async fn latest_execution(
+        &self,
+        agentflow: Uuid,
+        session_id: &str,
+    ) -> StoreResult<Option<Execution>>;
+    /// The workspace's executions matching `filter`, newest `updatedDate` first,
+    /// each with its chatflow's id and name.
+    async fn list_executions(
+        &self,
+        workspace: Uuid,
+        filter: &ExecutionFilter,
+        page: Page,
+    ) -> StoreResult<Listing<ListedExecution>>;
+    /// Shares (or stops sharing) an execution; moves `updatedDate` on. `None` when
+    /// there is no such execution in the workspace.
+    async fn set_execution_public(
+        &self,
+        workspace: Uuid,
+        id: Uuid,
+        public: bool,
+    ) -> StoreResult<Option<Execution>>;
+    /// Deletes those of `ids` that are the workspace's; returns how many.
+    async fn delete_executions(&self, workspace: Uuid, ids: &[Uuid]) -> StoreResult<u64>;
 }
 
 /// Opens the configured store, applies pending migrations, and puts the

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio_postgres::error::SqlState;
-use tokio_postgres::types::{FromSql, Type};
+use tokio_postgres::types::{FromSql, ToSql, Type};
 use tokio_postgres::{NoTls, Row};
 use uuid::Uuid;
 
@@ -22,12 +22,16 @@ use crate::domain::time::{self, Timestamp};
 use crate::domain::trigger::{self as trig, LEASE_EXPIRED, failure_mail};
 use crate::domain::vector::{ChunkKey, UpsertCounts, embedding_bytes, embedding_from_bytes};
 use crate::domain::{
+    AgentflowRef, Execution, ExecutionFilter, ExecutionState, ExecutionUpdate, ListedExecution,
+    NewExecution,
+};
+use crate::domain::{
     ApiKey, ChatMessageRecord, Chatflow, ChatflowPatch, ChatflowType, Delivery, Firing, Lead,
     MessageRole, NewApiKey, NewChatMessage, NewChatflow, NewMail, NewTool, NewTriggerResult,
     NewVariable, OutboxMail, Page, Permission, ResultStatus, Tool, ToolPatch, Trigger,
     TriggerResult, TriggerType, UpsertRecord, Variable, VariablePatch, VariableType, Workspace,
 };
-use crate::domain::{VectorChunk, VectorWrite, tool, variable};
+use crate::domain::{VectorChunk, VectorWrite, execution, tool, variable};
 
 /// Connections kept per replica.
 const POOL_SIZE: usize = 16;
@@ -1869,6 +1873,309 @@ impl Store for PostgresStore {
         )
         .await
     }
+
+    async fn create_execution(&self, execution: &NewExecution) -> StoreResult<Execution> {
+        let created = execution
+            .clone()
+            .into_execution(Uuid::now_v7(), time::now());
+        // Through the chatflow's row: an execution is always of a chatflow of its
+        // own workspace.
+        let inserted = self
+            .execute(
+                "INSERT INTO executions (id, workspace_id, agentflow_id, session_id, state,
+                                         execution_data, action, is_public, created_at,
+                                         updated_at, stopped_at)
+                 SELECT $1, workspace_id, id, $4, $5, $6, $7, $8, $9, $9, NULL
+                 FROM chatflows WHERE id = $3 AND workspace_id = $2",
+                &[
+                    &created.id,
+                    &created.workspace_id,
+                    &created.agentflow_id,
+                    &created.session_id,
+                    &created.state.as_str(),
+                    &created.execution_data,
+                    &created.action,
+                    &created.is_public,
+                    &created.created_date,
+                ],
+            )
+            .await?;
+        if inserted == 0 {
+            return Err(StoreError::Conflict(execution::chatflow_missing(
+                created.agentflow_id,
+            )));
+        }
+        Ok(created)
+    }
+
+    async fn update_execution(
+        &self,
+        id: Uuid,
+        update: ExecutionUpdate,
+    ) -> StoreResult<Option<Execution>> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        let Some(mut found) = get_execution(&tx, None, id, true).await? else {
+            return Ok(None);
+        };
+        update.apply(&mut found, time::now());
+        write_execution(&tx, &found).await?;
+        tx.commit().await.map_err(backend)?;
+        Ok(Some(found))
+    }
+
+    async fn get_execution(&self, workspace: Uuid, id: Uuid) -> StoreResult<Option<Execution>> {
+        let client = self.client().await?;
+        get_execution(&client, Some(workspace), id, false).await
+    }
+
+    async fn find_public_execution(&self, id: Uuid) -> StoreResult<Option<Execution>> {
+        let client = self.client().await?;
+        Ok(get_execution(&client, None, id, false)
+            .await?
+            .filter(|found| found.is_public))
+    }
+
+    async fn latest_execution(
+        &self,
+        agentflow: Uuid,
+        session_id: &str,
+    ) -> StoreResult<Option<Execution>> {
+        self.query_opt(
+            &format!(
+                "SELECT {EXECUTION_COLUMNS} FROM executions e
+                 WHERE e.agentflow_id = $1 AND e.session_id = $2
+                 ORDER BY e.created_at DESC, e.seq DESC LIMIT 1"
+            ),
+            &[&agentflow, &session_id],
+            execution_from_row,
+        )
+        .await
+    }
+
+    async fn list_executions(
+        &self,
+        workspace: Uuid,
+        filter: &ExecutionFilter,
+        page: Page,
+    ) -> StoreResult<Listing<ListedExecution>> {
+        let (conditions, args) = execution_conditions(workspace, filter);
+        // The chatflow is joined for counting only when its name is filtered on.
+        let name_join = if filter.agentflow_name.is_some() {
+            "JOIN chatflows c ON c.id = e.agentflow_id"
+        } else {
+            ""
+        };
+        let count_sql = format!("SELECT COUNT(*) FROM executions e {name_join} WHERE {conditions}");
+        let n = args.len();
+        let page_sql = format!(
+            "SELECT {EXECUTION_COLUMNS}, c.name FROM executions e
+             JOIN chatflows c ON c.id = e.agentflow_id
+             WHERE {conditions}
+             ORDER BY e.updated_at DESC, e.seq DESC LIMIT ${} OFFSET ${}",
+            n + 1,
+            n + 2
+        );
+        let client = self.client().await?;
+        let (count, stmt) = futures_util::future::try_join(
+            client.prepare_cached(&count_sql),
+            client.prepare_cached(&page_sql),
+        )
+        .await
+        .map_err(backend)?;
+        let limit = i64::from(page.limit);
+        let offset = i64::try_from(page.offset()).unwrap_or(i64::MAX);
+        let filter_args: Vec<&(dyn ToSql + Sync)> =
+            args.iter().map(|a| &**a as &(dyn ToSql + Sync)).collect();
+        let mut page_args = filter_args.clone();
+        page_args.extend([&limit as &(dyn ToSql + Sync), &offset]);
+        // Both queries go out together on the one connection (pipelined).
+        let (total, rows) = futures_util::future::try_join(
+            client.query_one(&count, &filter_args),
+            client.query(&stmt, &page_args),
+        )
+        .await
+        .map_err(backend)?;
+        let total: i64 = total.try_get(0).map_err(backend)?;
+        let items = rows
+            .iter()
+            .map(|row| {
+                let execution = execution_from_row(row)?;
+                Ok(ListedExecution {
+                    agentflow: AgentflowRef {
+                        id: execution.agentflow_id,
+                        name: row.try_get(EXECUTION_COLUMN_COUNT)?,
+                    },
+                    execution,
+                })
+            })
+            .collect::<PgResult<_>>()
+            .map_err(backend)?;
+        Ok(Listing {
+            items,
+            total: u64::try_from(total).unwrap_or(0),
+        })
+    }
+
+    async fn set_execution_public(
+        &self,
+        workspace: Uuid,
+        id: Uuid,
+        public: bool,
+    ) -> StoreResult<Option<Execution>> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        let Some(mut found) = get_execution(&tx, Some(workspace), id, true).await? else {
+            return Ok(None);
+        };
+        found.is_public = public;
+        found.updated_date = time::now();
+        write_execution(&tx, &found).await?;
+        tx.commit().await.map_err(backend)?;
+        Ok(Some(found))
+    }
+
+    async fn delete_executions(&self, workspace: Uuid, ids: &[Uuid]) -> StoreResult<u64> {
+        self.execute(
+            "DELETE FROM executions WHERE workspace_id = $1 AND id = ANY($2)",
+            &[&workspace, &ids],
+        )
+        .await
+    }
+}
+
+const EXECUTION_COLUMNS: &str = "e.id, e.workspace_id, e.agentflow_id, e.session_id, e.state, \
+     e.execution_data, e.action, e.is_public, e.created_at, e.updated_at, e.stopped_at";
+
+/// How many columns [`EXECUTION_COLUMNS`] selects (a listing's chatflow name follows).
+const EXECUTION_COLUMN_COUNT: usize = 11;
+
+fn execution_from_row(row: &Row) -> PgResult<Execution> {
+    Ok(Execution {
+        id: row.try_get(0)?,
+        workspace_id: row.try_get(1)?,
+        agentflow_id: row.try_get(2)?,
+        session_id: row.try_get(3)?,
+        state: row.try_get::<_, StoredState>(4)?.0,
+        execution_data: row.try_get(5)?,
+        action: row.try_get(6)?,
+        is_public: row.try_get(7)?,
+        created_date: row.try_get(8)?,
+        updated_date: row.try_get(9)?,
+        stopped_date: row.try_get(10)?,
+    })
+}
+
+/// An execution's `state` column, read strictly (a name this version does not
+/// know fails the row rather than being guessed).
+struct StoredState(ExecutionState);
+
+impl<'a> FromSql<'a> for StoredState {
+    fn from_sql(
+        ty: &Type,
+        raw: &'a [u8],
+    ) -> Result<Self, Box<dyn std::error::Error + Sync + Send>> {
+        let text = <&str as FromSql>::from_sql(ty, raw)?;
+        Ok(StoredState(text.parse()?))
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        <&str as FromSql>::accepts(ty)
+    }
+}
+
+/// An execution by id, in `workspace` when one is given; locked for the rest of
+/// the transaction when `for_update`.
+async fn get_execution(
+    client: &impl GenericClient,
+    workspace: Option<Uuid>,
+    id: Uuid,
+    for_update: bool,
+) -> StoreResult<Option<Execution>> {
+    let lock = if for_update { "FOR UPDATE" } else { "" };
+    let stmt = client
+        .prepare_cached(&format!(
+            "SELECT {EXECUTION_COLUMNS} FROM executions e
+             WHERE e.id = $1 AND ($2::uuid IS NULL OR e.workspace_id = $2) {lock}"
+        ))
+        .await
+        .map_err(backend)?;
+    match client
+        .query_opt(&stmt, &[&id, &workspace])
+        .await
+        .map_err(backend)?
+    {
+        Some(row) => execution_from_row(&row).map(Some).map_err(backend),
+        None => Ok(None),
+    }
+}
+
+/// Writes everything of an execution that can change.
+async fn write_execution(client: &impl GenericClient, e: &Execution) -> StoreResult<u64> {
+    let stmt = client
+        .prepare_cached(
+            "UPDATE executions SET state = $2, execution_data = $3, action = $4, is_public = $5,
+                                   updated_at = $6, stopped_at = $7
+             WHERE id = $1",
+        )
+        .await
+        .map_err(backend)?;
+    client
+        .execute(
+            &stmt,
+            &[
+                &e.id,
+                &e.state.as_str(),
+                &e.execution_data,
+                &e.action,
+                &e.is_public,
+                &e.updated_date,
+                &e.stopped_date,
+            ],
+        )
+        .await
+        .map_err(backend)
+}
+
+/// A boxed query argument of a statement built at run time.
+type Arg = Box<dyn ToSql + Sync + Send>;
+
+/// The `WHERE` of a listing (`e` the execution, `c` its chatflow) and its
+/// arguments, numbered from `$1`: only the filters given, so that each shape of
+/// query gets a plan of its own.
+fn execution_conditions(workspace: Uuid, filter: &ExecutionFilter) -> (String, Vec<Arg>) {
+    let mut args: Vec<Arg> = vec![Box::new(workspace)];
+    let mut conditions = vec!["e.workspace_id = $1".to_owned()];
+    let mut add = |condition: &str, value: Arg| {
+        args.push(value);
+        conditions.push(condition.replace('?', &format!("${}", args.len())));
+    };
+    if let Some(id) = filter.id {
+        add("e.id = ?", Box::new(id));
+    }
+    if let Some(agentflow) = filter.agentflow_id {
+        add("e.agentflow_id = ?", Box::new(agentflow));
+    }
+    if let Some(name) = &filter.agentflow_name {
+        // strpos, not LIKE: `%` and `_` in the name are plain characters.
+        add(
+            "strpos(lower(c.name), lower(?)) > 0",
+            Box::new(name.clone()),
+        );
+    }
+    if let Some(session) = &filter.session_id {
+        add("e.session_id = ?", Box::new(session.clone()));
+    }
+    if let Some(state) = filter.state {
+        add("e.state = ?", Box::new(state.as_str()));
+    }
+    if let Some(start) = filter.start_date {
+        add("e.created_at >= ?", Box::new(start));
+    }
+    if let Some(end) = filter.end_date {
+        add("e.created_at <= ?", Box::new(end));
+    }
+    (conditions.join(" AND "), args)
 }
 
 fn chunk_from_row(row: &Row) -> StoreResult<VectorChunk> {

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, TryLockError};
 
 use async_trait::async_trait;
+use rusqlite::types::Value;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, Row, params};
 use uuid::Uuid;
 
@@ -21,13 +22,16 @@ use crate::domain::time::{self, Timestamp, from_millis, to_millis};
 use crate::domain::trigger::{self as trig, LEASE_EXPIRED, failure_mail};
 use crate::domain::vector::{ChunkKey, UpsertCounts, embedding_bytes, embedding_from_bytes};
 use crate::domain::{
+    AgentflowRef, Execution, ExecutionFilter, ExecutionUpdate, ListedExecution, NewExecution,
+};
+use crate::domain::{
     ApiKey, ChatMessageRecord, Chatflow, ChatflowPatch, ChatflowType, Delivery, Firing, Lead,
     MessageRole, NewApiKey, NewChatMessage, NewChatflow, NewMail, NewTool, NewTriggerResult,
     NewVariable, OutboxMail, Page, Permission, ResultStatus, Tool, ToolPatch, Trigger,
     TriggerResult, TriggerType, UpsertRecord, Variable, VariablePatch, VariableType, VectorChunk,
     VectorWrite, Workspace,
 };
-use crate::domain::{tool, variable};
+use crate::domain::{execution, tool, variable};
 
 /// Read-only connections kept open beside the writer.
 const READERS: usize = 4;
@@ -1793,6 +1797,274 @@ impl Store for SqliteStore {
         })
         .await
     }
+
+    async fn create_execution(&self, execution: &NewExecution) -> StoreResult<Execution> {
+        let agentflow = execution.agentflow_id;
+        let created = execution
+            .clone()
+            .into_execution(Uuid::now_v7(), time::now());
+        self.call(move |conn| {
+            // Through the chatflow's row: an execution is always of a chatflow of
+            // its own workspace.
+            let n = conn.execute(
+                "INSERT INTO executions (id, workspace_id, agentflow_id, session_id, state,
+                                         execution_data, action, is_public, created_at,
+                                         updated_at, stopped_at)
+                 SELECT ?1, workspace_id, id, ?4, ?5, ?6, ?7, ?8, ?9, ?9, NULL
+                 FROM chatflows WHERE id = ?3 AND workspace_id = ?2",
+                params![
+                    created.id.to_string(),
+                    created.workspace_id.to_string(),
+                    created.agentflow_id.to_string(),
+                    created.session_id,
+                    created.state.as_str(),
+                    created.execution_data,
+                    created.action,
+                    created.is_public,
+                    to_millis(&created.created_date),
+                ],
+            )?;
+            Ok((n > 0).then_some(created))
+        })
+        .await?
+        .ok_or_else(|| StoreError::Conflict(execution::chatflow_missing(agentflow)))
+    }
+
+    async fn update_execution(
+        &self,
+        id: Uuid,
+        update: ExecutionUpdate,
+    ) -> StoreResult<Option<Execution>> {
+        self.call(move |conn| {
+            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let Some(mut found) = get_execution(&tx, None, id)? else {
+                return Ok(None);
+            };
+            update.apply(&mut found, time::now());
+            write_execution(&tx, &found)?;
+            tx.commit()?;
+            Ok(Some(found))
+        })
+        .await
+    }
+
+    async fn get_execution(&self, workspace: Uuid, id: Uuid) -> StoreResult<Option<Execution>> {
+        self.read(move |conn| get_execution(conn, Some(workspace), id))
+            .await
+    }
+
+    async fn find_public_execution(&self, id: Uuid) -> StoreResult<Option<Execution>> {
+        self.read(move |conn| Ok(get_execution(conn, None, id)?.filter(|found| found.is_public)))
+            .await
+    }
+
+    async fn latest_execution(
+        &self,
+        agentflow: Uuid,
+        session_id: &str,
+    ) -> StoreResult<Option<Execution>> {
+        let session_id = session_id.to_owned();
+        self.read(move |conn| {
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {EXECUTION_COLUMNS} FROM executions e
+                 WHERE e.agentflow_id = ?1 AND e.session_id = ?2
+                 ORDER BY e.created_at DESC, e.seq DESC LIMIT 1"
+            ))?;
+            stmt.query_row(
+                params![agentflow.to_string(), session_id],
+                execution_from_row,
+            )
+            .optional()
+        })
+        .await
+    }
+
+    async fn list_executions(
+        &self,
+        workspace: Uuid,
+        filter: &ExecutionFilter,
+        page: Page,
+    ) -> StoreResult<Listing<ListedExecution>> {
+        let filter = filter.clone();
+        self.read(move |conn| {
+            let (conditions, mut args) = execution_conditions(workspace, &filter);
+            // The chatflow is joined for counting only when its name is filtered on.
+            let name_join = if filter.agentflow_name.is_some() {
+                "JOIN chatflows c ON c.id = e.agentflow_id"
+            } else {
+                ""
+            };
+            let total: i64 = conn
+                .prepare_cached(&format!(
+                    "SELECT COUNT(*) FROM executions e {name_join} WHERE {conditions}"
+                ))?
+                .query_row(rusqlite::params_from_iter(&args), |r| r.get(0))?;
+            let n = args.len();
+            args.push(Value::Integer(i64::from(page.limit)));
+            args.push(Value::Integer(
+                i64::try_from(page.offset()).unwrap_or(i64::MAX),
+            ));
+            let items = conn
+                .prepare_cached(&format!(
+                    "SELECT {EXECUTION_COLUMNS}, c.name FROM executions e
+                     JOIN chatflows c ON c.id = e.agentflow_id
+                     WHERE {conditions}
+                     ORDER BY e.updated_at DESC, e.seq DESC LIMIT ?{} OFFSET ?{}",
+                    n + 1,
+                    n + 2
+                ))?
+                .query_map(rusqlite::params_from_iter(&args), |row| {
+                    let execution = execution_from_row(row)?;
+                    Ok(ListedExecution {
+                        agentflow: AgentflowRef {
+                            id: execution.agentflow_id,
+                            name: row.get(EXECUTION_COLUMN_COUNT)?,
+                        },
+                        execution,
+                    })
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(Listing {
+                items,
+                total: u64::try_from(total).unwrap_or(0),
+            })
+        })
+        .await
+    }
+
+    async fn set_execution_public(
+        &self,
+        workspace: Uuid,
+        id: Uuid,
+        public: bool,
+    ) -> StoreResult<Option<Execution>> {
+        self.call(move |conn| {
+            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let Some(mut found) = get_execution(&tx, Some(workspace), id)? else {
+                return Ok(None);
+            };
+            found.is_public = public;
+            found.updated_date = time::now();
+            write_execution(&tx, &found)?;
+            tx.commit()?;
+            Ok(Some(found))
+        })
+        .await
+    }
+
+    async fn delete_executions(&self, workspace: Uuid, ids: &[Uuid]) -> StoreResult<u64> {
+        let ids: Vec<String> = ids.iter().map(Uuid::to_string).collect();
+        self.call(move |conn| {
+            let tx = conn.transaction()?;
+            let mut deleted = 0;
+            for id in ids {
+                deleted += tx
+                    .prepare_cached("DELETE FROM executions WHERE id = ?1 AND workspace_id = ?2")?
+                    .execute(params![id, workspace.to_string()])?;
+            }
+            tx.commit()?;
+            Ok(deleted as u64)
+        })
+        .await
+    }
+}
+
+const EXECUTION_COLUMNS: &str = "e.id, e.workspace_id, e.agentflow_id, e.session_id, e.state, \
+     e.execution_data, e.action, e.is_public, e.created_at, e.updated_at, e.stopped_at";
+
+/// How many columns [`EXECUTION_COLUMNS`] selects (a listing's chatflow name follows).
+const EXECUTION_COLUMN_COUNT: usize = 11;
+
+fn execution_from_row(row: &Row<'_>) -> rusqlite::Result<Execution> {
+    let state: String = row.get(4)?;
+    Ok(Execution {
+        id: uuid_at(row, 0)?,
+        workspace_id: uuid_at(row, 1)?,
+        agentflow_id: uuid_at(row, 2)?,
+        session_id: row.get(3)?,
+        state: state.parse().map_err(|e: String| {
+            rusqlite::Error::FromSqlConversionFailure(4, rusqlite::types::Type::Text, e.into())
+        })?,
+        execution_data: row.get(5)?,
+        action: row.get(6)?,
+        is_public: row.get(7)?,
+        created_date: from_millis(row.get(8)?),
+        updated_date: from_millis(row.get(9)?),
+        stopped_date: row.get::<_, Option<i64>>(10)?.map(from_millis),
+    })
+}
+
+/// An execution by id, in `workspace` when one is given.
+fn get_execution(
+    conn: &Connection,
+    workspace: Option<Uuid>,
+    id: Uuid,
+) -> rusqlite::Result<Option<Execution>> {
+    conn.prepare_cached(&format!(
+        "SELECT {EXECUTION_COLUMNS} FROM executions e
+         WHERE e.id = ?1 AND (?2 IS NULL OR e.workspace_id = ?2)"
+    ))?
+    .query_row(
+        params![id.to_string(), workspace.map(|w| w.to_string())],
+        execution_from_row,
+    )
+    .optional()
+}
+
+/// Writes everything of an execution that can change.
+fn write_execution(conn: &Connection, e: &Execution) -> rusqlite::Result<usize> {
+    conn.prepare_cached(
+        "UPDATE executions SET state = ?2, execution_data = ?3, action = ?4, is_public = ?5,
+                               updated_at = ?6, stopped_at = ?7
+         WHERE id = ?1",
+    )?
+    .execute(params![
+        e.id.to_string(),
+        e.state.as_str(),
+        e.execution_data,
+        e.action,
+        e.is_public,
+        to_millis(&e.updated_date),
+        e.stopped_date.as_ref().map(to_millis),
+    ])
+}
+
+/// The `WHERE` of a listing (`e` the execution, `c` its chatflow) and its
+/// arguments, numbered from `?1`: only the filters given, so that each shape of
+/// query gets a plan of its own.
+fn execution_conditions(workspace: Uuid, filter: &ExecutionFilter) -> (String, Vec<Value>) {
+    let mut args = vec![Value::Text(workspace.to_string())];
+    let mut conditions = vec!["e.workspace_id = ?1".to_owned()];
+    let mut add = |condition: &str, value: Value| {
+        args.push(value);
+        conditions.push(condition.replace('?', &format!("?{}", args.len())));
+    };
+    if let Some(id) = filter.id {
+        add("e.id = ?", Value::Text(id.to_string()));
+    }
+    if let Some(agentflow) = filter.agentflow_id {
+        add("e.agentflow_id = ?", Value::Text(agentflow.to_string()));
+    }
+    if let Some(name) = &filter.agentflow_name {
+        // instr, not LIKE: `%` and `_` in the name are plain characters.
+        add(
+            "instr(lower(c.name), lower(?)) > 0",
+            Value::Text(name.clone()),
+        );
+    }
+    if let Some(session) = &filter.session_id {
+        add("e.session_id = ?", Value::Text(session.clone()));
+    }
+    if let Some(state) = filter.state {
+        add("e.state = ?", Value::Text(state.as_str().to_owned()));
+    }
+    if let Some(start) = &filter.start_date {
+        add("e.created_at >= ?", Value::Integer(to_millis(start)));
+    }
+    if let Some(end) = &filter.end_date {
+        add("e.created_at <= ?", Value::Integer(to_millis(end)));
+    }
+    (conditions.join(" AND "), args)
 }
 
 fn store_version(conn: &Connection, chatflow: Uuid, node_id: &str) -> rusqlite::Result<i64> {
