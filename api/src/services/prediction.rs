@@ -17,7 +17,9 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::{ServiceError, ServiceResult, Services};
-use crate::domain::{Chatflow, MessageRole, NewChatMessage};
+use crate::domain::{
+    Chatflow, ExecutionState, ExecutionUpdate, MessageRole, NewChatMessage, NewExecution,
+};
 use crate::domain::{Variable, VariableType};
 use crate::flow::plan::Runnable;
 pub use crate::flow::run::Progress;
@@ -221,6 +223,29 @@ pub async fn start(
             .map_err(|e| ServiceError::Internal(format!("cannot keep uploaded files: {e}")))?;
     }
 
+    // An agentflow run is an execution record, and a persisting start resumes
+    // the state the session's last run ended with.
+    let mut persisted_state = None;
+    let execution = match runnable.agentflow() {
+        None => None,
+        Some(agentflow) => {
+            if agentflow.start().is_some_and(|s| s.persist_state)
+                && let Some(last) = state.store.latest_execution(flow.id, &session).await?
+            {
+                persisted_state = final_state(&last.execution_data);
+            }
+            let record = state
+                .store
+                .create_execution(&NewExecution {
+                    workspace_id: flow.workspace_id,
+                    agentflow_id: flow.id,
+                    session_id: session.clone(),
+                })
+                .await?;
+            Some(record.id)
+        }
+    };
+
     let (tx, rx) = mpsc::channel(EVENT_BUFFER);
     let task = RunTask {
         state: state.clone(),
@@ -231,8 +256,9 @@ pub async fn start(
             history,
             flow_vars: request.flow_vars,
             form: request.form,
-            persisted_state: None,
+            persisted_state,
         },
+        execution,
         streaming: request.streaming,
         chat_id: chat_id.clone(),
         session,
@@ -254,6 +280,8 @@ struct RunTask {
     session: String,
     env: ToolEnv,
     streaming: bool,
+    /// The agentflow run's execution record.
+    execution: Option<Uuid>,
 }
 
 impl RunTask {
@@ -271,6 +299,31 @@ impl RunTask {
             progress: self.streaming,
         };
         let result = run::run(&self.runnable, &self.input, &ctx, &out).await;
+        if let Some(id) = self.execution {
+            let update = match &result {
+                Ok(output) => output.agentflow.as_ref().map(|a| ExecutionUpdate {
+                    state: Some(a.status),
+                    execution_data: Some(Value::from(a.executed.clone()).to_string()),
+                    ..ExecutionUpdate::default()
+                }),
+                Err(_) => Some(ExecutionUpdate {
+                    state: Some(ExecutionState::Terminated),
+                    ..ExecutionUpdate::default()
+                }),
+            };
+            if let Some(update) = update
+                && let Err(e) = self.state.store.update_execution(id, update).await
+            {
+                tracing::error!(execution = %id, error = %e, "cannot record the agentflow's execution");
+            }
+        }
+        if let Ok(output) = &result
+            && let Some(error) = output.agentflow.as_ref().and_then(|a| a.error.clone())
+        {
+            tracing::warn!(chatflow = %self.chatflow_id, error = %error, "agentflow run failed");
+            let _ = out.send(PredictionEvent::Error(error)).await;
+            return;
+        }
         match result {
             Ok(output) => match self.remember(&output).await {
                 Ok(message_id) => {
@@ -288,7 +341,7 @@ impl RunTask {
                         used_tools: output.used_tools,
                         agent_reasoning: output.agent_reasoning,
                         artifacts: output.artifacts,
-                        execution_id: None,
+                        execution_id: self.execution,
                         agent_flow_executed_data: output.agentflow.map(|a| a.executed),
                     };
                     let _ = out.send(PredictionEvent::Done(Box::new(result))).await;
@@ -401,6 +454,16 @@ async fn tool_env(
         }
     }
     Ok(env)
+}
+
+/// The flow state an execution ended with: that of its last node that has one.
+fn final_state(execution_data: &str) -> Option<Map<String, Value>> {
+    let items: Vec<Value> = serde_json::from_str(execution_data).ok()?;
+    items.iter().rev().find_map(|item| {
+        item.pointer("/data/state")
+            .and_then(Value::as_object)
+            .cloned()
+    })
 }
 
 /// Environment variables tool code never reads through a `runtime` variable,

@@ -19,19 +19,22 @@ use super::nodes::{Done, Seen, run_step, update_state};
 use super::step::StepKind;
 use super::template::{Scope, value_text};
 use super::{AgentflowSpec, MAX_ITERATION_ITEMS, MAX_NODE_RUNS};
+use crate::domain::ExecutionState;
 use crate::flow::FlowError;
 use crate::flow::run::{FlowEvent, Progress, RunContext, RunError, RunInput, RunOutput, Tokens};
 use crate::llm::{ChatMessage, Role};
 
 /// What a run did.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Outcome {
     /// `agentFlowExecutedData`.
     pub executed: Vec<Value>,
     /// `FINISHED`, `TERMINATED` (a limit stopped it) or `ERROR`.
-    pub status: &'static str,
+    pub status: ExecutionState,
     /// The flow state at the end.
     pub state: Map<String, Value>,
+    /// Why the run failed (status `ERROR`): the message names the node.
+    pub error: Option<String>,
 }
 
 pub async fn run<E: From<FlowEvent> + Send>(
@@ -63,16 +66,26 @@ pub async fn run<E: From<FlowEvent> + Send>(
     }
     let start = spec.wiring.start.clone();
     let result = run.block(vec![start], None).await;
-    let status = match (&result, &run.stopped) {
-        (Err(RunError::Flow(_)), _) => "ERROR",
-        (_, Some(_)) => "TERMINATED",
-        _ => "FINISHED",
+    let (status, error) = match (result, &run.stopped) {
+        (Err(RunError::Cancelled), _) => return Err(RunError::Cancelled),
+        (Err(RunError::Flow(e)), _) => (ExecutionState::Error, Some(e.message)),
+        (Ok(()), Some(_)) => (ExecutionState::Terminated, None),
+        (Ok(()), None) => (ExecutionState::Finished, None),
     };
-    if ctx.progress && !matches!(result, Err(RunError::Cancelled)) {
-        tokens.progress(Progress::Flow(status)).await?;
+    if ctx.progress {
+        tokens.progress(Progress::Flow(status.as_str())).await?;
     }
-    result?;
     let mut out = std::mem::take(&mut run.out);
+    if let Some(error) = error {
+        // The caller records the run and answers with the error.
+        out.agentflow = Some(Outcome {
+            executed: run.executed,
+            status,
+            state: run.state,
+            error: Some(error),
+        });
+        return Ok(out);
+    }
     out.text = match run.stopped.take() {
         Some(limit) => {
             tokens.send(limit.clone()).await?;
@@ -90,6 +103,7 @@ pub async fn run<E: From<FlowEvent> + Send>(
         executed: run.executed,
         status,
         state: run.state,
+        error: None,
     });
     Ok(out)
 }
