@@ -12,6 +12,25 @@
 //!   part number. So each keyword rank counts in proportion to its BM25 score
 //!   over the best one's: a partial match counts for less than an exact one.
 //!
+//! A large index is not scanned on its exact vectors, which would stream 1.5 KB
+//! a chunk (at 384 dimensions) per question. From `QUANTISED_FROM_ROWS` chunks
+//! on, every row is scored on 8-bit codes (a quarter of the bytes) and the best
+//! few rescored exactly. From `BINARY_FROM_ROWS` on even that is too much memory
+//! traffic (384 MB a question at a million chunks, memory-bound at ~50 ms on two
+//! busy cores), so a stage comes first: each row also keeps one bit a
+//! dimension, whether it lies above or below the store's mean vector there (48
+//! bytes at 384 dimensions, plus two floats). The question, at 4 bits a
+//! dimension, is dotted with those signs (±1) from 16-entry tables, one per 4
+//! dimensions, which AVX2's byte shuffle looks up for 32 rows at once; scaled by
+//! the row's two floats that estimates its score (RaBitQ's estimator), far
+//! better than counting differing bits would (on hard clustered data, recall@10
+//! 0.99–1.0 where counting differing bits gave 0.79–0.97 from the same
+//! shortlist). The best
+//! few thousand rows by that estimate go on to the 8-bit scores, and the best
+//! of those to the exact ones. Centering on the mean matters: embeddings share
+//! a common direction and cluster by topic, and signs taken around zero would
+//! be alike for every row.
+//!
 //! An index is immutable once built; a write builds a new one (the services
 //! floor caches them per store and swaps them).
 
@@ -29,6 +48,16 @@ const BM25_B: f32 = 0.75;
 const PARALLEL_SCAN_ROWS: usize = 32_768;
 /// From this many chunks on, a scan reads the 8-bit codes first.
 const QUANTISED_FROM_ROWS: usize = 16_384;
+/// From this many chunks on, the index keeps 1-bit codes and a scan ranks every
+/// row on them first. Below it they do not pay: at 100,000 chunks the 8-bit
+/// scan (38 MB) takes about as long as rescoring the shortlist, whose rows are
+/// each a few cache and TLB misses away, and the bits would only cost memory.
+const BINARY_FROM_ROWS: usize = 200_000;
+/// How many rows the 1-bit ranking passes on to the 8-bit scores (at least;
+/// more for a large `k`). Generous: a bit a dimension ranks coarsely (1,024
+/// were enough for the benchmark's clusters, harder ones needed 4,096 for
+/// recall@10 >= 0.99), and rescoring them costs a millisecond or two.
+const BINARY_CANDIDATES: usize = 4_096;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum SearchType {
@@ -67,12 +96,50 @@ pub struct Index {
     /// the best candidates rescored on the exact vectors.
     codes: Vec<i8>,
     scales: Vec<f32>,
+    /// The 1-bit codes, for an index large enough to need them.
+    signs: Option<SignCodes>,
+    /// How many rows the 1-bit codes shortlist (at least).
+    binary_candidates: usize,
+    /// Whether any chunk is attached to a chat (if none, every row is
+    /// visible, and the 1-bit scan need not ask: asking costs a cache miss
+    /// for each of the tens of thousands of rows it keeps along the way).
+    any_chat: bool,
     words: Bm25,
+}
+
+/// One bit a dimension per row, and what turns a question's dot product with
+/// those bits into an estimate of its score (see the module doc).
+struct SignCodes {
+    /// The mean of the normalised rows; a row's residual is row - centre.
+    centre: Vec<f32>,
+    /// `dims.div_ceil(8)` bytes a row, bit d set where the residual is above
+    /// zero, stored for a byte shuffle: rows in blocks of 32 (the last padded
+    /// with zero rows), and within a block byte p of its 32 rows side by side,
+    /// so one 32-byte load holds the same byte of 32 rows.
+    blocks: Vec<u64>,
+    /// Per row, |residual|² / |residual|₁: the question's dot product with the
+    /// residual's signs (±1), times this, estimates its dot product with the
+    /// residual (RaBitQ's estimator for one bit a dimension).
+    factor: Vec<f32>,
+    /// Per row, the centre's dot product with the residual: the part of the
+    /// row's score that does not depend on the question (exact).
+    offset: Vec<f32>,
 }
 
 impl Index {
     /// Builds the index; every embedding must have the same length.
     pub fn new(entries: Vec<Entry>) -> Result<Index, String> {
+        Index::build(entries, BINARY_FROM_ROWS, BINARY_CANDIDATES)
+    }
+
+    /// `new`, with 1-bit codes from `binary_from_rows` rows on, passing
+    /// `binary_candidates` rows on to the 8-bit scores (tests force the codes
+    /// on small indexes, and shortlists short enough to matter there).
+    fn build(
+        entries: Vec<Entry>,
+        binary_from_rows: usize,
+        binary_candidates: usize,
+    ) -> Result<Index, String> {
         let dims = entries.first().map_or(0, |e| e.embedding.len());
         let mut vectors = Vec::with_capacity(dims * entries.len());
         let mut documents = Vec::with_capacity(entries.len());
@@ -99,6 +166,9 @@ impl Index {
                 scales.push(quantise(row, out));
             }
         }
+        let signs = (dims > 0 && documents.len() >= binary_from_rows)
+            .then(|| SignCodes::new(&vectors, dims));
+        let any_chat = chat_ids.iter().any(Option::is_some);
         Ok(Index {
             dims,
             documents,
@@ -106,6 +176,9 @@ impl Index {
             vectors,
             codes,
             scales,
+            signs,
+            binary_candidates,
+            any_chat,
             words,
         })
     }
@@ -122,11 +195,13 @@ impl Index {
         self.dims
     }
 
-    /// Bytes the vectors take, exact and quantised (the benchmark's memory figure).
+    /// Bytes the vectors take, exact and quantised to 8 and 1 bits (the
+    /// benchmark's memory figure).
     pub fn vector_bytes(&self) -> usize {
         self.vectors.len() * std::mem::size_of::<f32>()
             + self.codes.len()
             + self.scales.len() * std::mem::size_of::<f32>()
+            + self.signs.as_ref().map_or(0, SignCodes::bytes)
     }
 
     /// The best `top_k` documents for the query, best first, with their scores
@@ -187,20 +262,39 @@ impl Index {
         visible: &(dyn Fn(usize) -> bool + Sync),
     ) -> Vec<(usize, f32)> {
         let n = self.len();
-        if n >= QUANTISED_FROM_ROWS {
-            // Candidates by the 8-bit codes, then their exact scores.
+        if n >= QUANTISED_FROM_ROWS || self.signs.is_some() {
+            // Candidates by the 8-bit codes (of every row, or of the best by
+            // the 1-bit codes), then their exact scores.
             let mut codes = vec![0i8; q.len()];
             let q_scale = quantise(q, &mut codes);
             let dot_i8 = dot_i8_kernel();
-            let candidates = self.scan(
-                n,
-                k * 4 + 16,
-                |i| {
-                    let row = &self.codes[i * self.dims..(i + 1) * self.dims];
-                    dot_i8(&codes, row) as f32 * q_scale * self.scales[i]
-                },
-                visible,
-            );
+            let score_i8 = |i: usize| {
+                let row = &self.codes[i * self.dims..(i + 1) * self.dims];
+                dot_i8(&codes, row) as f32 * q_scale * self.scales[i]
+            };
+            let depth = k * 4 + 16;
+            let candidates = match &self.signs {
+                None => self.scan(n, depth, score_i8, visible),
+                Some(signs) => {
+                    let want = k.saturating_mul(16).max(self.binary_candidates).min(n);
+                    let rows = signs.shortlist(q, want, self.any_chat.then_some(visible));
+                    // On every core too: each row is a few cache (and TLB)
+                    // misses away, which a second core overlaps.
+                    let rows = &rows;
+                    let parts = in_slices(rows.len(), n >= PARALLEL_SCAN_ROWS, |part| {
+                        let mut best = TopK::new(depth);
+                        for &i in &rows[part] {
+                            best.offer(i, score_i8(i));
+                        }
+                        best
+                    });
+                    let mut best = TopK::new(depth);
+                    for (i, score) in parts.into_iter().flat_map(TopK::into_sorted) {
+                        best.offer(i, score);
+                    }
+                    best.into_sorted()
+                }
+            };
             let dot = dot_kernel();
             let mut best = TopK::new(k);
             for (i, _) in candidates {
@@ -230,25 +324,8 @@ impl Index {
             }
             best
         };
-        let threads = std::thread::available_parallelism().map_or(1, usize::from);
-        if n < PARALLEL_SCAN_ROWS || threads < 2 {
-            return scan(0..n).into_sorted();
-        }
-        let slice = n.div_ceil(threads);
-        let parts: Vec<TopK> = std::thread::scope(|s| {
-            let handles: Vec<_> = (0..threads)
-                .map(|t| {
-                    let rows = (t * slice).min(n)..((t + 1) * slice).min(n);
-                    s.spawn(move || scan(rows))
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-                .collect()
-        });
         let mut best = TopK::new(k);
-        for part in parts {
+        for part in in_slices(n, n >= PARALLEL_SCAN_ROWS, scan) {
             for (i, score) in part.into_sorted() {
                 best.offer(i, score);
             }
@@ -282,6 +359,33 @@ impl Index {
         }
         picked
     }
+}
+
+/// `work` over `0..n`: in slices on every core if `parallel`, else at once; the
+/// slices' results in order.
+fn in_slices<T: Send>(
+    n: usize,
+    parallel: bool,
+    work: impl Fn(std::ops::Range<usize>) -> T + Sync,
+) -> Vec<T> {
+    let threads = std::thread::available_parallelism().map_or(1, usize::from);
+    if !parallel || threads < 2 {
+        return vec![work(0..n)];
+    }
+    let slice = n.div_ceil(threads);
+    let work = &work;
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let rows = (t * slice).min(n)..((t + 1) * slice).min(n);
+                s.spawn(move || work(rows))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    })
 }
 
 /// Reciprocal rank fusion of several rankings of `(row, weight)`: the `k` best
@@ -363,6 +467,313 @@ fn quantise(x: &[f32], out: &mut [i8]) -> f32 {
         *o = (v / scale).round().clamp(-127.0, 127.0) as i8;
     }
     scale
+}
+
+impl SignCodes {
+    /// The codes of `vectors` (normalised rows of `dims` floats, `dims` > 0).
+    fn new(vectors: &[f32], dims: usize) -> SignCodes {
+        let rows = vectors.len() / dims;
+        // Summed in f64: over a million rows, f32 sums would round away the
+        // small means that matter.
+        let mut sum = vec![0.0f64; dims];
+        for row in vectors.chunks_exact(dims) {
+            for (s, v) in sum.iter_mut().zip(row) {
+                *s += f64::from(*v);
+            }
+        }
+        let centre: Vec<f32> = sum.iter().map(|s| (s / rows as f64) as f32).collect();
+        let row_bytes = dims.div_ceil(8);
+        let mut blocks = vec![0u64; rows.div_ceil(BLOCK_ROWS) * row_bytes * BLOCK_ROWS / 8];
+        let mut factor = Vec::with_capacity(rows);
+        let mut offset = Vec::with_capacity(rows);
+        let mut residual = vec![0.0f32; dims];
+        let mut bytes = vec![0u8; row_bytes];
+        // Branch-free, and the sums in vector lanes: the signs are random, and
+        // a million rows x 384 mispredicted branches and serial additions
+        // took seconds.
+        for (i, row) in vectors.chunks_exact(dims).enumerate() {
+            for ((r, v), c) in residual.iter_mut().zip(row).zip(&centre) {
+                *r = v - c;
+            }
+            for (byte, eight) in bytes.iter_mut().zip(residual.chunks(8)) {
+                *byte = eight
+                    .iter()
+                    .enumerate()
+                    .fold(0, |b, (j, r)| b | u8::from(*r > 0.0) << j);
+            }
+            let l1 = abs_sum(&residual);
+            factor.push(if l1 > 0.0 {
+                dot(&residual, &residual) / l1
+            } else {
+                0.0
+            });
+            offset.push(dot(&centre, &residual));
+            let block = i / BLOCK_ROWS * row_bytes * BLOCK_ROWS;
+            for (p, &byte) in bytes.iter().enumerate() {
+                let at = block + p * BLOCK_ROWS + i % BLOCK_ROWS;
+                blocks[at / 8] |= u64::from(byte) << (at % 8 * 8);
+            }
+        }
+        SignCodes {
+            centre,
+            blocks,
+            factor,
+            offset,
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        self.blocks.len() * std::mem::size_of::<u64>()
+            + (self.centre.len() + self.factor.len() + self.offset.len())
+                * std::mem::size_of::<f32>()
+    }
+
+    /// About `want` visible rows (fewer only if fewer are visible; every row
+    /// is if `visible` is None) whose estimated scores for `q` are the highest,
+    /// in no particular order.
+    fn shortlist(
+        &self,
+        q: &[f32],
+        want: usize,
+        visible: Option<&(dyn Fn(usize) -> bool + Sync)>,
+    ) -> Vec<usize> {
+        let dims = self.centre.len();
+        let row_bytes = dims.div_ceil(8);
+        // The question's residual at 4 bits a dimension: level u in 0..=15
+        // stands for (u - 7.5) x step. Its dot product with a row's signs is
+        // step x (Σ (2u - 15) over the row's set bits - Σ (u - 7.5)); the
+        // first sum is looked up 4 dimensions at a time, in a 16-entry table
+        // per 4 dimensions (entries within ±60: bytes).
+        let max = q
+            .iter()
+            .zip(&self.centre)
+            .fold(0.0f32, |m, (v, c)| m.max((v - c).abs()));
+        let step = if max > 0.0 { max / 7.5 } else { 1.0 };
+        let mut weights = vec![0i8; row_bytes * 8];
+        let mut level_sum = 0.0f32;
+        for (w, (v, c)) in weights.iter_mut().zip(q.iter().zip(&self.centre)) {
+            let level = ((v - c) / step + 7.5).round().clamp(0.0, 15.0);
+            level_sum += level;
+            *w = 2 * level as i8 - 15;
+        }
+        let bias = level_sum - 7.5 * dims as f32;
+        let tables: Vec<[i8; 16]> = weights
+            .chunks_exact(4)
+            .map(|w| {
+                std::array::from_fn(|x| (0..4).filter(|t| x >> t & 1 == 1).map(|t| w[t]).sum())
+            })
+            .collect();
+        let dot_signs = sign_dot_kernel();
+        let tables = &tables;
+        let block_words = row_bytes * BLOCK_ROWS / 8;
+        let n = self.factor.len();
+        let slices = in_slices(n.div_ceil(BLOCK_ROWS), n >= PARALLEL_SCAN_ROWS, |blocks| {
+            let mut best = Shortlist::new(want);
+            // A few thousand rows at a time: the kernel's tables are set up
+            // once per run, and the scores stay in the first-level cache.
+            let mut dots = [0i32; 64 * BLOCK_ROWS];
+            let mut estimates = [0.0f32; 64 * BLOCK_ROWS];
+            let mut block = blocks.start;
+            while block < blocks.end {
+                let end = (block + 64).min(blocks.end);
+                let rows = block * BLOCK_ROWS..(end * BLOCK_ROWS).min(n);
+                let dots = &mut dots[..(end - block) * BLOCK_ROWS];
+                dot_signs(
+                    tables,
+                    &self.blocks[block * block_words..end * block_words],
+                    dots,
+                );
+                let estimates = &mut estimates[..rows.len()];
+                for (((e, &dot), f), o) in estimates
+                    .iter_mut()
+                    .zip(dots.iter())
+                    .zip(&self.factor[rows.clone()])
+                    .zip(&self.offset[rows.clone()])
+                {
+                    *e = f * (step * (dot as f32 - bias)) + o;
+                }
+                for (i, &estimate) in rows.zip(estimates.iter()) {
+                    if estimate >= best.cut && visible.is_none_or(|visible| visible(i)) {
+                        best.push(i, estimate);
+                    }
+                }
+                block = end;
+            }
+            best
+        });
+        let mut best = Shortlist::new(want);
+        for slice in slices {
+            for (i, estimate) in slice.items {
+                best.push(i, estimate);
+            }
+        }
+        best.finish()
+    }
+}
+
+/// Σ |x|, in eight running sums (the compiler turns them into vector lanes).
+fn abs_sum(x: &[f32]) -> f32 {
+    let mut sums = [0.0f32; 8];
+    let (x8, rest) = x.split_at(x.len() - x.len() % 8);
+    for eight in x8.chunks_exact(8) {
+        for l in 0..8 {
+            sums[l] += eight[l].abs();
+        }
+    }
+    sums.iter().sum::<f32>() + rest.iter().map(|v| v.abs()).sum::<f32>()
+}
+
+/// The best `want` of many scored rows, kept cheaply: rows are appended while
+/// they reach `cut`, and when twice `want` have piled up the best `want` are
+/// selected (linear time) and `cut` rises to the worst of them. Most rows of a
+/// large scan then fail one comparison; a sorted buffer of thousands would
+/// cost more than the scan.
+struct Shortlist {
+    want: usize,
+    cut: f32,
+    items: Vec<(usize, f32)>,
+}
+
+impl Shortlist {
+    fn new(want: usize) -> Shortlist {
+        Shortlist {
+            want,
+            cut: f32::NEG_INFINITY,
+            items: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, i: usize, estimate: f32) {
+        if estimate.is_nan() {
+            return;
+        }
+        self.items.push((i, estimate));
+        if self.items.len() >= self.want.saturating_mul(2) {
+            self.shrink();
+        }
+    }
+
+    fn shrink(&mut self) {
+        if self.want == 0 {
+            self.items.clear();
+            self.cut = f32::INFINITY;
+            return;
+        }
+        if self.items.len() > self.want {
+            self.items
+                .select_nth_unstable_by(self.want - 1, |a, b| b.1.total_cmp(&a.1));
+            self.items.truncate(self.want);
+        }
+        if self.items.len() == self.want {
+            self.cut = self.items[self.want - 1].1;
+        }
+    }
+
+    fn finish(mut self) -> Vec<usize> {
+        self.shrink();
+        self.items.into_iter().map(|(i, _)| i).collect()
+    }
+}
+
+/// Rows per block of the 1-bit codes: one AVX2 register holds a byte of each.
+const BLOCK_ROWS: usize = 32;
+
+/// For each row of whole `blocks` (laid out as in `SignCodes`), the sum of
+/// `tables[g][x]` over its nibbles x (g counting nibbles, low one first).
+/// Table entries lie within ±60 (4 dimensions' weights of at most 15), which
+/// the AVX2 kernel relies on: a byte's two lookups then sum within a byte.
+type SignDotFn = fn(&[[i8; 16]], &[u64], &mut [i32]);
+
+/// The 1-bit kernel: AVX2's byte shuffle looks a nibble of 32 rows up at once
+/// where the CPU has it (chosen at run time), else one at a time.
+fn sign_dot_kernel() -> SignDotFn {
+    static KERNEL: std::sync::OnceLock<SignDotFn> = std::sync::OnceLock::new();
+    *KERNEL.get_or_init(|| {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2 (checked just above).
+            return |tables, blocks, out| unsafe { sign_dot_avx2(tables, blocks, out) };
+        }
+        sign_dot_portable
+    })
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn sign_dot_avx2(tables: &[[i8; 16]], blocks: &[u64], out: &mut [i32]) {
+    use std::arch::x86_64::*;
+    let block_words = tables.len() / 2 * BLOCK_ROWS / 8;
+    if block_words == 0 {
+        out.fill(0);
+        return;
+    }
+    // Each table in both 128-bit lanes (the shuffle looks up within a lane).
+    let half =
+        |t: &[i8; 16], from: usize| i64::from_le_bytes(std::array::from_fn(|j| t[from + j] as u8));
+    let luts: Vec<__m256i> = tables
+        .iter()
+        .map(|t| _mm256_broadcastsi128_si256(_mm_set_epi64x(half(t, 8), half(t, 0))))
+        .collect();
+    let nibble = _mm256_set1_epi8(0x0f);
+    for (block, dots) in blocks
+        .chunks_exact(block_words)
+        .zip(out.chunks_exact_mut(BLOCK_ROWS))
+    {
+        // 32-bit sums of rows 0-7, 8-15, 16-23, 24-31.
+        let mut sums = [_mm256_setzero_si256(); 4];
+        // Summed in 16 bits for up to 256 bytes a row (each adds at most 120
+        // either way), then widened.
+        for (run, run_luts) in block.chunks(256 * 4).zip(luts.chunks(512)) {
+            let mut low = _mm256_setzero_si256();
+            let mut high = _mm256_setzero_si256();
+            for (w, pair) in run.chunks_exact(4).zip(run_luts.chunks_exact(2)) {
+                let bytes = _mm256_set_epi64x(w[3] as i64, w[2] as i64, w[1] as i64, w[0] as i64);
+                let lo = _mm256_and_si256(bytes, nibble);
+                let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(bytes), nibble);
+                let both = _mm256_add_epi8(
+                    _mm256_shuffle_epi8(pair[0], lo),
+                    _mm256_shuffle_epi8(pair[1], hi),
+                );
+                low = _mm256_add_epi16(low, _mm256_cvtepi8_epi16(_mm256_castsi256_si128(both)));
+                high = _mm256_add_epi16(
+                    high,
+                    _mm256_cvtepi8_epi16(_mm256_extracti128_si256::<1>(both)),
+                );
+            }
+            let widen = |v: __m128i| _mm256_cvtepi16_epi32(v);
+            sums[0] = _mm256_add_epi32(sums[0], widen(_mm256_castsi256_si128(low)));
+            sums[1] = _mm256_add_epi32(sums[1], widen(_mm256_extracti128_si256::<1>(low)));
+            sums[2] = _mm256_add_epi32(sums[2], widen(_mm256_castsi256_si128(high)));
+            sums[3] = _mm256_add_epi32(sums[3], widen(_mm256_extracti128_si256::<1>(high)));
+        }
+        for (sum, eight) in sums.iter().zip(dots.chunks_exact_mut(8)) {
+            // SAFETY: `eight` is 8 i32s (32 writable bytes), and the store is
+            // unaligned.
+            unsafe { _mm256_storeu_si256(eight.as_mut_ptr().cast(), *sum) };
+        }
+    }
+}
+
+fn sign_dot_portable(tables: &[[i8; 16]], blocks: &[u64], out: &mut [i32]) {
+    let block_words = tables.len() / 2 * BLOCK_ROWS / 8;
+    if block_words == 0 {
+        out.fill(0);
+        return;
+    }
+    for (block, dots) in blocks
+        .chunks_exact(block_words)
+        .zip(out.chunks_exact_mut(BLOCK_ROWS))
+    {
+        dots.fill(0);
+        // Byte p of the 32 rows is in the 4 words from 4p on.
+        for (words, pair) in block.chunks_exact(4).zip(tables.chunks_exact(2)) {
+            let bytes = words.iter().flat_map(|w| w.to_le_bytes());
+            for (dot, byte) in dots.iter_mut().zip(bytes) {
+                *dot += i32::from(pair[0][usize::from(byte & 15)])
+                    + i32::from(pair[1][usize::from(byte >> 4)]);
+            }
+        }
+    }
 }
 
 /// The integer dot product of two code rows.
@@ -696,6 +1107,237 @@ mod tests {
             .sum();
         assert!((f64::from(dot_portable(&a, &b)) - exact).abs() < 1e-3);
         assert!((f64::from(dot(&a, &b)) - exact).abs() < 1e-3);
+    }
+
+    /// A number in [-1, 1) from a xorshift state (no dependency, the same
+    /// every run).
+    fn next(state: &mut u64) -> f32 {
+        *state ^= *state << 13;
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        (*state >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
+    }
+
+    /// `n` rows of `dims` around `clusters` random centres that all share a
+    /// common direction (as embeddings do: signs around zero would not tell
+    /// them apart).
+    fn clustered(n: usize, dims: usize, clusters: usize) -> Vec<Vec<f32>> {
+        let mut state = 0x2545_f491_4f6c_dd1d;
+        let common: Vec<f32> = (0..dims).map(|_| next(&mut state).abs()).collect();
+        let centres: Vec<Vec<f32>> = (0..clusters)
+            .map(|_| common.iter().map(|c| c + next(&mut state)).collect())
+            .collect();
+        (0..n)
+            .map(|i| {
+                centres[i % clusters]
+                    .iter()
+                    .map(|c| c + 0.4 * next(&mut state))
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// The `k` visible rows most like `q`, by an exact f64 scan.
+    fn exact(
+        rows: &[Vec<f32>],
+        q: &[f32],
+        k: usize,
+        visible: impl Fn(usize) -> bool,
+    ) -> Vec<String> {
+        let norm = |v: &[f32]| v.iter().map(|x| f64::from(*x).powi(2)).sum::<f64>().sqrt();
+        let mut scored: Vec<(usize, f64)> = rows
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| visible(*i))
+            .map(|(i, v)| {
+                let dot: f64 = v
+                    .iter()
+                    .zip(q)
+                    .map(|(a, b)| f64::from(*a) * f64::from(*b))
+                    .sum();
+                (i, dot / norm(v))
+            })
+            .collect();
+        scored.sort_by(|a, b| b.1.total_cmp(&a.1));
+        scored.iter().take(k).map(|(i, _)| i.to_string()).collect()
+    }
+
+    #[test]
+    fn the_one_bit_shortlist_keeps_the_exact_nearest() -> Result<(), String> {
+        // 100 dimensions: 13 bytes a row, part of the last one padding; 3,000
+        // rows: the last block of 32 part padding too.
+        let rows = clustered(3000, 100, 30);
+        let entries = || {
+            rows.iter()
+                .enumerate()
+                .map(|(i, v)| entry(&i.to_string(), v, None))
+                .collect()
+        };
+        // A shortlist of 200, when the probe's cluster alone has 100 rows: a
+        // poor estimate would lose some of the nearest.
+        let shortlisted = Index::build(entries(), 0, 200)?;
+        let plain = Index::new(entries())?;
+        let Some(signs) = &shortlisted.signs else {
+            return Err("the 1-bit codes were not built".into());
+        };
+        let mut state = 7;
+        for probe in [0, 41, 1234, 2999] {
+            let q: Vec<f32> = rows[probe]
+                .iter()
+                .map(|x| x + 0.1 * next(&mut state))
+                .collect();
+            let want = exact(&rows, &q, 10, |_| true);
+            let hits = shortlisted.search(&query(&q, "", 10, SearchType::Similarity))?;
+            assert_eq!(texts(&hits), want, "probe {probe}");
+            let hits = plain.search(&query(&q, "", 10, SearchType::Similarity))?;
+            assert_eq!(texts(&hits), want, "probe {probe}");
+            let mut normalised = q.clone();
+            normalise(&mut normalised);
+            assert_eq!(signs.shortlist(&normalised, 200, None).len(), 200);
+        }
+        assert_eq!(
+            shortlisted.vector_bytes() - plain.vector_bytes(),
+            // 94 blocks of 32 rows x 13 bytes, two floats a row, the centre.
+            94 * 32 * 13 + 3000 * 8 + 100 * 4
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn chat_chunks_stay_hidden_through_the_one_bit_shortlist() -> Result<(), String> {
+        let rows = clustered(2000, 48, 20);
+        // Every other row of the probe's cluster (row 3's) belongs to chat c1.
+        let chat = |i: usize| i % 40 == 3;
+        let index = Index::build(
+            rows.iter()
+                .enumerate()
+                .map(|(i, v)| entry(&i.to_string(), v, chat(i).then_some("c1")))
+                .collect(),
+            0,
+            100,
+        )?;
+        let q = rows[3].clone();
+        let mut search = query(&q, "", 10, SearchType::Similarity);
+        let hidden = index.search(&search)?;
+        assert_eq!(texts(&hidden), exact(&rows, &q, 10, |i| !chat(i)));
+        search.chat_id = Some("c1");
+        let seen = index.search(&search)?;
+        assert_eq!(texts(&seen), exact(&rows, &q, 10, |_| true));
+        assert_eq!(seen[0].0.page_content, "3");
+        Ok(())
+    }
+
+    #[test]
+    fn a_large_index_finds_its_rows_through_the_one_bit_shortlist_on_every_core()
+    -> Result<(), String> {
+        // Enough rows for the scan in slices; each row its own direction.
+        let n = PARALLEL_SCAN_ROWS + 100;
+        let mut state = 11;
+        let rows: Vec<Vec<f32>> = (0..n)
+            .map(|_| (0..24).map(|_| next(&mut state)).collect())
+            .collect();
+        let index = Index::build(
+            rows.iter()
+                .enumerate()
+                .map(|(i, v)| entry(&i.to_string(), v, None))
+                .collect(),
+            0,
+            64,
+        )?;
+        for probe in [0, 77, n / 2 + 3, n - 1] {
+            let hits = index.search(&query(&rows[probe], "", 3, SearchType::Similarity))?;
+            assert_eq!(hits[0].0.page_content, probe.to_string());
+            assert!(
+                (hits[0].1 - 1.0).abs() < 1e-4,
+                "rescored exactly: {}",
+                hits[0].1
+            );
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn small_answers_are_the_same_with_the_one_bit_codes() -> Result<(), String> {
+        let fixture = || {
+            vec![
+                entry("Part XJ-4471-A is a valve", &[1.0, 0.0, 0.0], None),
+                entry("Part XJ-4471-B is a pump", &[0.0, 1.0, 0.1], None),
+                entry("Part XJ-4417-B is a hose", &[0.9, 0.1, 0.0], None),
+                entry("Part XJ-4417-C is a hose", &[0.89, 0.11, 0.0], Some("c1")),
+            ]
+        };
+        let plain = Index::new(fixture())?;
+        let shortlisted = Index::build(fixture(), 0, 1)?;
+        assert!(shortlisted.signs.is_some());
+        let mmr = SearchType::Mmr {
+            fetch_k: 3,
+            lambda: 0.3,
+        };
+        for search in [SearchType::Similarity, mmr, SearchType::Hybrid] {
+            for chat in [None, Some("c1")] {
+                let mut q = query(&[1.0, 0.05, 0.0], "what is XJ-4471-B", 2, search);
+                q.chat_id = chat;
+                assert_eq!(texts(&shortlisted.search(&q)?), texts(&plain.search(&q)?));
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn both_sign_kernels_agree() {
+        // 300 bytes a row: past the 256 the AVX2 kernel sums in 16 bits, with
+        // a third of the tables at the extreme (60) where it would overflow
+        // without widening in between.
+        let row_bytes = 300;
+        let mut state = 5;
+        let tables: Vec<[i8; 16]> = (0..row_bytes * 2)
+            .map(|g| {
+                std::array::from_fn(|x| match (x, g % 3) {
+                    (0, _) => 0,
+                    (_, 0) => 60,
+                    _ => (next(&mut state) * 60.0) as i8,
+                })
+            })
+            .collect();
+        let blocks: Vec<u64> = (0..3 * row_bytes * BLOCK_ROWS / 8)
+            .map(|w| {
+                if w % 7 == 0 {
+                    u64::MAX
+                } else {
+                    u64::from(next(&mut state).to_bits()) << 32
+                        | u64::from(next(&mut state).to_bits())
+                }
+            })
+            .collect();
+        let mut expected = vec![0i32; 3 * BLOCK_ROWS];
+        for (r, dot) in expected.iter_mut().enumerate() {
+            let block = &blocks[r / BLOCK_ROWS * row_bytes * BLOCK_ROWS / 8..];
+            for p in 0..row_bytes {
+                let at = p * BLOCK_ROWS + r % BLOCK_ROWS;
+                let byte = (block[at / 8] >> (at % 8 * 8)) as u8;
+                *dot += i32::from(tables[2 * p][usize::from(byte & 15)])
+                    + i32::from(tables[2 * p + 1][usize::from(byte >> 4)]);
+            }
+        }
+        let mut portable = vec![0i32; expected.len()];
+        sign_dot_portable(&tables, &blocks, &mut portable);
+        assert_eq!(portable, expected);
+        let mut dispatched = vec![0i32; expected.len()];
+        sign_dot_kernel()(&tables, &blocks, &mut dispatched);
+        assert_eq!(dispatched, expected);
+    }
+
+    #[test]
+    fn a_shortlist_keeps_the_best() {
+        let mut list = Shortlist::new(5);
+        for i in 0..100 {
+            list.push(i, ((i * 37) % 100) as f32);
+        }
+        list.push(100, f32::NAN);
+        let mut kept = list.finish();
+        kept.sort_unstable();
+        // Scores 95..=99 (37 i mod 100) are rows 35, 8, 81, 54 and 27.
+        assert_eq!(kept, [8, 27, 35, 54, 81]);
     }
 
     #[test]
