@@ -363,7 +363,9 @@ def rag(*nodes):
 # inputs take variables), unset inputs as "", models and tools selected by name with
 # their own inputs in `<input>Config` (Flowise's loadConfig), edges from
 # `<node>-output-<name>` (or `<node>-output-<i>` for a decision node's branch i) to
-# the target's id.
+# the target's id. An iteration node is a flow node of type "iteration" holding a
+# block: its children carry `parentNode: <iteration id>` and `extent: "parent"`,
+# and edges join only children (none from the iteration node into its block).
 
 AV, OPT, LC = "acceptVariable", "optional", "loadConfig"
 
@@ -408,9 +410,16 @@ AGENTFLOW_NODES = {
     "retrieverAgentflow": ("Retriever", "#b8bedd", [
         ("retrieverKnowledgeDocumentStores", "array"), ("retrieverQuery", "string", AV),
         ("outputFormat", "options"), ("retrieverUpdateState", "array", AV, OPT)]),
+    "iterationAgentflow": ("Iteration", "#9C89B8", [("iterationInput", "string", AV)]),
+    "humanInputAgentflow": ("HumanInput", "#6E6EFD", [
+        ("humanInputDescriptionType", "options"), ("humanInputDescription", "string", AV),
+        ("humanInputModel", "asyncOptions", LC), ("humanInputModelPrompt", "string", AV),
+        ("humanInputEnableFeedback", "boolean")]),
     "stickyNoteAgentflow": ("StickyNote", "#fee440", [("note", "string", OPT)]),
 }
 NO_OUTPUT = {"loopAgentflow", "directReplyAgentflow"}
+# The outputs of a human input node: branch 0 proceeds, branch 1 rejects.
+HUMAN_OUTPUTS = ["proceed", "reject"]
 
 
 def af_node(node_id, name, inputs, label=None, branches=None):
@@ -429,6 +438,9 @@ def af_node(node_id, name, inputs, label=None, branches=None):
                    for i in range(branches)]
         if name == "conditionAgentflow":
             anchors[-1]["description"] = "Else"
+        if name == "humanInputAgentflow":
+            anchors = [{"id": f"{node_id}-output-{i}", "label": output.capitalize(), "name": output}
+                       for i, output in enumerate(HUMAN_OUTPUTS)]
         outputs = {name: ""}
     else:
         anchors = [] if name in NO_OUTPUT else [{"id": f"{node_id}-output-{name}", "label": label, "name": name}]
@@ -440,22 +452,28 @@ def af_node(node_id, name, inputs, label=None, branches=None):
         data["hideInput"] = True
     if name in NO_OUTPUT:
         data["hideOutput"] = True
-    return {"id": node_id, "type": "stickyNote" if name == "stickyNoteAgentflow" else "agentFlow",
-            "position": {"x": 0, "y": 0}, "data": data}
+    kind = {"stickyNoteAgentflow": "stickyNote", "iterationAgentflow": "iteration"}.get(name, "agentFlow")
+    return {"id": node_id, "type": kind, "position": {"x": 0, "y": 0}, "data": data}
 
 
 def agentflow(nodes, links=()):
     """flowData of these nodes; `links`: (source id, target id) for an ordinary
     edge, (source id, target id, i) for branch i of a decision node."""
     by_id = {n["id"]: n["data"] for n in nodes}
+    inside = {n["id"] for n in nodes if n.get("parentNode")}
     edges = []
     for source, target, *branch in links:
         handle = f"{source}-output-{branch[0] if branch else by_id[source]['name']}"
         data = {"sourceColor": by_id[source]["color"], "targetColor": by_id[target]["color"], "isHumanInput": False}
         if branch:
             data["edgeLabel"] = str(branch[0])
-        edges.append({"source": source, "sourceHandle": handle, "target": target, "targetHandle": target,
-                      "data": data, "type": "agentFlow", "id": f"{source}-{handle}-{target}-{target}"})
+        if branch and by_id[source]["name"] == "humanInputAgentflow":
+            data.update(edgeLabel=HUMAN_OUTPUTS[branch[0]], isHumanInput=True)
+        edge = {"source": source, "sourceHandle": handle, "target": target, "targetHandle": target,
+                "data": data, "type": "agentFlow", "id": f"{source}-{handle}-{target}-{target}"}
+        if source in inside:
+            edge["zIndex"] = 9999
+        edges.append(edge)
     return graph(nodes, edges)
 
 
@@ -580,3 +598,32 @@ def af_retriever(node_id, stores, query="", label="Retriever"):
 
 def af_sticky_note(node_id, note):
     return af_node(node_id, "stickyNoteAgentflow", {"note": note}, "Sticky Note")
+
+
+def af_iteration(node_id, items, label="Iteration"):
+    """An iteration over `items` (iterationInput: the text of a JSON array, which
+    may be or hold a variable). Its block is af_inside(this node, ...)."""
+    n = af_node(node_id, "iterationAgentflow", {"iterationInput": items}, label)
+    n.update(width=300, height=250, style={"width": 300, "height": 250})
+    return n
+
+
+def af_inside(iteration, *nodes):
+    """`nodes` placed in the block of `iteration` as the editor exports them: a
+    position relative to the block, `parentNode` and `extent: "parent"`."""
+    for i, n in enumerate(nodes):
+        n.update(parentNode=iteration["id"], extent="parent", position={"x": 20 + 150 * i, "y": 60})
+    return list(nodes)
+
+
+def af_human_input(node_id, description="", model=None, prompt="", feedback=True, label="Human Input"):
+    """A human input node: output 0 proceeds, output 1 rejects. Without `model` its
+    description is fixed (`description`, which takes variables; Flowise's default
+    when empty); with `model` (af_openai(..., field="humanInputModel")) the model
+    writes it, asked `prompt`. `feedback`: humanInputEnableFeedback."""
+    if model is None:
+        values = {"humanInputDescriptionType": "fixed", "humanInputDescription": description}
+    else:
+        values = {"humanInputDescriptionType": "dynamic", **model, "humanInputModelPrompt": prompt}
+    values["humanInputEnableFeedback"] = feedback
+    return af_node(node_id, "humanInputAgentflow", values, label, len(HUMAN_OUTPUTS))

@@ -2,9 +2,10 @@
 node) over HTTP: the JSON answer and its agentFlowExecutedData, Flowise's variables
 in rich-text inputs, each node type (LLM with messages, memory and structured
 output; Agent and Tool with weir's tools and a stored Python tool; Condition;
-Condition Agent; Loop; Direct Reply; HTTP through the address guard; Custom
-Function and Retriever refused; Sticky Note ignored), flow state (updated, read,
-persisted across turns), form starts, the SSE event sequence, node errors,
+Condition Agent; Loop; Iteration over a block of nodes; Direct Reply; HTTP through
+the address guard; Human Input pausing a run and resuming it, across a restart too;
+Custom Function and Retriever refused; Sticky Note ignored), flow state (updated,
+read, persisted across turns), form starts, the SSE event sequence, node errors,
 executions, a cron trigger, and two hand-written Flowise exports loaded as they are.
 
 Models are the fake providers (fakes.py): they answer `Echo: <last user message>`;
@@ -24,12 +25,12 @@ import requests
 
 import flows
 from fakes import GOOD_KEY, FakeProviders, FakeSite
-from flows import (af_agent, af_condition, af_condition_agent, af_custom_function, af_http, af_llm, af_loop,
-                   af_model, af_openai, af_reply, af_retriever, af_start, af_sticky_note, af_tool, af_tool_row,
-                   agentflow, mention, rich)
+from flows import (af_agent, af_condition, af_condition_agent, af_custom_function, af_http, af_human_input,
+                   af_inside, af_iteration, af_llm, af_loop, af_model, af_openai, af_reply, af_retriever, af_start,
+                   af_sticky_note, af_tool, af_tool_row, agentflow, mention, rich)
 from prediction_client import ask, create_flow, nonce, predict, stream, tools_used
 from test_triggers import wait_for
-from weir_harness import Api, Weir, assert_error
+from weir_harness import Api, Weir, assert_error, backends
 
 START, LLM, REPLY = "startAgentflow_0", "llmAgentflow_0", "directReplyAgentflow_0"
 CHAT = "/chat/completions"
@@ -567,6 +568,115 @@ def test_a_loop_runs_its_target_max_loop_count_times(api, fake, max_count, fallb
     assert [b["messages"][0]["content"] for b in sent] == [f"Pass {i} {marker}" for i in range(runs)]
 
 
+# ------------------------------------------------------------------ iteration
+
+IT = "iterationAgentflow_0"
+FRUITS = ["apple", "banana", "cherry"]
+
+
+def test_an_iteration_runs_its_block_once_per_item(api, fake):
+    """Start → iteration over three strings; the block: an LLM whose message holds
+    {{ $iteration }}, then a direct reply quoting it."""
+    marker = nonce()
+    iteration = af_iteration(IT, json.dumps(FRUITS))
+    writer = af_llm(LLM, af_openai(fake.url), [{"role": "user", "content": rich(
+        "Describe " + mention("$iteration") + f" {marker}")}])
+    block = af_inside(iteration, writer, af_reply(REPLY, rich("Got: " + mention(LLM))))
+    flow = create(api, agentflow([af_start(), iteration, *block], [(START, IT), (LLM, REPLY)]))
+    calls = fake.count(CHAT)
+    body = ask(api, flow, "Go")
+    assert fake.count(CHAT) == calls + 3
+    prompts = [f"Describe {fruit} {marker}" for fruit in FRUITS]
+    assert [said(b) for b in fake.bodies(CHAT, marker)] == [[("user", p)] for p in prompts]
+
+    assert executed(body) == [START] + [LLM, REPLY] * 3 + [IT]
+    children = body["agentFlowExecutedData"][1:-1]
+    assert [(c["data"]["iterationIndex"], c["data"]["parentNodeId"]) for c in children] == [
+        (i, IT) for i in range(3) for _ in (LLM, REPLY)]
+    assert [c["status"] for c in body["agentFlowExecutedData"]] == ["FINISHED"] * 8
+    assert [c["data"]["output"]["content"] for c in children if c["nodeId"] == LLM] == [f"Echo: {p}" for p in prompts]
+    results = [f"Got: Echo: {p}" for p in prompts]
+    assert output(body, IT)["iterationResults"] == results
+    assert output(body, IT)["content"] == "\n".join(results) == body["text"]
+    assert item(body, IT)["previousNodeIds"] == [START]
+
+    data = json.loads(api.get(f"/executions/{body['executionId']}").json()["executionData"])
+    assert [i["nodeId"] for i in data] == executed(body)
+
+
+def test_an_iteration_over_objects_binds_their_keys(api, fake):
+    """The items come from the flow state; a node after the iteration runs once,
+    after it, and quotes its joined results."""
+    people = [{"age": 36, "name": "Ada"}, {"age": 41, "name": "Alan"}]
+    start = af_start(state=[{"key": "people", "value": json.dumps(people)}])
+    iteration = af_iteration(IT, rich(mention("$flow.state.people")))
+    hello = af_reply("directReplyAgentflow_1", "Hello {{ $iteration.name }} ({{ $iteration.age }}) "
+                                              "| {{ $iteration }}", label="Hello")
+    block = af_inside(iteration, hello)
+    after = af_reply(REPLY, rich("Results:", mention(IT)))
+    flow = create(api, agentflow([start, iteration, *block, after], [(START, IT), (IT, REPLY)]))
+    calls = fake.count(CHAT)
+    body = ask(api, flow, "Greet them")
+    assert fake.count(CHAT) == calls
+    assert executed(body) == [START, hello["id"], hello["id"], IT, REPLY]
+    assert item(body, REPLY)["previousNodeIds"] == [IT]
+    said_ = output(body, IT)["iterationResults"]
+    assert [s.split(" | ")[0] for s in said_] == ["Hello Ada (36)", "Hello Alan (41)"]
+    assert [json.loads(s.split(" | ")[1]) for s in said_] == people
+    assert lines(body["text"]) == ["Results:", *said_]
+
+
+def test_an_iteration_over_a_previous_llm_answer(api, fake):
+    """`{{ llmAgentflow_0.output.tags }}` of a structured answer is a JSON array."""
+    rows = [{"key": "tags", "type": "stringArray", "description": "Tags"}]
+    iteration = af_iteration(IT, "{{ llmAgentflow_0.output.tags }}")
+    block = af_inside(iteration, af_reply("directReplyAgentflow_1", "Tag {{ $iteration }}"))
+    flow = create(api, agentflow([af_start(), llm(fake, llmStructuredOutput=rows), iteration, *block],
+                                 [(START, LLM), (LLM, IT)]))
+    body = ask(api, flow, f'{nonce()} STRUCT {{"tags": ["red", "green"]}}')
+    assert output(body, IT)["iterationResults"] == ["Tag red", "Tag green"]
+    assert body["text"] == "Tag red\nTag green"
+
+
+def test_the_nodes_of_an_iteration_never_stream(api, fake):
+    marker = nonce()
+    iteration = af_iteration(IT, json.dumps(FRUITS[:2]))
+    writer = af_llm(LLM, af_openai(fake.url), [{"role": "user", "content": rich(
+        mention("$iteration") + f" {marker}")}])
+    block = af_inside(iteration, writer)
+    flow = create(api, agentflow([af_start(), iteration, *block, af_reply(REPLY, rich(mention(IT)))],
+                                 [(START, IT), (IT, REPLY)]))
+    events = stream(api, flow, "Stream", chatId=f"sse-it-{marker}")
+    names = [e for e, _ in events]
+    assert events[0] == ("agentFlowEvent", "INPROGRESS")
+    assert names[-3:] == ["agentFlowEvent", "metadata", "end"] and events[-3][1] == "FINISHED"
+    reply_starts = next(k for k, (e, d) in enumerate(events)
+                        if e == "nextAgentFlow" and d == {"nodeId": REPLY, "nodeLabel": "Direct Reply",
+                                                          "status": "INPROGRESS"})
+    assert "token" not in names[:reply_starts], names
+    tokens = "".join(d for e, d in events if e == "token")
+    assert tokens == f"Echo: apple {marker}\nEcho: banana {marker}"
+    executed_data = [d for e, d in events if e == "agentFlowExecutedData"][-1]
+    assert [i["nodeId"] for i in executed_data] == [START, LLM, LLM, IT, REPLY]
+
+
+@pytest.mark.parametrize("items", ['{"a": 1}', "apple, banana", '"apple"'])
+def test_an_iteration_input_that_is_not_a_json_array_fails(api, fake, items):
+    iteration = af_iteration(IT, items)
+    block = af_inside(iteration, af_reply("directReplyAgentflow_1", "Item {{ $iteration }}"))
+    flow = create(api, agentflow([af_start(), iteration, *block, af_reply(REPLY, "never")],
+                                 [(START, IT), (IT, REPLY)]))
+    assert IT in assert_error(predict(api, flow, "hi"), 500)["message"]
+
+
+def test_an_iteration_of_more_than_1000_items_fails(api):
+    iteration = af_iteration(IT, json.dumps(list(range(1001))))
+    block = af_inside(iteration, af_reply("directReplyAgentflow_1", "Item {{ $iteration }}"))
+    flow = create(api, agentflow([af_start(), iteration, *block], [(START, IT)]))
+    message = assert_error(predict(api, flow, "hi"), 500)["message"]
+    assert IT in message and "1000" in message
+
+
 # ------------------------------------------------------------------ tool node
 
 def test_a_tool_node_runs_the_calculator(api, fake):
@@ -821,6 +931,221 @@ def test_executions_list_read_and_delete(server):
     assert_error(reader.get(f"/executions/{first['executionId']}"), 404)
     listing = reader.get("/executions", params={"agentflowId": flow}).json()
     assert listing["total"] == 1 and [e["id"] for e in listing["data"]] == [second["executionId"]]
+
+
+# ------------------------------------------------------------------ human input
+
+HUMAN, PUBLISHER = "humanInputAgentflow_0", "llmAgentflow_1"
+PUBLISHED, REJECTED = "directReplyAgentflow_0", "directReplyAgentflow_1"
+ASKED = "Publish the draft?"
+ACTION_MAPPING = {"approve": "Proceed", "reject": "Reject"}
+ACTION_ELEMENTS = [{"type": "agentflowv2-approve-button", "label": "Proceed"},
+                   {"type": "agentflowv2-reject-button", "label": "Reject"}]
+
+
+def review_flow(api, fake, marker, description=ASKED, **human):
+    """Start → drafter LLM → human input: proceed → publisher LLM (with memory) →
+    direct reply quoting both LLMs; reject → direct reply quoting the human node."""
+    drafter = llm(fake, text=f"DRAFTER {marker}")
+    publisher = llm(fake, PUBLISHER, text=f"PUBLISHER {marker}", label="Publisher", llmEnableMemory=True)
+    nodes = [af_start(), drafter, af_human_input(HUMAN, description, **human), publisher,
+             af_reply(PUBLISHED, "Published: {{ llmAgentflow_0 }} | {{ llmAgentflow_1 }}"),
+             af_reply(REJECTED, "Rejected: {{ humanInputAgentflow_0 }}", label="Rejected")]
+    links = [(START, LLM), (LLM, HUMAN), (HUMAN, PUBLISHER, 0), (PUBLISHER, PUBLISHED), (HUMAN, REJECTED, 1)]
+    return create(api, agentflow(nodes, links))
+
+
+def model_calls(fake, marker):
+    """(drafter calls, publisher calls) of a review_flow made with `marker`."""
+    return len(fake.bodies(CHAT, f"DRAFTER {marker}")), len(fake.bodies(CHAT, f"PUBLISHER {marker}"))
+
+
+def resume(api, flow, chat, kind="proceed", **fields):
+    return post(api, flow, {"chatId": chat, "humanInput": {"type": kind, **fields}})
+
+
+def execution(api, execution_id):
+    r = api.get(f"/executions/{execution_id}")
+    assert r.status_code == 200, r.text
+    one = r.json()
+    return one["state"], [(i["nodeId"], i["status"]) for i in json.loads(one["executionData"])]
+
+
+def check_action(action, node_id=HUMAN, label="Human Input"):
+    uuid.UUID(action["id"])
+    assert action["mapping"] == ACTION_MAPPING and action["elements"] == ACTION_ELEMENTS
+    assert (action["data"]["nodeId"], action["data"]["nodeLabel"]) == (node_id, label)
+    assert isinstance(action["data"]["input"], dict)
+
+
+def pause(api, fake, marker, chat, **flow):
+    """A review_flow asked a question: paused at the human node."""
+    flow_id = review_flow(api, fake, marker, **flow)
+    question = f"Write about cats {marker}"
+    body = ask(api, flow_id, question, chatId=chat)
+    assert body["text"] == f"Echo: {question}\n\n{ASKED}", body
+    return flow_id, question, body
+
+
+def test_a_human_input_node_pauses_the_run(api, fake):
+    marker = nonce()
+    flow, question, body = pause(api, fake, marker, f"pause-{marker}")
+    check_action(body["action"])
+    uuid.UUID(body["executionId"])
+    assert [(i["nodeId"], i["status"]) for i in body["agentFlowExecutedData"]] == [
+        (START, "FINISHED"), (LLM, "FINISHED"), (HUMAN, "STOPPED")]
+    assert output(body, HUMAN)["content"] == body["text"]
+    assert model_calls(fake, marker) == (1, 0)
+    state, items = execution(api, body["executionId"])
+    assert state == "STOPPED" and items[-1] == (HUMAN, "STOPPED")
+
+
+@pytest.mark.parametrize("description, shown", [
+    ("", "Do you want to proceed?"),
+    (rich("Shall I answer " + mention("question") + "?"), "Shall I answer Ada?"),
+])
+def test_a_fixed_description(api, fake, description, shown):
+    """Nothing was said before the node (a new session): no message is prefixed."""
+    flow = create(api, chain(af_start(), af_human_input(HUMAN, description), af_reply(REPLY, "never")))
+    calls = fake.count(CHAT)
+    body = ask(api, flow, "Ada", chatId=f"fixed-{nonce()}")
+    assert body["text"] == shown
+    check_action(body["action"])
+    assert executed(body) == [START, HUMAN] and item(body, HUMAN)["status"] == "STOPPED"
+    assert fake.count(CHAT) == calls
+
+
+def test_a_dynamic_description_is_written_by_the_model(api, fake):
+    marker = nonce()
+    prompt = f"Summarise the conversation for approval {marker}"
+    human = af_human_input(HUMAN, model=af_openai(fake.url, field="humanInputModel"), prompt=rich(prompt))
+    flow = create(api, chain(af_start(), llm(fake), human, af_reply(REPLY, "never")))
+    question = f"Plan a trip {marker}"
+    body = ask(api, flow, question, chatId=f"dynamic-{marker}")
+    assert body["text"] == f"Echo: {prompt}"
+    assert item(body, HUMAN)["status"] == "STOPPED"
+    written = [b for b in fake.bodies(CHAT, marker) if prompt in json.dumps(b)]
+    assert len(written) == 1
+    assert said(written[0])[-1] == ("user", prompt)
+    assert question in [content for _, content in said(written[0])]
+
+
+def test_a_paused_stream(api, fake):
+    marker = nonce()
+    chat = f"sse-pause-{marker}"
+    flow = review_flow(api, fake, marker)
+    question = f"Write about dogs {marker}"
+    events = stream(api, flow, question, chatId=chat)
+    names = [e for e, _ in events]
+    assert events[0] == ("agentFlowEvent", "INPROGRESS")
+    stopped = events.index(("nextAgentFlow", {"nodeId": HUMAN, "nodeLabel": "Human Input", "status": "STOPPED"}))
+    assert names[stopped:] == ["nextAgentFlow", "agentFlowExecutedData", "agentFlowEvent", "action", "metadata",
+                               "end"], names
+    _, done, status, action, meta, end = [d for _, d in events[stopped:]]
+    assert [(i["nodeId"], i["status"]) for i in done] == [(START, "FINISHED"), (LLM, "FINISHED"), (HUMAN, "STOPPED")]
+    assert status == "STOPPED" and end == "[DONE]"
+    check_action(action)
+    assert meta["action"] == action and meta["chatId"] == chat
+    uuid.UUID(meta["executionId"])
+    # The description, if streamed, is the only text: the drafter is not a last node.
+    assert "".join(d for e, d in events if e == "token") in ("", f"Echo: {question}\n\n{ASKED}")
+    assert model_calls(fake, marker) == (1, 0)
+    assert execution(api, meta["executionId"])[0] == "STOPPED"
+
+
+def test_proceeding_resumes_after_the_human_node(api, fake):
+    marker = nonce()
+    chat = f"proceed-{marker}"
+    flow, question, paused = pause(api, fake, marker, chat)
+    feedback = f"Looks good {marker}"
+    r = resume(api, flow, chat, startNodeId=HUMAN, feedback=feedback)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["executionId"] == paused["executionId"]
+    assert body["text"] == f"Published: Echo: {question} | Echo: {feedback}"
+    assert model_calls(fake, marker) == (1, 1)
+    # The earlier items, the human node's (its STOPPED item replaced, as Flowise does) and the new ones.
+    resumed = [(START, "FINISHED"), (LLM, "FINISHED"), (HUMAN, "FINISHED"), (PUBLISHER, "FINISHED"),
+               (PUBLISHED, "FINISHED")]
+    assert [(i["nodeId"], i["status"]) for i in body["agentFlowExecutedData"]] == resumed
+    assert output(body, HUMAN)["content"] == feedback
+    # The feedback joined the conversation: the publisher (memory on) was told it last.
+    [published] = fake.bodies(CHAT, f"PUBLISHER {marker}")
+    assert said(published)[-1] == ("user", feedback)
+
+    assert execution(api, paused["executionId"]) == ("FINISHED", resumed)
+
+
+@pytest.mark.parametrize("feedback", [None, "Too long"])
+def test_rejecting_follows_the_reject_output(api, fake, feedback):
+    marker = nonce()
+    chat = f"reject-{marker}"
+    flow, _, paused = pause(api, fake, marker, chat)
+    r = resume(api, flow, chat, "reject", **({"feedback": feedback} if feedback else {}))
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["executionId"] == paused["executionId"]
+    assert body["text"] == f"Rejected: {feedback or 'reject'}"
+    assert executed(body)[-2:] == [HUMAN, REJECTED] and PUBLISHER not in executed(body)
+    assert model_calls(fake, marker) == (1, 0)
+    assert execution(api, paused["executionId"])[0] == "FINISHED"
+
+
+@pytest.mark.parametrize("backend", backends())
+def test_a_paused_run_survives_a_restart(make_weir, fake, backend):
+    w = make_weir(backend)
+    w.start()
+    api = Api(w.url, w.create_key())
+    marker = nonce()
+    chat = f"restart-{marker}"
+    flow, question, paused = pause(api, fake, marker, chat)
+    w.stop()
+    w.start()
+    api = Api(w.url, api.key)
+    assert execution(api, paused["executionId"])[0] == "STOPPED"
+    r = resume(api, flow, chat, feedback="Ship it")
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["executionId"] == paused["executionId"]
+    assert body["text"] == f"Published: Echo: {question} | Echo: Ship it"
+    assert model_calls(fake, marker) == (1, 1)
+    assert execution(api, paused["executionId"])[0] == "FINISHED"
+
+
+def test_human_input_with_nothing_waiting_is_refused(api, fake):
+    marker = nonce()
+    flow = review_flow(api, fake, marker)
+    assert "wait" in assert_error(resume(api, flow, f"nothing-{marker}"), 400)["message"]
+    # A session whose last run finished has nothing waiting either.
+    finished = create(api, chain(af_start(), af_reply(REPLY, "Done")))
+    chat = f"finished-{marker}"
+    ask(api, finished, "hi", chatId=chat)
+    assert "FINISHED" in assert_error(resume(api, finished, chat), 400)["message"]
+    assert model_calls(fake, marker) == (0, 0)
+
+
+def test_a_wrong_human_input_is_refused_and_the_run_still_waits(api, fake):
+    marker = nonce()
+    chat = f"wrong-{marker}"
+    flow, question, paused = pause(api, fake, marker, chat)
+    assert "noSuchNode_0" in assert_error(resume(api, flow, chat, startNodeId="noSuchNode_0"), 400)["message"]
+    assert "proceed" in assert_error(resume(api, flow, chat, "maybe"), 400)["message"]
+    assert model_calls(fake, marker) == (1, 0)
+    assert execution(api, paused["executionId"])[0] == "STOPPED"
+    r = resume(api, flow, chat, feedback="fine")
+    assert r.status_code == 200, r.text
+    assert r.json()["text"] == f"Published: Echo: {question} | Echo: fine"
+
+
+def test_a_run_is_resumed_once(api, fake):
+    marker = nonce()
+    chat = f"twice-{marker}"
+    flow, _, paused = pause(api, fake, marker, chat)
+    r = resume(api, flow, chat, "reject")
+    assert r.status_code == 200, r.text
+    assert "FINISHED" in assert_error(resume(api, flow, chat, "proceed"), 400)["message"]
+    assert model_calls(fake, marker) == (1, 0)
+    assert execution(api, paused["executionId"])[0] == "FINISHED"
 
 
 # ------------------------------------------------------------------ cron trigger

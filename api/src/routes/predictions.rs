@@ -31,7 +31,8 @@ use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::{Json, Path, Query};
 use crate::ratelimit;
 use crate::services::prediction::{
-    self, HistoryItem, PredictionEvent, PredictionRequest, PredictionResult, Progress, Upload,
+    self, HistoryItem, HumanAnswer, PredictionEvent, PredictionRequest, PredictionResult, Progress,
+    Upload,
 };
 
 /// Largest prediction body (files included).
@@ -92,6 +93,18 @@ struct PredictionBody {
     uploads: Option<Vec<JsonUpload>>,
     /// An agentflow's form values (a form-input start), instead of a question.
     form: Option<Map<String, Value>>,
+    /// A person's answer to an agentflow run that stopped for it.
+    human_input: Option<HumanInputBody>,
+}
+
+/// `humanInput`: `{type: "proceed" | "reject", startNodeId?, feedback?}`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct HumanInputBody {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    start_node_id: Option<String>,
+    feedback: Option<String>,
 }
 
 /// An upload inside a JSON body: `{data: "data:<mime>;base64,<…>", type, name, mime}`.
@@ -145,7 +158,25 @@ impl PredictionBody {
             )));
         }
         let form = self.form.unwrap_or_default();
+        let human_input = match self.human_input {
+            None => None,
+            Some(h) => Some(HumanAnswer {
+                proceed: match h.kind.as_deref() {
+                    Some("proceed") => true,
+                    Some("reject") => false,
+                    _ => {
+                        return Err(ApiError::BadRequest(
+                            "'humanInput.type' must be \"proceed\" or \"reject\"".into(),
+                        ));
+                    }
+                },
+                start_node_id: h.start_node_id.filter(|s| !s.is_empty()),
+                feedback: h.feedback.unwrap_or_default(),
+            }),
+        };
         let question = match (self.question, form.is_empty()) {
+            // Going on with a stopped run needs no question.
+            (None, true) if human_input.is_some() => String::new(),
             (Some(q), true) if q.trim().is_empty() => {
                 return Err(ApiError::BadRequest("'question' must not be empty".into()));
             }
@@ -188,6 +219,7 @@ impl PredictionBody {
                 flow_vars: Map::new(),
                 form,
                 streaming: self.streaming.unwrap_or(false),
+                human_input,
             },
             self.streaming.unwrap_or(false),
         ))
@@ -488,6 +520,10 @@ fn sse_events(
                     }
                     if let Some(id) = result.execution_id {
                         metadata["executionId"] = json!(id);
+                    }
+                    if let Some(action) = &result.action {
+                        s.queue.push_back(sse("action", action));
+                        metadata["action"] = action.clone();
                     }
                     s.queue.push_back(sse("metadata", &metadata));
                     s.queue.push_back(sse("end", "[DONE]"));

@@ -21,6 +21,7 @@ use crate::domain::{
     Chatflow, ExecutionState, ExecutionUpdate, MessageRole, NewChatMessage, NewExecution,
 };
 use crate::domain::{Variable, VariableType};
+use crate::flow::agentflow::Resume;
 use crate::flow::plan::Runnable;
 pub use crate::flow::run::Progress;
 use crate::flow::run::{self, RunError};
@@ -58,6 +59,17 @@ pub struct PredictionRequest {
     pub form: Map<String, Value>,
     /// Whether the caller follows the run live (agentflow progress events).
     pub streaming: bool,
+    /// A person's answer to an agentflow run that stopped for it.
+    pub human_input: Option<HumanAnswer>,
+}
+
+/// `humanInput` of a prediction: go on with (or reject) a stopped agentflow run.
+#[derive(Debug, Clone, Default)]
+pub struct HumanAnswer {
+    pub proceed: bool,
+    /// The node the run waits at; the stopped run's own when absent.
+    pub start_node_id: Option<String>,
+    pub feedback: String,
 }
 
 /// The folded answer (the JSON response body, and the SSE `metadata`).
@@ -84,6 +96,9 @@ pub struct PredictionResult {
     /// What each node of an agentflow did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub agent_flow_executed_data: Option<Vec<Value>>,
+    /// What a stopped agentflow run waits for (answer it with `humanInput`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub action: Option<Value>,
 }
 
 #[derive(Debug)]
@@ -134,7 +149,7 @@ impl Prediction {
 pub async fn start(
     state: &Services,
     flow: &Chatflow,
-    request: PredictionRequest,
+    mut request: PredictionRequest,
 ) -> ServiceResult<Prediction> {
     let plan = state
         .plans
@@ -226,9 +241,28 @@ pub async fn start(
     // An agentflow run is an execution record, and a persisting start resumes
     // the state the session's last run ended with.
     let mut persisted_state = None;
-    let execution = match runnable.agentflow() {
-        None => None,
-        Some(agentflow) => {
+    let mut resume = None;
+    let execution = match (runnable.agentflow(), request.human_input.take()) {
+        (None, None) => None,
+        (None, Some(_)) => {
+            return Err(FlowError::invalid(
+                "'humanInput' answers an agentflow that waits for a person; this chatflow is not one",
+            )
+            .into());
+        }
+        (Some(_), Some(answer)) => {
+            let (id, going_on) = take_up(state, flow, &session, answer).await?;
+            if request.question.trim().is_empty() {
+                request.question = match going_on.feedback.as_str() {
+                    "" if going_on.proceed => "proceed".to_owned(),
+                    "" => "reject".to_owned(),
+                    feedback => feedback.to_owned(),
+                };
+            }
+            resume = Some(going_on);
+            Some(id)
+        }
+        (Some(agentflow), None) => {
             if agentflow.start().is_some_and(|s| s.persist_state)
                 && let Some(last) = state.store.latest_execution(flow.id, &session).await?
             {
@@ -257,6 +291,7 @@ pub async fn start(
             flow_vars: request.flow_vars,
             form: request.form,
             persisted_state,
+            resume,
         },
         execution,
         streaming: request.streaming,
@@ -304,6 +339,7 @@ impl RunTask {
                 Ok(output) => output.agentflow.as_ref().map(|a| ExecutionUpdate {
                     state: Some(a.status),
                     execution_data: Some(Value::from(a.executed.clone()).to_string()),
+                    action: Some(a.action.as_ref().map(Value::to_string)),
                     ..ExecutionUpdate::default()
                 }),
                 Err(_) => Some(ExecutionUpdate {
@@ -342,6 +378,7 @@ impl RunTask {
                         agent_reasoning: output.agent_reasoning,
                         artifacts: output.artifacts,
                         execution_id: self.execution,
+                        action: output.agentflow.as_ref().and_then(|a| a.action.clone()),
                         agent_flow_executed_data: output.agentflow.map(|a| a.executed),
                     };
                     let _ = out.send(PredictionEvent::Done(Box::new(result))).await;
@@ -454,6 +491,70 @@ async fn tool_env(
         }
     }
     Ok(env)
+}
+
+/// The session's stopped execution, taken up again with a person's answer:
+/// it must be waiting, at the node the answer names.
+async fn take_up(
+    state: &Services,
+    flow: &Chatflow,
+    session: &str,
+    answer: HumanAnswer,
+) -> ServiceResult<(Uuid, Resume)> {
+    let last = state
+        .store
+        .latest_execution(flow.id, session)
+        .await?
+        .ok_or_else(|| {
+            FlowError::invalid(format!(
+                "nothing in session '{session}' waits for human input: no run of this agentflow \
+                 stopped there"
+            ))
+        })?;
+    if last.state != ExecutionState::Stopped {
+        return Err(FlowError::invalid(format!(
+            "the session's last run (execution {}) is {}; only a run stopped for human input \
+             can go on",
+            last.id,
+            last.state.as_str()
+        ))
+        .into());
+    }
+    let executed: Vec<Value> = serde_json::from_str(&last.execution_data).map_err(|e| {
+        ServiceError::Internal(format!("execution {} holds unreadable data: {e}", last.id))
+    })?;
+    let waiting = Resume::waiting_node(&executed)
+        .ok_or_else(|| FlowError::invalid(format!("execution {} waits at no node", last.id)))?
+        .to_owned();
+    let node_id = match answer.start_node_id {
+        Some(named) if named != waiting => {
+            return Err(FlowError::invalid(format!(
+                "the run waits at node {waiting}, not at '{named}' (startNodeId)"
+            ))
+            .into());
+        }
+        _ => waiting,
+    };
+    state
+        .store
+        .update_execution(
+            last.id,
+            ExecutionUpdate {
+                state: Some(ExecutionState::InProgress),
+                action: Some(None),
+                ..ExecutionUpdate::default()
+            },
+        )
+        .await?;
+    Ok((
+        last.id,
+        Resume {
+            executed,
+            node_id,
+            proceed: answer.proceed,
+            feedback: answer.feedback,
+        },
+    ))
 }
 
 /// The flow state an execution ended with: that of its last node that has one.

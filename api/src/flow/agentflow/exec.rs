@@ -15,7 +15,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use futures_util::future::{BoxFuture, join_all};
 use serde_json::{Map, Value, json};
 
-use super::nodes::{Done, Seen, run_step, update_state};
+use super::nodes::{Done, Seen, ask_human, human_answered, run_step, update_state};
 use super::step::StepKind;
 use super::template::{Scope, value_text};
 use super::{AgentflowSpec, MAX_ITERATION_ITEMS, MAX_NODE_RUNS};
@@ -35,6 +35,8 @@ pub struct Outcome {
     pub state: Map<String, Value>,
     /// Why the run failed (status `ERROR`): the message names the node.
     pub error: Option<String>,
+    /// What a stopped run waits for (Flowise's `action`).
+    pub action: Option<Value>,
 }
 
 pub async fn run<E: From<FlowEvent> + Send>(
@@ -60,15 +62,21 @@ pub async fn run<E: From<FlowEvent> + Send>(
         out: RunOutput::default(),
         stopped: None,
         taken: HashMap::new(),
+        action: None,
+        answered: None,
     };
     if ctx.progress {
         tokens.progress(Progress::Flow("INPROGRESS")).await?;
     }
-    let start = spec.wiring.start.clone();
-    let result = run.block(vec![start], None).await;
+    let first = match &input.resume {
+        Some(resume) => run.resume_from(resume),
+        None => spec.wiring.start.clone(),
+    };
+    let result = run.block(vec![first], None).await;
     let (status, error) = match (result, &run.stopped) {
         (Err(RunError::Cancelled), _) => return Err(RunError::Cancelled),
         (Err(RunError::Flow(e)), _) => (ExecutionState::Error, Some(e.message)),
+        (Ok(()), _) if run.action.is_some() => (ExecutionState::Stopped, None),
         (Ok(()), Some(_)) => (ExecutionState::Terminated, None),
         (Ok(()), None) => (ExecutionState::Finished, None),
     };
@@ -83,6 +91,7 @@ pub async fn run<E: From<FlowEvent> + Send>(
             status,
             state: run.state,
             error: Some(error),
+            action: None,
         });
         return Ok(out);
     }
@@ -104,6 +113,7 @@ pub async fn run<E: From<FlowEvent> + Send>(
         status,
         state: run.state,
         error: None,
+        action: run.action,
     });
     Ok(out)
 }
@@ -131,9 +141,42 @@ struct Run<'r, 'c, E> {
     stopped: Option<String>,
     /// The output each decision node took last.
     taken: HashMap<String, usize>,
+    /// What the run stopped to wait for.
+    action: Option<Value>,
+    /// A person's answer to the human input node the run goes on from.
+    answered: Option<&'r crate::flow::agentflow::Resume>,
 }
 
 impl<'r, 'c, E: From<FlowEvent> + Send> Run<'r, 'c, E> {
+    /// Takes up a stopped run: its items (but the waiting node's), its state
+    /// and its nodes' outputs; returns the node to go on from.
+    fn resume_from(&mut self, resume: &'r crate::flow::agentflow::Resume) -> String {
+        self.executed = resume
+            .executed
+            .iter()
+            .filter(|item| item.get("nodeId").and_then(Value::as_str) != Some(&resume.node_id))
+            .cloned()
+            .collect();
+        for item in &self.executed {
+            if let (Some(id), Some(output)) = (
+                item.get("nodeId").and_then(Value::as_str),
+                item.pointer("/data/output"),
+            ) {
+                self.outputs.insert(id.to_owned(), output.clone());
+            }
+        }
+        if let Some(state) = self
+            .executed
+            .iter()
+            .rev()
+            .find_map(|item| item.pointer("/data/state").and_then(Value::as_object))
+        {
+            self.state = state.clone();
+        }
+        self.answered = Some(resume);
+        resume.node_id.clone()
+    }
+
     /// Runs from `starts` until nothing is ready; `iteration` is the item of an
     /// iteration block (whose nodes never stream).
     fn block<'s>(
@@ -197,6 +240,10 @@ impl<'r, 'c, E: From<FlowEvent> + Send> Run<'r, 'c, E> {
                         Err(cancelled) => return Err(cancelled),
                     };
                     let jump = self.finish(id, done, iteration).await?;
+                    if self.action.is_some() {
+                        // Waiting for a person: what else was queued is dropped.
+                        return Ok(());
+                    }
                     match jump {
                         Some(target) => queue.push_back(target),
                         None => self.follow(id, &mut arrived, &mut queue),
@@ -329,6 +376,17 @@ impl<'r, 'c, E: From<FlowEvent> + Send> Run<'r, 'c, E> {
                     ..Done::default()
                 })
             }
+            StepKind::HumanInput(human) => match self.answered.take() {
+                Some(resume) if resume.node_id == id => Ok(human_answered(human, resume)),
+                _ => {
+                    let seen = Seen {
+                        scope: self.scope(&history, iteration),
+                        past: &self.past,
+                        runtime: &self.runtime,
+                    };
+                    ask_human(human, &seen, self.ctx, self.tokens).await
+                }
+            },
             _ => Err(RunError::Flow(FlowError::failed(format!(
                 "node {id} is not run by the executor"
             )))),
@@ -373,6 +431,23 @@ impl<'r, 'c, E: From<FlowEvent> + Send> Run<'r, 'c, E> {
         self.out.used_tools.append(&mut done.used_tools);
         self.out.artifacts.append(&mut done.artifacts);
         self.out.source_documents.append(&mut done.sources);
+        let status = if done.pause {
+            let action = json!({
+                "id": uuid::Uuid::new_v4(),
+                "mapping": {"approve": "Proceed", "reject": "Reject"},
+                "elements": [
+                    {"type": "agentflowv2-approve-button", "label": "Proceed"},
+                    {"type": "agentflowv2-reject-button", "label": "Reject"},
+                ],
+                "data": {"nodeId": id, "nodeLabel": self.spec.wiring.label(id), "input": done.input},
+            });
+            done.output
+                .insert("humanInputAction".into(), action.clone());
+            self.action = Some(action);
+            "STOPPED"
+        } else {
+            "FINISHED"
+        };
         let output = Value::Object(done.output);
         self.outputs.insert(id.to_owned(), output.clone());
         let name = self.spec.wiring.name(id).to_owned();
@@ -382,9 +457,9 @@ impl<'r, 'c, E: From<FlowEvent> + Send> Run<'r, 'c, E> {
             "data": {"id": id, "name": name, "input": done.input, "output": output,
                      "state": self.state},
             "previousNodeIds": self.spec.wiring.previous(id),
-            "status": "FINISHED",
+            "status": status,
         }));
-        self.node_event(id, "FINISHED", None).await?;
+        self.node_event(id, status, None).await?;
         self.executed_event().await?;
         if let Some(branch) = done.branch {
             self.taken.insert(id.to_owned(), branch);
@@ -493,7 +568,12 @@ impl<'r, 'c, E: From<FlowEvent> + Send> Run<'r, 'c, E> {
     fn is_own(&self, id: &str) -> bool {
         matches!(
             self.spec.steps.get(id).map(|s| &s.kind),
-            Some(StepKind::Start(_) | StepKind::Loop(_) | StepKind::Iteration { .. })
+            Some(
+                StepKind::Start(_)
+                    | StepKind::Loop(_)
+                    | StepKind::Iteration { .. }
+                    | StepKind::HumanInput(_)
+            )
         )
     }
 

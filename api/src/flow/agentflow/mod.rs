@@ -27,7 +27,7 @@ pub mod wiring;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 pub use step::{Step, StepKind};
 pub use wiring::Wiring;
@@ -81,12 +81,24 @@ impl AgentflowSpec {
     }
 }
 
-/// What the caller knows before the run: the session's persisted state and
-/// form, and the request's form values.
-#[derive(Debug, Clone, Default)]
-pub struct AgentflowInput {
-    /// `form` of the request (a form-input start).
-    pub form: Map<String, Value>,
-    /// The state the session's last run ended with (`startPersistState`).
-    pub persisted_state: Option<Map<String, Value>>,
+/// A paused run going on: what it had done, where it stopped, and the answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resume {
+    /// The stopped execution's items (`agentFlowExecutedData`).
+    pub executed: Vec<Value>,
+    /// The human input node the run goes on from.
+    pub node_id: String,
+    pub proceed: bool,
+    pub feedback: String,
+}
+
+impl Resume {
+    /// The node a stopped execution waits at (its last `STOPPED` item).
+    pub fn waiting_node(executed: &[Value]) -> Option<&str> {
+        executed
+            .iter()
+            .rev()
+            .find(|item| item.get("status").and_then(Value::as_str) == Some("STOPPED"))
+            .and_then(|item| item.get("nodeId").and_then(Value::as_str))
+    }
 }

@@ -8,8 +8,8 @@ use serde_json::{Map, Value, json};
 
 use super::condition;
 use super::step::{
-    ConditionAgent, FieldKind, HttpBody, HttpStep, Llm, Memory, OutputField, StepKind, Talk,
-    ToolStep,
+    Ask, ConditionAgent, FieldKind, HttpBody, HttpStep, HumanInput, Llm, Memory, OutputField,
+    StepKind, Talk, ToolStep,
 };
 use super::template::{Scope, get, value_text};
 use crate::flow::FlowError;
@@ -33,6 +33,8 @@ pub struct Done {
     pub used_tools: Vec<Value>,
     pub artifacts: Vec<Value>,
     pub sources: Vec<crate::retrieval::Document>,
+    /// The run stops here and waits for a person (human input).
+    pub pause: bool,
 }
 
 /// What a running node sees of the run.
@@ -127,9 +129,96 @@ pub async fn run_step<E: From<FlowEvent>>(
             })
         }
         StepKind::Http(http) => run_http(id, http, seen, ctx).await,
-        StepKind::Start(_) | StepKind::Loop(_) | StepKind::Iteration { .. } => Err(RunError::Flow(
-            FlowError::failed(format!("node {id} is run by the executor itself")),
-        )),
+        StepKind::Start(_)
+        | StepKind::Loop(_)
+        | StepKind::Iteration { .. }
+        | StepKind::HumanInput(_) => Err(RunError::Flow(FlowError::failed(format!(
+            "node {id} is run by the executor itself"
+        )))),
+    }
+}
+
+/// A human input node reached: what the person is asked — the node's text, or
+/// a model's from the conversation — after the conversation's last message,
+/// streamed; the run stops here.
+pub async fn ask_human<E: From<FlowEvent>>(
+    human: &HumanInput,
+    seen: &Seen<'_>,
+    ctx: &RunContext<'_>,
+    tokens: &Tokens<'_, E>,
+) -> Result<Done, RunError> {
+    let history: Vec<ChatMessage> = seen.past.iter().chain(seen.runtime).cloned().collect();
+    let description = match &human.ask {
+        Ask::Fixed(text) => {
+            let mut asked = seen.scope.resolve(text);
+            if asked.trim().is_empty() {
+                asked = "Do you want to proceed?".to_owned();
+            }
+            let last = history.last().map(|m| m.content.trim()).unwrap_or_default();
+            if !last.is_empty() {
+                asked = format!("{last}\n\n{asked}");
+            }
+            tokens.send(asked.clone()).await?;
+            asked
+        }
+        Ask::Model { model, prompt } => {
+            let prompt = match seen.scope.resolve(prompt) {
+                p if p.trim().is_empty() => HUMAN_INPUT_PROMPT.to_owned(),
+                p => p,
+            };
+            let mut messages = history.clone();
+            messages.push(ChatMessage::new(Role::User, prompt));
+            let chat = ctx.model(model).await?;
+            let request = ChatRequest::text(messages, model.params.clone());
+            model_step(model, &*chat, request, Some(tokens), false)
+                .await?
+                .text
+        }
+    };
+    let mut output = Map::new();
+    output.insert("content".into(), Value::from(description.clone()));
+    Ok(Done {
+        input: json!({"messages": plain(&history), "humanInputEnableFeedback": human.feedback}),
+        output,
+        chat: vec![ChatMessage::new(Role::Assistant, description)],
+        pause: true,
+        ..Done::default()
+    })
+}
+
+const HUMAN_INPUT_PROMPT: &str = "Summarise the conversation so far in a few sentences and ask \
+    whether to proceed with the next step.";
+
+/// A human input node answered: proceed takes its first output, reject its
+/// second; the feedback is its text and joins the conversation.
+pub fn human_answered(human: &HumanInput, resume: &super::Resume) -> Done {
+    let kind = if resume.proceed { "proceed" } else { "reject" };
+    let feedback = (human.feedback && !resume.feedback.is_empty()).then(|| resume.feedback.clone());
+    let mut output = Map::new();
+    let content = if resume.feedback.is_empty() {
+        kind.to_owned()
+    } else {
+        resume.feedback.clone()
+    };
+    output.insert("content".into(), Value::from(content));
+    output.insert(
+        "conditions".into(),
+        json!([
+            {"type": "proceed", "feedback": feedback, "isFulfilled": resume.proceed},
+            {"type": "reject", "feedback": feedback, "isFulfilled": !resume.proceed},
+        ]),
+    );
+    Done {
+        input: json!({"humanInput": {"type": kind, "startNodeId": resume.node_id,
+            "feedback": resume.feedback}}),
+        output,
+        chat: if resume.feedback.is_empty() {
+            Vec::new()
+        } else {
+            vec![ChatMessage::new(Role::User, resume.feedback.clone())]
+        },
+        branch: Some(if resume.proceed { 0 } else { 1 }),
+        ..Done::default()
     }
 }
 

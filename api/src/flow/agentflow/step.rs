@@ -41,6 +41,24 @@ pub enum StepKind {
         message: String,
     },
     Http(HttpStep),
+    HumanInput(HumanInput),
+}
+
+/// A pause for a person's decision.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HumanInput {
+    /// What the person is asked: written in the node, or by a model.
+    pub ask: Ask,
+    pub feedback: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Ask {
+    Fixed(String),
+    Model {
+        model: Box<ModelSpec>,
+        prompt: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -580,7 +598,25 @@ impl Read<'_> {
                      retriever tool",
                 ));
             }
-            "humanInputAgentflow" => return not_yet("waits for human input"),
+            "humanInputAgentflow" => {
+                if self.node.parent.is_some() {
+                    return Err(self.invalid(
+                        "waits for human input inside an iteration; a block runs once per item \
+                         without pausing — put the human input before or after the iteration",
+                    ));
+                }
+                let ask = match self.text("humanInputDescriptionType").as_str() {
+                    "dynamic" => Ask::Model {
+                        model: Box::new(self.model("humanInputModel")?),
+                        prompt: self.text("humanInputModelPrompt"),
+                    },
+                    _ => Ask::Fixed(self.text("humanInputDescription")),
+                };
+                StepKind::HumanInput(HumanInput {
+                    ask,
+                    feedback: self.flag("humanInputEnableFeedback"),
+                })
+            }
             "executeFlowAgentflow" => return not_yet("runs another flow"),
             _ => {
                 return Err(FlowError::invalid(format!(

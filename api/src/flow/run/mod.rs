@@ -70,6 +70,8 @@ pub struct RunInput {
     pub form: serde_json::Map<String, Value>,
     /// The flow state the session's last agentflow run ended with.
     pub persisted_state: Option<serde_json::Map<String, Value>>,
+    /// A paused agentflow run going on with a person's decision.
+    pub resume: Option<crate::flow::agentflow::Resume>,
 }
 
 impl RunInput {
