@@ -6,7 +6,8 @@ Condition Agent; Loop; Iteration over a block of nodes; Direct Reply; HTTP throu
 the address guard; Human Input pausing a run and resuming it, across a restart too;
 Custom Function and Retriever refused; Sticky Note ignored), flow state (updated,
 read, persisted across turns), form starts, the SSE event sequence, node errors,
-executions, a cron trigger, and two hand-written Flowise exports loaded as they are.
+executions, cron and webhook triggers, and two hand-written Flowise exports loaded as
+they are.
 
 Models are the fake providers (fakes.py): they answer `Echo: <last user message>`;
 a forced `structured_output` call answers a `STRUCT {json}` directive (or
@@ -29,7 +30,7 @@ from flows import (af_agent, af_condition, af_condition_agent, af_custom_functio
                    af_inside, af_iteration, af_llm, af_loop, af_model, af_openai, af_reply, af_retriever, af_start,
                    af_sticky_note, af_tool, af_tool_row, agentflow, mention, rich)
 from prediction_client import ask, create_flow, nonce, predict, stream, tools_used
-from test_triggers import wait_for
+from test_triggers import post_hook, wait_for
 from weir_harness import Api, Weir, assert_error, backends
 
 START, LLM, REPLY = "startAgentflow_0", "llmAgentflow_0", "directReplyAgentflow_0"
@@ -1173,6 +1174,72 @@ def test_a_cron_trigger_runs_an_agentflow(make_weir, fake):
     assert results[0]["status"] == "success", results[0]
     assert results[0]["input"] == message and results[0]["output"] == f"Echo: {message}"
     assert said(fake.bodies(CHAT, message)[0]) == [("system", "You are helpful."), ("user", message)]
+
+
+# ------------------------------------------------------------------ webhook trigger
+
+def webhook_start(api, flow_data, start_id):
+    """A webhook trigger on the start node `start_id` of this agentflow (webhook
+    addresses are global: the start's id is unique). Returns (flow id, trigger)."""
+    flow = create(api, flow_data)
+    r = api.post("/triggers", json={"name": "agentflow hook", "chatflowId": flow, "nodeId": start_id,
+                                    "type": "webhook"})
+    assert r.status_code == 201, r.text
+    assert r.json()["webhookUrl"].endswith(f"/api/v1/triggers/webhook/{start_id}")
+    return flow, r.json()
+
+
+def test_a_webhook_body_reaches_an_agentflows_variables(api, fake):
+    """`{{ $flow.body.<path> }}` reads the webhook's JSON body; the question is that
+    body as compact JSON text."""
+    start_id = f"startAgentflow_{uuid.uuid4().hex[:10]}"
+    marker = nonce()
+    node = llm(fake, text=f"Serve {{{{ $flow.body.customer }}}} about order {{{{ $flow.body.order.id }}}} {marker}")
+    _, trigger = webhook_start(api, chain(af_start(start_id), node), start_id)
+    r = post_hook(api, start_id, {"customer": "Ada", "order": {"id": 42}})
+    assert r.status_code == 200, r.text
+    question = '{"customer":"Ada","order":{"id":42}}'
+    assert r.json()["text"] == f"Echo: {question}"
+    [sent] = fake.bodies(CHAT, marker)
+    assert said(sent) == [("system", f"Serve Ada about order 42 {marker}"), ("user", question)]
+    [result] = api.get(f"/triggers/{trigger['id']}/results").json()
+    assert result["status"] == "success", result
+    assert result["input"] == question and result["output"] == r.json()["text"]
+
+
+FORM_FIELDS = [{"type": "string", "label": "Name", "name": "name"},
+               {"type": "string", "label": "Topic", "name": "topic"}]
+
+
+def topic_form_flow(start_id=START):
+    """A form start (name, topic) answered by a direct reply quoting both."""
+    return chain(af_start(start_id, form=FORM_FIELDS, formTitle="Topic"),
+                 af_reply(REPLY, "Hello {{ $form.name }} about {{ $form.topic }}"))
+
+
+def test_a_webhook_body_fills_a_form_start(api, fake):
+    start_id = f"startAgentflow_{uuid.uuid4().hex[:10]}"
+    _, trigger = webhook_start(api, topic_form_flow(start_id), start_id)
+    calls = fake.count(CHAT)
+    r = post_hook(api, start_id, {"name": "Ada", "topic": "tea"})
+    assert r.status_code == 200, r.text
+    assert r.json()["text"] == "Hello Ada about tea"
+    assert fake.count(CHAT) == calls
+    [result] = api.get(f"/triggers/{trigger['id']}/results").json()
+    assert result["status"] == "success" and result["output"] == "Hello Ada about tea", result
+
+
+def test_a_form_turn_is_stored_as_its_fields(api):
+    """The user message of a form turn is the form's fields, one `key: value` line each."""
+    flow = create(api, topic_form_flow())
+    chat = f"form-{nonce()}"
+    r = post(api, flow, {"form": {"name": "Ada", "topic": "tea"}, "chatId": chat})
+    assert r.status_code == 200, r.text
+    assert r.json()["text"] == "Hello Ada about tea"
+    stored = api.get(f"/chatmessage/{flow}", params={"chatId": chat})
+    assert stored.status_code == 200, stored.text
+    assert [(m["role"], m["content"]) for m in stored.json()] == [
+        ("userMessage", "name: Ada\ntopic: tea"), ("apiMessage", "Hello Ada about tea")]
 
 
 # ------------------------------------------------------------------ Flowise exports

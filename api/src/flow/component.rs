@@ -31,6 +31,18 @@ pub enum Component {
     Loader(LoaderSpec),
     VectorStore(VectorStoreSpec),
     RetrievalChain(RetrievalChainSpec),
+    Moderation(ModerationSpec),
+}
+
+/// A deny list the question is checked against before the flow runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModerationSpec {
+    pub node_id: String,
+    pub deny: Vec<String>,
+    /// The answer to a denied question.
+    pub message: String,
+    /// When set, the model judges whether the question is like an entry.
+    pub model: Option<ModelSpec>,
 }
 
 /// Which provider a chat model node talks to, with its endpoint and key.

@@ -41,7 +41,9 @@ pub enum Category {
     DocumentLoader,
     /// A vector store node: a retriever and a vector store at once, as in Flowise.
     VectorStore,
-    /// Anchors weir accepts but does not run (moderation, output parsers).
+    /// A check of the question before the flow runs (`inputModeration`).
+    Moderation,
+    /// Anchors weir accepts but does not run (output parsers).
     Unsupported,
 }
 

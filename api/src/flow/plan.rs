@@ -16,8 +16,9 @@ use uuid::Uuid;
 use super::FlowError;
 use super::agentflow::{AgentflowSpec, Wiring, step::build_steps};
 use super::component::{
-    AgentSpec, ChainSpec, Component, LoaderSpec, MemorySpec, ModelSpec, PythonSource,
-    RetrievalChainSpec, SeqStep, SupervisorSpec, ToolKind, ToolSpec, VectorStoreSpec, WorkerSpec,
+    AgentSpec, ChainSpec, Component, LoaderSpec, MemorySpec, ModelSpec, ModerationSpec,
+    PythonSource, RetrievalChainSpec, SeqStep, SupervisorSpec, ToolKind, ToolSpec, VectorStoreSpec,
+    WorkerSpec,
 };
 use super::graph::{FlowGraph, FlowNode, references};
 use super::node::{Category, InputKind, NodeSpec, build_node, unknown};
@@ -73,6 +74,8 @@ pub struct Runnable {
     pub answer: Answer,
     /// Where the conversation is remembered, if anywhere.
     pub memory: Option<MemorySpec>,
+    /// Checks of the question before anything runs (the answering node's `inputModeration`).
+    pub moderation: Vec<ModerationSpec>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -281,6 +284,26 @@ impl Plan {
 
     pub fn runnable(&self, overrides: &Overrides<'_>) -> Result<Runnable, FlowError> {
         check_overrides(&self.graph, overrides)?;
+        let mut runnable = self.answer(overrides)?;
+        let answering = match &self.shape {
+            Shape::Single(id) => Some(id.as_str()),
+            Shape::MultiAgent { supervisor, .. } => Some(supervisor.as_str()),
+            Shape::Sequential(graph) => Some(graph.start.as_str()),
+            Shape::StoreOnly | Shape::Agentflow(_) => None,
+        };
+        if let Some(node) = answering.and_then(|id| self.graph.node(id)) {
+            let build = super::node::Build::new(&self.graph, node, overrides);
+            for component in build.anchors("inputModeration")? {
+                if let Component::Moderation(check) = component {
+                    runnable.moderation.push(check);
+                }
+            }
+        }
+        Ok(runnable)
+    }
+
+    /// The answering part of the runnable.
+    fn answer(&self, overrides: &Overrides<'_>) -> Result<Runnable, FlowError> {
         let build = |id: &str| -> Result<Component, FlowError> {
             let node = self
                 .graph
@@ -291,14 +314,17 @@ impl Plan {
         match &self.shape {
             Shape::Single(id) => match build(id)? {
                 Component::Chain(chain) => Ok(Runnable {
+                    moderation: Vec::new(),
                     memory: chain.memory.clone(),
                     answer: Answer::Chain(chain),
                 }),
                 Component::Agent(agent) => Ok(Runnable {
+                    moderation: Vec::new(),
                     memory: agent.memory.clone(),
                     answer: Answer::Agent(agent),
                 }),
                 Component::RetrievalChain(chain) => Ok(Runnable {
+                    moderation: Vec::new(),
                     memory: chain.memory.clone(),
                     answer: Answer::Retrieval(chain),
                 }),
@@ -332,6 +358,7 @@ impl Plan {
                     }
                 }
                 Ok(Runnable {
+                    moderation: Vec::new(),
                     memory: supervisor.memory.clone(),
                     answer: Answer::MultiAgent {
                         supervisor,
@@ -345,6 +372,7 @@ impl Plan {
                  retrievalQAChain to ask it questions",
             )),
             Shape::Agentflow(wiring) => Ok(Runnable {
+                moderation: Vec::new(),
                 // Every agentflow remembers its session: its nodes choose what to read.
                 memory: Some(MemorySpec {
                     node_id: wiring.start.clone(),
@@ -374,6 +402,7 @@ impl Plan {
                 let (model, memory) =
                     start.ok_or_else(|| FlowError::invalid("the flow has no seqStart"))?;
                 Ok(Runnable {
+                    moderation: Vec::new(),
                     memory,
                     answer: Answer::Sequential(SequentialSpec {
                         model,

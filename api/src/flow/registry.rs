@@ -56,6 +56,8 @@ pub static NODES: &[&dyn Node] = &[
     &memory_vector_store::MemoryVectorStore,
     &faiss::Faiss,
     &postgres::Postgres,
+    // Moderation
+    &input_moderation_simple::InputModerationSimple,
     // Agents
     &tool_agent::ToolAgent,
     &conversational_agent::ConversationalAgent,

@@ -263,6 +263,24 @@ pub async fn start(
             Some(id)
         }
         (Some(agentflow), None) => {
+            // A webhook calling a form-input agentflow fills the form with its body.
+            if agentflow.start().is_some_and(|s| s.form_input)
+                && request.form.is_empty()
+                && let Some(Value::Object(body)) = request.flow_vars.get("body")
+            {
+                request.form = body.clone();
+            }
+            if !request.form.is_empty() && request.question.trim().is_empty() {
+                // What the session remembers of a form turn: its fields, a line each.
+                request.question = request
+                    .form
+                    .iter()
+                    .map(|(k, v)| {
+                        format!("{k}: {}", crate::flow::agentflow::template::value_text(v))
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n");
+            }
             if agentflow.start().is_some_and(|s| s.persist_state)
                 && let Some(last) = state.store.latest_execution(flow.id, &session).await?
             {

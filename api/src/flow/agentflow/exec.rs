@@ -584,6 +584,7 @@ impl<'r, 'c, E: From<FlowEvent> + Send> Run<'r, 'c, E> {
             form: &self.input.form,
             vars: &self.ctx.env.vars,
             state: &self.state,
+            flow_vars: &self.input.flow_vars,
             session_id: &self.ctx.flow.session_id,
             chatflow_id: &self.chatflow_id,
             outputs: &self.outputs,

@@ -22,6 +22,8 @@ pub struct Scope<'a> {
     pub form: &'a Map<String, Value>,
     pub vars: &'a Map<String, Value>,
     pub state: &'a Map<String, Value>,
+    /// Other `$flow` values of the request (a webhook's `body` and `headers`).
+    pub flow_vars: &'a Map<String, Value>,
     pub session_id: &'a str,
     pub chatflow_id: &'a str,
     /// The latest output of each node that ran.
@@ -97,9 +99,10 @@ impl Scope<'_> {
                 "input" => Some(Value::from(self.question)),
                 "chatHistory" => Some(Value::from(self.chat_history)),
                 "state" => Some(Value::Object(self.state.clone())),
-                _ => path
-                    .strip_prefix("state.")
-                    .and_then(|p| get(self.state, p).cloned()),
+                _ => match path.strip_prefix("state.") {
+                    Some(key) => get(self.state, key).cloned(),
+                    None => get(self.flow_vars, path).cloned(),
+                },
             };
         }
         if name == "$iteration" {
@@ -253,6 +256,7 @@ mod tests {
             form,
             vars: form,
             state,
+            flow_vars: form,
             session_id: "s1",
             chatflow_id: "f1",
             outputs,

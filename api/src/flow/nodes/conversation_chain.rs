@@ -18,7 +18,7 @@ static SPEC: NodeSpec = NodeSpec {
         input("memory", K::Anchor(Category::Memory)),
         input("chatPromptTemplate", K::Anchor(Category::Prompt)),
         input("systemMessagePrompt", K::Text),
-        input("inputModeration", K::Anchors(Category::Unsupported)),
+        input("inputModeration", K::Anchors(Category::Moderation)),
     ],
 };
 

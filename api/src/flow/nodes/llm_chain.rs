@@ -13,7 +13,7 @@ static SPEC: NodeSpec = NodeSpec {
         required("model", K::Anchor(Category::ChatModel)),
         required("prompt", K::Anchor(Category::Prompt)),
         input("outputParser", K::Anchor(Category::Unsupported)),
-        input("inputModeration", K::Anchors(Category::Unsupported)),
+        input("inputModeration", K::Anchors(Category::Moderation)),
         input("chainName", K::Ignored),
     ],
 };

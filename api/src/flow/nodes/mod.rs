@@ -25,6 +25,7 @@ pub mod custom_tool;
 pub mod documents;
 pub mod docx_file;
 pub mod faiss;
+pub mod input_moderation_simple;
 pub mod json_file;
 pub mod jsonlines_file;
 pub mod llm_chain;
@@ -76,11 +77,12 @@ const fn with_ignored<const N: usize, const M: usize>(own: [InputSpec; N]) -> [I
     super::node::concat(own, MODEL_IGNORED)
 }
 
-/// Inputs of agents that weir accepts without effect (moderation left empty).
+/// Inputs every agent has: its moderation (checked by the plan) and one
+/// without effect.
 const AGENT_IGNORED: [InputSpec; 2] = [
     input(
         "inputModeration",
-        K::Anchors(super::node::Category::Unsupported),
+        K::Anchors(super::node::Category::Moderation),
     ),
     input("enableDetailedStreaming", K::Ignored),
 ];

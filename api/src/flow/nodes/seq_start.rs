@@ -14,7 +14,7 @@ static SPEC: NodeSpec = NodeSpec {
         required("model", K::Anchor(Category::ChatModel)),
         input("agentMemory", K::Anchor(Category::Memory)),
         input("state", K::Anchor(Category::Unsupported)),
-        input("inputModeration", K::Anchors(Category::Unsupported)),
+        input("inputModeration", K::Anchors(Category::Moderation)),
     ],
 };
 

@@ -22,7 +22,7 @@ static SPEC: NodeSpec = NodeSpec {
         input("agentMemory", K::Anchor(Category::Memory)),
         input("summarization", K::Ignored),
         input("recursionLimit", K::Integer),
-        input("inputModeration", K::Anchors(Category::Unsupported)),
+        input("inputModeration", K::Anchors(Category::Moderation)),
     ],
 };
 

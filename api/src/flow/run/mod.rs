@@ -256,6 +256,13 @@ pub async fn run<E: From<FlowEvent> + Send>(
     events: &mpsc::Sender<E>,
 ) -> Result<RunOutput, RunError> {
     let tokens = Tokens { events };
+    if let Some(denied) = moderate(runnable, input, ctx).await? {
+        tokens.send(denied.clone()).await?;
+        return Ok(RunOutput {
+            text: denied,
+            ..RunOutput::default()
+        });
+    }
     match &runnable.answer {
         Answer::Chain(chain) => chain::run(chain, input, ctx, &tokens).await,
         Answer::Agent(spec) => agent::run(spec, input, ctx, &tokens).await,
@@ -269,6 +276,48 @@ pub async fn run<E: From<FlowEvent> + Send>(
             crate::flow::agentflow::exec::run(flow, input, ctx, &tokens).await
         }
     }
+}
+
+/// The answer to a question the flow's moderation denies (Flowise answers it
+/// as the text, 200), or `None` when it passes.
+async fn moderate(
+    runnable: &Runnable,
+    input: &RunInput,
+    ctx: &RunContext<'_>,
+) -> Result<Option<String>, RunError> {
+    let question = input.question.to_lowercase();
+    for check in &runnable.moderation {
+        match &check.model {
+            None => {
+                if check
+                    .deny
+                    .iter()
+                    .any(|entry| question.contains(&entry.to_lowercase()))
+                {
+                    return Ok(Some(check.message.clone()));
+                }
+            }
+            Some(spec) => {
+                let model = ctx.model(spec).await?;
+                for entry in &check.deny {
+                    let ask = format!(
+                        "Are these two sentences similar to each other? Only return Yes or No.\n\
+                         First sentence: {}\nSecond sentence: {entry}",
+                        input.question
+                    );
+                    let request = ChatRequest::text(
+                        vec![ChatMessage::new(Role::User, ask)],
+                        spec.params.clone(),
+                    );
+                    let step = model_step::<FlowEvent>(spec, &*model, request, None, false).await?;
+                    if step.text.to_lowercase().contains("yes") {
+                        return Ok(Some(check.message.clone()));
+                    }
+                }
+            }
+        }
+    }
+    Ok(None)
 }
 
 #[derive(Debug)]
