@@ -1329,3 +1329,48 @@ def test_agentflow_exports_have_every_field_flowise_writes(name):
         assert e["id"] == f"{e['source']}-{e['sourceHandle']}-{e['target']}-{e['targetHandle']}"
         anchors = [a["id"] for a in nodes[e["source"]]["data"]["outputAnchors"]]
         assert e["sourceHandle"] in anchors and e["data"]["isHumanInput"] is False
+
+
+# ------------------------------------------------------------------ tool approval
+
+def approval_flow(api, fake, marker):
+    """An agent whose calculator needs a person's approval (currentDateTime does not)."""
+    guarded = {**af_tool_row("calculator"), "agentSelectedToolRequiresHumanInput": True}
+    agent = af_agent("agentAgentflow_0", af_openai(fake.url, field="agentModel"),
+                     tools=[guarded, af_tool_row("currentDateTime")], messages=system(f"GUARDED {marker}"))
+    return create(api, chain(af_start(), agent))
+
+
+def test_a_tool_needing_approval_stops_the_agent_before_it_runs(api, fake):
+    marker = nonce()
+    flow, chat = approval_flow(api, fake, marker), f"chat-{marker}"
+    body = ask(api, flow, f'Multiply {marker} CALL calculator {{"input": "6 * 7"}}', chatId=chat)
+    assert "Attempting to use tool:" in body["text"] and '"calculator"' in body["text"]
+    assert body["action"]["mapping"] == ACTION_MAPPING
+    assert body["action"]["data"]["nodeId"] == "agentAgentflow_0"
+    assert body["agentFlowExecutedData"][-1]["status"] == "STOPPED"
+    assert "usedTools" not in body
+    assert execution(api, body["executionId"])[0] == "STOPPED"
+    # Approved: the call runs and the agent goes on, in the same execution.
+    going = resume(api, flow, chat)
+    assert going.status_code == 200, going.text
+    done = going.json()
+    assert done["text"] == "Done: 42"
+    assert done["executionId"] == body["executionId"]
+    assert tools_used(done["usedTools"]) == [("calculator", {"input": "6 * 7"}, "42")]
+    assert execution(api, body["executionId"])[0] == "FINISHED"
+    # The model was asked twice in all: the call, then the answer after its result.
+    assert len(fake.bodies(CHAT, f"GUARDED {marker}")) == 2
+
+
+def test_a_rejected_tool_is_taken_away(api, fake):
+    marker = nonce()
+    flow, chat = approval_flow(api, fake, marker), f"chat-{marker}"
+    ask(api, flow, f'Multiply {marker} CALL calculator {{"input": "6 * 7"}}', chatId=chat)
+    going = resume(api, flow, chat, "reject", feedback=f"Do it by hand {marker}")
+    assert going.status_code == 200, going.text
+    assert going.json()["text"] == f"Echo: Do it by hand {marker}"
+    assert "usedTools" not in going.json()
+    after = fake.bodies(CHAT, f"GUARDED {marker}")[-1]
+    assert [t["function"]["name"] for t in after["tools"]] == ["current_date_time"]
+    assert not any(m.get("tool_calls") for m in after["messages"])

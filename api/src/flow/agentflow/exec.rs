@@ -217,13 +217,28 @@ impl<'r, 'c, E: From<FlowEvent> + Send> Run<'r, 'c, E> {
                         })
                         .collect();
                     let (ctx, spec, tokens) = (self.ctx, self.spec, self.tokens);
+                    let answered = self.answered;
                     join_all(together.iter().zip(&seen).map(|(id, seen)| {
+                        let answered = answered.filter(|r| r.node_id == **id);
                         let stream =
                             (iteration.is_none() && spec.wiring.is_last(id)).then_some(tokens);
-                        run_step(id, &spec.steps[id.as_str()].kind, seen, ctx, stream)
+                        run_step(
+                            id,
+                            &spec.steps[id.as_str()].kind,
+                            seen,
+                            ctx,
+                            stream,
+                            answered,
+                        )
                     }))
                     .await
                 };
+                if self
+                    .answered
+                    .is_some_and(|r| together.iter().any(|id| **id == r.node_id))
+                {
+                    self.answered = None;
+                }
                 let mut results: HashMap<String, Result<Done, RunError>> =
                     together.into_iter().cloned().zip(ran).collect();
                 for id in &wave {

@@ -17,6 +17,7 @@
 //! variables, the flow state and the run's chat history; edges only say what
 //! runs next.
 
+pub mod agent;
 pub mod condition;
 pub mod exec;
 pub mod nodes;

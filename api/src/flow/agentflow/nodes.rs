@@ -14,7 +14,6 @@ use super::step::{
 use super::template::{Scope, get, value_text};
 use crate::flow::FlowError;
 use crate::flow::component::ModelSpec;
-use crate::flow::run::agent::run_loop;
 use crate::flow::run::{FlowEvent, RunContext, RunError, Tokens, model_step};
 use crate::flow::tools::{self, web::HttpCall};
 use crate::llm::{ChatMessage, ChatRequest, Role, ToolChoice, ToolDef};
@@ -53,37 +52,11 @@ pub async fn run_step<E: From<FlowEvent>>(
     seen: &Seen<'_>,
     ctx: &RunContext<'_>,
     stream: Option<&Tokens<'_, E>>,
+    answered: Option<&super::Resume>,
 ) -> Result<Done, RunError> {
     match kind {
         StepKind::Llm(llm) => run_llm(llm, seen, ctx, stream).await,
-        StepKind::Agent(agent) => {
-            let messages = conversation(&agent.talk, seen);
-            let ready = tools::prepare(&agent.tools, &ctx.env)?;
-            let done = run_loop(
-                ctx,
-                &agent.model,
-                &ready,
-                messages.clone(),
-                super::AGENT_MAX_ITERATIONS,
-                stream,
-            )
-            .await?;
-            let mut output = Map::new();
-            output.insert("content".into(), Value::from(done.text.clone()));
-            if !done.used_tools.is_empty() {
-                output.insert("usedTools".into(), Value::from(done.used_tools.clone()));
-            }
-            Ok(Done {
-                input: json!({"messages": plain(&messages)}),
-                state: update_state(seen, &agent.update_state, &done.text),
-                chat: answer_chat(&agent.talk, seen, &done.text),
-                output,
-                used_tools: done.used_tools,
-                artifacts: done.artifacts,
-                sources: done.sources,
-                ..Done::default()
-            })
-        }
+        StepKind::Agent(agent) => super::agent::run(id, agent, seen, ctx, stream, answered).await,
         StepKind::Tool(tool) => run_tool(tool, seen, ctx, stream).await,
         StepKind::Condition(rows) => {
             let mut resolved = Vec::with_capacity(rows.len() + 1);
@@ -226,7 +199,7 @@ pub fn human_answered(human: &HumanInput, resume: &super::Resume) -> Done {
 /// the session and the run so far (the question when nothing was said yet),
 /// and its own user message; without memory, the question unless the node
 /// writes its own user message.
-pub fn conversation(talk: &Talk, seen: &Seen<'_>) -> Vec<ChatMessage> {
+pub(super) fn conversation(talk: &Talk, seen: &Seen<'_>) -> Vec<ChatMessage> {
     let mut messages: Vec<ChatMessage> = talk
         .messages
         .iter()
@@ -267,7 +240,7 @@ pub fn conversation(talk: &Talk, seen: &Seen<'_>) -> Vec<ChatMessage> {
 /// What a model node adds to the run's conversation: the question (when it is
 /// the first to speak) and its answer, as the assistant's or — Flowise's
 /// default — as a user's message.
-fn answer_chat(talk: &Talk, seen: &Seen<'_>, answer: &str) -> Vec<ChatMessage> {
+pub(super) fn answer_chat(talk: &Talk, seen: &Seen<'_>, answer: &str) -> Vec<ChatMessage> {
     let mut chat = Vec::with_capacity(2);
     if seen.runtime.is_empty() {
         chat.push(ChatMessage::new(Role::User, seen.scope.question.to_owned()));
@@ -722,7 +695,7 @@ fn resolve_cell(seen: &Seen<'_>, value: Option<&Value>) -> Value {
 }
 
 /// Messages as Flowise records a node's input: `{role, content}`.
-fn plain(messages: &[ChatMessage]) -> Vec<Value> {
+pub(super) fn plain(messages: &[ChatMessage]) -> Vec<Value> {
     messages
         .iter()
         .map(|m| json!({"role": m.role.as_str(), "content": m.content}))

@@ -103,6 +103,8 @@ pub struct Agent {
     pub model: ModelSpec,
     pub talk: Talk,
     pub tools: Vec<ToolSpec>,
+    /// Per tool, whether a person approves each call first.
+    pub approval: Vec<bool>,
     pub update_state: Vec<(String, String)>,
 }
 
@@ -468,23 +470,24 @@ impl Read<'_> {
                     }
                 }
                 let mut tools = Vec::new();
+                let mut approval = Vec::new();
                 for row in self.rows("agentTools")? {
                     let name = cell(row.get("agentSelectedTool"));
                     if name.trim().is_empty() {
                         continue;
-                    }
-                    if matches!(
-                        row.get("agentSelectedToolRequiresHumanInput"),
-                        Some(Value::Bool(true))
-                    ) {
-                        return not_yet(&format!("asks for approval before tool '{name}'"));
                     }
                     let config = match row.get("agentSelectedToolConfig") {
                         Some(Value::Object(c)) => clean_config(c, "agentSelectedTool"),
                         _ => Map::new(),
                     };
                     match self.build_inner("agentSelectedTool", name.trim(), config)? {
-                        Component::Tool(tool) => tools.push(tool),
+                        Component::Tool(tool) => {
+                            tools.push(tool);
+                            approval.push(matches!(
+                                row.get("agentSelectedToolRequiresHumanInput"),
+                                Some(Value::Bool(true))
+                            ));
+                        }
                         _ => {
                             return Err(self.invalid(format_args!("'{name}' is not a tool")));
                         }
@@ -494,6 +497,7 @@ impl Read<'_> {
                     model: self.model("agentModel")?,
                     talk: self.talk("agent")?,
                     tools,
+                    approval,
                     update_state: self.pairs("agentUpdateState", "key", "value")?,
                 })
             }

@@ -1,0 +1,200 @@
+//! The agent node: weir's tool loop, with a person's approval before the
+//! tools flagged `agentSelectedToolRequiresHumanInput`. When the model calls
+//! such a tool the node stops before running anything; the stopped item keeps
+//! the conversation so far (its last message the model's calls), and the answer
+//! to the pause goes on from there — proceed runs the calls, reject takes the
+//! refused tools away and asks the model again.
+
+use serde_json::{Map, Value, json};
+
+use super::Resume;
+use super::nodes::{Done, Seen, answer_chat, conversation, plain, update_state};
+use super::step::Agent;
+use crate::flow::FlowError;
+use crate::flow::run::agent::{call_tools, run_loop};
+use crate::flow::run::{FlowEvent, RunContext, RunError, Tokens, model_step};
+use crate::flow::tools;
+use crate::llm::{ChatMessage, ChatRequest, Role, ToolChoice};
+
+pub async fn run<E: From<FlowEvent>>(
+    id: &str,
+    agent: &Agent,
+    seen: &Seen<'_>,
+    ctx: &RunContext<'_>,
+    stream: Option<&Tokens<'_, E>>,
+    answered: Option<&Resume>,
+) -> Result<Done, RunError> {
+    let mut ready = tools::prepare(&agent.tools, &ctx.env)?;
+    let guarded: Vec<String> = ready
+        .iter()
+        .zip(&agent.approval)
+        .filter(|(_, needs)| **needs)
+        .map(|(t, _)| t.def.name.clone())
+        .collect();
+    let started = conversation(&agent.talk, seen);
+    if guarded.is_empty() {
+        let done = run_loop(
+            ctx,
+            &agent.model,
+            &ready,
+            started.clone(),
+            super::AGENT_MAX_ITERATIONS,
+            stream,
+        )
+        .await?;
+        return Ok(finished(
+            agent,
+            seen,
+            &started,
+            done.text,
+            done.used_tools,
+            done.artifacts,
+            done.sources,
+        ));
+    }
+    let mut messages = started.clone();
+    let mut used_tools = Vec::new();
+    let mut artifacts = Vec::new();
+    let mut sources = Vec::new();
+    if let Some(resume) = answered {
+        messages = waiting_messages(id, resume)?;
+        let Some(pending) = messages
+            .last()
+            .filter(|m| !m.tool_calls.is_empty())
+            .cloned()
+        else {
+            return Err(RunError::Flow(FlowError::invalid(format!(
+                "node {id} waits for no tool call"
+            ))));
+        };
+        if resume.proceed {
+            let outcomes = call_tools(ctx, &ready, &pending.tool_calls).await;
+            for (call, outcome) in pending.tool_calls.iter().zip(outcomes) {
+                used_tools.push(tools::used_tool(&call.name, &call.arguments, &outcome));
+                artifacts.extend(outcome.artifacts.iter().cloned());
+                sources.extend(outcome.sources.iter().cloned());
+                messages.push(ChatMessage::tool_result(call, outcome.output));
+            }
+        } else {
+            messages.pop();
+            let refused: Vec<&str> = pending.tool_calls.iter().map(|c| c.name.as_str()).collect();
+            ready.retain(|t| !refused.contains(&t.def.name.as_str()));
+            if !resume.feedback.is_empty() {
+                messages.push(ChatMessage::new(Role::User, resume.feedback.clone()));
+            }
+        }
+    }
+    let model = ctx.model(&agent.model).await?;
+    for _ in 0..super::AGENT_MAX_ITERATIONS {
+        let request = ChatRequest {
+            messages: messages.clone(),
+            tools: ready.iter().map(|t| t.def.clone()).collect(),
+            tool_choice: ToolChoice::Auto,
+            params: agent.model.params.clone(),
+        };
+        let step = model_step(&agent.model, &*model, request, stream, false).await?;
+        if step.calls.is_empty() {
+            return Ok(finished(
+                agent, seen, &started, step.text, used_tools, artifacts, sources,
+            ));
+        }
+        messages.push(ChatMessage::tool_calls(
+            step.text.clone(),
+            step.calls.clone(),
+        ));
+        if step.calls.iter().any(|c| guarded.contains(&c.name)) {
+            return pause(step.text, &messages, stream).await;
+        }
+        let outcomes = call_tools(ctx, &ready, &step.calls).await;
+        for (call, outcome) in step.calls.iter().zip(outcomes) {
+            used_tools.push(tools::used_tool(&call.name, &call.arguments, &outcome));
+            artifacts.extend(outcome.artifacts.iter().cloned());
+            sources.extend(outcome.sources.iter().cloned());
+            messages.push(ChatMessage::tool_result(call, outcome.output));
+        }
+    }
+    let stopped = format!(
+        "Agent stopped after reaching the maximum number of iterations ({}).",
+        super::AGENT_MAX_ITERATIONS
+    );
+    if let Some(tokens) = stream {
+        tokens.send(stopped.clone()).await?;
+    }
+    Ok(finished(
+        agent, seen, &started, stopped, used_tools, artifacts, sources,
+    ))
+}
+
+/// The node stops before a guarded call: its text says which call waits, and
+/// the conversation (ending with the calls) is kept in the stopped item.
+async fn pause<E: From<FlowEvent>>(
+    text: String,
+    messages: &[ChatMessage],
+    stream: Option<&Tokens<'_, E>>,
+) -> Result<Done, RunError> {
+    let calls = messages
+        .last()
+        .map(|m| m.tool_calls.clone())
+        .unwrap_or_default();
+    let shown = serde_json::to_string_pretty(&calls).unwrap_or_default();
+    let note = format!("\nAttempting to use tool:\n```json\n{shown}\n```");
+    if let Some(tokens) = stream {
+        tokens.send(note.clone()).await?;
+    }
+    let mut output = Map::new();
+    output.insert("content".into(), Value::from(format!("{text}{note}")));
+    output.insert("isWaitingForHumanInput".into(), Value::Bool(true));
+    Ok(Done {
+        input: json!({"messages": messages}),
+        output,
+        pause: true,
+        ..Done::default()
+    })
+}
+
+/// The conversation a stopped agent node kept, from the stopped run's items.
+fn waiting_messages(id: &str, resume: &Resume) -> Result<Vec<ChatMessage>, RunError> {
+    let kept = resume
+        .executed
+        .iter()
+        .rev()
+        .find(|item| item.get("nodeId").and_then(Value::as_str) == Some(id))
+        .and_then(|item| item.pointer("/data/output/humanInputAction/data/input/messages"))
+        .cloned()
+        .ok_or_else(|| {
+            RunError::Flow(FlowError::failed(format!(
+                "node {id} has no conversation kept from before its pause"
+            )))
+        })?;
+    serde_json::from_value(kept).map_err(|e| {
+        RunError::Flow(FlowError::failed(format!(
+            "node {id}'s kept conversation cannot be read: {e}"
+        )))
+    })
+}
+
+fn finished(
+    agent: &Agent,
+    seen: &Seen<'_>,
+    started: &[ChatMessage],
+    text: String,
+    used_tools: Vec<Value>,
+    artifacts: Vec<Value>,
+    sources: Vec<crate::retrieval::Document>,
+) -> Done {
+    let mut output = Map::new();
+    output.insert("content".into(), Value::from(text.clone()));
+    if !used_tools.is_empty() {
+        output.insert("usedTools".into(), Value::from(used_tools.clone()));
+    }
+    Done {
+        input: json!({"messages": plain(started)}),
+        state: update_state(seen, &agent.update_state, &text),
+        chat: answer_chat(&agent.talk, seen, &text),
+        output,
+        used_tools,
+        artifacts,
+        sources,
+        ..Done::default()
+    }
+}
