@@ -1374,3 +1374,33 @@ def test_a_rejected_tool_is_taken_away(api, fake):
     after = fake.bodies(CHAT, f"GUARDED {marker}")[-1]
     assert [t["function"]["name"] for t in after["tools"]] == ["current_date_time"]
     assert not any(m.get("tool_calls") for m in after["messages"])
+
+
+# ------------------------------------------------------------------ what callers may not change or see
+
+def test_a_caller_cannot_redirect_an_agentflows_model_or_key(api, fake):
+    flow = create(api, chain(af_start(), llm(fake)))
+    for key, value in [("basePath", "http://127.0.0.1:9/v1"), ("openAIApiKey", "sk-theirs")]:
+        r = post(api, flow, {"question": "hi", "overrideConfig": {key: value}})
+        assert r.status_code == 403, r.text
+        assert key in r.json()["message"]
+    # Harmless inputs stay overridable.
+    marker = nonce()
+    r = post(api, flow, {"question": f"hi {marker}", "overrideConfig": {"temperature": 0.1}})
+    assert r.status_code == 200, r.text
+    [sent] = fake.bodies(CHAT, marker)
+    assert sent["temperature"] == 0.1
+
+
+def test_an_http_nodes_record_keeps_variables_unresolved(client, site):
+    secret = f"s3cret-{nonce()}"
+    r = client.post("/variables", json={"name": "apiKey", "value": secret})
+    assert r.status_code == 201, r.text
+    http = af_http("httpAgentflow_0", f"{site.url}/data?key={{{{ $vars.apiKey }}}}",
+                   queryParams=[{"key": "also", "value": "{{ $vars.apiKey }}"}], responseType="json")
+    body = ask(client, create(client, chain(af_start(), http)), "hi")
+    # The request carried the secret; nothing shown to the caller does.
+    _, path, _, _ = site.hits[-1]
+    assert secret in path
+    assert secret not in json.dumps(body)
+    assert body["agentFlowExecutedData"][-1]["data"]["input"]["http"]["url"].endswith("{{ $vars.apiKey }}")

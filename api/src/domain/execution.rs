@@ -180,9 +180,17 @@ pub struct ExecutionUpdate {
     /// When the run was stopped; defaults to the update's time when the state
     /// becomes `STOPPED` and none is recorded yet.
     pub stopped_date: Option<Timestamp>,
+    /// Change the execution only while it is in this state (a claim: two
+    /// answers to one stopped run cannot both take it up).
+    pub only_from: Option<ExecutionState>,
 }
 
 impl ExecutionUpdate {
+    /// Whether the update may change `execution` (see `only_from`).
+    pub fn applies_to(&self, execution: &Execution) -> bool {
+        self.only_from.is_none_or(|state| state == execution.state)
+    }
+
     pub fn apply(self, execution: &mut Execution, now: Timestamp) {
         if let Some(state) = self.state {
             execution.state = state;
@@ -195,7 +203,7 @@ impl ExecutionUpdate {
         }
         if let Some(at) = self.stopped_date {
             execution.stopped_date = Some(at);
-        } else if self.state == Some(ExecutionState::Stopped) && execution.stopped_date.is_none() {
+        } else if self.state == Some(ExecutionState::Stopped) {
             execution.stopped_date = Some(now);
         }
         execution.updated_date = now;

@@ -678,13 +678,35 @@ fn check_overrides(graph: &FlowGraph, overrides: &Overrides<'_>) -> Result<(), F
                 .is_some_and(|i| i.sensitive)
         });
         if sensitive {
-            return Err(FlowError::forbidden(format!(
-                "overrideConfig.{key} is not allowed: it is a key, an endpoint or tool code; the \
-                 chatflow's apiConfig.overrideConfig.allow must list it"
-            )));
+            return Err(not_overridable(key));
         }
     }
     Ok(())
+}
+
+/// Refuses overrides of a component built inside another node (an agentflow
+/// node's model or tool) that touch its keys, endpoints or code, unless the
+/// chatflow allows them — the same rule as for the flow's own nodes.
+pub(crate) fn check_inner_overrides(
+    spec: &NodeSpec,
+    overrides: &Overrides<'_>,
+) -> Result<(), FlowError> {
+    let Some(values) = overrides.values else {
+        return Ok(());
+    };
+    for key in values.keys() {
+        if spec.input(key).is_some_and(|i| i.sensitive) && !overrides.allowed.contains(key) {
+            return Err(not_overridable(key));
+        }
+    }
+    Ok(())
+}
+
+fn not_overridable(key: &str) -> FlowError {
+    FlowError::forbidden(format!(
+        "overrideConfig.{key} is not allowed: it is a key, an endpoint or tool code; the \
+         chatflow's apiConfig.overrideConfig.allow must list it"
+    ))
 }
 
 #[cfg(test)]

@@ -250,8 +250,8 @@ pub async fn start(
             )
             .into());
         }
-        (Some(_), Some(answer)) => {
-            let (id, going_on) = take_up(state, flow, &session, answer).await?;
+        (Some(agentflow), Some(answer)) => {
+            let (id, going_on) = take_up(state, flow, agentflow, &session, answer).await?;
             if request.question.trim().is_empty() {
                 request.question = match going_on.feedback.as_str() {
                     "" if going_on.proceed => "proceed".to_owned(),
@@ -516,6 +516,7 @@ async fn tool_env(
 async fn take_up(
     state: &Services,
     flow: &Chatflow,
+    agentflow: &crate::flow::agentflow::AgentflowSpec,
     session: &str,
     answer: HumanAnswer,
 ) -> ServiceResult<(Uuid, Resume)> {
@@ -553,17 +554,32 @@ async fn take_up(
         }
         _ => waiting,
     };
-    state
+    // The flow may have changed since the run stopped.
+    if !agentflow.can_wait_at(&node_id) {
+        return Err(FlowError::invalid(format!(
+            "the run waits at node {node_id}, which the agentflow no longer has as a human \
+             input or an agent; it cannot go on"
+        ))
+        .into());
+    }
+    let claimed = state
         .store
         .update_execution(
             last.id,
             ExecutionUpdate {
                 state: Some(ExecutionState::InProgress),
                 action: Some(None),
+                only_from: Some(ExecutionState::Stopped),
                 ..ExecutionUpdate::default()
             },
         )
         .await?;
+    if claimed.is_none() {
+        return Err(ServiceError::Conflict(format!(
+            "execution {} was taken up by another answer at the same time",
+            last.id
+        )));
+    }
     Ok((
         last.id,
         Resume {

@@ -1918,6 +1918,9 @@ impl Store for PostgresStore {
         let Some(mut found) = get_execution(&tx, None, id, true).await? else {
             return Ok(None);
         };
+        if !update.applies_to(&found) {
+            return Ok(None);
+        }
         update.apply(&mut found, time::now());
         write_execution(&tx, &found).await?;
         tx.commit().await.map_err(backend)?;

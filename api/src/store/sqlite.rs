@@ -1840,6 +1840,9 @@ impl Store for SqliteStore {
             let Some(mut found) = get_execution(&tx, None, id)? else {
                 return Ok(None);
             };
+            if !update.applies_to(&found) {
+                return Ok(None);
+            }
             update.apply(&mut found, time::now());
             write_execution(&tx, &found)?;
             tx.commit()?;

@@ -46,7 +46,10 @@ pub fn holds(row: &Map<String, Value>, value1: &Value, value2: &Value) -> bool {
                 "notEqual" => a != b,
                 "startsWith" => a.starts_with(b.as_str()),
                 "endsWith" => a.ends_with(b.as_str()),
-                "regex" => regex::Regex::new(&b).is_ok_and(|re| re.is_match(&a)),
+                "regex" => regex::RegexBuilder::new(&b)
+                    .size_limit(1 << 20)
+                    .build()
+                    .is_ok_and(|re| re.is_match(&a)),
                 "isEmpty" => a.is_empty(),
                 "notEmpty" => !a.is_empty(),
                 _ => false,

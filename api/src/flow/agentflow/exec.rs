@@ -29,7 +29,8 @@ use crate::llm::{ChatMessage, Role};
 pub struct Outcome {
     /// `agentFlowExecutedData`.
     pub executed: Vec<Value>,
-    /// `FINISHED`, `TERMINATED` (a limit stopped it) or `ERROR`.
+    /// `FINISHED`, `STOPPED` (waiting for a person), `TERMINATED` (a limit
+    /// stopped it) or `ERROR`.
     pub status: ExecutionState,
     /// The flow state at the end.
     pub state: Map<String, Value>,
@@ -200,6 +201,11 @@ impl<'r, 'c, E: From<FlowEvent> + Send> Run<'r, 'c, E> {
                     return Ok(());
                 }
                 self.runs += wave.len();
+                if let Some(unknown) = wave.iter().find(|id| !self.spec.steps.contains_key(*id)) {
+                    return Err(RunError::Flow(FlowError::failed(format!(
+                        "node {unknown} is not in the agentflow"
+                    ))));
+                }
                 for id in &wave {
                     self.node_event(id, "INPROGRESS", None).await?;
                 }
@@ -244,6 +250,8 @@ impl<'r, 'c, E: From<FlowEvent> + Send> Run<'r, 'c, E> {
                 for id in &wave {
                     let done = match results.remove(id) {
                         Some(done) => done,
+                        // Nodes of the executor's own not yet run stay unrun after a pause.
+                        None if self.action.is_some() => continue,
                         None => self.own_step(id, iteration).await,
                     };
                     let done = match done {
@@ -256,20 +264,25 @@ impl<'r, 'c, E: From<FlowEvent> + Send> Run<'r, 'c, E> {
                     };
                     let jump = self.finish(id, done, iteration).await?;
                     if self.action.is_some() {
-                        // Waiting for a person: what else was queued is dropped.
-                        return Ok(());
+                        // Waiting for a person: the wave's other results are still
+                        // recorded, but nothing goes on from them.
+                        continue;
                     }
                     match jump {
-                        Some(target) => queue.push_back(target),
+                        Some(target) if !queue.contains(&target) => queue.push_back(target),
+                        Some(_) => {}
                         None => self.follow(id, &mut arrived, &mut queue),
                     }
+                }
+                if self.action.is_some() {
+                    return Ok(());
                 }
             }
             Ok(())
         })
     }
 
-    /// Start, loop and iteration nodes: the executor's own.
+    /// Start, loop, iteration and human input nodes: the executor's own.
     async fn own_step(&mut self, id: &str, iteration: Option<&Value>) -> Result<Done, RunError> {
         let history = self.history_text();
         match &self.spec.steps[id].kind {
@@ -350,7 +363,10 @@ impl<'r, 'c, E: From<FlowEvent> + Send> Run<'r, 'c, E> {
                 }
                 let block = self.spec.wiring.blocks.get(id).cloned().unwrap_or_default();
                 let mut results = Vec::with_capacity(items.len());
+                // Each item's loops count from zero, as each item is a run of its own.
+                let outer_loops = std::mem::take(&mut self.loop_counts);
                 for (index, item) in items.iter().enumerate() {
+                    self.loop_counts.clear();
                     let before = self.executed.len();
                     let runtime_len = self.runtime.len();
                     let outcome = self.block(block.starts.clone(), Some(item)).await;
@@ -382,6 +398,7 @@ impl<'r, 'c, E: From<FlowEvent> + Send> Run<'r, 'c, E> {
                         break;
                     }
                 }
+                self.loop_counts = outer_loops;
                 let mut output = Map::new();
                 output.insert("iterationResults".into(), json!(results));
                 output.insert("content".into(), Value::from(results.join("\n")));
@@ -439,8 +456,8 @@ impl<'r, 'c, E: From<FlowEvent> + Send> Run<'r, 'c, E> {
                 done.output.insert("content".into(), Value::from(fallback));
             }
         }
-        if let Some(state) = done.state.take() {
-            self.state = state;
+        if let Some(written) = done.state.take() {
+            self.state.extend(written);
         }
         self.runtime.append(&mut done.chat);
         self.out.used_tools.append(&mut done.used_tools);

@@ -75,6 +75,14 @@ impl AgentflowSpec {
         })
     }
 
+    /// Whether a stopped run may wait at `id` (a human input or an agent node).
+    pub fn can_wait_at(&self, id: &str) -> bool {
+        matches!(
+            self.steps.get(id).map(|s| &s.kind),
+            Some(StepKind::HumanInput(_) | StepKind::Agent(_))
+        )
+    }
+
     /// Whether any text input names a workspace variable (`{{ $vars.x }}`), so
     /// the caller must load them.
     pub fn reads_vars(&self) -> bool {

@@ -23,7 +23,7 @@ use crate::llm::{ChatMessage, ChatRequest, Role, ToolChoice, ToolDef};
 pub struct Done {
     pub input: Value,
     pub output: Map<String, Value>,
-    /// The whole state after the node, when it wrote any.
+    /// The state keys the node wrote, if any.
     pub state: Option<Map<String, Value>>,
     /// Messages the node adds to the run's conversation.
     pub chat: Vec<ChatMessage>,
@@ -554,8 +554,12 @@ async fn run_http(
         )))
     };
     let url_text = seen.scope.resolve(&http.url);
-    let mut url = reqwest::Url::parse(url_text.trim())
-        .map_err(|e| failed(format!("'{}' is not a URL: {e}", url_text.trim())))?;
+    let mut url = reqwest::Url::parse(url_text.trim()).map_err(|e| {
+        failed(format!(
+            "its url '{}' does not resolve to a URL: {e}",
+            http.url.trim()
+        ))
+    })?;
     let resolve_pairs = |pairs: &[(String, String)]| -> Vec<(String, String)> {
         pairs
             .iter()
@@ -591,10 +595,12 @@ async fn run_http(
             ))
         }
     };
+    // As written, not resolved: a URL or query value may carry a secret from `$vars`,
+    // and the record is shown to callers (answer, events, executions).
     let input = json!({"http": {
-        "method": http.method.as_str(), "url": url.as_str(),
-        "headers": headers.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(),
-        "queryParams": query.iter().map(|(k, v)| json!({"key": k, "value": v})).collect::<Vec<_>>(),
+        "method": http.method.as_str(), "url": http.url,
+        "headers": http.headers.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(),
+        "queryParams": http.query.iter().map(|(k, v)| json!({"key": k, "value": v})).collect::<Vec<_>>(),
     }});
     let reply = ctx
         .tools
@@ -635,9 +641,10 @@ async fn run_http(
     })
 }
 
-/// The state after a node's `*UpdateState` rows: each value resolved, then
+/// The keys a node's `*UpdateState` rows write: each value resolved, then
 /// `{{ output }}` is the node's text and `{{ output.<path> }}` a value of it read
-/// as JSON. `None` when the node writes nothing.
+/// as JSON. `None` when the node writes nothing. Only the written keys are
+/// returned, so nodes running side by side do not undo each other's writes.
 pub fn update_state(
     seen: &Seen<'_>,
     rows: &[(String, String)],
@@ -646,7 +653,7 @@ pub fn update_state(
     if rows.is_empty() {
         return None;
     }
-    let mut state = seen.scope.state.clone();
+    let mut state = Map::new();
     let parsed = std::cell::OnceCell::new();
     for (key, template) in rows {
         let text = seen.scope.resolve(template);

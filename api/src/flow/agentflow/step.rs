@@ -304,6 +304,9 @@ impl Read<'_> {
             inputs,
             parent: None,
         };
+        if let Some(spec) = crate::flow::registry::spec(name) {
+            crate::flow::plan::check_inner_overrides(spec, self.overrides)?;
+        }
         build_node(self.graph, &inner, self.overrides).map_err(|e| {
             self.invalid(format_args!(
                 "cannot use its '{what}' ({name}): {}",
@@ -491,6 +494,27 @@ impl Read<'_> {
                         _ => {
                             return Err(self.invalid(format_args!("'{name}' is not a tool")));
                         }
+                    }
+                }
+                if self.node.parent.is_some() && approval.iter().any(|a| *a) {
+                    return Err(self.invalid(
+                        "asks for approval before a tool inside an iteration; a block runs once \
+                         per item without pausing",
+                    ));
+                }
+                for built_in in [
+                    "agentToolsBuiltInOpenAI",
+                    "agentToolsBuiltInGemini",
+                    "agentToolsBuiltInAnthropic",
+                ] {
+                    if self.value(built_in).is_some_and(|v| {
+                        v.as_array().is_some_and(|a| !a.is_empty())
+                            || v.as_str()
+                                .is_some_and(|s| !s.trim().is_empty() && s != "[]")
+                    }) {
+                        return not_yet(&format!(
+                            "uses the provider's built-in tools ('{built_in}')"
+                        ));
                     }
                 }
                 StepKind::Agent(Agent {
