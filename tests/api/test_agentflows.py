@@ -1242,6 +1242,34 @@ def test_a_form_turn_is_stored_as_its_fields(api):
         ("userMessage", "name: Ada\ntopic: tea"), ("apiMessage", "Hello Ada about tea")]
 
 
+def test_later_turns_of_a_session_keep_its_form(api):
+    flow = create(api, topic_form_flow())
+    chat = f"form-{nonce()}"
+    assert post(api, flow, {"form": {"name": "Ada", "topic": "tea"}, "chatId": chat}).status_code == 200
+    later = post(api, flow, {"question": "and again?", "chatId": chat})
+    assert later.status_code == 200, later.text
+    assert later.json()["text"] == "Hello Ada about tea"
+    # Another session has no form.
+    other = post(api, flow, {"question": "hi", "chatId": f"other-{nonce()}"})
+    assert other.json()["text"] == "Hello {{ $form.name }} about {{ $form.topic }}"
+
+
+def test_nodes_side_by_side_keep_each_others_state(api):
+    """Two nodes running in the same wave each write a key; both are kept."""
+    start = af_start(state=[{"key": "topic", "value": ""}, {"key": "mood", "value": ""}])
+    a = af_reply("directReplyAgentflow_a", "A")
+    b = af_reply("directReplyAgentflow_b", "B")
+    # Loops that end at once (maxLoopCount 1) write state without a model.
+    la = af_loop("loopAgentflow_a", START, "Start", max_count=1)
+    lb = af_loop("loopAgentflow_b", START, "Start", max_count=1)
+    la["data"]["inputs"]["loopUpdateState"] = [{"key": "topic", "value": "tea"}]
+    lb["data"]["inputs"]["loopUpdateState"] = [{"key": "mood", "value": "calm"}]
+    flow = create(api, agentflow([start, a, b, la, lb],
+                                 [(START, a["id"]), (START, b["id"]), (a["id"], la["id"]), (b["id"], lb["id"])]))
+    body = ask(api, flow, "go")
+    assert body["agentFlowExecutedData"][-1]["data"]["state"] == {"topic": "tea", "mood": "calm"}
+
+
 # ------------------------------------------------------------------ Flowise exports
 
 def load(name):

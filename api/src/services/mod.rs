@@ -11,6 +11,7 @@
 //!   webhook verification, Telegram, failure e-mail.
 //! - [`vectors`]: vector stores — upserts, and the searches runs make.
 
+pub mod agentflow;
 pub mod prediction;
 pub mod triggers;
 pub mod vectors;

@@ -17,11 +17,8 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::{ServiceError, ServiceResult, Services};
-use crate::domain::{
-    Chatflow, ExecutionState, ExecutionUpdate, MessageRole, NewChatMessage, NewExecution,
-};
+use crate::domain::{Chatflow, ExecutionState, ExecutionUpdate, MessageRole, NewChatMessage};
 use crate::domain::{Variable, VariableType};
-use crate::flow::agentflow::Resume;
 use crate::flow::plan::Runnable;
 pub use crate::flow::run::Progress;
 use crate::flow::run::{self, RunError};
@@ -193,8 +190,7 @@ pub async fn start(
         );
     }
     history.extend(
-        request
-            .history
+        std::mem::take(&mut request.history)
             .into_iter()
             .map(|h| ChatMessage::new(speaker(h.role), h.message)),
     );
@@ -233,69 +229,22 @@ pub async fn start(
             .join("uploads")
             .join(flow.id.to_string())
             .join(safe_segment(&chat_id));
-        save_uploads(&dir, request.uploads)
+        save_uploads(&dir, std::mem::take(&mut request.uploads))
             .await
             .map_err(|e| ServiceError::Internal(format!("cannot keep uploaded files: {e}")))?;
     }
 
-    // An agentflow run is an execution record, and a persisting start resumes
-    // the state the session's last run ended with.
-    let mut persisted_state = None;
-    let mut resume = None;
-    let execution = match (runnable.agentflow(), request.human_input.take()) {
-        (None, None) => None,
-        (None, Some(_)) => {
+    let agentflow = match runnable.agentflow() {
+        Some(agentflow) => {
+            super::agentflow::prepare(state, flow, agentflow, &session, &mut request).await?
+        }
+        None if request.human_input.is_some() => {
             return Err(FlowError::invalid(
                 "'humanInput' answers an agentflow that waits for a person; this chatflow is not one",
             )
             .into());
         }
-        (Some(agentflow), Some(answer)) => {
-            let (id, going_on) = take_up(state, flow, agentflow, &session, answer).await?;
-            if request.question.trim().is_empty() {
-                request.question = match going_on.feedback.as_str() {
-                    "" if going_on.proceed => "proceed".to_owned(),
-                    "" => "reject".to_owned(),
-                    feedback => feedback.to_owned(),
-                };
-            }
-            resume = Some(going_on);
-            Some(id)
-        }
-        (Some(agentflow), None) => {
-            // A webhook calling a form-input agentflow fills the form with its body.
-            if agentflow.start().is_some_and(|s| s.form_input)
-                && request.form.is_empty()
-                && let Some(Value::Object(body)) = request.flow_vars.get("body")
-            {
-                request.form = body.clone();
-            }
-            if !request.form.is_empty() && request.question.trim().is_empty() {
-                // What the session remembers of a form turn: its fields, a line each.
-                request.question = request
-                    .form
-                    .iter()
-                    .map(|(k, v)| {
-                        format!("{k}: {}", crate::flow::agentflow::template::value_text(v))
-                    })
-                    .collect::<Vec<_>>()
-                    .join("\n");
-            }
-            if agentflow.start().is_some_and(|s| s.persist_state)
-                && let Some(last) = state.store.latest_execution(flow.id, &session).await?
-            {
-                persisted_state = final_state(&last.execution_data);
-            }
-            let record = state
-                .store
-                .create_execution(&NewExecution {
-                    workspace_id: flow.workspace_id,
-                    agentflow_id: flow.id,
-                    session_id: session.clone(),
-                })
-                .await?;
-            Some(record.id)
-        }
+        None => super::agentflow::Prepared::default(),
     };
 
     let (tx, rx) = mpsc::channel(EVENT_BUFFER);
@@ -308,10 +257,10 @@ pub async fn start(
             history,
             flow_vars: request.flow_vars,
             form: request.form,
-            persisted_state,
-            resume,
+            persisted_state: agentflow.persisted_state,
+            resume: agentflow.resume,
         },
-        execution,
+        execution: agentflow.execution,
         streaming: request.streaming,
         chat_id: chat_id.clone(),
         session,
@@ -509,96 +458,6 @@ async fn tool_env(
         }
     }
     Ok(env)
-}
-
-/// The session's stopped execution, taken up again with a person's answer:
-/// it must be waiting, at the node the answer names.
-async fn take_up(
-    state: &Services,
-    flow: &Chatflow,
-    agentflow: &crate::flow::agentflow::AgentflowSpec,
-    session: &str,
-    answer: HumanAnswer,
-) -> ServiceResult<(Uuid, Resume)> {
-    let last = state
-        .store
-        .latest_execution(flow.id, session)
-        .await?
-        .ok_or_else(|| {
-            FlowError::invalid(format!(
-                "nothing in session '{session}' waits for human input: no run of this agentflow \
-                 stopped there"
-            ))
-        })?;
-    if last.state != ExecutionState::Stopped {
-        return Err(FlowError::invalid(format!(
-            "the session's last run (execution {}) is {}; only a run stopped for human input \
-             can go on",
-            last.id,
-            last.state.as_str()
-        ))
-        .into());
-    }
-    let executed: Vec<Value> = serde_json::from_str(&last.execution_data).map_err(|e| {
-        ServiceError::Internal(format!("execution {} holds unreadable data: {e}", last.id))
-    })?;
-    let waiting = Resume::waiting_node(&executed)
-        .ok_or_else(|| FlowError::invalid(format!("execution {} waits at no node", last.id)))?
-        .to_owned();
-    let node_id = match answer.start_node_id {
-        Some(named) if named != waiting => {
-            return Err(FlowError::invalid(format!(
-                "the run waits at node {waiting}, not at '{named}' (startNodeId)"
-            ))
-            .into());
-        }
-        _ => waiting,
-    };
-    // The flow may have changed since the run stopped.
-    if !agentflow.can_wait_at(&node_id) {
-        return Err(FlowError::invalid(format!(
-            "the run waits at node {node_id}, which the agentflow no longer has as a human \
-             input or an agent; it cannot go on"
-        ))
-        .into());
-    }
-    let claimed = state
-        .store
-        .update_execution(
-            last.id,
-            ExecutionUpdate {
-                state: Some(ExecutionState::InProgress),
-                action: Some(None),
-                only_from: Some(ExecutionState::Stopped),
-                ..ExecutionUpdate::default()
-            },
-        )
-        .await?;
-    if claimed.is_none() {
-        return Err(ServiceError::Conflict(format!(
-            "execution {} was taken up by another answer at the same time",
-            last.id
-        )));
-    }
-    Ok((
-        last.id,
-        Resume {
-            executed,
-            node_id,
-            proceed: answer.proceed,
-            feedback: answer.feedback,
-        },
-    ))
-}
-
-/// The flow state an execution ended with: that of its last node that has one.
-fn final_state(execution_data: &str) -> Option<Map<String, Value>> {
-    let items: Vec<Value> = serde_json::from_str(execution_data).ok()?;
-    items.iter().rev().find_map(|item| {
-        item.pointer("/data/state")
-            .and_then(Value::as_object)
-            .cloned()
-    })
 }
 
 /// Environment variables tool code never reads through a `runtime` variable,

@@ -192,6 +192,10 @@ impl<'r, 'c, E: From<FlowEvent> + Send> Run<'r, 'c, E> {
             let mut queue: VecDeque<String> = starts.into();
             let mut arrived: HashMap<String, HashSet<String>> = HashMap::new();
             while !queue.is_empty() {
+                // A client gone stops the run between nodes, streaming or not.
+                if self.tokens.is_closed() {
+                    return Err(RunError::Cancelled);
+                }
                 let wave: Vec<String> = queue.drain(..).collect();
                 if self.runs + wave.len() > MAX_NODE_RUNS {
                     self.stopped = Some(format!(
@@ -458,6 +462,17 @@ impl<'r, 'c, E: From<FlowEvent> + Send> Run<'r, 'c, E> {
         }
         if let Some(written) = done.state.take() {
             self.state.extend(written);
+        }
+        // Nodes of one wave each saw an empty conversation and began it with the
+        // question; only the first to be applied does.
+        if !self.runtime.is_empty()
+            && done.chat.len() > 1
+            && done
+                .chat
+                .first()
+                .is_some_and(|m| m.role == Role::User && m.content == self.input.question)
+        {
+            done.chat.remove(0);
         }
         self.runtime.append(&mut done.chat);
         self.out.used_tools.append(&mut done.used_tools);

@@ -194,6 +194,11 @@ impl<E: From<FlowEvent>> Tokens<'_, E> {
             .map_err(|_| RunError::Cancelled)
     }
 
+    /// Whether nobody listens any more (the client went away).
+    pub fn is_closed(&self) -> bool {
+        self.events.is_closed()
+    }
+
     pub async fn progress(&self, progress: Progress) -> Result<(), RunError> {
         self.events
             .send(FlowEvent::Progress(progress).into())
