@@ -137,6 +137,18 @@ async fn serve(config: Config, store: Arc<dyn weir_api::Store>) -> Result<(), St
         .await
         .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     tracing::info!(%addr, backend = store.backend(), "weir is serving");
+    match store.pgvector_available().await {
+        Ok(None) => {}
+        Ok(Some(false)) => tracing::info!(
+            "pgvector is not installed in this PostgreSQL: vector stores (the postgres node \
+             included) are searched in weir's own index"
+        ),
+        Ok(Some(true)) => tracing::info!(
+            "pgvector is installed, but weir searches vector stores (the postgres node \
+             included) in its own index"
+        ),
+        Err(e) => tracing::warn!(error = %e, "cannot tell whether pgvector is installed"),
+    }
     let grace = std::time::Duration::from_secs(config.shutdown_grace_secs);
     let state = AppState::new(store, config)?;
     // The runtime may start after us (or not at all if no flow uses Python tools).

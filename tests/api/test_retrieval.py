@@ -963,3 +963,14 @@ def test_web_pages_are_read_and_crawled_through_the_address_guard(make_weir, fak
         assert len(site.hits) == hits
     finally:
         site.close()
+
+
+def test_the_server_says_at_start_how_postgres_vector_stores_are_searched(server):
+    """On PostgreSQL the start says whether pgvector is there and that weir searches
+    its own index either way; on SQLite it says nothing of pgvector."""
+    said = [line for line in server.logs().splitlines() if "pgvector" in line]
+    if server.backend == "postgres":
+        assert len(said) >= 1, server.logs()[-2000:]
+        assert "searched in weir's own index" in said[0] or "in its own index" in said[0]
+    else:
+        assert said == []

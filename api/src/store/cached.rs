@@ -195,6 +195,10 @@ impl Store for CachedStore {
         self.inner.backend()
     }
 
+    async fn pgvector_available(&self) -> StoreResult<Option<bool>> {
+        self.inner.pgvector_available().await
+    }
+
     async fn ensure_workspace(&self, name: &str) -> StoreResult<Workspace> {
         self.inner.ensure_workspace(name).await
     }

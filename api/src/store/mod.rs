@@ -77,6 +77,13 @@ pub trait Store: Send + Sync + 'static {
     /// Short name of the backend, for logs and health output.
     fn backend(&self) -> &'static str;
 
+    /// Whether the database offers pgvector (`None`: not PostgreSQL). weir
+    /// searches vector stores in its own index either way; the server says
+    /// which at start.
+    async fn pgvector_available(&self) -> StoreResult<Option<bool>> {
+        Ok(None)
+    }
+
     // Workspaces
     /// The workspace of that name, created when absent.
     async fn ensure_workspace(&self, name: &str) -> StoreResult<Workspace>;

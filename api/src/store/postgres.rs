@@ -569,6 +569,18 @@ impl Store for PostgresStore {
         "postgres"
     }
 
+    async fn pgvector_available(&self) -> StoreResult<Option<bool>> {
+        let client = self.client().await?;
+        let row = client
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector')",
+                &[],
+            )
+            .await
+            .map_err(backend)?;
+        Ok(Some(row.get(0)))
+    }
+
     async fn ensure_workspace(&self, name: &str) -> StoreResult<Workspace> {
         // The no-op update makes RETURNING yield the existing row on conflict.
         self.query_opt(
