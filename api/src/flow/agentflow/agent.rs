@@ -11,10 +11,10 @@ use super::Resume;
 use super::nodes::{Done, Seen, answer_chat, conversation, plain, update_state};
 use super::step::Agent;
 use crate::flow::FlowError;
-use crate::flow::run::agent::{call_tools, run_loop};
-use crate::flow::run::{FlowEvent, RunContext, RunError, Tokens, model_step};
+use crate::flow::run::agent::{LoopOutput, call_tools, run_guarded_loop};
+use crate::flow::run::{FlowEvent, RunContext, RunError, Tokens};
 use crate::flow::tools;
-use crate::llm::{ChatMessage, ChatRequest, Role, ToolChoice};
+use crate::llm::{ChatMessage, Role};
 
 pub async fn run<E: From<FlowEvent>>(
     id: &str,
@@ -32,30 +32,8 @@ pub async fn run<E: From<FlowEvent>>(
         .map(|(t, _)| t.def.name.clone())
         .collect();
     let started = conversation(&agent.talk, seen);
-    if guarded.is_empty() {
-        let done = run_loop(
-            ctx,
-            &agent.model,
-            &ready,
-            started.clone(),
-            super::AGENT_MAX_ITERATIONS,
-            stream,
-        )
-        .await?;
-        return Ok(finished(
-            agent,
-            seen,
-            &started,
-            done.text,
-            done.used_tools,
-            done.artifacts,
-            done.sources,
-        ));
-    }
     let mut messages = started.clone();
-    let mut used_tools = Vec::new();
-    let mut artifacts = Vec::new();
-    let mut sources = Vec::new();
+    let mut out = LoopOutput::default();
     if let Some(resume) = answered {
         messages = waiting_messages(id, resume)?;
         let Some(pending) = messages
@@ -70,9 +48,7 @@ pub async fn run<E: From<FlowEvent>>(
         if resume.proceed {
             let outcomes = call_tools(ctx, &ready, &pending.tool_calls).await;
             for (call, outcome) in pending.tool_calls.iter().zip(outcomes) {
-                used_tools.push(tools::used_tool(&call.name, &call.arguments, &outcome));
-                artifacts.extend(outcome.artifacts.iter().cloned());
-                sources.extend(outcome.sources.iter().cloned());
+                out.record(call, &outcome);
                 messages.push(ChatMessage::tool_result(call, outcome.output));
             }
         } else {
@@ -84,45 +60,36 @@ pub async fn run<E: From<FlowEvent>>(
             }
         }
     }
-    let model = ctx.model(&agent.model).await?;
-    for _ in 0..super::AGENT_MAX_ITERATIONS {
-        let request = ChatRequest {
-            messages: messages.clone(),
-            tools: ready.iter().map(|t| t.def.clone()).collect(),
-            tool_choice: ToolChoice::Auto,
-            params: agent.model.params.clone(),
-        };
-        let step = model_step(&agent.model, &*model, request, stream, false).await?;
-        if step.calls.is_empty() {
-            return Ok(finished(
-                agent, seen, &started, step.text, used_tools, artifacts, sources,
-            ));
-        }
-        messages.push(ChatMessage::tool_calls(
-            step.text.clone(),
-            step.calls.clone(),
-        ));
-        if step.calls.iter().any(|c| guarded.contains(&c.name)) {
-            return pause(step.text, &messages, stream).await;
-        }
-        let outcomes = call_tools(ctx, &ready, &step.calls).await;
-        for (call, outcome) in step.calls.iter().zip(outcomes) {
-            used_tools.push(tools::used_tool(&call.name, &call.arguments, &outcome));
-            artifacts.extend(outcome.artifacts.iter().cloned());
-            sources.extend(outcome.sources.iter().cloned());
-            messages.push(ChatMessage::tool_result(call, outcome.output));
-        }
+    let mut done = run_guarded_loop(
+        ctx,
+        &agent.model,
+        &ready,
+        messages,
+        super::AGENT_MAX_ITERATIONS,
+        stream,
+        &guarded,
+        out,
+    )
+    .await?;
+    if let Some(waiting) = done.waiting.take() {
+        return pause(done.text, &waiting, stream).await;
     }
-    let stopped = format!(
-        "Agent stopped after reaching the maximum number of iterations ({}).",
-        super::AGENT_MAX_ITERATIONS
-    );
-    if let Some(tokens) = stream {
-        tokens.send(stopped.clone()).await?;
+    let mut output = Map::new();
+    output.insert("content".into(), Value::from(done.text.clone()));
+    if !done.used_tools.is_empty() {
+        output.insert("usedTools".into(), Value::from(done.used_tools.clone()));
     }
-    Ok(finished(
-        agent, seen, &started, stopped, used_tools, artifacts, sources,
-    ))
+    Ok(Done {
+        input: json!({"messages": plain(&started)}),
+        state: update_state(seen, &agent.update_state, &done.text),
+        chat: answer_chat(&agent.talk, &done.text),
+        opens: true,
+        output,
+        used_tools: done.used_tools,
+        artifacts: done.artifacts,
+        sources: done.sources,
+        ..Done::default()
+    })
 }
 
 /// The node stops before a guarded call: its text says which call waits, and
@@ -171,30 +138,4 @@ fn waiting_messages(id: &str, resume: &Resume) -> Result<Vec<ChatMessage>, RunEr
             "node {id}'s kept conversation cannot be read: {e}"
         )))
     })
-}
-
-fn finished(
-    agent: &Agent,
-    seen: &Seen<'_>,
-    started: &[ChatMessage],
-    text: String,
-    used_tools: Vec<Value>,
-    artifacts: Vec<Value>,
-    sources: Vec<crate::retrieval::Document>,
-) -> Done {
-    let mut output = Map::new();
-    output.insert("content".into(), Value::from(text.clone()));
-    if !used_tools.is_empty() {
-        output.insert("usedTools".into(), Value::from(used_tools.clone()));
-    }
-    Done {
-        input: json!({"messages": plain(started)}),
-        state: update_state(seen, &agent.update_state, &text),
-        chat: answer_chat(&agent.talk, seen, &text),
-        output,
-        used_tools,
-        artifacts,
-        sources,
-        ..Done::default()
-    }
 }

@@ -218,17 +218,16 @@ impl<'r, 'c, E: From<FlowEvent> + Send> Run<'r, 'c, E> {
                 let together: Vec<&String> = wave.iter().filter(|id| !self.is_own(id)).collect();
                 let ran = {
                     let history = self.history_text();
-                    let seen: Vec<Seen<'_>> = together
-                        .iter()
-                        .map(|_| Seen {
-                            scope: self.scope(&history, iteration),
-                            past: &self.past,
-                            runtime: &self.runtime,
-                        })
-                        .collect();
+                    // Every node of the wave sees the run as it was when the wave began.
+                    let seen = Seen {
+                        scope: self.scope(&history, iteration),
+                        past: &self.past,
+                        runtime: &self.runtime,
+                    };
+                    let seen = &seen;
                     let (ctx, spec, tokens) = (self.ctx, self.spec, self.tokens);
                     let answered = self.answered;
-                    join_all(together.iter().zip(&seen).map(|(id, seen)| {
+                    join_all(together.iter().map(|id| {
                         let answered = answered.filter(|r| r.node_id == **id);
                         let stream =
                             (iteration.is_none() && spec.wiring.is_last(id)).then_some(tokens);
@@ -463,16 +462,9 @@ impl<'r, 'c, E: From<FlowEvent> + Send> Run<'r, 'c, E> {
         if let Some(written) = done.state.take() {
             self.state.extend(written);
         }
-        // Nodes of one wave each saw an empty conversation and began it with the
-        // question; only the first to be applied does.
-        if !self.runtime.is_empty()
-            && done.chat.len() > 1
-            && done
-                .chat
-                .first()
-                .is_some_and(|m| m.role == Role::User && m.content == self.input.question)
-        {
-            done.chat.remove(0);
+        if done.opens && self.runtime.is_empty() {
+            self.runtime
+                .push(ChatMessage::new(Role::User, self.input.question.clone()));
         }
         self.runtime.append(&mut done.chat);
         self.out.used_tools.append(&mut done.used_tools);

@@ -27,6 +27,9 @@ pub struct Done {
     pub state: Option<Map<String, Value>>,
     /// Messages the node adds to the run's conversation.
     pub chat: Vec<ChatMessage>,
+    /// A model node's answer: when nothing was said in the run yet, the
+    /// question goes before it (the first to speak begins the conversation).
+    pub opens: bool,
     /// For a decision node: the output taken.
     pub branch: Option<usize>,
     pub used_tools: Vec<Value>,
@@ -237,21 +240,15 @@ pub(super) fn conversation(talk: &Talk, seen: &Seen<'_>) -> Vec<ChatMessage> {
     messages
 }
 
-/// What a model node adds to the run's conversation: the question (when it is
-/// the first to speak) and its answer, as the assistant's or — Flowise's
-/// default — as a user's message.
-pub(super) fn answer_chat(talk: &Talk, seen: &Seen<'_>, answer: &str) -> Vec<ChatMessage> {
-    let mut chat = Vec::with_capacity(2);
-    if seen.runtime.is_empty() {
-        chat.push(ChatMessage::new(Role::User, seen.scope.question.to_owned()));
-    }
+/// What a model node adds to the run's conversation: its answer, as the
+/// assistant's or — Flowise's default — as a user's message.
+pub(super) fn answer_chat(talk: &Talk, answer: &str) -> Vec<ChatMessage> {
     let role = if talk.as_assistant {
         Role::Assistant
     } else {
         Role::User
     };
-    chat.push(ChatMessage::new(role, answer.to_owned()));
-    chat
+    vec![ChatMessage::new(role, answer.to_owned())]
 }
 
 async fn run_llm<E: From<FlowEvent>>(
@@ -282,7 +279,8 @@ async fn run_llm<E: From<FlowEvent>>(
     Ok(Done {
         input,
         state: update_state(seen, &llm.update_state, &content),
-        chat: answer_chat(&llm.talk, seen, &content),
+        chat: answer_chat(&llm.talk, &content),
+        opens: true,
         output,
         ..Done::default()
     })

@@ -281,13 +281,10 @@ impl Read<'_> {
         if name.trim().is_empty() {
             return Ok(None);
         }
-        let mut inputs = match self.value(&format!("{param}Config")) {
-            Some(Value::Object(config)) => config.clone(),
+        let inputs = match self.value(&format!("{param}Config")) {
+            Some(Value::Object(config)) => clean_config(config, param),
             _ => Map::new(),
         };
-        for editor_only in [param, "credential", "FLOWISE_CREDENTIAL_ID"] {
-            inputs.remove(editor_only);
-        }
         self.build_inner(param, name.trim(), inputs).map(Some)
     }
 

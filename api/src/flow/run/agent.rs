@@ -49,6 +49,19 @@ pub struct LoopOutput {
     pub used_tools: Vec<Value>,
     pub artifacts: Vec<Value>,
     pub sources: Vec<crate::retrieval::Document>,
+    /// The loop stopped before calls that need a person's approval: the
+    /// conversation so far, its last message the model's calls.
+    pub waiting: Option<Vec<ChatMessage>>,
+}
+
+impl LoopOutput {
+    /// Records one call's outcome (the answer's `usedTools`, artifacts, sources).
+    pub fn record(&mut self, call: &ToolCall, outcome: &ToolOutcome) {
+        self.used_tools
+            .push(tools::used_tool(&call.name, &call.arguments, outcome));
+        self.artifacts.extend(outcome.artifacts.iter().cloned());
+        self.sources.extend(outcome.sources.iter().cloned());
+    }
 }
 
 /// The loop. With `tokens`, text is streamed as it comes (text a step writes
@@ -58,13 +71,38 @@ pub async fn run_loop<E: From<FlowEvent>>(
     ctx: &RunContext<'_>,
     spec: &ModelSpec,
     tools: &[ReadyTool],
-    mut messages: Vec<ChatMessage>,
+    messages: Vec<ChatMessage>,
     max_iterations: u32,
     tokens: Option<&Tokens<'_, E>>,
 ) -> Result<LoopOutput, RunError> {
+    run_guarded_loop(
+        ctx,
+        spec,
+        tools,
+        messages,
+        max_iterations,
+        tokens,
+        &[],
+        LoopOutput::default(),
+    )
+    .await
+}
+
+/// The loop, stopping (with `waiting` set) before it would run a call to one of
+/// the `guarded` tools; `out` holds what an earlier part of the loop recorded.
+#[allow(clippy::too_many_arguments)]
+pub async fn run_guarded_loop<E: From<FlowEvent>>(
+    ctx: &RunContext<'_>,
+    spec: &ModelSpec,
+    tools: &[ReadyTool],
+    mut messages: Vec<ChatMessage>,
+    max_iterations: u32,
+    tokens: Option<&Tokens<'_, E>>,
+    guarded: &[String],
+    mut out: LoopOutput,
+) -> Result<LoopOutput, RunError> {
     let model = ctx.model(spec).await?;
     let defs: Vec<_> = tools.iter().map(|t| t.def.clone()).collect();
-    let mut out = LoopOutput::default();
     for _ in 0..max_iterations {
         let request = ChatRequest {
             messages: messages.clone(),
@@ -85,14 +123,16 @@ pub async fn run_loop<E: From<FlowEvent>>(
         if step.calls.is_empty() {
             return Ok(out);
         }
+        if step.calls.iter().any(|c| guarded.contains(&c.name)) {
+            messages.push(ChatMessage::tool_calls(step.text, step.calls));
+            out.waiting = Some(messages);
+            return Ok(out);
+        }
         let outcomes = call_tools(ctx, tools, &step.calls).await;
         messages.push(ChatMessage::tool_calls(step.text, step.calls.clone()));
         let mut direct = None;
         for (call, outcome) in step.calls.iter().zip(outcomes) {
-            out.used_tools
-                .push(tools::used_tool(&call.name, &call.arguments, &outcome));
-            out.artifacts.extend(outcome.artifacts.iter().cloned());
-            out.sources.extend(outcome.sources.iter().cloned());
+            out.record(call, &outcome);
             if tools
                 .iter()
                 .any(|t| t.def.name == call.name && t.return_direct)
