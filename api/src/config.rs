@@ -143,6 +143,19 @@ pub struct Config {
     #[arg(long, env = "VECTOR_UPSERT_MAX_BYTES", default_value_t = 50 * 1024 * 1024,
           value_parser = clap::value_parser!(u64).range(1024..=4 * 1024 * 1024 * 1024), global = true)]
     pub vector_upsert_max_bytes: u64,
+
+    /// On PostgreSQL, whether the `postgres` vector store node is searched by
+    /// pgvector when the database offers it (`auto`: installed if need be,
+    /// which needs the right to create extensions) or always in weir's own
+    /// index (`off`).
+    #[arg(long, env = "PGVECTOR", value_enum, default_value_t = PgvectorMode::Auto, global = true)]
+    pub pgvector: PgvectorMode,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PgvectorMode {
+    Auto,
+    Off,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -11,6 +11,7 @@ use clap::{Parser, Subcommand};
 use uuid::Uuid;
 
 use weir_api::domain::{DEFAULT_WORKSPACE, Permission, time};
+use weir_api::store::Pgvector;
 use weir_api::{AppState, Config, keys, store, telemetry};
 
 #[derive(Parser)]
@@ -137,18 +138,11 @@ async fn serve(config: Config, store: Arc<dyn weir_api::Store>) -> Result<(), St
         .await
         .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     tracing::info!(%addr, backend = store.backend(), "weir is serving");
-    match store.pgvector_available().await {
-        Ok(None) => {}
-        Ok(Some(false)) => tracing::info!(
-            "pgvector is not installed in this PostgreSQL: vector stores (the postgres node \
-             included) are searched in weir's own index"
-        ),
-        Ok(Some(true)) => tracing::info!(
-            "pgvector is installed, but weir searches vector stores (the postgres node \
-             included) in its own index"
-        ),
-        Err(e) => tracing::warn!(error = %e, "cannot tell whether pgvector is installed"),
-    }
+    say_how_vectors_are_searched(
+        store
+            .enable_pgvector(config.pgvector == weir_api::config::PgvectorMode::Auto)
+            .await,
+    );
     let grace = std::time::Duration::from_secs(config.shutdown_grace_secs);
     let state = AppState::new(store, config)?;
     // The runtime may start after us (or not at all if no flow uses Python tools).
@@ -239,4 +233,29 @@ async fn keys_command(cmd: KeysCommand, store: &dyn weir_api::Store) -> Result<(
         }
     }
     Ok(())
+}
+
+/// The start's word on how the `postgres` vector store node is searched.
+fn say_how_vectors_are_searched(found: Result<Pgvector, weir_api::store::StoreError>) {
+    const OWN: &str = "vector stores (the postgres node included) are searched in weir's own index";
+    match found {
+        Ok(Pgvector::NotPostgres) => {}
+        Ok(Pgvector::Off) => tracing::info!("PGVECTOR=off: {OWN}"),
+        Ok(Pgvector::Unavailable) => {
+            tracing::info!("pgvector is not installed in this PostgreSQL: {OWN}")
+        }
+        Ok(Pgvector::Refused(why)) => {
+            tracing::warn!("pgvector cannot be used ({why}): {OWN}")
+        }
+        Ok(Pgvector::Enabled {
+            version,
+            backfilled,
+        }) => tracing::info!(
+            %version,
+            backfilled,
+            "pgvector is in use: the postgres node's vector stores are searched by PostgreSQL \
+             (pgvector); the other vector stores in weir's own index"
+        ),
+        Err(e) => tracing::warn!(error = %e, "cannot set pgvector up: {OWN}"),
+    }
 }

@@ -834,10 +834,15 @@ def test_files_attached_to_a_prediction_are_searched_in_that_chat_only(api, fake
     """A store with `fileUpload` takes the files of a prediction for its chat:
     that chat's questions find them, another chat's never do, and the store's
     own documents are not added again."""
+    check_chat_uploads(api, fake, flows.faiss_store)
+
+
+def check_chat_uploads(api, fake, store):
+    """The test above on a store of `store`'s kind (test_pgvector's too)."""
     splitter = flows.character_splitter(200, 0, "\n\n")
     own = flows.plain_text("The canteen serves soup on Mondays.", splitter)
     loader = flows.text_file(splitter=splitter, node_id="textFile_0")
-    flow = create_flow(api, qa_flow(fake, [splitter, own, loader], store=flows.faiss_store, fileUpload=True))
+    flow = create_flow(api, qa_flow(fake, [splitter, own, loader], store=store, fileUpload=True))
     assert counts(upserted(upsert(api, flow))) == (1, 0, 0, 0)
 
     mine, other = f"chat-a-{uuid.uuid4().hex[:6]}", f"chat-b-{uuid.uuid4().hex[:6]}"
@@ -861,7 +866,7 @@ def test_files_attached_to_a_prediction_are_searched_in_that_chat_only(api, fake
     assert [(h["numAdded"], h["numSkipped"]) for h in history] == [(1, 0), (1, 0)]
 
     # Without fileUpload, attached files are kept but not searched.
-    plain = create_flow(api, qa_flow(fake, [splitter, own, loader], store=flows.faiss_store))
+    plain = create_flow(api, qa_flow(fake, [splitter, own, loader], store=store))
     r = api.post(f"/prediction/{plain}", data={"question": "What is the locker code?", "chatId": mine},
                  files=[("files", ("lockers.txt", fact.encode(), "text/plain"))])
     assert r.status_code == 200, r.text

@@ -305,6 +305,9 @@ pub struct VectorStoreSpec {
     /// Files attached to a prediction are added to this store for that chat only
     /// (Flowise's `fileUpload`).
     pub file_upload: bool,
+    /// Flowise's pgvector node: searched by PostgreSQL's pgvector when the
+    /// server's store has it in use, else in weir's own index like the others.
+    pub pgvector: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -29,7 +29,7 @@ use crate::flow::tools::retriever::Retriever;
 use crate::flow::{FlowError, Overrides};
 use crate::retrieval::Document;
 use crate::retrieval::embed::Embeddings;
-use crate::retrieval::index::{Entry, Index, Query};
+use crate::retrieval::index::{Entry, Index, Query, SearchType};
 use crate::retrieval::load::{self, FileData};
 use crate::retrieval::split::Splitter;
 use crate::store::Store;
@@ -481,6 +481,9 @@ impl Retriever for VectorSearch {
                 store.node_id, store.node_type
             ))
         };
+        if store.pgvector && store.search != SearchType::Hybrid && self.store.pgvector_in_use() {
+            return self.search_pgvector(store, query, flow, failed).await;
+        }
         let index = self
             .indexes
             .get(&*self.store, flow.chatflow_id, &store.node_id)
@@ -489,18 +492,7 @@ impl Retriever for VectorSearch {
         if index.is_empty() {
             return Ok(Vec::new());
         }
-        let vector = self
-            .embeddings
-            .embed(&store.embeddings, &[query.to_owned()])
-            .await
-            .map_err(|e| {
-                failed(format!(
-                    "cannot embed the question with {}: {}",
-                    store.embeddings_node, e.message
-                ))
-            })?
-            .pop()
-            .ok_or_else(|| failed("got no embedding for the question".into()))?;
+        let vector = self.embed_question(store, query, failed).await?;
         let (top_k, search) = (store.top_k, store.search);
         let (text, chat) = (query.to_owned(), flow.session_id.clone());
         let run = move |index: &Index| {
@@ -520,6 +512,78 @@ impl Retriever for VectorSearch {
             .map_err(|e| failed(format!("the search task failed: {e}")))?
             .map_err(failed)?;
         Ok(hits)
+    }
+}
+
+impl VectorSearch {
+    async fn embed_question(
+        &self,
+        store: &VectorStoreSpec,
+        query: &str,
+        failed: impl Fn(String) -> FlowError,
+    ) -> Result<Vec<f32>, FlowError> {
+        self.embeddings
+            .embed(&store.embeddings, &[query.to_owned()])
+            .await
+            .map_err(|e| {
+                failed(format!(
+                    "cannot embed the question with {}: {}",
+                    store.embeddings_node, e.message
+                ))
+            })?
+            .pop()
+            .ok_or_else(|| failed("got no embedding for the question".into()))
+    }
+
+    /// A `postgres` node's search by pgvector: the `topK` nearest, or for
+    /// `mmr` its `fetchK` nearest, picked from in weir's index as from the
+    /// whole store (MMR looks no further than those).
+    async fn search_pgvector(
+        &self,
+        store: &VectorStoreSpec,
+        query: &str,
+        flow: &FlowContext,
+        failed: impl Fn(String) -> FlowError,
+    ) -> Result<Vec<Document>, FlowError> {
+        let vector = self.embed_question(store, query, &failed).await?;
+        let k = match store.search {
+            SearchType::Mmr { fetch_k, .. } => fetch_k.max(store.top_k),
+            _ => store.top_k,
+        };
+        let nearest = self
+            .store
+            .nearest_vector_chunks(
+                flow.chatflow_id,
+                &store.node_id,
+                &vector,
+                k,
+                &flow.session_id,
+            )
+            .await
+            .map_err(|e| failed(format!("cannot search its chunks: {e}")))?;
+        let documents = nearest
+            .into_iter()
+            .map(|(c, _)| Entry {
+                document: Document::new(c.page_content, c.metadata),
+                embedding: c.embedding,
+                chat_id: None,
+            })
+            .collect::<Vec<_>>();
+        if !matches!(store.search, SearchType::Mmr { .. }) || documents.is_empty() {
+            return Ok(documents.into_iter().map(|e| e.document).collect());
+        }
+        // At most fetchK (<= 1,000) rows: cheap enough for this thread.
+        let index = Index::new(documents).map_err(&failed)?;
+        let picked = index
+            .search(&Query {
+                vector: &vector,
+                text: query,
+                top_k: store.top_k,
+                search: store.search,
+                chat_id: None,
+            })
+            .map_err(&failed)?;
+        Ok(picked.into_iter().map(|(d, _)| d.clone()).collect())
     }
 }
 

@@ -195,8 +195,25 @@ impl Store for CachedStore {
         self.inner.backend()
     }
 
-    async fn pgvector_available(&self) -> StoreResult<Option<bool>> {
-        self.inner.pgvector_available().await
+    async fn enable_pgvector(&self, wanted: bool) -> StoreResult<super::Pgvector> {
+        self.inner.enable_pgvector(wanted).await
+    }
+
+    fn pgvector_in_use(&self) -> bool {
+        self.inner.pgvector_in_use()
+    }
+
+    async fn nearest_vector_chunks(
+        &self,
+        chatflow: Uuid,
+        node_id: &str,
+        vector: &[f32],
+        k: usize,
+        chat_id: &str,
+    ) -> StoreResult<Vec<(VectorChunk, f32)>> {
+        self.inner
+            .nearest_vector_chunks(chatflow, node_id, vector, k, chat_id)
+            .await
     }
 
     async fn ensure_workspace(&self, name: &str) -> StoreResult<Workspace> {

@@ -77,11 +77,32 @@ pub trait Store: Send + Sync + 'static {
     /// Short name of the backend, for logs and health output.
     fn backend(&self) -> &'static str;
 
-    /// Whether the database offers pgvector (`None`: not PostgreSQL). weir
-    /// searches vector stores in its own index either way; the server says
-    /// which at start.
-    async fn pgvector_available(&self) -> StoreResult<Option<bool>> {
-        Ok(None)
+    /// Makes pgvector search the `postgres` node's chunks when the database
+    /// offers it and `wanted`: installs the extension if it is not (needs the
+    /// right to), adds the vector column and fills it for chunks stored
+    /// before. Called once, at the server's start; the server says the outcome.
+    async fn enable_pgvector(&self, _wanted: bool) -> StoreResult<Pgvector> {
+        Ok(Pgvector::NotPostgres)
+    }
+
+    /// Whether [`Store::enable_pgvector`] put pgvector in use.
+    fn pgvector_in_use(&self) -> bool {
+        false
+    }
+
+    /// The `k` chunks of a vector store node nearest to `vector` by cosine
+    /// distance, searched by pgvector (each with its similarity, 1 - distance),
+    /// nearest first; chunks attached to a chat are seen only from that chat.
+    /// Only while [`Store::pgvector_in_use`].
+    async fn nearest_vector_chunks(
+        &self,
+        _chatflow: Uuid,
+        _node_id: &str,
+        _vector: &[f32],
+        _k: usize,
+        _chat_id: &str,
+    ) -> StoreResult<Vec<(VectorChunk, f32)>> {
+        Err(StoreError::Backend("pgvector is not in use".into()))
     }
 
     // Workspaces
@@ -366,6 +387,22 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<Option<Execution>>;
     /// Deletes those of `ids` that are the workspace's; returns how many.
     async fn delete_executions(&self, workspace: Uuid, ids: &[Uuid]) -> StoreResult<u64>;
+}
+
+/// What [`Store::enable_pgvector`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Pgvector {
+    /// SQLite: vector stores are searched in weir's own index.
+    NotPostgres,
+    /// Turned off by configuration.
+    Off,
+    /// The database does not offer the extension.
+    Unavailable,
+    /// Offered but could not be installed or set up (the database's reason).
+    Refused(String),
+    /// In use: the extension's version, and how many chunks stored before were
+    /// given their vectors now.
+    Enabled { version: String, backfilled: u64 },
 }
 
 /// Opens the configured store, applies pending migrations, and puts the

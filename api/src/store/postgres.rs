@@ -36,9 +36,14 @@ use crate::domain::{VectorChunk, VectorWrite, execution, tool, variable};
 /// Connections kept per replica.
 const POOL_SIZE: usize = 16;
 
+mod pgvector;
+
 #[derive(Clone)]
+
 pub struct PostgresStore {
     pool: Pool,
+    /// The statements that use pgvector, once [`Store::enable_pgvector`] found it.
+    pgvector: std::sync::OnceLock<pgvector::PgvectorSql>,
 }
 
 type PgResult<T> = Result<T, tokio_postgres::Error>;
@@ -65,7 +70,10 @@ impl PostgresStore {
             .runtime(deadpool_postgres::Runtime::Tokio1)
             .build()
             .map_err(|e| StoreError::Backend(format!("cannot build the connection pool: {e}")))?;
-        let store = PostgresStore { pool };
+        let store = PostgresStore {
+            pool,
+            pgvector: std::sync::OnceLock::new(),
+        };
         let mut client = store.client().await?;
         if let Some(schema) = schema {
             client
@@ -569,16 +577,52 @@ impl Store for PostgresStore {
         "postgres"
     }
 
-    async fn pgvector_available(&self) -> StoreResult<Option<bool>> {
+    async fn enable_pgvector(&self, wanted: bool) -> StoreResult<super::Pgvector> {
+        if !wanted {
+            return Ok(super::Pgvector::Off);
+        }
+        if self.pgvector.get().is_some() {
+            return Err(StoreError::Backend("pgvector is already set up".into()));
+        }
+        let mut client = self.client().await?;
+        match pgvector::enable(&mut client).await? {
+            Ok((sql, found)) => {
+                // Only this call sets it (checked above; called once at start).
+                let _ = self.pgvector.set(sql);
+                Ok(found)
+            }
+            Err(not_used) => Ok(not_used),
+        }
+    }
+
+    fn pgvector_in_use(&self) -> bool {
+        self.pgvector.get().is_some()
+    }
+
+    async fn nearest_vector_chunks(
+        &self,
+        chatflow: Uuid,
+        node_id: &str,
+        vector: &[f32],
+        k: usize,
+        chat_id: &str,
+    ) -> StoreResult<Vec<(VectorChunk, f32)>> {
+        let Some(sql) = self.pgvector.get() else {
+            return Err(StoreError::Backend("pgvector is not in use".into()));
+        };
+        let limit = i64::try_from(k).unwrap_or(i64::MAX);
         let client = self.client().await?;
-        let row = client
-            .query_one(
-                "SELECT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector')",
-                &[],
-            )
+        let stmt = client.prepare_cached(&sql.nearest).await.map_err(backend)?;
+        let rows = client
+            .query(&stmt, &[&chatflow, &node_id, &vector, &chat_id, &limit])
             .await
             .map_err(backend)?;
-        Ok(Some(row.get(0)))
+        rows.iter()
+            .map(|row| {
+                let distance: f64 = row.try_get(7).map_err(backend)?;
+                Ok((chunk_from_row(row)?, (1.0 - distance) as f32))
+            })
+            .collect()
     }
 
     async fn ensure_workspace(&self, name: &str) -> StoreResult<Workspace> {
@@ -1779,12 +1823,15 @@ impl Store for PostgresStore {
             .map_err(backend)?;
         }
         if !write.added.is_empty() {
+            // With pgvector each chunk's vector goes into its column as well.
+            let pgvector = self.pgvector.get();
             let insert = tx
-                .prepare(
+                .prepare(pgvector.map_or(
                     "INSERT INTO vector_chunks (id, chatflow_id, node_id, content_hash, source,
                                                 chat_id, page_content, metadata, embedding)
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-                )
+                    |sql| &sql.insert,
+                ))
                 .await
                 .map_err(backend)?;
             // Pipelined: the inserts go out together, not one round trip each.
@@ -1793,12 +1840,12 @@ impl Store for PostgresStore {
                 rows.push((json_text(&c.metadata)?, embedding_bytes(&c.embedding)));
             }
             type Param<'p> = &'p (dyn tokio_postgres::types::ToSql + Sync);
-            let params: Vec<[Param<'_>; 9]> = write
+            let params: Vec<Vec<Param<'_>>> = write
                 .added
                 .iter()
                 .zip(&rows)
-                .map(|(c, (metadata, bytes))| -> [Param<'_>; 9] {
-                    [
+                .map(|(c, (metadata, bytes))| {
+                    let mut params: Vec<Param<'_>> = vec![
                         &c.id,
                         &write.chatflow_id,
                         &write.node_id,
@@ -1808,7 +1855,11 @@ impl Store for PostgresStore {
                         &c.page_content,
                         metadata,
                         bytes,
-                    ]
+                    ];
+                    if pgvector.is_some() {
+                        params.push(&c.embedding);
+                    }
+                    params
                 })
                 .collect();
             let inserts = params.iter().map(|p| tx.execute(&insert, p));

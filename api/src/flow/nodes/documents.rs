@@ -130,5 +130,6 @@ pub fn vector_store(node: &Build<'_>, node_type: &'static str) -> Result<Compone
         top_k,
         search,
         file_upload: node.boolean("fileUpload")?,
+        pgvector: false,
     }))
 }

@@ -1,4 +1,9 @@
-//! `postgres`: Flowise's pgvector store. weir keeps the chunks in its own store (SQLite or PostgreSQL) and searches them in its own index, whatever database the node names: its connection inputs have no effect.
+//! `postgres`: Flowise's pgvector store. weir keeps the chunks in its own store
+//! (SQLite or PostgreSQL), whatever database the node names (its connection
+//! inputs have no effect); on a PostgreSQL with pgvector in use they are
+//! searched there (`similarity`, and `mmr`'s `fetchK` nearest), else in weir's
+//! own index like every other store. `hybrid` always uses weir's index: its
+//! BM25 half ranks every chunk's words.
 
 use super::documents::{self, STORE_COMMON};
 use super::{K, input};
@@ -38,6 +43,10 @@ impl Node for Postgres {
     }
 
     fn build(&self, node: &Build<'_>) -> Result<Component, FlowError> {
-        documents::vector_store(node, SPEC.name)
+        let mut component = documents::vector_store(node, SPEC.name)?;
+        if let Component::VectorStore(store) = &mut component {
+            store.pgvector = true;
+        }
+        Ok(component)
     }
 }
