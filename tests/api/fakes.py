@@ -398,6 +398,10 @@ class FakeProviders:
             return ["tick "] * 100, 0.2, False
         if ending.endswith("FAIL_MIDWAY"):
             return ["Partial", " answer"], 0.0, True
+        # An output parser's fix-up request (LangChain's prompt) whose completion
+        # says what the fixed answer is: "... FIX_TO <answer>" on one line.
+        if question.startswith("Instructions:\n--------------\n") and "FIX_TO " in question:
+            return pieces(question.split("FIX_TO ", 1)[1].split("\n", 1)[0]), 0.0, False
         return pieces(f"Echo: {question}"), 0.0, False
 
     def decide(self, body, system, turns):

@@ -69,6 +69,30 @@ def llm_chain(model, prompt):
     return graph([model, prompt, chain], [edge(model["id"], chain["id"]), edge(prompt["id"], chain["id"])])
 
 
+def parsed_chain(model, prompt, parser):
+    """An llmChain whose answer goes through `parser` (an output parser node)."""
+    flow = llm_chain(model, prompt)
+    flow["nodes"].append(parser)
+    chain = next(n for n in flow["nodes"] if n["id"] == "llmChain_0")
+    chain["data"]["inputs"]["outputParser"] = ref(parser["id"])
+    flow["edges"].append(edge(parser["id"], "llmChain_0"))
+    return flow
+
+
+def csv_output_parser(**inputs):
+    return node("csvOutputParser_0", "csvOutputParser", inputs)
+
+
+def structured_output_parser(**inputs):
+    """Flowise's default rows (answer, source) unless `jsonStructure` is given."""
+    return node("structuredOutputParser_0", "structuredOutputParser", inputs)
+
+
+def advanced_structured_output_parser(example_json, **inputs):
+    return node("advancedStructuredOutputParser_0", "advancedStructuredOutputParser",
+                {"exampleJson": example_json, **inputs})
+
+
 def prompt_template(template, values=None):
     return node("promptTemplate_0", "promptTemplate",
                 {"template": template, "promptValues": json.dumps(values or {})})

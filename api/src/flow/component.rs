@@ -32,6 +32,7 @@ pub enum Component {
     VectorStore(VectorStoreSpec),
     RetrievalChain(RetrievalChainSpec),
     Moderation(ModerationSpec),
+    OutputParser(crate::flow::output_parser::OutputParserSpec),
 }
 
 /// A deny list the question is checked against before the flow runs.
@@ -113,6 +114,8 @@ pub struct ChainSpec {
     pub prompt: Option<PromptSpec>,
     pub memory: Option<MemorySpec>,
     pub system_message: String,
+    /// `llmChain`'s `outputParser`: the answer becomes JSON.
+    pub output_parser: Option<crate::flow::output_parser::OutputParserSpec>,
 }
 
 /// A tool an agent may call.

@@ -21,6 +21,7 @@ pub mod component;
 pub mod graph;
 pub mod node;
 pub mod nodes;
+pub mod output_parser;
 pub mod plan;
 pub mod prompt;
 pub mod registry;

@@ -20,6 +20,7 @@ use super::component::{
     ToolSpec, VectorStoreSpec,
 };
 use super::graph::{FlowGraph, FlowNode, reference, references};
+use super::output_parser::OutputParserSpec;
 use super::plan::Overrides;
 
 /// What a node produces, i.e. what another node's anchor may accept.
@@ -43,7 +44,9 @@ pub enum Category {
     VectorStore,
     /// A check of the question before the flow runs (`inputModeration`).
     Moderation,
-    /// Anchors weir accepts but does not run (output parsers).
+    /// Turns a chain's answer into JSON (`outputParser`).
+    OutputParser,
+    /// Anchors weir accepts but does not run.
     Unsupported,
 }
 
@@ -303,6 +306,14 @@ impl<'a> Build<'a> {
     pub fn required_model(&self, name: &str) -> Result<ModelSpec, FlowError> {
         self.model(name)?
             .ok_or_else(|| self.invalid(format_args!("needs its '{name}' input connected")))
+    }
+
+    pub fn output_parser(&self, name: &str) -> Result<Option<OutputParserSpec>, FlowError> {
+        match self.anchor(name)? {
+            None => Ok(None),
+            Some(Component::OutputParser(p)) => Ok(Some(p)),
+            Some(_) => Err(self.invalid(format_args!("input '{name}' must be an output parser"))),
+        }
     }
 
     pub fn prompt(&self, name: &str) -> Result<Option<PromptSpec>, FlowError> {

@@ -278,8 +278,12 @@ impl Plan {
 
     /// Whether the flow's answer can be streamed token by token (every flow
     /// weir runs can; multi-agent flows send their answer when it is known).
+    /// Whether answers can stream: not when the flow has an output parser
+    /// (anywhere, as in Flowise), whose answer is whole JSON.
     pub fn is_streamable(&self) -> bool {
-        true
+        !self.graph.nodes.iter().any(|node| {
+            registry::spec(&node.name).is_some_and(|spec| spec.category == Category::OutputParser)
+        })
     }
 
     pub fn runnable(&self, overrides: &Overrides<'_>) -> Result<Runnable, FlowError> {

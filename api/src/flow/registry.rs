@@ -58,6 +58,9 @@ pub static NODES: &[&dyn Node] = &[
     &postgres::Postgres,
     // Moderation
     &input_moderation_simple::InputModerationSimple,
+    &output_parsers::CsvOutputParser,
+    &output_parsers::StructuredOutputParser,
+    &output_parsers::AdvancedStructuredOutputParser,
     // Agents
     &tool_agent::ToolAgent,
     &conversational_agent::ConversationalAgent,

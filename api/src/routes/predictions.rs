@@ -386,7 +386,7 @@ async fn create_prediction(
     };
     let (request, streaming) = body.into_request(uploads)?;
     let prediction = prediction::start(&state, &flow, request).await?;
-    if streaming {
+    if streaming && prediction.streamable {
         stream_answer(prediction.events).await
     } else {
         Ok(axum::Json(prediction.answer().await?).into_response())

@@ -74,6 +74,9 @@ pub struct HumanAnswer {
 #[serde(rename_all = "camelCase")]
 pub struct PredictionResult {
     pub text: String,
+    /// The answer as JSON when an output parser read it (Flowise's `json`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub json: Option<Value>,
     pub question: String,
     pub chat_id: String,
     pub chat_message_id: Uuid,
@@ -121,6 +124,9 @@ impl From<FlowEvent> for PredictionEvent {
 pub struct Prediction {
     pub events: mpsc::Receiver<PredictionEvent>,
     pub chat_id: String,
+    /// Whether the flow's answer can stream (not with an output parser: a
+    /// streaming request is answered with JSON, as Flowise does).
+    pub streamable: bool,
 }
 
 impl Prediction {
@@ -270,6 +276,7 @@ pub async fn start(
     Ok(Prediction {
         events: rx,
         chat_id,
+        streamable: plan.is_streamable(),
     })
 }
 
@@ -332,6 +339,7 @@ impl RunTask {
                 Ok(message_id) => {
                     let result = PredictionResult {
                         text: output.text,
+                        json: output.json,
                         question: self.input.question.clone(),
                         chat_id: self.chat_id.clone(),
                         chat_message_id: message_id,

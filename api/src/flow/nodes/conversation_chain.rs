@@ -38,6 +38,7 @@ impl Node for ConversationChain {
                 .text("systemMessagePrompt")
                 .unwrap_or(DEFAULT_SYSTEM_MESSAGE)
                 .to_owned(),
+            output_parser: None,
         }))
     }
 }

@@ -1,4 +1,5 @@
-//! `llmChain`: a prompt filled in and sent to a model, no memory.
+//! `llmChain`: a prompt filled in and sent to a model, no memory; with an
+//! `outputParser` its answer is JSON.
 
 use crate::flow::FlowError;
 use crate::flow::component::{ChainKind, ChainSpec, Component};
@@ -12,7 +13,7 @@ static SPEC: NodeSpec = NodeSpec {
     inputs: &[
         required("model", K::Anchor(Category::ChatModel)),
         required("prompt", K::Anchor(Category::Prompt)),
-        input("outputParser", K::Anchor(Category::Unsupported)),
+        input("outputParser", K::Anchor(Category::OutputParser)),
         input("inputModeration", K::Anchors(Category::Moderation)),
         input("chainName", K::Ignored),
     ],
@@ -31,6 +32,7 @@ impl Node for LlmChain {
             prompt: node.prompt("prompt")?,
             memory: None,
             system_message: String::new(),
+            output_parser: node.output_parser("outputParser")?,
         }))
     }
 }

@@ -35,6 +35,7 @@ pub mod markdown_text_splitter;
 pub mod memory_vector_store;
 pub mod ollama_embedding;
 pub mod open_ai_embeddings;
+pub mod output_parsers;
 pub mod pdf_file;
 pub mod plain_text;
 pub mod postgres;

@@ -3,22 +3,37 @@
 
 use super::{FlowEvent, RunContext, RunError, RunInput, RunOutput, Tokens, model_step};
 use crate::flow::component::{ChainKind, ChainSpec, PromptSpec};
+use crate::flow::output_parser::OutputParserSpec;
 use crate::flow::prompt;
 use crate::llm::{ChatMessage, ChatRequest, Role};
 
 /// The messages a chain sends to its model.
 pub fn messages(chain: &ChainSpec, input: &RunInput) -> Vec<ChatMessage> {
     let history_text = || input.history_text();
+    // An output parser's instructions follow the prompt (its system message, for
+    // a chat prompt), as Flowise appends them, after the prompt is filled in: their
+    // braces are not prompt variables.
+    let instructions = chain
+        .output_parser
+        .as_ref()
+        .map(OutputParserSpec::format_instructions);
+    let instructed = |mut text: String| {
+        if let Some(instructions) = &instructions {
+            text.push('\n');
+            text.push_str(instructions);
+        }
+        text
+    };
     match (chain.kind, &chain.prompt) {
         (ChainKind::Llm, Some(PromptSpec::Text { template, values })) => vec![ChatMessage::new(
             Role::User,
-            prompt::format(
+            instructed(prompt::format(
                 template,
                 values,
                 &input.question,
                 &history_text(),
                 &input.flow_vars,
-            ),
+            )),
         )],
         (
             ChainKind::Llm,
@@ -30,10 +45,16 @@ pub fn messages(chain: &ChainSpec, input: &RunInput) -> Vec<ChatMessage> {
         ) => {
             let history = history_text();
             let mut out = Vec::with_capacity(2);
-            if !system.is_empty() {
+            if !system.is_empty() || instructions.is_some() {
                 out.push(ChatMessage::new(
                     Role::System,
-                    prompt::format(system, values, &input.question, &history, &input.flow_vars),
+                    instructed(prompt::format(
+                        system,
+                        values,
+                        &input.question,
+                        &history,
+                        &input.flow_vars,
+                    )),
                 ));
             }
             out.push(ChatMessage::new(
@@ -59,7 +80,8 @@ pub fn messages(chain: &ChainSpec, input: &RunInput) -> Vec<ChatMessage> {
     }
 }
 
-/// Runs a chain; its tokens stream as they arrive.
+/// Runs a chain; its tokens stream as they arrive (not with an output parser:
+/// its answer is whole JSON or nothing).
 pub async fn run<E: From<FlowEvent>>(
     chain: &ChainSpec,
     input: &RunInput,
@@ -69,13 +91,54 @@ pub async fn run<E: From<FlowEvent>>(
     let spec = &chain.model;
     let model = ctx.model(spec).await?;
     let request = ChatRequest::text(messages(chain, input), spec.params.clone());
-    let text = model_step(spec, &*model, request, Some(tokens), false)
+    let Some(parser) = &chain.output_parser else {
+        let text = model_step(spec, &*model, request, Some(tokens), false)
+            .await?
+            .text;
+        return Ok(RunOutput {
+            text,
+            ..RunOutput::default()
+        });
+    };
+    let text = model_step::<E>(spec, &*model, request, None, false)
         .await?
         .text;
+    let json = match parser.parse(&text) {
+        Ok(json) => json,
+        Err(why) if parser.autofix => {
+            let fix = ChatRequest::text(
+                vec![ChatMessage::new(
+                    Role::User,
+                    parser.fix_request(&text, &why),
+                )],
+                spec.params.clone(),
+            );
+            let fixed = model_step::<E>(spec, &*model, fix, None, false).await?.text;
+            parser
+                .parse(&fixed)
+                .map_err(|why| unparsed(parser, &format!("{why}, after one attempt to fix it")))?
+        }
+        Err(why) => return Err(unparsed(parser, &why)),
+    };
     Ok(RunOutput {
-        text,
+        text: json_text(&json),
+        json: Some(json),
         ..RunOutput::default()
     })
+}
+
+/// A parsed answer as text (the stored message, a trigger's result): the JSON
+/// in a fenced block, as Flowise keeps it (and closed).
+pub fn json_text(json: &serde_json::Value) -> String {
+    let pretty = serde_json::to_string_pretty(json).unwrap_or_else(|_| json.to_string());
+    format!("```json\n{pretty}\n```")
+}
+
+fn unparsed(parser: &OutputParserSpec, why: &str) -> RunError {
+    RunError::Flow(crate::flow::FlowError::failed(format!(
+        "node {} ({}) could not read the model's answer: {why}",
+        parser.node_id, parser.node_type
+    )))
 }
 
 #[cfg(test)]
@@ -101,6 +164,7 @@ mod tests {
                 session_id: None,
             }),
             system_message: "sys".into(),
+            output_parser: None,
         }
     }
 

@@ -101,6 +101,9 @@ pub struct RunOutput {
     pub source_documents: Vec<crate::retrieval::Document>,
     /// What an agentflow run did, node by node.
     pub agentflow: Option<crate::flow::agentflow::exec::Outcome>,
+    /// The answer as JSON, when an output parser read it (`text` then holds it
+    /// in a fenced block).
+    pub json: Option<Value>,
 }
 
 /// Where chat models come from: the shared HTTP client for providers, and the
