@@ -10,7 +10,7 @@ import pytest
 import flows
 from fakes import GOOD_KEY, FakeProviders
 from prediction_client import assert_stream, ask, create_flow, nonce, predict, stream, tools_used
-from weir_harness import assert_error
+from weir_harness import Api, assert_error
 
 
 @pytest.fixture(scope="module")
@@ -185,6 +185,42 @@ def test_azure_openai_agent(api, fake):
     path, headers, _ = fake.last_request("/chat/completions")
     assert path == "/openai/deployments/dep-7/chat/completions?api-version=2024-06-01"
     assert headers["api-key"] == GOOD_KEY and "authorization" not in headers
+
+
+def test_azure_openai_the_flowise_way(api, fake, make_weir):
+    """Flowise's `basepath` (the deployments root, the deployment after it), and a
+    node that names nothing but its model, everything else from the server's
+    AZURE_OPENAI_* variables (base path or endpoint), as LangChain reads them."""
+    def azure(**inputs):
+        return flows.node("azureChatOpenAI_0", "azureChatOpenAI", {"modelName": "gpt-4o", **inputs})
+
+    def asked(api, model):
+        assert ask(api, create_flow(api, flows.conversation(model)), "hi azure")["text"] == "Echo: hi azure"
+        path, headers, sent = fake.last_request("/chat/completions")
+        assert headers["api-key"] == GOOD_KEY and "authorization" not in headers and sent["model"] == "gpt-4o"
+        return path
+
+    assert asked(api, azure(azureOpenAIApiKey=GOOD_KEY, azureOpenAIApiInstanceName="not-used",
+                            azureOpenAIApiDeploymentName="dep-9", azureOpenAIApiVersion="2024-10-21",
+                            basepath=f"{fake.url}/openai/deployments/")) == \
+        "/openai/deployments/dep-9/chat/completions?api-version=2024-10-21"
+
+    on_base_path = make_weir()
+    on_base_path.env.update(AZURE_OPENAI_API_KEY=GOOD_KEY, AZURE_OPENAI_BASE_PATH=f"{fake.url}/openai/deployments",
+                            AZURE_OPENAI_API_DEPLOYMENT_NAME="env-dep", AZURE_OPENAI_API_VERSION="2025-01-01")
+    on_base_path.start()
+    assert asked(Api(on_base_path.url, on_base_path.create_key()), azure()) == \
+        "/openai/deployments/env-dep/chat/completions?api-version=2025-01-01"
+
+    on_endpoint = make_weir()
+    on_endpoint.env.update(AZURE_OPENAI_API_KEY=GOOD_KEY, AZURE_OPENAI_ENDPOINT=fake.url)
+    on_endpoint.start()
+    endpoint_api = Api(on_endpoint.url, on_endpoint.create_key())
+    assert asked(endpoint_api, azure(azureOpenAIApiDeploymentName="dep-e")) == \
+        "/openai/deployments/dep-e/chat/completions?api-version=2024-10-21"
+    # Without a deployment there is nothing to call: a 400 that says what is missing.
+    flow = create_flow(endpoint_api, flows.conversation(azure()))
+    assert_error(predict(endpoint_api, flow, "hi"), 400, "deployment")
 
 
 def test_mistral_agent(api, fake):

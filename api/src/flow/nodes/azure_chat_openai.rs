@@ -1,8 +1,10 @@
 //! `azureChatOpenAI`: an Azure OpenAI deployment. The endpoint is `basePath`
-//! (the deployment's base URL), else built from the instance and deployment
-//! names; each of key, instance, deployment and API version comes from the node
-//! or from `AZURE_OPENAI_API_KEY`, `AZURE_OPENAI_API_INSTANCE_NAME`,
-//! `AZURE_OPENAI_API_DEPLOYMENT_NAME`, `AZURE_OPENAI_API_VERSION`.
+//! (weir's: the deployment's base URL), else Flowise's `basepath` or the
+//! instance name with the deployment, else the server's `AZURE_OPENAI_BASE_PATH`,
+//! `AZURE_OPENAI_ENDPOINT` or `AZURE_OPENAI_API_INSTANCE_NAME`
+//! (`nodes::azure_deployment_url`); key, deployment and API version come from the
+//! node or from `AZURE_OPENAI_API_KEY`, `AZURE_OPENAI_API_DEPLOYMENT_NAME`,
+//! `AZURE_OPENAI_API_VERSION`.
 
 use super::{K, key_from, model_name, sampling, with_ignored};
 use crate::flow::FlowError;
@@ -14,12 +16,13 @@ pub struct AzureChatOpenAI;
 
 pub(super) const DEFAULT_API_VERSION: &str = "2024-10-21";
 
-const INPUTS: [InputSpec; 17] = with_ignored([
+const INPUTS: [InputSpec; 18] = with_ignored([
     input("modelName", K::Text),
     input("temperature", K::Number),
     input("maxTokens", K::Integer),
     input("topP", K::Number),
     sensitive("basePath", K::Text),
+    sensitive("basepath", K::Text),
     sensitive("azureOpenAIApiKey", K::Text),
     sensitive("azureOpenAIApiInstanceName", K::Text),
     sensitive("azureOpenAIApiDeploymentName", K::Text),

@@ -1,10 +1,9 @@
 //! `azureOpenAIEmbeddings`: an Azure OpenAI embeddings deployment — `basePath`
-//! (the deployment's base URL), or Flowise's `basepath` (the `…/deployments`
-//! root, to which the deployment name is added when one is set), else the
-//! instance and deployment names; each of
-//! key, instance, deployment and API version from the node or from
-//! `AZURE_OPENAI_API_KEY`, `AZURE_OPENAI_API_INSTANCE_NAME`,
-//! `AZURE_OPENAI_API_EMBEDDINGS_DEPLOYMENT_NAME` (else `…_DEPLOYMENT_NAME`),
+//! (the deployment's base URL), else found as for `azureChatOpenAI`
+//! (`nodes::azure_deployment_url`: `basepath`, the instance name, or the
+//! server's `AZURE_OPENAI_*` variables), the deployment from the node or from
+//! `AZURE_OPENAI_API_EMBEDDINGS_DEPLOYMENT_NAME` (else `…_DEPLOYMENT_NAME`); key
+//! and API version from the node or `AZURE_OPENAI_API_KEY`,
 //! `AZURE_OPENAI_API_VERSION`.
 
 use super::{K, input, key_from};
@@ -49,13 +48,9 @@ impl Node for AzureOpenAiEmbeddings {
                 .ok()
                 .filter(|d| !d.is_empty())
         });
-        let base = match (node.text("basePath"), node.text("basepath")) {
-            (Some(base), _) => base.trim_end_matches('/').to_owned(),
-            (None, Some(root)) => match &deployment {
-                Some(d) => format!("{}/{d}", root.trim_end_matches('/')),
-                None => root.trim_end_matches('/').to_owned(),
-            },
-            (None, None) => super::azure_deployment_url(
+        let base = match node.text("basePath") {
+            Some(base) => base.trim_end_matches('/').to_owned(),
+            None => super::azure_deployment_url(
                 node,
                 deployment,
                 "AZURE_OPENAI_API_EMBEDDINGS_DEPLOYMENT_NAME",

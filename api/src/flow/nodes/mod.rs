@@ -134,26 +134,56 @@ fn model_name(node: &Build<'_>, default: &str) -> String {
     node.text("modelName").unwrap_or(default).to_owned()
 }
 
-/// An Azure OpenAI deployment's base URL from its instance and deployment
-/// names (each from the node or the environment); `deployment_env` names the
-/// variable the message mentions.
+/// An Azure deployment's base URL. From the node: `basepath` (Flowise's: the
+/// `…/deployments` root, the deployment added after it), else the instance name
+/// (`https://<instance>.openai.azure.com/openai/deployments/<deployment>`). Else
+/// from the server's environment, as LangChain reads it: `AZURE_OPENAI_BASE_PATH`
+/// (a root, as `basepath`), `AZURE_OPENAI_ENDPOINT` (`<endpoint>/openai/deployments/
+/// <deployment>`), `AZURE_OPENAI_API_INSTANCE_NAME`.
 fn azure_deployment_url(
     node: &Build<'_>,
     deployment: Option<String>,
     deployment_env: &str,
 ) -> Result<String, FlowError> {
-    let instance = key_from(
-        node,
-        &["azureOpenAIApiInstanceName"],
-        "AZURE_OPENAI_API_INSTANCE_NAME",
-    );
-    match (instance, deployment) {
-        (Some(i), Some(d)) => Ok(format!(
-            "https://{i}.openai.azure.com/openai/deployments/{d}"
-        )),
-        _ => Err(node.invalid(format_args!(
-            "needs 'basePath', or an instance and a deployment name (inputs or \
-             AZURE_OPENAI_API_INSTANCE_NAME and {deployment_env})"
-        ))),
+    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    let root = |root: &str| {
+        let root = root.trim_end_matches('/');
+        match &deployment {
+            Some(d) => format!("{root}/{d}"),
+            None => root.to_owned(),
+        }
+    };
+    let on_azure = |instance: &str, d: &str| {
+        format!("https://{instance}.openai.azure.com/openai/deployments/{d}")
+    };
+    if let Some(base) = node.text("basepath") {
+        return Ok(root(base));
     }
+    match (node.text("azureOpenAIApiInstanceName"), &deployment) {
+        (Some(instance), Some(d)) => return Ok(on_azure(instance, d)),
+        (Some(_), None) => {
+            return Err(node.invalid(format_args!(
+                "needs a deployment name ('azureOpenAIApiDeploymentName' or {deployment_env})"
+            )));
+        }
+        (None, _) => {}
+    }
+    if let Some(base) = env("AZURE_OPENAI_BASE_PATH") {
+        return Ok(root(&base));
+    }
+    let found = match (env("AZURE_OPENAI_ENDPOINT"), &deployment) {
+        (Some(endpoint), Some(d)) => Some(format!(
+            "{}/openai/deployments/{d}",
+            endpoint.trim_end_matches('/')
+        )),
+        (None, Some(d)) => env("AZURE_OPENAI_API_INSTANCE_NAME").map(|i| on_azure(&i, d)),
+        (_, None) => None,
+    };
+    found.ok_or_else(|| {
+        node.invalid(format_args!(
+            "needs 'basePath' or 'basepath', or an instance and a deployment name (inputs, or \
+             AZURE_OPENAI_BASE_PATH, AZURE_OPENAI_ENDPOINT or AZURE_OPENAI_API_INSTANCE_NAME \
+             and {deployment_env})"
+        ))
+    })
 }
