@@ -434,6 +434,10 @@ AGENTFLOW_NODES = {
     "retrieverAgentflow": ("Retriever", "#b8bedd", [
         ("retrieverKnowledgeDocumentStores", "array"), ("retrieverQuery", "string", AV),
         ("outputFormat", "options"), ("retrieverUpdateState", "array", AV, OPT)]),
+    "executeFlowAgentflow": ("ExecuteFlow", "#a3b18a", [
+        ("executeFlowSelectedFlow", "asyncOptions"), ("executeFlowInput", "string", AV),
+        ("executeFlowOverrideConfig", "json", AV, OPT), ("executeFlowBaseURL", "string", OPT),
+        ("executeFlowReturnResponseAs", "options"), ("executeFlowUpdateState", "array", AV, OPT)]),
     "iterationAgentflow": ("Iteration", "#9C89B8", [("iterationInput", "string", AV)]),
     "humanInputAgentflow": ("HumanInput", "#6E6EFD", [
         ("humanInputDescriptionType", "options"), ("humanInputDescription", "string", AV),
@@ -605,6 +609,14 @@ def af_http(node_id, url, method="GET", label="HTTP", **inputs):
     values = {"method": method, "url": url, "headers": "", "queryParams": "", "bodyType": "", "body": "",
               "responseType": ""}
     return af_node(node_id, "httpAgentflow", {**values, **inputs}, label)
+
+
+def af_execute_flow(node_id, flow_id, flow_input, label="Execute Flow", **inputs):
+    """Inputs besides these: executeFlowOverrideConfig (JSON text), executeFlowUpdateState
+    rows {key, value}, executeFlowReturnResponseAs (userMessage, assistantMessage)."""
+    values = {"executeFlowSelectedFlow": flow_id, "executeFlowInput": flow_input, "executeFlowOverrideConfig": "",
+              "executeFlowBaseURL": "", "executeFlowReturnResponseAs": "userMessage", "executeFlowUpdateState": ""}
+    return af_node(node_id, "executeFlowAgentflow", {**values, **inputs}, label)
 
 
 def af_custom_function(node_id, code, label="Custom Function"):

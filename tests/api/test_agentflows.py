@@ -26,7 +26,8 @@ import requests
 
 import flows
 from fakes import GOOD_KEY, FakeProviders, FakeSite
-from flows import (af_agent, af_condition, af_condition_agent, af_custom_function, af_http, af_human_input,
+from flows import (af_agent, af_condition, af_condition_agent, af_custom_function, af_execute_flow, af_http,
+                   af_human_input,
                    af_inside, af_iteration, af_llm, af_loop, af_model, af_openai, af_reply, af_retriever, af_start,
                    af_sticky_note, af_tool, af_tool_row, agentflow, mention, rich)
 from prediction_client import ask, create_flow, nonce, predict, stream, tools_used
@@ -331,6 +332,55 @@ def test_llm_memory_is_the_sessions_earlier_turns(api, fake):
     assert said(with_memory[0]) == [("system", "Remember."), ("user", f"alpha {marker}"),
                                     ("assistant", f"Echo: alpha {marker}"), ("user", f"beta {marker}")]
     assert said(without[0]) == [("system", "Forget."), ("user", f"beta {marker}")]
+
+
+SUMMARIZER_HEAD = "Progressively summarize the conversation provided and return a new summary."
+
+
+def test_llm_summary_memory_asks_the_model_for_a_summary(api, fake):
+    """conversationSummary: every turn, the session so far (and the question) is
+    summarised by the node's model, and the node is asked with that summary."""
+    marker = nonce()
+    flow = create(api, chain(af_start(), llm(fake, text="Summarised.", llmEnableMemory=True,
+                                             llmMemoryType="conversationSummary")))
+    chat = f"sum-{marker}"
+    ask(api, flow, f"alpha {marker}", chatId=chat)
+    before = fake.count(CHAT)
+    body = ask(api, flow, f"beta {marker}", chatId=chat)
+    assert fake.count(CHAT) == before + 2, "a summary, then the answer"
+    summary_request, answer_request = fake.bodies(CHAT)[-2:]
+    [(role, prompt)] = said(summary_request)
+    assert role == "user" and prompt.startswith(SUMMARIZER_HEAD)
+    assert prompt.endswith(f"Conversation:\nuser: alpha {marker}\nassistant: Echo: alpha {marker}\n"
+                           f"user: beta {marker}\n\nNew summary:")
+    assert said(answer_request) == [("system", "Summarised."), ("assistant", f"Echo: {prompt}"),
+                                    ("user", f"beta {marker}")]
+    assert body["text"] == f"Echo: beta {marker}"
+
+
+def test_llm_summary_buffer_memory_summarises_only_what_is_over_the_limit(api, fake):
+    """conversationSummaryBuffer: under llmMemoryMaxTokenLimit the history goes as
+    it is; over it, the oldest messages become one summary said first."""
+    marker = nonce()
+    long_turn = f"alpha {marker} " + "word " * 40
+    node = af_llm(LLM, af_openai(fake.url), (), llmEnableMemory=True, llmMemoryType="conversationSummaryBuffer",
+                  llmMemoryMaxTokenLimit=30)
+    flow = create(api, chain(af_start(), node))
+    chat = f"buf-{marker}"
+    before = fake.count(CHAT)
+    ask(api, flow, f"short {marker}", chatId=chat)
+    assert fake.count(CHAT) == before + 1, "under the limit: no summary"
+    ask(api, flow, long_turn, chatId=chat)
+    before = fake.count(CHAT)
+    ask(api, flow, f"gamma {marker}", chatId=chat)
+    assert fake.count(CHAT) == before + 2
+    summary_request, answer_request = fake.bodies(CHAT)[-2:]
+    [(_, prompt)] = said(summary_request)
+    assert prompt.startswith(SUMMARIZER_HEAD) and f"user: short {marker}" in prompt
+    sent = said(answer_request)
+    assert sent[0] == ("system", f"Previous conversation summary: Echo: {prompt}")
+    assert sent[-1] == ("user", f"gamma {marker}")
+    assert f"short {marker}" not in json.dumps(sent[1:]), "summarised messages are not sent again"
 
 
 def test_llm_input_message_ends_the_conversation(api, fake):
@@ -785,6 +835,69 @@ def test_an_http_node_is_refused_private_addresses(api, inner, url):
     message = assert_error(predict(api, flow, "hi"), 500)["message"]
     assert "httpAgentflow_0" in message and "refused" in message
     assert len(inner.hits) == hits
+
+
+# ------------------------------------------------------------------ execute flow
+
+def test_an_execute_flow_node_runs_another_chatflow_of_the_workspace(api, fake):
+    """The called chatflow answers the resolved input on the caller's chat (its
+    memory follows that conversation), with the override config it allows; its
+    answer is the node's content, a message of the run and a state write."""
+    called = create_flow(api, flows.conversation(flows.openai_model(fake.url), memory=flows.buffer_memory()))
+    node = af_execute_flow("executeFlowAgentflow_0", called, rich(f"Translate: {mention('question')}"),
+                           executeFlowOverrideConfig='{"temperature": 0.2}',
+                           executeFlowUpdateState=[{"key": "said", "value": rich(mention("output"))}])
+    after = af_reply(REPLY, rich(f"{mention('executeFlowAgentflow_0')} / {mention('$flow.state.said')}"))
+    flow = create(api, chain(af_start(state=[{"key": "said", "value": ""}]), node, after))
+    chat = f"chat-{nonce()}"
+    body = ask(api, flow, "bonjour", chatId=chat)
+    assert body["text"] == "Echo: Translate: bonjour / Echo: Translate: bonjour"
+    assert executed(body) == [START, "executeFlowAgentflow_0", REPLY]
+    done = item(body, "executeFlowAgentflow_0")
+    assert done["data"]["input"]["messages"] == [{"role": "user", "content": "Translate: bonjour"}]
+    assert done["data"]["output"]["content"] == "Echo: Translate: bonjour"
+    assert fake.last(CHAT)["temperature"] == 0.2
+    # The called flow kept the exchange on the caller's chat.
+    stored = api.get(f"/chatmessage/{called}", params={"chatId": chat}).json()
+    assert [m["content"] for m in stored] == ["Translate: bonjour", "Echo: Translate: bonjour"]
+
+
+def test_an_execute_flow_node_fails_clearly(api, fake, server):
+    plain = create_flow(api, flows.conversation(flows.openai_model(fake.url)))
+
+    def failure(flow_id, **inputs):
+        node = af_execute_flow("executeFlowAgentflow_0", flow_id, rich(mention("question")), **inputs)
+        flow = create(api, chain(af_start(), node))
+        return assert_error(predict(api, flow, "hi"), 500)["message"]
+
+    # A chatflow of another workspace is as good as none.
+    other = Api(server.url, server.create_key(workspace=f"ws-{nonce()}"))
+    theirs = create_flow(other, flows.conversation(flows.openai_model(fake.url)))
+    assert f"no chatflow {theirs} in this workspace" in failure(theirs)
+    # Overrides the called flow does not allow are refused as a client's would be.
+    assert "basePath" in failure(plain, executeFlowOverrideConfig='{"basePath": "http://127.0.0.1:9/v1"}')
+    assert "not a JSON object" in failure(plain, executeFlowOverrideConfig="[1]")
+    # Not a chatflow id at all: the flow is invalid.
+    node = af_execute_flow("executeFlowAgentflow_0", "not-an-id", rich(mention("question")))
+    flow = create(api, chain(af_start(), node))
+    assert "executeFlowSelectedFlow" in assert_error(predict(api, flow, "hi"), 400)["message"]
+
+
+def test_flows_calling_each_other_stop_at_the_depth_limit(api, fake):
+    """A calls B, B calls A: the run ends with a 500 naming the limit, not a hang."""
+    a = create(api, chain(af_start(), af_reply(REPLY, "placeholder")))
+    b = create(api, chain(af_start(), af_execute_flow("executeFlowAgentflow_0", a, rich(mention("question")))))
+    flow_a = chain(af_start(), af_execute_flow("executeFlowAgentflow_0", b, rich(mention("question"))))
+    r = api.put(f"/chatflows/{a}", json={"flowData": flow_a})
+    assert r.status_code == 200, r.text
+    message = assert_error(predict(api, a, "ping"), 500)["message"]
+    assert "at most 5 deep" in message, message
+    # A flow naming itself fails at once.
+    itself = create(api, chain(af_start(), af_reply(REPLY, "x")))
+    r = api.put(f"/chatflows/{itself}", json={"flowData": chain(
+        af_start(), af_execute_flow("executeFlowAgentflow_0", itself, rich(mention("question"))))})
+    assert r.status_code == 200, r.text
+    assert "flow it is part of" in assert_error(predict(api, itself, "ping"), 500)["message"]
 
 
 # ------------------------------------------------------------------ nodes weir does not run

@@ -307,6 +307,11 @@ fn tokenizer_for(encoding: &str) -> Option<&'static CoreBPE> {
     }
 }
 
+/// How many `cl100k_base` tokens `text` is (what a summary buffer memory measures).
+pub fn count_tokens(text: &str) -> usize {
+    encode_ordinary(tiktoken_rs::cl100k_base_singleton(), text).len()
+}
+
 /// Segments longer than this are cut at the next safe boundary when the
 /// whole text could not be encoded at once (see [`encode_ordinary`]).
 const ENCODE_SEGMENT_BYTES: usize = 64 * 1024;

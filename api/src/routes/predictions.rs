@@ -220,6 +220,7 @@ impl PredictionBody {
                 form,
                 streaming: self.streaming.unwrap_or(false),
                 human_input,
+                depth: 0,
             },
             self.streaming.unwrap_or(false),
         ))

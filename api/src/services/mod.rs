@@ -7,12 +7,16 @@
 //! an HTTP type. Failures are [`ServiceError`]s, which the edge maps to statuses.
 //!
 //! - [`prediction`]: asking a chatflow a question (sessions, memory, the run).
+//! - [`agentflow`]: what an agentflow run keeps between requests (executions,
+//!   state, a stopped run taken up); [`subflow`]: a chatflow run for another's
+//!   `executeFlowAgentflow` node.
 //! - [`triggers`]: cron and webhook triggers — definitions, schedule, firing,
 //!   webhook verification, Telegram, failure e-mail.
 //! - [`vectors`]: vector stores — upserts, and the searches runs make.
 
 pub mod agentflow;
 pub mod prediction;
+pub mod subflow;
 pub mod triggers;
 pub mod vectors;
 

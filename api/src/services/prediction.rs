@@ -58,6 +58,9 @@ pub struct PredictionRequest {
     pub streaming: bool,
     /// A person's answer to an agentflow run that stopped for it.
     pub human_input: Option<HumanAnswer>,
+    /// How many flows deep this run is (0: a client's or a trigger's; more when
+    /// an agentflow's `executeFlowAgentflow` runs it).
+    pub depth: u32,
 }
 
 /// `humanInput` of a prediction: go on with (or reject) a stopped agentflow run.
@@ -267,6 +270,8 @@ pub async fn start(
             resume: agentflow.resume,
         },
         execution: agentflow.execution,
+        workspace_id: flow.workspace_id,
+        depth: request.depth,
         streaming: request.streaming,
         chat_id: chat_id.clone(),
         session,
@@ -291,10 +296,17 @@ struct RunTask {
     streaming: bool,
     /// The agentflow run's execution record.
     execution: Option<Uuid>,
+    workspace_id: Uuid,
+    depth: u32,
 }
 
 impl RunTask {
     async fn run(mut self, out: mpsc::Sender<PredictionEvent>) {
+        let flows = super::subflow::SubflowCaller {
+            state: self.state.clone(),
+            workspace: self.workspace_id,
+            depth: self.depth,
+        };
         let ctx = RunContext {
             models: &self.state.models,
             tools: &self.state.tools,
@@ -306,6 +318,7 @@ impl RunTask {
                 chatflow_id: self.chatflow_id,
             },
             progress: self.streaming,
+            flows: Some(&flows),
         };
         let result = run::run(&self.runnable, &self.input, &ctx, &out).await;
         if let Some(id) = self.execution {

@@ -31,7 +31,7 @@ pub async fn run<E: From<FlowEvent>>(
         .filter(|(_, needs)| **needs)
         .map(|(t, _)| t.def.name.clone())
         .collect();
-    let started = conversation(&agent.talk, seen);
+    let started = conversation(&agent.talk, seen, &agent.model, ctx).await?;
     let mut messages = started.clone();
     let mut out = LoopOutput::default();
     if let Some(resume) = answered {

@@ -11,7 +11,8 @@
 //! - [`condition`]: the condition node's comparison table.
 //! - [`exec`]: the executor — ready nodes run together, their results applied in
 //!   order; branches, loops, iterations and the run's limits.
-//! - [`nodes`]: what each kind of step does when it runs.
+//! - [`nodes`]: what each kind of step does when it runs; [`agent`] the agent
+//!   node, [`subflow`] the node that runs another chatflow.
 //!
 //! As in Flowise, nothing flows along edges: a node reads earlier nodes through
 //! variables, the flow state and the run's chat history; edges only say what
@@ -22,6 +23,7 @@ pub mod condition;
 pub mod exec;
 pub mod nodes;
 pub mod step;
+pub mod subflow;
 pub mod template;
 pub mod wiring;
 
@@ -41,6 +43,9 @@ pub const DEFAULT_LOOP_COUNT: u32 = 5;
 pub const MAX_LOOP_COUNT: u32 = 100;
 /// Items one iteration node runs its block for at most.
 pub const MAX_ITERATION_ITEMS: usize = 1000;
+/// How deep `executeFlowAgentflow` calls may nest (a flow calling a flow that
+/// calls a flow ...); the call past it fails, so a cycle of flows ends.
+pub const MAX_FLOW_DEPTH: u32 = 5;
 /// Tool-calling steps an agent node takes at most.
 pub const AGENT_MAX_ITERATIONS: u32 = 10;
 

@@ -105,6 +105,7 @@ pub async fn run_step<E: From<FlowEvent>>(
             })
         }
         StepKind::Http(http) => run_http(id, http, seen, ctx).await,
+        StepKind::ExecuteFlow(step) => super::subflow::run(id, step, seen, ctx).await,
         StepKind::Start(_)
         | StepKind::Loop(_)
         | StepKind::Iteration { .. }
@@ -199,10 +200,15 @@ pub fn human_answered(human: &HumanInput, resume: &super::Resume) -> Done {
 }
 
 /// A model node's conversation: its messages (system first), then with memory
-/// the session and the run so far (the question when nothing was said yet),
-/// and its own user message; without memory, the question unless the node
-/// writes its own user message.
-pub(super) fn conversation(talk: &Talk, seen: &Seen<'_>) -> Vec<ChatMessage> {
+/// the session and the run so far (the question when nothing was said yet) —
+/// windowed, or summarised by the node's model — and its own user message;
+/// without memory, the question unless the node writes its own user message.
+pub(super) async fn conversation(
+    talk: &Talk,
+    seen: &Seen<'_>,
+    model: &ModelSpec,
+    ctx: &RunContext<'_>,
+) -> Result<Vec<ChatMessage>, RunError> {
     let mut messages: Vec<ChatMessage> = talk
         .messages
         .iter()
@@ -215,17 +221,28 @@ pub(super) fn conversation(talk: &Talk, seen: &Seen<'_>) -> Vec<ChatMessage> {
                 messages.push(question());
             }
         }
-        Memory::All | Memory::Window(_) => {
+        Memory::All | Memory::Window(_) | Memory::Summary | Memory::SummaryBuffer(_) => {
             let mut history: Vec<ChatMessage> =
                 seen.past.iter().chain(seen.runtime).cloned().collect();
             if seen.runtime.is_empty() {
                 history.push(question());
             }
-            if let Memory::Window(n) = talk.memory {
-                let keep = (n as usize).saturating_mul(2);
-                if history.len() > keep {
-                    history.drain(..history.len() - keep);
+            match talk.memory {
+                Memory::Window(n) => {
+                    let keep = (n as usize).saturating_mul(2);
+                    if history.len() > keep {
+                        history.drain(..history.len() - keep);
+                    }
                 }
+                Memory::Summary => {
+                    let summary = summarize(&history, model, ctx).await?;
+                    history = vec![ChatMessage::new(Role::Assistant, summary)];
+                }
+                Memory::SummaryBuffer(limit) => {
+                    let has_system = messages.iter().any(|m| m.role == Role::System);
+                    history = summary_buffer(history, limit, has_system, model, ctx).await?;
+                }
+                Memory::All | Memory::Off => {}
             }
             messages.extend(history);
             if let Some(user) = &talk.user_message {
@@ -237,7 +254,83 @@ pub(super) fn conversation(talk: &Talk, seen: &Seen<'_>) -> Vec<ChatMessage> {
     if !messages.iter().any(|m| m.role == Role::User) {
         messages.push(question());
     }
-    messages
+    Ok(messages)
+}
+
+/// Flowise's summariser prompt (LangChain's progressive summary).
+const SUMMARIZER_PROMPT: &str = "Progressively summarize the conversation provided and return a \
+new summary.
+
+EXAMPLE:
+Human: Why do you think artificial intelligence is a force for good?
+AI: Because artificial intelligence will help humans reach their full potential.
+
+New summary:
+The human asks what the AI thinks of artificial intelligence. The AI thinks artificial \
+intelligence is a force for good because it will help humans reach their full potential.
+END OF EXAMPLE
+
+Conversation:
+{conversation}
+
+New summary:";
+
+/// A message as a summary reads it: `role: content`.
+fn summary_line(message: &ChatMessage) -> String {
+    format!("{}: {}", message.role.as_str(), message.content)
+}
+
+/// The node's model asked for a summary of `messages`.
+async fn summarize(
+    messages: &[ChatMessage],
+    model: &ModelSpec,
+    ctx: &RunContext<'_>,
+) -> Result<String, RunError> {
+    let lines: Vec<String> = messages.iter().map(summary_line).collect();
+    let prompt = SUMMARIZER_PROMPT.replace("{conversation}", &lines.join("\n"));
+    let llm = ctx.model(model).await?;
+    let request = ChatRequest::text(
+        vec![ChatMessage::new(Role::User, prompt)],
+        model.params.clone(),
+    );
+    Ok(model_step::<FlowEvent>(model, &*llm, request, None, false)
+        .await?
+        .text)
+}
+
+/// The history within `limit` tokens (cl100k, as Flowise counts with its
+/// OpenAI models): the oldest messages over it become one summary, said first
+/// (as a user's message when the node already has a system message: some
+/// models take one only).
+async fn summary_buffer(
+    history: Vec<ChatMessage>,
+    limit: u32,
+    has_system: bool,
+    model: &ModelSpec,
+    ctx: &RunContext<'_>,
+) -> Result<Vec<ChatMessage>, RunError> {
+    let sizes: Vec<usize> = history
+        .iter()
+        .map(|m| crate::retrieval::split::count_tokens(&summary_line(m)) + 1)
+        .collect();
+    let mut total: usize = sizes.iter().sum();
+    let mut cut = 0;
+    while total > limit as usize && cut < history.len() {
+        total -= sizes[cut];
+        cut += 1;
+    }
+    if cut == 0 {
+        return Ok(history);
+    }
+    let summary = summarize(&history[..cut], model, ctx).await?;
+    let role = if has_system { Role::User } else { Role::System };
+    let mut kept = Vec::with_capacity(history.len() - cut + 1);
+    kept.push(ChatMessage::new(
+        role,
+        format!("Previous conversation summary: {summary}"),
+    ));
+    kept.extend(history.into_iter().skip(cut));
+    Ok(kept)
 }
 
 /// What a model node adds to the run's conversation: its answer, as the
@@ -257,7 +350,7 @@ async fn run_llm<E: From<FlowEvent>>(
     ctx: &RunContext<'_>,
     stream: Option<&Tokens<'_, E>>,
 ) -> Result<Done, RunError> {
-    let messages = conversation(&llm.talk, seen);
+    let messages = conversation(&llm.talk, seen, &llm.model, ctx).await?;
     let input = json!({"messages": plain(&messages)});
     let model = ctx.model(&llm.model).await?;
     let mut output = Map::new();

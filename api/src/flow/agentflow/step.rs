@@ -42,6 +42,18 @@ pub enum StepKind {
     },
     Http(HttpStep),
     HumanInput(HumanInput),
+    ExecuteFlow(ExecuteFlowStep),
+}
+
+/// `executeFlowAgentflow`: another chatflow of the workspace, asked `input`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExecuteFlowStep {
+    pub flow: uuid::Uuid,
+    pub input: String,
+    /// `executeFlowOverrideConfig` as written (a JSON object once resolved).
+    pub override_config: String,
+    pub as_assistant: bool,
+    pub update_state: Vec<(String, String)>,
 }
 
 /// A pause for a person's decision.
@@ -88,6 +100,11 @@ pub enum Memory {
     All,
     /// The last `n` exchanges.
     Window(u32),
+    /// Everything before summarised by the node's model (`conversationSummary`).
+    Summary,
+    /// The oldest messages summarised once the history is over this many tokens
+    /// (`conversationSummaryBuffer`).
+    SummaryBuffer(u32),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -362,10 +379,20 @@ impl Read<'_> {
                     };
                     Memory::Window(n.max(1))
                 }
+                "conversationSummary" => Memory::Summary,
+                "conversationSummaryBuffer" => {
+                    let limit = self.text(&format!("{prefix}MemoryMaxTokenLimit"));
+                    Memory::SummaryBuffer(match limit.trim() {
+                        "" => 2000,
+                        n => n.parse::<u32>().map_err(|_| {
+                            self.invalid("has a memory token limit that is not a whole number")
+                        })?,
+                    })
+                }
                 other => {
                     return Err(self.invalid(format_args!(
-                        "uses the memory type '{other}', which weir does not support yet \
-                         (use allMessages or windowSize)"
+                        "uses the memory type '{other}', which weir does not know (allMessages, \
+                         windowSize, conversationSummary or conversationSummaryBuffer)"
                     )));
                 }
             }
@@ -642,7 +669,24 @@ impl Read<'_> {
                     feedback: self.flag("humanInputEnableFeedback"),
                 })
             }
-            "executeFlowAgentflow" => return not_yet("runs another flow"),
+            "executeFlowAgentflow" => {
+                let selected = self.text("executeFlowSelectedFlow");
+                let Ok(flow) = uuid::Uuid::parse_str(selected.trim()) else {
+                    return Err(self.invalid(format_args!(
+                        "input 'executeFlowSelectedFlow' must be a chatflow's id, not '{selected}'"
+                    )));
+                };
+                StepKind::ExecuteFlow(ExecuteFlowStep {
+                    flow,
+                    input: self.text("executeFlowInput"),
+                    override_config: match self.value("executeFlowOverrideConfig") {
+                        Some(Value::Object(map)) => Value::Object(map.clone()).to_string(),
+                        _ => self.text("executeFlowOverrideConfig"),
+                    },
+                    as_assistant: self.text("executeFlowReturnResponseAs") == "assistantMessage",
+                    update_state: self.pairs("executeFlowUpdateState", "key", "value")?,
+                })
+            }
             _ => {
                 return Err(FlowError::invalid(format!(
                     "node {} is of type '{}', which weir does not implement",

@@ -164,6 +164,8 @@ pub struct RunContext<'a> {
     /// Whether the caller follows the run live (agentflow progress events are
     /// built only then).
     pub progress: bool,
+    /// Runs other chatflows of the workspace (`executeFlowAgentflow`).
+    pub flows: Option<&'a dyn crate::flow::agentflow::subflow::FlowCaller>,
 }
 
 impl RunContext<'_> {

@@ -1,0 +1,109 @@
+//! `executeFlowAgentflow`: another chatflow of the same workspace run as one
+//! node. The engine asks through [`FlowCaller`], which the services floor
+//! implements (finding the chatflow in the workspace, running it as a
+//! prediction on the same chat, refusing past [`super::MAX_FLOW_DEPTH`]); the
+//! node turns the answer into its output, its message in the run's
+//! conversation and its state writes.
+
+use async_trait::async_trait;
+use serde_json::{Map, Value, json};
+use uuid::Uuid;
+
+use super::nodes::{Done, Seen, update_state};
+use super::step::ExecuteFlowStep;
+use crate::flow::FlowError;
+use crate::flow::run::{RunContext, RunError};
+use crate::llm::{ChatMessage, Role};
+use crate::retrieval::Document;
+
+/// Runs chatflows for `executeFlowAgentflow`.
+#[async_trait]
+pub trait FlowCaller: Send + Sync {
+    /// The answer of `call.flow` (a chatflow of the caller's workspace), or why
+    /// there is none.
+    async fn call_flow(&self, call: FlowCall) -> Result<FlowAnswer, String>;
+}
+
+pub struct FlowCall {
+    pub flow: Uuid,
+    pub question: String,
+    /// The caller's chat: the called flow's memory follows the same conversation.
+    pub chat_id: String,
+    pub override_config: Option<Map<String, Value>>,
+}
+
+#[derive(Debug, Default)]
+pub struct FlowAnswer {
+    /// The answer's text (an output parser's JSON in a fenced block).
+    pub text: String,
+    pub used_tools: Vec<Value>,
+    pub artifacts: Vec<Value>,
+    pub sources: Vec<Document>,
+}
+
+pub async fn run(
+    id: &str,
+    step: &ExecuteFlowStep,
+    seen: &Seen<'_>,
+    ctx: &RunContext<'_>,
+) -> Result<Done, RunError> {
+    let failed = |why: String| {
+        RunError::Flow(FlowError::failed(format!(
+            "node {id} (executeFlowAgentflow) failed: {why}"
+        )))
+    };
+    if step.flow == ctx.flow.chatflow_id {
+        return Err(failed("it cannot run the flow it is part of".into()));
+    }
+    let Some(caller) = ctx.flows else {
+        return Err(failed("flows cannot run other flows here".into()));
+    };
+    let question = seen.scope.resolve(&step.input);
+    let override_config = match seen.scope.resolve(&step.override_config).trim() {
+        "" => None,
+        text => match serde_json::from_str::<Value>(text) {
+            Ok(Value::Object(map)) => Some(map),
+            _ => {
+                return Err(failed(
+                    "its 'executeFlowOverrideConfig' is not a JSON object".into(),
+                ));
+            }
+        },
+    };
+    let answer = caller
+        .call_flow(FlowCall {
+            flow: step.flow,
+            question: question.clone(),
+            chat_id: ctx.flow.session_id.clone(),
+            override_config,
+        })
+        .await
+        .map_err(failed)?;
+    let role = if step.as_assistant {
+        Role::Assistant
+    } else {
+        Role::User
+    };
+    let mut output = Map::new();
+    output.insert("content".into(), Value::from(answer.text.as_str()));
+    if !answer.used_tools.is_empty() {
+        output.insert("usedTools".into(), Value::from(answer.used_tools.clone()));
+    }
+    if !answer.sources.is_empty() {
+        output.insert(
+            "sourceDocuments".into(),
+            serde_json::to_value(&answer.sources).unwrap_or(Value::Null),
+        );
+    }
+    Ok(Done {
+        input: json!({"messages": [{"role": "user", "content": question}]}),
+        state: update_state(seen, &step.update_state, &answer.text),
+        chat: vec![ChatMessage::new(role, answer.text)],
+        opens: true,
+        output,
+        used_tools: answer.used_tools,
+        artifacts: answer.artifacts,
+        sources: answer.sources,
+        ..Done::default()
+    })
+}

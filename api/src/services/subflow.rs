@@ -1,0 +1,73 @@
+//! Runs a chatflow for another's `executeFlowAgentflow` node: the engine's
+//! [`FlowCaller`], over the same prediction path a client's request takes (the
+//! called flow's own override rules, memory on the caller's chat, its messages
+//! stored), one level deeper each time, refused past `MAX_FLOW_DEPTH`.
+
+use uuid::Uuid;
+
+use super::prediction::{self, PredictionRequest};
+use super::{ServiceError, Services};
+use crate::flow::agentflow::MAX_FLOW_DEPTH;
+use crate::flow::agentflow::subflow::{FlowAnswer, FlowCall, FlowCaller};
+use crate::retrieval::Document;
+
+pub struct SubflowCaller {
+    pub state: Services,
+    /// The calling flow's workspace: only its chatflows can be called.
+    pub workspace: Uuid,
+    /// How many flows deep the caller already runs (0: a client's request).
+    pub depth: u32,
+}
+
+#[async_trait::async_trait]
+impl FlowCaller for SubflowCaller {
+    async fn call_flow(&self, call: FlowCall) -> Result<FlowAnswer, String> {
+        if self.depth >= MAX_FLOW_DEPTH {
+            return Err(format!(
+                "flows may run flows at most {MAX_FLOW_DEPTH} deep, and this call would be \
+                 deeper (does a flow call itself through another?)"
+            ));
+        }
+        let flow = self
+            .state
+            .store
+            .get_chatflow(self.workspace, call.flow)
+            .await
+            .map_err(|e| {
+                tracing::error!(error = %e, "cannot read a chatflow an agentflow runs");
+                "the chatflow it runs could not be read".to_owned()
+            })?
+            .ok_or_else(|| format!("there is no chatflow {} in this workspace", call.flow))?;
+        let request = PredictionRequest {
+            question: call.question,
+            chat_id: Some(call.chat_id),
+            override_config: call.override_config,
+            depth: self.depth + 1,
+            ..PredictionRequest::default()
+        };
+        // What a client would be told, never a store's or the server's own words.
+        let called = |e: ServiceError| match e {
+            ServiceError::Store(_) | ServiceError::Internal(_) => {
+                tracing::error!(chatflow = %flow.id, error = %e, "a chatflow an agentflow runs failed");
+                format!("chatflow '{}' failed inside the server", flow.name)
+            }
+            e => format!("chatflow '{}' failed: {e}", flow.name),
+        };
+        let answer = prediction::start(&self.state, &flow, request)
+            .await
+            .map_err(called)?
+            .answer()
+            .await
+            .map_err(called)?;
+        Ok(FlowAnswer {
+            text: answer.text,
+            used_tools: answer.used_tools,
+            artifacts: answer.artifacts,
+            sources: answer
+                .source_documents
+                .into_iter()
+                .filter_map(|d| serde_json::from_value::<Document>(d).ok())
+                .collect(),
+        })
+    }
+}
