@@ -786,6 +786,33 @@ def test_an_agent_node_uses_tools(api, fake):
     assert [m["content"] for m in follow["messages"] if m["role"] == "tool"] == ["42"]
 
 
+def test_an_agent_node_converts_its_answer_to_structured_output(api, fake):
+    """agentStructuredOutput: after its tool loop the answer is converted (one more
+    call, forced to the schema); the keys join the output, the content is the JSON
+    in a fenced block, state reads `{{ output.<key> }}`, and only that JSON streams."""
+    rows = [{"key": "city", "type": "string", "description": "The city"},
+            {"key": "temp", "type": "number", "description": "Temperature"}]
+    agent = af_agent("agentAgentflow_0", af_openai(fake.url, field="agentModel"), tools=[af_tool_row("calculator")],
+                     agentStructuredOutput=rows,
+                     agentUpdateState=[{"key": "where", "value": rich(mention("output.city"))}])
+    reply = af_reply(REPLY, rich(f"{mention('agentAgentflow_0')} in {mention('$flow.state.where')}"))
+    flow = create(api, agentflow([af_start(state=[{"key": "where", "value": ""}]), agent, reply],
+                                 [(START, "agentAgentflow_0"), ("agentAgentflow_0", REPLY)]))
+    marker = nonce()
+    weather = {"city": "Oslo", "temp": 3}
+    body = ask(api, flow, f"Weather {marker} STRUCT {json.dumps(weather)}")
+    fenced = "```json\n" + json.dumps(weather, indent=2) + "\n```"
+    done = output(body, "agentAgentflow_0")
+    assert (done["city"], done["temp"], done["content"]) == ("Oslo", 3, fenced)
+    assert body["text"] == f"{fenced} in Oslo"
+    convert = fake.bodies(CHAT, f"Convert the following response to the structured output format: Echo: Weather {marker}")
+    assert len(convert) == 1 and convert[0]["tool_choice"]["function"]["name"] == "structured_output"
+
+    last = create(api, chain(af_start(), agent))
+    events = stream(api, last, f"Weather {nonce()} STRUCT {json.dumps(weather)}")
+    assert "".join(d for e, d in events if e == "token") == fenced
+
+
 # ------------------------------------------------------------------ HTTP node
 
 def test_an_http_node_gets_json(client, site):

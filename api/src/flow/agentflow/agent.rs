@@ -3,12 +3,14 @@
 //! such a tool the node stops before running anything; the stopped item keeps
 //! the conversation so far (its last message the model's calls), and the answer
 //! to the pause goes on from there — proceed runs the calls, reject takes the
-//! refused tools away and asks the model again.
+//! refused tools away and asks the model again. With `agentStructuredOutput`
+//! the final answer is converted to those keys by one more call (as Flowise
+//! does), and only that JSON streams.
 
 use serde_json::{Map, Value, json};
 
 use super::Resume;
-use super::nodes::{Done, Seen, answer_chat, conversation, plain, update_state};
+use super::nodes::{Done, Seen, answer_chat, conversation, plain, structured, update_state};
 use super::step::Agent;
 use crate::flow::FlowError;
 use crate::flow::run::agent::{LoopOutput, call_tools, run_guarded_loop};
@@ -60,13 +62,19 @@ pub async fn run<E: From<FlowEvent>>(
             }
         }
     }
+    // A structured answer is whole JSON: the agent's own words do not stream.
+    let loop_stream = if agent.structured.is_empty() {
+        stream
+    } else {
+        None
+    };
     let mut done = run_guarded_loop(
         ctx,
         &agent.model,
         &ready,
         messages,
         super::AGENT_MAX_ITERATIONS,
-        stream,
+        loop_stream,
         &guarded,
         out,
     )
@@ -75,13 +83,32 @@ pub async fn run<E: From<FlowEvent>>(
         return pause(done.text, &waiting, stream).await;
     }
     let mut output = Map::new();
+    // What `*UpdateState` reads as `{{ output }}`: the answer, or the structured JSON.
+    let mut written = done.text.clone();
+    if !agent.structured.is_empty() {
+        let model = ctx.model(&agent.model).await?;
+        let convert = vec![ChatMessage::new(
+            Role::User,
+            format!(
+                "Convert the following response to the structured output format: {}",
+                done.text
+            ),
+        )];
+        let answer = structured(&agent.model, &*model, convert, &agent.structured).await?;
+        written = serde_json::to_string_pretty(&answer).unwrap_or_default();
+        done.text = format!("```json\n{written}\n```");
+        output.extend(answer);
+        if let Some(tokens) = stream {
+            tokens.send(done.text.clone()).await?;
+        }
+    }
     output.insert("content".into(), Value::from(done.text.clone()));
     if !done.used_tools.is_empty() {
         output.insert("usedTools".into(), Value::from(done.used_tools.clone()));
     }
     Ok(Done {
         input: json!({"messages": plain(&started)}),
-        state: update_state(seen, &agent.update_state, &done.text),
+        state: update_state(seen, &agent.update_state, &written),
         chat: answer_chat(&agent.talk, &done.text),
         opens: true,
         output,

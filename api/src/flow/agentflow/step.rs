@@ -122,6 +122,8 @@ pub struct Agent {
     pub tools: Vec<ToolSpec>,
     /// Per tool, whether a person approves each call first.
     pub approval: Vec<bool>,
+    /// `agentStructuredOutput`: the final answer converted to these keys.
+    pub structured: Vec<OutputField>,
     pub update_state: Vec<(String, String)>,
 }
 
@@ -488,9 +490,6 @@ impl Read<'_> {
                 update_state: self.pairs("llmUpdateState", "key", "value")?,
             }),
             "agentAgentflow" => {
-                if !self.structured("agentStructuredOutput")?.is_empty() {
-                    return not_yet("asks its agent for structured output");
-                }
                 for knowledge in ["agentKnowledgeDocumentStores", "agentKnowledgeVSEmbeddings"] {
                     if !self.rows(knowledge)?.is_empty() {
                         return not_yet(&format!("has knowledge ('{knowledge}')"));
@@ -546,6 +545,7 @@ impl Read<'_> {
                     talk: self.talk("agent")?,
                     tools,
                     approval,
+                    structured: self.structured("agentStructuredOutput")?,
                     update_state: self.pairs("agentUpdateState", "key", "value")?,
                 })
             }
