@@ -3,6 +3,7 @@ sequential agents (start, agents, LLM and tool nodes, conditions, ends), both
 chatflows of type MULTIAGENT: agentReasoning in JSON and SSE, the recursion limit,
 condition branches, and the nodes weir does not run."""
 
+import json
 import re
 
 import pytest
@@ -143,9 +144,6 @@ def test_an_llm_node_and_its_tool_node_loop(api, fake):
 
 
 UNSUPPORTED = {
-    "seqConditionAgent": {"conditionAgentName": "router", "sequentialNode": [flows.ref("seqAgent_0")]},
-    "seqLoop": {"loopToName": "helper", "sequentialNode": [flows.ref("seqAgent_0")]},
-    "seqState": {"stateMemory": "stateMemoryUI"},
     "agentMemory": {"databaseFilePath": ""},
 }
 
@@ -170,6 +168,103 @@ def test_two_workers_of_one_name_are_refused(api, fake):
     twins = [flows.worker("worker_0", "writer", "a", boss), flows.worker("worker_1", "Writer", "b", boss)]
     flow = create_flow(api, flows.wired([model, boss, *twins]), type="MULTIAGENT")
     assert "named" in assert_error(predict(api, flow, "hi"), 400)["message"]
+
+
+def looping(fake):
+    """A worker that runs until the state holds three of its answers: the State's
+    `steps` (Append) and `last` (Replace) keys, written by the worker's Update
+    State rows and read by its prompt; a condition on `steps.length` loops back."""
+    model = flows.openai_model(fake.url)
+    state = flows.node("seqState_0", "seqState", {"stateMemory": "stateMemoryUI", "stateMemoryUI": json.dumps([
+        {"key": "steps", "type": "Append", "defaultValue": ""},
+        {"key": "last", "type": "Replace", "defaultValue": "nothing yet"}])})
+    worker = flows.seq_agent("seqAgent_0", "Worker", ["seqStart_0"], human="Go on from: {previous}",
+                             promptValues=json.dumps({"previous": "$flow.state.last"}),
+                             updateStateMemoryUI=json.dumps([{"key": "steps", "value": "$flow.output.content"},
+                                                             {"key": "last", "value": "$flow.output.content"}]))
+    rows = [{"variable": "$flow.state.steps.length", "operation": "Less Than", "value": "3", "output": "Again"}]
+    nodes = [model, state, flows.seq_start(model, state=flows.ref("seqState_0")), worker,
+             flows.seq_condition("seqCondition_0", "enough", ["seqAgent_0"], rows),
+             flows.node("seqLoop_0", "seqLoop", {"sequentialNode": [flows.ref("seqCondition_0")],
+                                                 "loopToName": "worker"}),
+             flows.seq_end("seqEnd_0", "seqCondition_0")]
+    return flows.wired(nodes, branches={("seqCondition_0", "seqLoop_0"): "Again",
+                                        ("seqCondition_0", "seqEnd_0"): "End"})
+
+
+def test_state_updates_feed_prompts_and_a_loop_until_a_condition_holds(api, fake):
+    body = ask(api, create_flow(api, looping(fake), type="MULTIAGENT"), "start")
+    first = "Echo: Go on from: nothing yet"
+    second = f"Echo: Go on from: {first}"
+    third = f"Echo: Go on from: {second}"
+    assert [s["agentName"] for s in body["agentReasoning"]] == ["Worker"] * 3
+    assert [s["state"] for s in body["agentReasoning"]] == [
+        {"steps": answer, "last": answer} for answer in (first, second, third)]
+    assert body["text"] == third
+
+
+def test_a_condition_agent_routes_on_its_structured_answer(api, fake):
+    model = flows.openai_model(fake.url)
+    judge = flows.node("seqConditionAgent_0", "seqConditionAgent", {
+        "conditionAgentName": "Judge", "sequentialNode": [flows.ref("seqAgent_0")],
+        "systemMessagePrompt": "Decide.", "humanMessagePrompt": "Verdict? {ask}",
+        "promptValues": json.dumps({"ask": "{{question}}"}),
+        "conditionAgentStructuredOutput": json.dumps([
+            {"key": "verdict", "type": "Enum", "enumValues": "approve, reject", "description": "the verdict"}]),
+        "conditionUI": json.dumps([{"variable": "$flow.output.verdict", "operation": "Is", "value": "approve",
+                                    "output": "Publish"}])})
+    nodes = [model, flows.seq_start(model), flows.seq_agent("seqAgent_0", "drafter", ["seqStart_0"]), judge,
+             flows.seq_llm("seqLLMNode_0", "publisher", ["seqConditionAgent_0"], human="Publish it."),
+             flows.seq_end("seqEnd_0", "seqLLMNode_0"), flows.seq_end("seqEnd_1", "seqConditionAgent_0")]
+    flow = create_flow(api, flows.wired(nodes, branches={("seqConditionAgent_0", "seqLLMNode_0"): "Publish",
+                                                         ("seqConditionAgent_0", "seqEnd_1"): "End"}),
+                       type="MULTIAGENT")
+    yes = ask(api, flow, f'{nonce()} STRUCT {{"verdict": "approve"}}')
+    assert [s["agentName"] for s in yes["agentReasoning"]] == ["drafter", "Judge", "publisher"]
+    assert yes["agentReasoning"][1]["next"] == "Publish" and yes["text"] == "Echo: Publish it."
+    marker = nonce()
+    question = f'{marker} STRUCT {{"verdict": "reject"}}'
+    no = ask(api, flow, question)
+    assert [s["agentName"] for s in no["agentReasoning"]] == ["drafter", "Judge"]
+    assert no["agentReasoning"][1]["next"] == "End" and no["text"] == f"Echo: {question}"
+    [asked] = [b for b in fake.bodies("/chat/completions", marker) if b.get("tool_choice")]
+    assert asked["messages"][0] == {"role": "system", "content": "Decide."}
+    assert asked["messages"][-1] == {"role": "user", "content": f"Verdict? {question}"}
+
+
+def test_branches_run_side_by_side_and_merge_once(api, fake):
+    """start → A; A → B and A → C (one step); D after both B and C runs once,
+    seeing what both said."""
+    model = flows.openai_model(fake.url)
+    marker = nonce()
+    nodes = [model, flows.seq_start(model),
+             flows.seq_agent("seqAgent_0", "A", ["seqStart_0"], human=f"A {marker}"),
+             flows.seq_agent("seqAgent_1", "B", ["seqAgent_0"], human=f"B {marker}"),
+             flows.seq_agent("seqAgent_2", "C", ["seqAgent_0"], human=f"C {marker}"),
+             flows.seq_agent("seqAgent_3", "D", ["seqAgent_1", "seqAgent_2"], human=f"D {marker}"),
+             flows.seq_end("seqEnd_0", "seqAgent_3")]
+    body = ask(api, create_flow(api, flows.wired(nodes), type="MULTIAGENT"), "go")
+    assert [s["agentName"] for s in body["agentReasoning"]] == ["A", "B", "C", "D"]
+    assert body["text"] == f"Echo: D {marker}"
+    [d] = fake.bodies("/chat/completions", f"D {marker}")
+    said = [m["content"] for m in d["messages"]]
+    assert f"Echo: B {marker}" in said and f"Echo: C {marker}" in said
+
+
+@pytest.mark.parametrize("node, inputs, words", [
+    ("seqState", {"stateMemoryCode": "{ a: { value: (x, y) => y } }", "selectedStateTab_seqState_0": "stateMemoryCode"},
+     "JavaScript"),
+    ("seqLoop", {"loopToName": "nobody", "sequentialNode": [flows.ref("seqAgent_0")]}, "nobody"),
+])
+def test_what_sequential_nodes_cannot_do_is_a_400(api, fake, node, inputs, words):
+    model = flows.openai_model(fake.url)
+    extra = flows.node(f"{node}_0", node, inputs)
+    start = flows.seq_start(model, state=flows.ref("seqState_0")) if node == "seqState" else flows.seq_start(model)
+    nodes = [model, start, flows.seq_agent("seqAgent_0", "helper", ["seqStart_0"]), extra,
+             flows.seq_end("seqEnd_0", "seqAgent_0")]
+    flow = create_flow(api, flows.wired(nodes), type="MULTIAGENT")
+    message = assert_error(predict(api, flow, "hi"), 400)["message"]
+    assert f"{node}_0" in message and words in message, message
 
 
 def test_a_condition_on_a_variable_weir_does_not_know_is_refused(api, fake):

@@ -239,12 +239,42 @@ pub enum SeqStep {
         tools: Vec<ToolSpec>,
         /// The LLM node whose tool calls this node runs.
         llm_node: String,
+        update_state: Vec<(String, String)>,
     },
     Condition {
         name: String,
         rows: Vec<ConditionRow>,
     },
+    /// A model decides (`seqConditionAgent`): its answer (or structured output)
+    /// is checked against the rows.
+    ConditionAgent(SeqConditionAgent),
+    /// Back to the node of that name (`seqLoop`; the plan resolves it).
+    Loop,
+    /// The flow's state channels (`seqState`).
+    State(Vec<StateChannel>),
     End,
+}
+
+/// One key of a sequential flow's state.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StateChannel {
+    pub key: String,
+    /// `Append` (a list that writes add to) rather than `Replace`.
+    pub append: bool,
+    pub default: Value,
+}
+
+/// A `seqConditionAgent`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SeqConditionAgent {
+    pub name: String,
+    pub system: String,
+    pub human: String,
+    pub values: Map<String, Value>,
+    pub model: Option<ModelSpec>,
+    /// `conditionAgentStructuredOutput`: the model answers with these keys.
+    pub structured: Vec<crate::flow::agentflow::step::OutputField>,
+    pub rows: Vec<ConditionRow>,
 }
 
 /// A `seqAgent` (tool-calling loop) or `seqLLMNode` (one model call).
@@ -257,6 +287,9 @@ pub struct SeqAgent {
     pub model: Option<ModelSpec>,
     pub tools: Vec<ToolSpec>,
     pub max_iterations: u32,
+    /// `updateStateMemoryUI` rows: state key, and its value (`$flow.…` read
+    /// after the step, else the text as written).
+    pub update_state: Vec<(String, String)>,
 }
 
 /// One row of a `seqCondition`: when `variable` `operation` `value`, take `output`.

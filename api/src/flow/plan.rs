@@ -58,6 +58,14 @@ pub struct SeqGraph {
     pub next: HashMap<String, Vec<(Option<String>, String)>>,
     /// The tool node that serves an LLM node's tool calls.
     pub tool_node_of: HashMap<String, String>,
+    /// Where each `seqLoop` goes back to.
+    pub loop_target: HashMap<String, String>,
+    /// Nodes that wait for several steps before them ("merge in"): each runs
+    /// once all of these have run since it last did.
+    pub joins: HashMap<String, Vec<String>>,
+    /// Each node's place in the flow: results of steps that ran together are
+    /// applied in this order.
+    pub order: HashMap<String, usize>,
 }
 
 /// The request's `overrideConfig` and what the chatflow allows of it.
@@ -528,7 +536,25 @@ fn sequential(graph: &FlowGraph, start: &str) -> Result<SeqGraph, FlowError> {
         start: start.to_owned(),
         ..SeqGraph::default()
     };
-    let is_condition = |id: &str| graph.node(id).is_some_and(|n| n.name == "seqCondition");
+    let name_of = |id: &str| graph.node(id).map_or("", |n| n.name.as_str());
+    let is_condition = |id: &str| matches!(name_of(id), "seqCondition" | "seqConditionAgent");
+    // Loop targets are named as Flowise names graph nodes: lower case, spaces as `_`.
+    let normalised = |name: &str| name.trim().to_lowercase().replace(char::is_whitespace, "_");
+    let mut by_name: HashMap<String, String> = HashMap::new();
+    for (index, node) in graph.nodes.iter().enumerate() {
+        seq.order.insert(node.id.clone(), index);
+        let label = match node.name.as_str() {
+            "seqAgent" => node.inputs.get("agentName"),
+            "seqLLMNode" => node.inputs.get("llmNodeName"),
+            "seqToolNode" => node.inputs.get("toolNodeName"),
+            _ => None,
+        };
+        if let Some(label) = label.and_then(Value::as_str) {
+            by_name
+                .entry(normalised(label))
+                .or_insert_with(|| node.id.clone());
+        }
+    }
     for node in &graph.nodes {
         if node.name == "seqToolNode"
             && let Some(llm) = node.inputs.get("llmNode").map(references)
@@ -536,9 +562,25 @@ fn sequential(graph: &FlowGraph, start: &str) -> Result<SeqGraph, FlowError> {
         {
             seq.tool_node_of.insert((*llm).to_owned(), node.id.clone());
         }
+        if node.name == "seqLoop" {
+            let wanted = node
+                .inputs
+                .get("loopToName")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let target = by_name.get(&normalised(wanted)).ok_or_else(|| {
+                FlowError::invalid(format!(
+                    "node {} (seqLoop) loops to '{wanted}', which names no agent, LLM or tool \
+                     node of the flow",
+                    node.id
+                ))
+            })?;
+            seq.loop_target.insert(node.id.clone(), target.clone());
+        }
         let Some(previous) = node.inputs.get("sequentialNode") else {
             continue;
         };
+        let mut plain = Vec::new();
         for from in references(previous) {
             let branch = if is_condition(from) {
                 let handle = graph
@@ -555,24 +597,26 @@ fn sequential(graph: &FlowGraph, start: &str) -> Result<SeqGraph, FlowError> {
                     ))
                 })?)
             } else {
+                if name_of(from) != "seqStart" && !plain.contains(&from) {
+                    plain.push(from);
+                }
                 None
             };
-            seq.next
-                .entry(from.to_owned())
-                .or_default()
-                .push((branch, node.id.clone()));
+            let next = seq.next.entry(from.to_owned()).or_default();
+            if !next.contains(&(branch.clone(), node.id.clone())) {
+                next.push((branch, node.id.clone()));
+            }
+        }
+        // As in Flowise: a step after two or more steps runs once after all of them.
+        if plain.len() > 1 && matches!(node.name.as_str(), "seqAgent" | "seqLLMNode" | "seqLoop") {
+            seq.joins.insert(
+                node.id.clone(),
+                plain.into_iter().map(str::to_owned).collect(),
+            );
         }
     }
-    for (from, next) in &seq.next {
-        if !is_condition(from) && next.len() > 1 {
-            let ids: Vec<&str> = next.iter().map(|(_, id)| id.as_str()).collect();
-            return Err(FlowError::invalid(format!(
-                "node {from} goes on to {} nodes ({}); weir runs sequential flows one path at \
-                 a time (use a seqCondition to choose)",
-                next.len(),
-                ids.join(", ")
-            )));
-        }
+    for next in seq.next.values_mut() {
+        next.sort_by_key(|(_, id)| seq.order.get(id).copied().unwrap_or(usize::MAX));
     }
     if !seq.next.contains_key(start) {
         return Err(FlowError::invalid(format!(

@@ -74,15 +74,15 @@ pub static NODES: &[&dyn Node] = &[
     &seq_llm_node::SeqLlmNode,
     &seq_tool_node::SeqToolNode,
     &seq_condition::SeqCondition,
+    &seq_condition_agent::SeqConditionAgentNode,
+    &seq_loop::SeqLoop,
+    &seq_state::SeqState,
     &seq_end::SeqEnd,
 ];
 
 /// Flowise node types weir knows of but does not run yet; a flow using one is a
 /// 400 that says so (rather than "unknown").
 pub const NOT_YET_SUPPORTED: &[&str] = &[
-    "seqConditionAgent",
-    "seqLoop",
-    "seqState",
     "agentMemory",
     "sqliteAgentMemory",
     "postgresAgentMemory",

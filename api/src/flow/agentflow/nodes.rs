@@ -384,7 +384,7 @@ const STRUCTURED_TOOL: &str = "structured_output";
 /// The model's answer as an object of the node's keys: the model must call a
 /// tool whose parameters are that schema; an answer that does not fit is sent
 /// back once with what was wrong.
-pub(super) async fn structured(
+pub(crate) async fn structured(
     spec: &ModelSpec,
     model: &dyn crate::llm::ChatModel,
     mut messages: Vec<ChatMessage>,

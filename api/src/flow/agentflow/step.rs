@@ -410,55 +410,7 @@ impl Read<'_> {
     }
 
     fn structured(&self, name: &str) -> Result<Vec<OutputField>, FlowError> {
-        let mut fields = Vec::new();
-        for row in self.rows(name)? {
-            let key = cell(row.get("key"));
-            let key = key.trim();
-            if key.is_empty() {
-                continue;
-            }
-            let kind = match row.get("type").and_then(Value::as_str).unwrap_or("string") {
-                "string" | "" => FieldKind::String,
-                "stringArray" => FieldKind::StringArray,
-                "number" => FieldKind::Number,
-                "boolean" => FieldKind::Boolean,
-                "enum" => FieldKind::Enum(
-                    cell(row.get("enumValues"))
-                        .split(',')
-                        .map(|v| v.trim().to_owned())
-                        .filter(|v| !v.is_empty())
-                        .collect(),
-                ),
-                "jsonArray" => {
-                    let schema = cell(row.get("jsonSchema"));
-                    let properties = match serde_json::from_str::<Value>(&schema) {
-                        Ok(Value::Object(o)) => o,
-                        _ => {
-                            return Err(self.invalid(format_args!(
-                                "structured output key '{key}' needs a JSON object schema"
-                            )));
-                        }
-                    };
-                    FieldKind::JsonArray(properties)
-                }
-                other => {
-                    return Err(self.invalid(format_args!(
-                        "structured output key '{key}' has an unknown type '{other}'"
-                    )));
-                }
-            };
-            if matches!(&kind, FieldKind::Enum(values) if values.is_empty()) {
-                return Err(self.invalid(format_args!(
-                    "structured output key '{key}' is an enum without values"
-                )));
-            }
-            fields.push(OutputField {
-                key: key.to_owned(),
-                kind,
-                description: cell(row.get("description")),
-            });
-        }
-        Ok(fields)
+        output_fields(&self.rows(name)?, |why| self.invalid(why))
     }
 
     fn kind(&self, wiring: &Wiring) -> Result<StepKind, FlowError> {
@@ -753,6 +705,62 @@ fn clean_config(config: &Map<String, Value>, param: &str) -> Map<String, Value> 
 }
 
 /// A row's cell as text (numbers and booleans as written).
+/// Structured output rows (`{key, type, enumValues, jsonSchema, description}`)
+/// as fields. Types as agentflows write them (`stringArray`) or as sequential
+/// agents do (`String Array`); rows without a key are skipped.
+pub fn output_fields(
+    rows: &[Map<String, Value>],
+    invalid: impl Fn(String) -> FlowError,
+) -> Result<Vec<OutputField>, FlowError> {
+    let mut fields = Vec::new();
+    for row in rows {
+        let key = cell(row.get("key"));
+        let key = key.trim();
+        if key.is_empty() {
+            continue;
+        }
+        let kind_name = cell(row.get("type")).to_ascii_lowercase().replace(' ', "");
+        let kind = match kind_name.as_str() {
+            "string" | "" => FieldKind::String,
+            "stringarray" => FieldKind::StringArray,
+            "number" => FieldKind::Number,
+            "boolean" => FieldKind::Boolean,
+            "enum" => FieldKind::Enum(
+                cell(row.get("enumValues"))
+                    .split(',')
+                    .map(|v| v.trim().to_owned())
+                    .filter(|v| !v.is_empty())
+                    .collect(),
+            ),
+            "jsonarray" => match serde_json::from_str::<Value>(&cell(row.get("jsonSchema"))) {
+                Ok(Value::Object(properties)) => FieldKind::JsonArray(properties),
+                _ => {
+                    return Err(invalid(format!(
+                        "structured output key '{key}' needs a JSON object schema"
+                    )));
+                }
+            },
+            _ => {
+                return Err(invalid(format!(
+                    "structured output key '{key}' has an unknown type '{}'",
+                    cell(row.get("type"))
+                )));
+            }
+        };
+        if matches!(&kind, FieldKind::Enum(values) if values.is_empty()) {
+            return Err(invalid(format!(
+                "structured output key '{key}' is an enum without values"
+            )));
+        }
+        fields.push(OutputField {
+            key: key.to_owned(),
+            kind,
+            description: cell(row.get("description")),
+        });
+    }
+    Ok(fields)
+}
+
 pub fn cell(value: Option<&Value>) -> String {
     match value {
         Some(Value::String(s)) => s.clone(),

@@ -9,8 +9,8 @@ use crate::flow::node::{
 
 pub struct SeqAgentNode;
 
-/// Inputs Flowise writes on sequential steps that weir accepts without effect
-/// (history selection, human-in-the-loop approval, state updates).
+/// Inputs Flowise writes on sequential steps: the state updates, and what
+/// weir accepts without effect (history selection, human-in-the-loop approval).
 pub(super) const STEP_IGNORED: [InputSpec; 10] = [
     input("messageHistory", K::Ignored),
     input("conversationHistorySelection", K::Ignored),
@@ -18,11 +18,53 @@ pub(super) const STEP_IGNORED: [InputSpec; 10] = [
     input("approvalPrompt", K::Ignored),
     input("approveButtonText", K::Ignored),
     input("rejectButtonText", K::Ignored),
-    input("updateStateMemoryUI", K::Ignored),
-    input("updateStateMemoryCode", K::Ignored),
+    input("updateStateMemoryUI", K::Json),
+    input("updateStateMemoryCode", K::Text),
+    // The chosen tab's name, or (older flows) the rows themselves.
     input("updateStateMemory", K::Ignored),
     input("selectedUpdateStateMemoryTab", K::Ignored),
 ];
+
+/// A step's `Update State` rows `{key, value}` (the table tab; older flows wrote
+/// `{Key, Value}` rows into `updateStateMemory`). The code tab is JavaScript,
+/// which weir does not run: a 400 when it is the tab chosen and holds code.
+pub(super) fn update_state(node: &Build<'_>) -> Result<Vec<(String, String)>, FlowError> {
+    let tab = node
+        .value(&format!("selectedUpdateStateMemoryTab_{}", node.id()))
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or("updateStateMemoryUI");
+    if tab.starts_with("updateStateMemoryCode") && node.text("updateStateMemoryCode").is_some() {
+        return Err(node.invalid(
+            "updates the state with JavaScript (updateStateMemoryCode), which weir does not run; \
+             use the table (updateStateMemoryUI)",
+        ));
+    }
+    let mut rows = Vec::new();
+    for input in ["updateStateMemoryUI", "updateStateMemory"] {
+        let Some(serde_json::Value::Array(items)) = json_rows(node, input)? else {
+            continue;
+        };
+        for item in items {
+            let text = |names: [&str; 2]| {
+                names
+                    .iter()
+                    .find_map(|n| item.get(*n))
+                    .map(|v| match v {
+                        serde_json::Value::String(s) => s.trim().to_owned(),
+                        other => other.to_string(),
+                    })
+                    .unwrap_or_default()
+            };
+            let key = text(["key", "Key"]);
+            if key.is_empty() {
+                return Err(node.invalid("has an Update State row without a key"));
+            }
+            rows.push((key, text(["value", "Value"])));
+        }
+        break;
+    }
+    Ok(rows)
+}
 
 const INPUTS: [InputSpec; 18] = concat(
     [
@@ -63,6 +105,23 @@ impl Node for SeqAgentNode {
     }
 }
 
+/// A table input: a list, or its JSON text; `None` when absent, blank or a
+/// tab's name (inputs such as `updateStateMemory` hold either).
+pub(super) fn json_rows(
+    node: &Build<'_>,
+    input: &str,
+) -> Result<Option<serde_json::Value>, FlowError> {
+    match node.value(input) {
+        Some(serde_json::Value::Array(items)) => Ok(Some(serde_json::Value::Array(items.clone()))),
+        Some(serde_json::Value::String(text)) if text.trim_start().starts_with('[') => {
+            serde_json::from_str(text)
+                .map(Some)
+                .map_err(|e| node.invalid(format_args!("input '{input}' is not valid JSON: {e}")))
+        }
+        _ => Ok(None),
+    }
+}
+
 /// The prompts, name and model of an agent or LLM step (no tools yet).
 pub(super) fn step(
     node: &Build<'_>,
@@ -87,5 +146,6 @@ pub(super) fn step(
         model,
         tools: Vec::new(),
         max_iterations: 1,
+        update_state: update_state(node)?,
     })
 }

@@ -48,25 +48,35 @@ impl Node for SeqCondition {
     }
 
     fn build(&self, node: &Build<'_>) -> Result<Component, FlowError> {
-        if node.text("conditionFunction").is_some() {
-            return Err(node.invalid(
-                "has a JavaScript condition function, which weir cannot run; use the \
-                 condition table (conditionUI) instead",
-            ));
-        }
-        let rows = match node.json("conditionUI")? {
-            None => Vec::new(),
-            Some(Value::Array(rows)) => rows
-                .iter()
-                .enumerate()
-                .map(|(i, row)| condition_row(node, i, row))
-                .collect::<Result<_, _>>()?,
-            Some(_) => return Err(node.invalid("input 'conditionUI' must be a list of conditions")),
-        };
         Ok(Component::Sequential(SeqStep::Condition {
             name: node.text("conditionName").unwrap_or("Condition").to_owned(),
-            rows,
+            rows: condition_rows(node)?,
         }))
+    }
+}
+
+/// The condition table's rows (`conditionUI`, a list or its JSON text).
+pub(super) fn condition_rows(node: &Build<'_>) -> Result<Vec<ConditionRow>, FlowError> {
+    // The code tab counts when it is the one chosen, or when the table is empty.
+    let code_chosen = node
+        .value(&format!("selectedConditionFunctionTab_{}", node.id()))
+        .and_then(Value::as_str)
+        .is_some_and(|tab| tab.starts_with("conditionFunction"))
+        || node.json("conditionUI")?.is_none();
+    if node.text("conditionFunction").is_some() && code_chosen {
+        return Err(node.invalid(
+            "has a JavaScript condition function, which weir cannot run; use the \
+             condition table (conditionUI) instead",
+        ));
+    }
+    match node.json("conditionUI")? {
+        None => Ok(Vec::new()),
+        Some(Value::Array(rows)) => rows
+            .iter()
+            .enumerate()
+            .map(|(i, row)| condition_row(node, i, row))
+            .collect(),
+        Some(_) => Err(node.invalid("input 'conditionUI' must be a list of conditions")),
     }
 }
 
@@ -90,14 +100,13 @@ fn condition_row(node: &Build<'_>, index: usize, row: &Value) -> Result<Conditio
         )));
     }
     let variable = field("variable");
-    let known = matches!(
-        variable.as_str(),
-        "" | "$flow.output" | "$flow.output.content" | "$flow.input"
-    ) || variable.starts_with("$flow.state.");
+    let known = matches!(variable.as_str(), "" | "$flow.output" | "$flow.input")
+        || variable.starts_with("$flow.output.")
+        || variable.starts_with("$flow.state.");
     if !known {
         return Err(node.invalid(format_args!(
-            "condition {} compares '{variable}'; weir knows $flow.output.content, $flow.input \
-             and $flow.state.<key>",
+            "condition {} compares '{variable}'; weir knows $flow.output.content (or another \
+             key of the output), $flow.input and $flow.state.<key>",
             index + 1
         )));
     }

@@ -13,7 +13,7 @@ static SPEC: NodeSpec = NodeSpec {
     inputs: &[
         required("model", K::Anchor(Category::ChatModel)),
         input("agentMemory", K::Anchor(Category::Memory)),
-        input("state", K::Anchor(Category::Unsupported)),
+        input("state", K::Anchor(Category::Sequential)),
         input("inputModeration", K::Anchors(Category::Moderation)),
     ],
 };

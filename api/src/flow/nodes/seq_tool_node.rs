@@ -18,8 +18,8 @@ static SPEC: NodeSpec = NodeSpec {
         input("approvalPrompt", K::Ignored),
         input("approveButtonText", K::Ignored),
         input("rejectButtonText", K::Ignored),
-        input("updateStateMemoryUI", K::Ignored),
-        input("updateStateMemoryCode", K::Ignored),
+        input("updateStateMemoryUI", K::Json),
+        input("updateStateMemoryCode", K::Text),
         input("updateStateMemory", K::Ignored),
         input("selectedUpdateStateMemoryTab", K::Ignored),
     ],
@@ -40,6 +40,7 @@ impl Node for SeqToolNode {
             name: node.text("toolNodeName").unwrap_or("Tools").to_owned(),
             tools: node.tools("tools")?,
             llm_node,
+            update_state: super::seq_agent::update_state(node)?,
         }))
     }
 }

@@ -1,23 +1,69 @@
-//! Sequential-agent flows: from `seqStart`, one step at a time along the plan's
-//! wiring over one shared conversation. An agent step runs the agent loop; an
-//! LLM step makes one model call, and when a tool node serves it and the model
-//! called tools, the tool node runs them next; a condition picks its branch from
-//! the last output; `seqEnd` (or a step with nothing after it) ends the run.
-//! Each agent, LLM and tool step is an `agentReasoning` item; the answer is the
-//! last output. Steps are bounded, so a loop in the graph ends.
+//! Sequential-agent flows, run as Flowise runs them on LangGraph: in steps.
+//! From `seqStart`, every node whose turn has come runs — several at once when
+//! the flow branches out, each seeing the state as the step began — and their
+//! results (messages, state writes) are applied in the flow's order. A node
+//! after two or more nodes waits for all of them ("merge in"). An agent step
+//! runs the agent loop; an LLM step makes one model call, and when a tool node
+//! serves it and the model called tools, the tool node runs them next;
+//! conditions (`seqCondition`, and `seqConditionAgent`, which asks a model
+//! first) choose a branch from `$flow.output` (the step before), `$flow.state`
+//! and `$flow.input`; `seqLoop` goes back to a named node; `seqEnd`, or a
+//! step with nothing after it, ends a branch. The state (`seqState`) holds
+//! `Replace` and `Append` keys that steps' `Update State` rows write. Each
+//! agent, LLM and tool step is an `agentReasoning` item; the answer is the
+//! last text said. Steps are bounded, so a loop ends.
 
-use serde_json::{Value, json};
+use std::collections::{HashMap, HashSet, VecDeque};
+
+use serde_json::{Map, Value, json};
 
 use super::agent::{call_tools, run_loop};
 use super::{FlowEvent, RunContext, RunError, RunInput, RunOutput, Tokens, model_step};
 use crate::flow::FlowError;
-use crate::flow::component::{ConditionRow, ModelSpec, SeqAgent, SeqStep};
+use crate::flow::component::{
+    ConditionRow, ModelSpec, SeqAgent, SeqConditionAgent, SeqStep, StateChannel,
+};
 use crate::flow::plan::SequentialSpec;
 use crate::flow::{prompt, tools};
 use crate::llm::{ChatMessage, ChatRequest, Role, ToolCall};
 
-/// Steps a run takes at most (a graph may loop through a condition).
+/// Steps a run takes at most (nodes running together count once).
 const MAX_STEPS: usize = 100;
+/// Conditions and loops one step's routing passes through at most.
+const MAX_HOPS: usize = 64;
+
+/// A node to run in the next step (a tool node with the calls it runs).
+struct Task {
+    id: String,
+    calls: Vec<ToolCall>,
+}
+
+/// What one node did.
+#[derive(Default)]
+struct StepDone {
+    messages: Vec<ChatMessage>,
+    /// What it said, when it speaks (the answer so far).
+    text: Option<String>,
+    /// `$flow.output`: what its state updates and the conditions after it read.
+    output: Value,
+    /// Tool calls an LLM step made (for its tool node).
+    calls: Vec<ToolCall>,
+    writes: Map<String, Value>,
+    reasoning: Option<Value>,
+    used_tools: Vec<Value>,
+    artifacts: Vec<Value>,
+    sources: Vec<crate::retrieval::Document>,
+}
+
+/// What the nodes of one step see.
+struct View<'a> {
+    spec: &'a SequentialSpec,
+    input: &'a RunInput,
+    ctx: &'a RunContext<'a>,
+    conversation: &'a [ChatMessage],
+    /// The state with `messages`, as `$flow.state` reads it.
+    state: Value,
+}
 
 pub async fn run<E: From<FlowEvent>>(
     spec: &SequentialSpec,
@@ -25,14 +71,39 @@ pub async fn run<E: From<FlowEvent>>(
     ctx: &RunContext<'_>,
     tokens: &Tokens<'_, E>,
 ) -> Result<RunOutput, RunError> {
+    let channels: &[StateChannel] = spec
+        .steps
+        .values()
+        .find_map(|s| match s {
+            SeqStep::State(channels) => Some(channels.as_slice()),
+            _ => None,
+        })
+        .unwrap_or(&[]);
+    let mut state: Map<String, Value> = channels
+        .iter()
+        .map(|c| (c.key.clone(), c.default.clone()))
+        .collect();
     let mut conversation = input.history.clone();
     conversation.push(ChatMessage::new(Role::User, input.question.clone()));
     let mut out = RunOutput::default();
     let mut last_output = String::new();
-    let mut pending_calls: Vec<ToolCall> = Vec::new();
-    let mut current = next_of(spec, &spec.graph.start, None);
+    let mut arrived: HashMap<String, HashSet<String>> = HashMap::new();
+    let mut frontier = Vec::new();
+    {
+        let view = view(spec, input, ctx, &conversation, &state);
+        let start = StepDone::default();
+        route(
+            &view,
+            &spec.graph.start,
+            &start,
+            &mut arrived,
+            &mut frontier,
+            &mut out,
+        )
+        .await?;
+    }
     let mut steps = 0;
-    while let Some(id) = current.take() {
+    while !frontier.is_empty() {
         steps += 1;
         if steps > MAX_STEPS {
             last_output = format!(
@@ -40,91 +111,37 @@ pub async fn run<E: From<FlowEvent>>(
             );
             break;
         }
-        let step = spec
-            .steps
-            .get(&id)
-            .ok_or_else(|| FlowError::invalid(format!("node {id} is not a sequential step")))?;
-        match step {
-            SeqStep::Start { .. } => current = next_of(spec, &id, None),
-            SeqStep::End => break,
-            SeqStep::Agent(agent) => {
-                let tools = tools::prepare(&agent.tools, &ctx.env)?;
-                let messages = step_messages(agent, &conversation, input);
-                let done = run_loop::<E>(
-                    ctx,
-                    model_of(agent, spec),
-                    &tools,
-                    messages,
-                    agent.max_iterations,
-                    None,
-                )
-                .await?;
-                out.agent_reasoning
-                    .push(reasoning(&agent.name, &done.text, &done.used_tools));
-                out.used_tools.extend(done.used_tools);
-                out.artifacts.extend(done.artifacts);
-                out.source_documents.extend(done.sources);
-                conversation.push(ChatMessage::new(Role::Assistant, done.text.clone()));
-                last_output = done.text;
-                current = next_of(spec, &id, None);
+        let results = {
+            let view = view(spec, input, ctx, &conversation, &state);
+            futures_util::future::join_all(frontier.iter().map(|task| run_node::<E>(&view, task)))
+                .await
+        };
+        let mut finished = Vec::with_capacity(frontier.len());
+        for (task, result) in frontier.iter().zip(results) {
+            let mut done = result?;
+            conversation.extend(std::mem::take(&mut done.messages));
+            apply(&mut state, channels, &done.writes);
+            if let Some(text) = &done.text {
+                last_output.clone_from(text);
             }
-            SeqStep::Llm(llm) => {
-                let tool_node = spec.graph.tool_node_of.get(&id);
-                let tool_specs = match tool_node.and_then(|t| spec.steps.get(t)) {
-                    Some(SeqStep::ToolNode { tools, .. }) => tools.as_slice(),
-                    _ => &[],
-                };
-                let offered = tools::prepare(tool_specs, &ctx.env)?;
-                let model_spec = model_of(llm, spec);
-                let request = ChatRequest {
-                    messages: step_messages(llm, &conversation, input),
-                    tools: offered.iter().map(|t| t.def.clone()).collect(),
-                    params: model_spec.params.clone(),
-                    ..ChatRequest::default()
-                };
-                let model = ctx.model(model_spec).await?;
-                let step = model_step::<E>(model_spec, &*model, request, None, false).await?;
-                let (text, calls) = (step.text, step.calls);
-                out.agent_reasoning.push(reasoning(&llm.name, &text, &[]));
-                match tool_node {
-                    Some(tool_node) if !calls.is_empty() => {
-                        conversation.push(ChatMessage::tool_calls(text, calls.clone()));
-                        pending_calls = calls;
-                        current = Some(tool_node.clone());
-                    }
-                    _ => {
-                        conversation.push(ChatMessage::new(Role::Assistant, text.clone()));
-                        last_output = text;
-                        current = next_of(spec, &id, None);
-                    }
-                }
-            }
-            SeqStep::ToolNode { name, tools, .. } => {
-                let ready = tools::prepare(tools, &ctx.env)?;
-                let calls = std::mem::take(&mut pending_calls);
-                let outcomes = call_tools(ctx, &ready, &calls).await;
-                let mut used = Vec::with_capacity(calls.len());
-                let mut outputs = Vec::with_capacity(calls.len());
-                for (call, outcome) in calls.iter().zip(outcomes) {
-                    used.push(tools::used_tool(&call.name, &call.arguments, &outcome));
-                    out.artifacts.extend(outcome.artifacts.iter().cloned());
-                    out.source_documents.extend(outcome.sources.iter().cloned());
-                    outputs.push(outcome.output.clone());
-                    conversation.push(ChatMessage::tool_result(call, outcome.output));
-                }
-                out.agent_reasoning
-                    .push(reasoning(name, &outputs.join("\n"), &used));
-                out.used_tools.extend(used);
-                current = next_of(spec, &id, None);
-            }
-            SeqStep::Condition { rows, .. } => {
-                let branch = rows
-                    .iter()
-                    .find(|row| holds(row, &last_output, input))
-                    .map_or("End", |row| row.output.as_str());
-                current = next_of(spec, &id, Some(branch));
+            out.agent_reasoning.extend(done.reasoning.take());
+            out.used_tools.append(&mut done.used_tools);
+            out.artifacts.append(&mut done.artifacts);
+            out.source_documents.append(&mut done.sources);
+            finished.push((task.id.clone(), done));
+        }
+        let mut next = Vec::new();
+        {
+            let view = view(spec, input, ctx, &conversation, &state);
+            for (id, done) in &finished {
+                route(&view, id, done, &mut arrived, &mut next, &mut out).await?;
             }
         }
+        // Each node once, in the flow's order.
+        let mut seen = HashSet::new();
+        next.retain(|t: &Task| seen.insert(t.id.clone()));
+        next.sort_by_key(|t| spec.graph.order.get(&t.id).copied().unwrap_or(usize::MAX));
+        frontier = next;
     }
     if !last_output.is_empty() {
         tokens.send(last_output.clone()).await?;
@@ -133,16 +150,386 @@ pub async fn run<E: From<FlowEvent>>(
     Ok(out)
 }
 
-/// The node after `id` (on `branch`, for a condition).
-fn next_of(spec: &SequentialSpec, id: &str, branch: Option<&str>) -> Option<String> {
-    let next = spec.graph.next.get(id)?;
-    next.iter()
-        .find(|(b, _)| match (branch, b) {
-            (None, _) => true,
-            (Some(want), Some(have)) => want.eq_ignore_ascii_case(have),
-            (Some(_), None) => false,
+fn view<'a>(
+    spec: &'a SequentialSpec,
+    input: &'a RunInput,
+    ctx: &'a RunContext<'a>,
+    conversation: &'a [ChatMessage],
+    state: &Map<String, Value>,
+) -> View<'a> {
+    let mut shown = state.clone();
+    shown.insert(
+        "messages".into(),
+        conversation
+            .iter()
+            .map(|m| json!({"role": m.role.as_str(), "content": m.content}))
+            .collect(),
+    );
+    View {
+        spec,
+        input,
+        ctx,
+        conversation,
+        state: Value::Object(shown),
+    }
+}
+
+/// Writes into the state: an `Append` key takes a list's items (or one value),
+/// any other key the value (a null keeps the old one).
+fn apply(state: &mut Map<String, Value>, channels: &[StateChannel], writes: &Map<String, Value>) {
+    for (key, value) in writes {
+        let append = channels.iter().any(|c| c.append && &c.key == key);
+        if append {
+            let list = state
+                .entry(key.clone())
+                .or_insert_with(|| Value::Array(Vec::new()));
+            if !list.is_array() {
+                *list = Value::Array(vec![list.take()]);
+            }
+            if let Value::Array(items) = list {
+                match value {
+                    Value::Array(more) => items.extend(more.iter().cloned()),
+                    Value::Null => {}
+                    one => items.push(one.clone()),
+                }
+            }
+        } else if !value.is_null() {
+            state.insert(key.clone(), value.clone());
+        }
+    }
+}
+
+/// Where the flow goes after `from`: its tool node (an LLM step that called
+/// tools), else its next nodes — through conditions, loops and merges.
+async fn route(
+    view: &View<'_>,
+    from: &str,
+    done: &StepDone,
+    arrived: &mut HashMap<String, HashSet<String>>,
+    next: &mut Vec<Task>,
+    out: &mut RunOutput,
+) -> Result<(), RunError> {
+    let graph = &view.spec.graph;
+    if !done.calls.is_empty()
+        && let Some(tool_node) = graph.tool_node_of.get(from)
+    {
+        next.push(Task {
+            id: tool_node.clone(),
+            calls: done.calls.clone(),
+        });
+        return Ok(());
+    }
+    let successors = |id: &str, branch: Option<&str>| -> Vec<(String, String)> {
+        graph
+            .next
+            .get(id)
+            .map(|targets| {
+                targets
+                    .iter()
+                    .filter(|(b, _)| match (branch, b) {
+                        (None, None) => true,
+                        (Some(want), Some(have)) => same_branch(want, have),
+                        _ => false,
+                    })
+                    .map(|(_, target)| (target.clone(), id.to_owned()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut pending: VecDeque<(String, String)> = successors(from, None).into();
+    let mut hops = 0;
+    while let Some((target, via)) = pending.pop_front() {
+        hops += 1;
+        if hops > MAX_HOPS {
+            return Err(FlowError::failed(format!(
+                "node {from}'s next step passes through more than {MAX_HOPS} conditions and loops"
+            ))
+            .into());
+        }
+        let joined = |arrived: &mut HashMap<String, HashSet<String>>| match graph.joins.get(&target)
+        {
+            Some(waits_for) if waits_for.contains(&via) => {
+                let seen = arrived.entry(target.clone()).or_default();
+                seen.insert(via.clone());
+                if waits_for.iter().all(|w| seen.contains(w)) {
+                    seen.clear();
+                    true
+                } else {
+                    false
+                }
+            }
+            _ => true,
+        };
+        match view.spec.steps.get(&target) {
+            Some(SeqStep::Condition { rows, .. }) => {
+                let branch = pick(rows, &done.output, view);
+                pending.extend(successors(&target, Some(branch)));
+            }
+            Some(SeqStep::ConditionAgent(agent)) => {
+                let output = decide(agent, view).await?;
+                let branch = pick(&agent.rows, &output, view);
+                out.agent_reasoning.push(json!({
+                    "agentName": agent.name,
+                    "messages": [branch],
+                    "next": branch,
+                    "instructions": Value::Null,
+                    "usedTools": [],
+                    "sourceDocuments": [],
+                    "state": {},
+                }));
+                pending.extend(successors(&target, Some(branch)));
+            }
+            Some(SeqStep::Loop) => {
+                if joined(arrived)
+                    && let Some(back_to) = graph.loop_target.get(&target)
+                {
+                    pending.push_back((back_to.clone(), target.clone()));
+                }
+            }
+            Some(SeqStep::Agent(_) | SeqStep::Llm(_) | SeqStep::ToolNode { .. }) => {
+                if joined(arrived) {
+                    next.push(Task {
+                        id: target,
+                        calls: Vec::new(),
+                    });
+                }
+            }
+            Some(SeqStep::End | SeqStep::Start { .. } | SeqStep::State(_)) | None => {}
+        }
+    }
+    Ok(())
+}
+
+/// A condition's output names its branch as Flowise's anchors do, in any
+/// case, with spaces, `_` or `-`.
+fn same_branch(a: &str, b: &str) -> bool {
+    let plain = |s: &str| {
+        s.chars()
+            .filter(|c| c.is_alphanumeric())
+            .flat_map(char::to_lowercase)
+            .collect::<String>()
+    };
+    plain(a) == plain(b)
+}
+
+/// Runs one node of a step.
+async fn run_node<E: From<FlowEvent>>(view: &View<'_>, task: &Task) -> Result<StepDone, RunError> {
+    let spec = view.spec;
+    let ctx = view.ctx;
+    let step = spec
+        .steps
+        .get(&task.id)
+        .ok_or_else(|| FlowError::invalid(format!("node {} is not a sequential step", task.id)))?;
+    let mut done = match step {
+        SeqStep::Agent(agent) => {
+            let tools = tools::prepare(&agent.tools, &ctx.env)?;
+            let result = run_loop::<E>(
+                ctx,
+                model_of(agent, spec),
+                &tools,
+                step_messages(agent, view),
+                agent.max_iterations,
+                None,
+            )
+            .await?;
+            StepDone {
+                messages: vec![ChatMessage::new(Role::Assistant, result.text.clone())],
+                output: json!({"content": result.text, "usedTools": result.used_tools,
+                    "sourceDocuments": result.sources}),
+                text: Some(result.text),
+                used_tools: result.used_tools,
+                artifacts: result.artifacts,
+                sources: result.sources,
+                ..StepDone::default()
+            }
+        }
+        SeqStep::Llm(llm) => {
+            let tool_specs = match spec
+                .graph
+                .tool_node_of
+                .get(&task.id)
+                .and_then(|t| spec.steps.get(t))
+            {
+                Some(SeqStep::ToolNode { tools, .. }) => tools.as_slice(),
+                _ => &[],
+            };
+            let offered = tools::prepare(tool_specs, &ctx.env)?;
+            let model_spec = model_of(llm, spec);
+            let request = ChatRequest {
+                messages: step_messages(llm, view),
+                tools: offered.iter().map(|t| t.def.clone()).collect(),
+                params: model_spec.params.clone(),
+                ..ChatRequest::default()
+            };
+            let model = ctx.model(model_spec).await?;
+            let said = model_step::<E>(model_spec, &*model, request, None, false).await?;
+            let has_tool_node =
+                !tool_specs.is_empty() || spec.graph.tool_node_of.contains_key(&task.id);
+            if has_tool_node && !said.calls.is_empty() {
+                StepDone {
+                    messages: vec![ChatMessage::tool_calls(
+                        said.text.clone(),
+                        said.calls.clone(),
+                    )],
+                    output: json!({"content": said.text}),
+                    calls: said.calls,
+                    ..StepDone::default()
+                }
+            } else {
+                StepDone {
+                    messages: vec![ChatMessage::new(Role::Assistant, said.text.clone())],
+                    output: json!({"content": said.text}),
+                    text: Some(said.text),
+                    ..StepDone::default()
+                }
+            }
+        }
+        SeqStep::ToolNode { tools, .. } => {
+            let ready = tools::prepare(tools, &ctx.env)?;
+            let outcomes = call_tools(ctx, &ready, &task.calls).await;
+            let mut done = StepDone::default();
+            let mut results = Vec::with_capacity(task.calls.len());
+            for (call, outcome) in task.calls.iter().zip(outcomes) {
+                done.used_tools
+                    .push(tools::used_tool(&call.name, &call.arguments, &outcome));
+                done.artifacts.extend(outcome.artifacts.iter().cloned());
+                done.sources.extend(outcome.sources.iter().cloned());
+                results.push(json!({"tool": call.name, "toolInput": call.arguments,
+                    "toolOutput": outcome.output}));
+                done.messages
+                    .push(ChatMessage::tool_result(call, outcome.output));
+            }
+            done.output = Value::Array(results);
+            done
+        }
+        _ => return Ok(StepDone::default()),
+    };
+    let (name, rows) = match step {
+        SeqStep::Agent(a) | SeqStep::Llm(a) => (a.name.as_str(), a.update_state.as_slice()),
+        SeqStep::ToolNode {
+            name, update_state, ..
+        } => (name.as_str(), update_state.as_slice()),
+        _ => ("", &[][..]),
+    };
+    done.writes = update_state(rows, &done.output, view);
+    let said: Vec<&str> = done.messages.iter().map(|m| m.content.as_str()).collect();
+    done.reasoning = Some(json!({
+        "agentName": name,
+        "messages": said,
+        "next": Value::Null,
+        "instructions": Value::Null,
+        "usedTools": done.used_tools,
+        "sourceDocuments": [],
+        "state": done.writes,
+        "nodeId": task.id,
+    }));
+    Ok(done)
+}
+
+/// A step's `Update State` rows: a value starting `$flow.` is read from the
+/// step's output, the state, the question or the session (`$flow.output.content`,
+/// `$flow.state.plan`, `$flow.input`); `$vars.<name>` a workspace variable;
+/// anything else is the text as written.
+fn update_state(rows: &[(String, String)], output: &Value, view: &View<'_>) -> Map<String, Value> {
+    rows.iter()
+        .map(|(key, value)| (key.clone(), read(value, output, view)))
+        .collect()
+}
+
+/// A `$flow.…` or `$vars.…` reference, or the text as written.
+fn read(reference: &str, output: &Value, view: &View<'_>) -> Value {
+    let reference = reference.trim();
+    if let Some(path) = reference.strip_prefix("$flow.") {
+        let (head, rest) = path.split_once('.').unwrap_or((path, ""));
+        let root = match head.split('[').next().unwrap_or_default() {
+            "output" => output.clone(),
+            "state" => view.state.clone(),
+            "input" => Value::from(view.input.question.as_str()),
+            "sessionId" | "chatId" => Value::from(view.ctx.flow.session_id.as_str()),
+            "chatflowId" => Value::from(view.ctx.flow.chatflow_id.to_string()),
+            _ => return Value::Null,
+        };
+        let indexes = &head[head.find('[').unwrap_or(head.len())..];
+        let path = format!("{indexes}{}{rest}", if rest.is_empty() { "" } else { "." });
+        return lookup(&root, path.trim_start_matches('.')).unwrap_or(Value::Null);
+    }
+    if let Some(path) = reference.strip_prefix("$vars.") {
+        let vars = Value::Object(view.ctx.env.vars.clone());
+        return lookup(&vars, path).unwrap_or(Value::Null);
+    }
+    Value::from(reference)
+}
+
+/// `a.b[0].c`, `messages[-1].content` (from the end), `list.length`.
+fn lookup(root: &Value, path: &str) -> Option<Value> {
+    let mut current = root.clone();
+    for part in path.split('.').filter(|p| !p.is_empty()) {
+        let (name, mut indexes) = match part.find('[') {
+            Some(i) => (&part[..i], &part[i..]),
+            None => (part, ""),
+        };
+        if !name.is_empty() {
+            current = match (&current, name) {
+                (Value::Array(items), "length") => Value::from(items.len()),
+                (Value::String(s), "length") => Value::from(s.chars().count()),
+                (Value::Object(map), _) => map.get(name)?.clone(),
+                _ => return None,
+            };
+        }
+        while let Some(rest) = indexes.strip_prefix('[') {
+            let end = rest.find(']')?;
+            let index: i64 = rest[..end].trim().parse().ok()?;
+            let Value::Array(items) = &current else {
+                return None;
+            };
+            let at = if index < 0 {
+                items.len().checked_sub(index.unsigned_abs() as usize)?
+            } else {
+                index as usize
+            };
+            current = items.get(at)?.clone();
+            indexes = &rest[end + 1..];
+        }
+    }
+    Some(current)
+}
+
+/// The branch a condition table takes: the first row that holds, else `End`.
+fn pick<'r>(rows: &'r [ConditionRow], output: &Value, view: &View<'_>) -> &'r str {
+    rows.iter()
+        .find(|row| {
+            let subject = match row.variable.trim() {
+                "" | "$flow.output" => read("$flow.output.content", output, view),
+                variable => read(variable, output, view),
+            };
+            holds(row, &as_text(&subject))
         })
-        .map(|(_, target)| target.clone())
+        .map_or("End", |row| row.output.as_str())
+}
+
+fn as_text(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+/// A condition agent's answer: its words (`content`), or with structured
+/// output the keys it was made to give.
+async fn decide(agent: &SeqConditionAgent, view: &View<'_>) -> Result<Value, RunError> {
+    let model_spec = agent.model.as_ref().unwrap_or(&view.spec.model);
+    let messages = prompted(&agent.system, &agent.human, &agent.values, view);
+    let model = view.ctx.model(model_spec).await?;
+    if agent.structured.is_empty() {
+        let request = ChatRequest::text(messages, model_spec.params.clone());
+        let said = model_step::<FlowEvent>(model_spec, &*model, request, None, false).await?;
+        return Ok(json!({"content": said.text}));
+    }
+    let answer =
+        crate::flow::agentflow::nodes::structured(model_spec, &*model, messages, &agent.structured)
+            .await?;
+    Ok(Value::Object(answer))
 }
 
 fn model_of<'a>(step: &'a SeqAgent, spec: &'a SequentialSpec) -> &'a ModelSpec {
@@ -150,52 +537,55 @@ fn model_of<'a>(step: &'a SeqAgent, spec: &'a SequentialSpec) -> &'a ModelSpec {
 }
 
 /// The step's system prompt, the conversation, and its human prompt.
-fn step_messages(
-    step: &SeqAgent,
-    conversation: &[ChatMessage],
-    input: &RunInput,
+fn step_messages(step: &SeqAgent, view: &View<'_>) -> Vec<ChatMessage> {
+    prompted(&step.system, &step.human, &step.values, view)
+}
+
+/// System prompt, conversation, human prompt; prompt values that read the
+/// state (`$flow.state.plan`) are read first (objects and lists as JSON).
+fn prompted(
+    system: &str,
+    human: &str,
+    values: &Map<String, Value>,
+    view: &View<'_>,
 ) -> Vec<ChatMessage> {
+    let resolved: Map<String, Value> = values
+        .iter()
+        .map(|(k, v)| match v.as_str() {
+            Some(text)
+                if text.trim().starts_with("$flow.") || text.trim().starts_with("$vars.") =>
+            {
+                (
+                    k.clone(),
+                    Value::from(as_text(&read(text, &Value::Null, view))),
+                )
+            }
+            _ => (k.clone(), v.clone()),
+        })
+        .collect();
+    let input = view.input;
     let fill = |template: &str| {
         prompt::format(
             template,
-            &step.values,
+            &resolved,
             &input.question,
             &input.history_text(),
             &input.flow_vars,
         )
     };
-    let mut messages = Vec::with_capacity(conversation.len() + 2);
-    if !step.system.is_empty() {
-        messages.push(ChatMessage::new(Role::System, fill(&step.system)));
+    let mut messages = Vec::with_capacity(view.conversation.len() + 2);
+    if !system.is_empty() {
+        messages.push(ChatMessage::new(Role::System, fill(system)));
     }
-    messages.extend(conversation.iter().cloned());
-    if !step.human.is_empty() {
-        messages.push(ChatMessage::new(Role::User, fill(&step.human)));
+    messages.extend(view.conversation.iter().cloned());
+    if !human.is_empty() {
+        messages.push(ChatMessage::new(Role::User, fill(human)));
     }
     messages
 }
 
-fn reasoning(name: &str, text: &str, used_tools: &[Value]) -> Value {
-    json!({
-        "agentName": name,
-        "messages": [text],
-        "next": Value::Null,
-        "instructions": Value::Null,
-        "usedTools": used_tools,
-        "sourceDocuments": [],
-    })
-}
-
-/// Whether a condition row holds for the last output.
-fn holds(row: &ConditionRow, last_output: &str, input: &RunInput) -> bool {
-    let variable = row.variable.trim();
-    let subject = match variable {
-        "$flow.output.content" | "$flow.output" | "" => last_output,
-        "$flow.input" => input.question.as_str(),
-        // Flow state (seqState) is not supported yet: every key is empty. Other
-        // variables are refused when the plan is built.
-        _ => "",
-    };
+/// Whether a condition row holds for its subject.
+fn holds(row: &ConditionRow, subject: &str) -> bool {
     let value = row.value.as_str();
     let numbers = || {
         Some((
@@ -226,9 +616,9 @@ fn holds(row: &ConditionRow, last_output: &str, input: &RunInput) -> bool {
 mod tests {
     use super::*;
 
-    fn row(variable: &str, operation: &str, value: &str) -> ConditionRow {
+    fn row(operation: &str, value: &str) -> ConditionRow {
         ConditionRow {
-            variable: variable.into(),
+            variable: "$flow.output.content".into(),
             operation: operation.into(),
             value: value.into(),
             output: "x".into(),
@@ -237,36 +627,64 @@ mod tests {
 
     #[test]
     fn conditions_compare_text_and_numbers() {
-        let input = RunInput {
-            question: "is it yes?".into(),
-            ..RunInput::default()
-        };
-        assert!(holds(
-            &row("$flow.output.content", "Contains", "yes"),
-            "oh yes",
-            &input
-        ));
-        assert!(!holds(
-            &row("$flow.output.content", "Contains", "yes"),
-            "no",
-            &input
-        ));
-        assert!(holds(&row("$flow.input", "Start With", "is"), "", &input));
-        assert!(holds(
-            &row("$flow.output.content", "Greater Than", "3"),
-            "4.5",
-            &input
-        ));
-        assert!(!holds(
-            &row("$flow.output.content", "Greater Than", "3"),
-            "many",
-            &input
-        ));
-        assert!(holds(
-            &row("$flow.output.content", "Is Empty", ""),
-            " ",
-            &input
-        ));
-        assert!(holds(&row("$flow.state.x", "Is Empty", ""), "full", &input));
+        assert!(holds(&row("Contains", "yes"), "oh yes"));
+        assert!(!holds(&row("Contains", "yes"), "no"));
+        assert!(holds(&row("Start With", "is"), "is it"));
+        assert!(holds(&row("Greater Than", "3"), "4.5"));
+        assert!(!holds(&row("Greater Than", "3"), "many"));
+        assert!(holds(&row("Is Empty", ""), " "));
+    }
+
+    #[test]
+    fn lookups_read_paths_indexes_and_lengths() {
+        let state = json!({"plan": ["a", "b"], "messages": [{"content": "hi"}, {"content": "yo"}],
+                           "deep": {"x": [1, {"y": 2}]}});
+        assert_eq!(lookup(&state, "plan[0]"), Some(json!("a")));
+        assert_eq!(lookup(&state, "messages[-1].content"), Some(json!("yo")));
+        assert_eq!(lookup(&state, "messages.length"), Some(json!(2)));
+        assert_eq!(lookup(&state, "deep.x[1].y"), Some(json!(2)));
+        assert_eq!(lookup(&state, "plan[5]"), None);
+        assert_eq!(lookup(&state, "plan[-3]"), None);
+    }
+
+    #[test]
+    fn writes_replace_or_append() {
+        let channels = vec![
+            StateChannel {
+                key: "steps".into(),
+                append: true,
+                default: json!([]),
+            },
+            StateChannel {
+                key: "plan".into(),
+                append: false,
+                default: json!(""),
+            },
+        ];
+        let mut state = Map::new();
+        state.insert("steps".into(), json!([]));
+        state.insert("plan".into(), json!(""));
+        let writes = |v: Value| v.as_object().cloned().unwrap_or_default();
+        apply(
+            &mut state,
+            &channels,
+            &writes(json!({"steps": "one", "plan": "p1"})),
+        );
+        apply(
+            &mut state,
+            &channels,
+            &writes(json!({"steps": ["two", "three"], "plan": null})),
+        );
+        assert_eq!(
+            Value::Object(state),
+            json!({"steps": ["one", "two", "three"], "plan": "p1"})
+        );
+    }
+
+    #[test]
+    fn branches_match_in_any_case_and_spelling() {
+        assert!(same_branch("Needs Review", "needs_review"));
+        assert!(same_branch("End", "end"));
+        assert!(!same_branch("Yes", "No"));
     }
 }

@@ -1,0 +1,98 @@
+//! `seqState`: the state channels of a sequential flow (its `Custom State`
+//! table: `{key, type: Replace | Append, defaultValue}`). A `Replace` key holds
+//! the last value written (a null write keeps it), starting at its default as
+//! written; an `Append` key is a list each write adds to (a list's items, or
+//! one value), starting at its default read as JSON (`["a"]`), else empty.
+//! The code tab is JavaScript, which weir does not run.
+
+use serde_json::Value;
+
+use crate::flow::FlowError;
+use crate::flow::component::{Component, SeqStep, StateChannel};
+use crate::flow::node::{Build, Category, InputKind as K, Node, NodeSpec, input};
+
+pub struct SeqState;
+
+static SPEC: NodeSpec = NodeSpec {
+    name: "seqState",
+    category: Category::Sequential,
+    inputs: &[
+        // The chosen tab's name, or (older flows) the rows themselves.
+        input("stateMemory", K::Ignored),
+        input("stateMemoryUI", K::Json),
+        input("stateMemoryCode", K::Text),
+        input("selectedStateTab", K::Ignored),
+    ],
+};
+
+impl Node for SeqState {
+    fn spec(&self) -> &'static NodeSpec {
+        &SPEC
+    }
+
+    fn build(&self, node: &Build<'_>) -> Result<Component, FlowError> {
+        let tab = node
+            .value(&format!("selectedStateTab_{}", node.id()))
+            .and_then(Value::as_str)
+            .unwrap_or("stateMemoryUI");
+        if tab.starts_with("stateMemoryCode") && node.text("stateMemoryCode").is_some() {
+            return Err(node.invalid(
+                "defines its state in JavaScript (stateMemoryCode), which weir does not run; \
+                 use the table (stateMemoryUI)",
+            ));
+        }
+        let mut rows = Vec::new();
+        // Older flows wrote the table itself into `stateMemory`.
+        for input in ["stateMemoryUI", "stateMemory"] {
+            if let Some(Value::Array(items)) = super::seq_agent::json_rows(node, input)? {
+                rows.extend(items);
+            }
+        }
+        let mut channels: Vec<StateChannel> = Vec::with_capacity(rows.len());
+        for row in rows {
+            let text = |names: &[&str]| {
+                names
+                    .iter()
+                    .find_map(|n| row.get(*n))
+                    .map(|v| match v {
+                        Value::String(s) => s.trim().to_owned(),
+                        Value::Null => String::new(),
+                        other => other.to_string(),
+                    })
+                    .unwrap_or_default()
+            };
+            let key = text(&["key", "Key"]);
+            if key.is_empty() {
+                return Err(node.invalid("has a state row without a key"));
+            }
+            if key == "messages" {
+                // Flowise's own channel wins over a custom one of that name.
+                continue;
+            }
+            let append = text(&["type", "Operation"]).eq_ignore_ascii_case("append");
+            let written = text(&["defaultValue", "Default Value"]);
+            let default = if !append {
+                Value::String(written)
+            } else if written.is_empty() {
+                Value::Array(Vec::new())
+            } else {
+                match serde_json::from_str::<Value>(&written) {
+                    Ok(Value::Array(items)) => Value::Array(items),
+                    Ok(other) => Value::Array(vec![other]),
+                    Err(e) => {
+                        return Err(node.invalid(format_args!(
+                            "state key '{key}' appends, and its default '{written}' is not JSON: {e}"
+                        )));
+                    }
+                }
+            };
+            channels.retain(|c| c.key != key);
+            channels.push(StateChannel {
+                key,
+                append,
+                default,
+            });
+        }
+        Ok(Component::Sequential(SeqStep::State(channels)))
+    }
+}
