@@ -49,6 +49,7 @@ conformance!(
     tools_round_trip_with_unique_names,
     migrations_are_idempotent,
     chat_messages_keep_order_per_session,
+    agent_checkpoints_are_kept_per_session_and_cleared_with_the_chat,
     leads_are_listed_per_chatflow,
     rate_limit_windows_count_hits,
     due_cron_triggers_are_claimed_once,
@@ -463,6 +464,40 @@ async fn chat_messages_keep_order_per_session(t: &common::TestStore) {
             .unwrap()
             .is_empty()
     );
+}
+
+async fn agent_checkpoints_are_kept_per_session_and_cleared_with_the_chat(t: &common::TestStore) {
+    let store: &dyn Store = &*t.store;
+    let ws = store.ensure_workspace("checkpoints").await.unwrap();
+    let f = store.create_chatflow(flow(ws.id, "seq")).await.unwrap().id;
+    assert_eq!(store.get_agent_checkpoint(f, "s1").await.unwrap(), None);
+    store
+        .put_agent_checkpoint(f, "s1", "{\"a\":1}")
+        .await
+        .unwrap();
+    store
+        .put_agent_checkpoint(f, "s1", "{\"a\":2}")
+        .await
+        .unwrap();
+    store
+        .put_agent_checkpoint(f, "s2", "{\"b\":1}")
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .get_agent_checkpoint(f, "s1")
+            .await
+            .unwrap()
+            .as_deref(),
+        Some("{\"a\":2}")
+    );
+    // Clearing one chat's messages clears its checkpoint only.
+    store.delete_chat_messages(f, Some("s1")).await.unwrap();
+    assert_eq!(store.get_agent_checkpoint(f, "s1").await.unwrap(), None);
+    assert!(store.get_agent_checkpoint(f, "s2").await.unwrap().is_some());
+    // Deleting the chatflow removes the rest.
+    store.delete_chatflow(ws.id, f).await.unwrap();
+    assert_eq!(store.get_agent_checkpoint(f, "s2").await.unwrap(), None);
 }
 
 async fn leads_are_listed_per_chatflow(t: &common::TestStore) {

@@ -143,31 +143,37 @@ def test_an_llm_node_and_its_tool_node_loop(api, fake):
     assert [m["content"] for m in follow["messages"] if m["role"] == "tool"] == ["42"]
 
 
-UNSUPPORTED = {
-    "agentMemory": {"databaseFilePath": ""},
-}
-
-
-@pytest.mark.parametrize("kind", list(UNSUPPORTED))
-def test_unsupported_sequential_nodes_are_named(api, fake, kind):
-    node_id = f"{kind}_0"
+def remembering(fake, memory="agentMemory"):
+    """A worker whose prompt shows the state's `seen` (Append) list, to which it adds
+    each question; the start has an agent memory."""
     model = flows.openai_model(fake.url)
-    start_inputs = {"seqState": {"state": flows.ref(node_id)}, "agentMemory": {"agentMemory": flows.ref(node_id)}}
-    nodes = [model, flows.seq_start(model, **start_inputs.get(kind, {})),
-             flows.seq_agent("seqAgent_0", "helper", ["seqStart_0"]),
-             flows.node(node_id, kind, UNSUPPORTED[kind]),
+    state = flows.node("seqState_0", "seqState", {"stateMemoryUI": json.dumps([
+        {"key": "seen", "type": "Append", "defaultValue": ""}])})
+    worker = flows.seq_agent("seqAgent_0", "Worker", ["seqStart_0"], human="Seen: {seen}",
+                             promptValues=json.dumps({"seen": "$flow.state.seen"}),
+                             updateStateMemoryUI=json.dumps([{"key": "seen", "value": "$flow.input"}]))
+    keeper = flows.node("memory_0", memory, {"databaseType": "sqlite", "databaseFilePath": "/nowhere/x.db"})
+    nodes = [model, state, keeper,
+             flows.seq_start(model, state=flows.ref("seqState_0"), agentMemory=flows.ref("memory_0")), worker,
              flows.seq_end("seqEnd_0", "seqAgent_0")]
-    flow = create_flow(api, flows.wired(nodes), type="MULTIAGENT")
-    message = assert_error(predict(api, flow, "hi"), 400)["message"]
-    assert node_id in message and kind in message, message
+    return flows.wired(nodes)
 
 
-def test_two_workers_of_one_name_are_refused(api, fake):
-    model = flows.openai_model(fake.url)
-    boss = flows.supervisor(model)
-    twins = [flows.worker("worker_0", "writer", "a", boss), flows.worker("worker_1", "Writer", "b", boss)]
-    flow = create_flow(api, flows.wired([model, boss, *twins]), type="MULTIAGENT")
-    assert "named" in assert_error(predict(api, flow, "hi"), 400)["message"]
+@pytest.mark.parametrize("memory", ["agentMemory", "sqliteAgentMemory", "postgresAgentMemory", "mySQLAgentMemory"])
+def test_agent_memory_resumes_a_sessions_state_and_conversation(api, fake, memory):
+    flow = create_flow(api, remembering(fake, memory), type="MULTIAGENT")
+    chat = f"chat-{nonce()}"
+    assert ask(api, flow, "first", chatId=chat)["text"] == "Echo: Seen: []"
+    marker = nonce()
+    assert ask(api, flow, f"second {marker}", chatId=chat)["text"] == 'Echo: Seen: ["first"]'
+    [sent] = fake.bodies("/chat/completions", marker)
+    assert [(m["role"], m["content"]) for m in sent["messages"]] == [
+        ("user", "first"), ("assistant", "Echo: Seen: []"), ("user", f"second {marker}"),
+        ("user", 'Seen: ["first"]')]
+    # Another session starts afresh; clearing the chat clears its memory.
+    assert ask(api, flow, "elsewhere", chatId=f"other-{nonce()}")["text"] == "Echo: Seen: []"
+    assert api.delete(f"/chatmessage/{flow}", params={"chatId": chat}).status_code == 204
+    assert ask(api, flow, "again", chatId=chat)["text"] == "Echo: Seen: []"
 
 
 def looping(fake):

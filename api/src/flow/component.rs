@@ -33,6 +33,8 @@ pub enum Component {
     RetrievalChain(RetrievalChainSpec),
     Moderation(ModerationSpec),
     OutputParser(crate::flow::output_parser::OutputParserSpec),
+    /// An agent-memory node: a sequential flow's session resumes its checkpoint.
+    Checkpointer,
 }
 
 /// A deny list the question is checked against before the flow runs.
@@ -231,6 +233,8 @@ pub enum SeqStep {
     Start {
         model: ModelSpec,
         memory: Option<MemorySpec>,
+        /// Agent memory: each session's run begins at its last checkpoint.
+        checkpoints: bool,
     },
     Agent(SeqAgent),
     Llm(SeqAgent),

@@ -109,6 +109,8 @@ pub struct UpsertTarget {
 #[derive(Debug, Clone)]
 pub struct SequentialSpec {
     pub model: ModelSpec,
+    /// Agent memory: each session's run begins at its last checkpoint.
+    pub checkpoints: bool,
     pub steps: HashMap<String, SeqStep>,
     pub graph: Arc<SeqGraph>,
 }
@@ -116,6 +118,7 @@ pub struct SequentialSpec {
 impl PartialEq for SequentialSpec {
     fn eq(&self, other: &Self) -> bool {
         self.model == other.model
+            && self.checkpoints == other.checkpoints
             && self.steps == other.steps
             && Arc::ptr_eq(&self.graph, &other.graph)
     }
@@ -145,6 +148,11 @@ impl Runnable {
     /// an agentflow that names them.
     pub fn reads_vars(&self) -> bool {
         self.uses_python() || matches!(&self.answer, Answer::Agentflow(f) if f.reads_vars())
+    }
+
+    /// Whether this is a sequential flow whose sessions resume checkpoints.
+    pub fn checkpoints(&self) -> bool {
+        matches!(&self.answer, Answer::Sequential(s) if s.checkpoints)
     }
 
     /// The agentflow this runs, if it is one.
@@ -406,18 +414,24 @@ impl Plan {
                     let Component::Sequential(step) = build(&node.id)? else {
                         continue;
                     };
-                    if let SeqStep::Start { model, memory } = &step {
-                        start = Some((model.clone(), memory.clone()));
+                    if let SeqStep::Start {
+                        model,
+                        memory,
+                        checkpoints,
+                    } = &step
+                    {
+                        start = Some((model.clone(), memory.clone(), *checkpoints));
                     }
                     steps.insert(node.id.clone(), step);
                 }
-                let (model, memory) =
+                let (model, memory, checkpoints) =
                     start.ok_or_else(|| FlowError::invalid("the flow has no seqStart"))?;
                 Ok(Runnable {
                     moderation: Vec::new(),
                     memory,
                     answer: Answer::Sequential(SequentialSpec {
                         model,
+                        checkpoints,
                         steps,
                         graph: Arc::clone(graph),
                     }),

@@ -74,6 +74,10 @@ pub static NODES: &[&dyn Node] = &[
     &seq_llm_node::SeqLlmNode,
     &seq_tool_node::SeqToolNode,
     &seq_condition::SeqCondition,
+    &agent_memory::AGENT_MEMORY,
+    &agent_memory::SQLITE_AGENT_MEMORY,
+    &agent_memory::POSTGRES_AGENT_MEMORY,
+    &agent_memory::MYSQL_AGENT_MEMORY,
     &seq_condition_agent::SeqConditionAgentNode,
     &seq_loop::SeqLoop,
     &seq_state::SeqState,
@@ -82,12 +86,7 @@ pub static NODES: &[&dyn Node] = &[
 
 /// Flowise node types weir knows of but does not run yet; a flow using one is a
 /// 400 that says so (rather than "unknown").
-pub const NOT_YET_SUPPORTED: &[&str] = &[
-    "agentMemory",
-    "sqliteAgentMemory",
-    "postgresAgentMemory",
-    "mySQLAgentMemory",
-];
+pub const NOT_YET_SUPPORTED: &[&str] = &[];
 
 pub fn node(name: &str) -> Option<&'static dyn Node> {
     NODES.iter().copied().find(|n| n.spec().name == name)

@@ -123,6 +123,15 @@ impl From<FlowEvent> for PredictionEvent {
     }
 }
 
+/// What a sequential flow with agent memory keeps per session.
+#[derive(serde::Deserialize)]
+struct Checkpoint {
+    #[serde(default)]
+    state: Map<String, Value>,
+    #[serde(default)]
+    messages: Vec<ChatMessage>,
+}
+
 /// A started run: its events, and what is already known of the answer.
 pub struct Prediction {
     pub events: mpsc::Receiver<PredictionEvent>,
@@ -186,6 +195,21 @@ pub async fn start(
         .unwrap_or_else(|| chat_id.clone());
 
     let mut history = Vec::new();
+    // Agent memory: the session's last checkpoint (its state and whole conversation).
+    let mut checkpoint_state = None;
+    if runnable.checkpoints()
+        && let Some(saved) = state.store.get_agent_checkpoint(flow.id, &session).await?
+    {
+        match serde_json::from_str::<Checkpoint>(&saved) {
+            Ok(saved) => {
+                history = saved.messages;
+                checkpoint_state = Some(saved.state);
+                request.history.clear();
+            }
+            Err(e) => tracing::warn!(chatflow = %flow.id, error = %e,
+                "an agent checkpoint cannot be read; the session starts afresh"),
+        }
+    }
     if let Some(memory) = &runnable.memory {
         let last = memory.window.map(|k| k.saturating_mul(2));
         let stored = state
@@ -266,7 +290,7 @@ pub async fn start(
             history,
             flow_vars: request.flow_vars,
             form: request.form,
-            persisted_state: agentflow.persisted_state,
+            persisted_state: agentflow.persisted_state.or(checkpoint_state),
             resume: agentflow.resume,
         },
         execution: agentflow.execution,
@@ -346,6 +370,18 @@ impl RunTask {
             tracing::warn!(chatflow = %self.chatflow_id, error = %error, "agentflow run failed");
             let _ = out.send(PredictionEvent::Error(error)).await;
             return;
+        }
+        if let Ok(RunOutput {
+            checkpoint: Some(checkpoint),
+            ..
+        }) = &result
+            && let Err(e) = self
+                .state
+                .store
+                .put_agent_checkpoint(self.chatflow_id, &self.session, &checkpoint.to_string())
+                .await
+        {
+            tracing::error!(chatflow = %self.chatflow_id, error = %e, "cannot keep the agent checkpoint");
         }
         match result {
             Ok(output) => match self.remember(&output).await {

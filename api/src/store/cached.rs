@@ -325,6 +325,25 @@ impl Store for CachedStore {
         self.inner.delete_chat_messages(chatflow, chat_id).await
     }
 
+    async fn get_agent_checkpoint(
+        &self,
+        chatflow: Uuid,
+        session_id: &str,
+    ) -> StoreResult<Option<String>> {
+        self.inner.get_agent_checkpoint(chatflow, session_id).await
+    }
+
+    async fn put_agent_checkpoint(
+        &self,
+        chatflow: Uuid,
+        session_id: &str,
+        checkpoint: &str,
+    ) -> StoreResult<()> {
+        self.inner
+            .put_agent_checkpoint(chatflow, session_id, checkpoint)
+            .await
+    }
+
     async fn create_lead(&self, chatflow: Uuid, chat_id: &str, email: &str) -> StoreResult<Lead> {
         self.inner.create_lead(chatflow, chat_id, email).await
     }

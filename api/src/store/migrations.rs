@@ -41,6 +41,11 @@ pub const SQLITE: &[Migration] = &[
         name: "executions",
         sql: include_str!("migrations/sqlite/0006_executions.sql"),
     },
+    Migration {
+        version: 7,
+        name: "agent_checkpoints",
+        sql: include_str!("migrations/sqlite/0007_agent_checkpoints.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -73,6 +78,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 6,
         name: "executions",
         sql: include_str!("migrations/postgres/0006_executions.sql"),
+    },
+    Migration {
+        version: 7,
+        name: "agent_checkpoints",
+        sql: include_str!("migrations/postgres/0007_agent_checkpoints.sql"),
     },
 ];
 

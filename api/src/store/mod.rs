@@ -158,8 +158,25 @@ pub trait Store: Send + Sync + 'static {
         last: Option<u32>,
     ) -> StoreResult<Vec<ChatMessageRecord>>;
     /// Deletes a chatflow's messages (one session's when `chat_id` is given).
+    /// Deletes a chatflow's messages (one chat's, or all) and the agent
+    /// checkpoints of those sessions: clearing a chat clears its memory.
     async fn delete_chat_messages(&self, chatflow: Uuid, chat_id: Option<&str>)
     -> StoreResult<u64>;
+
+    // Agent checkpoints (sequential flows with agent memory)
+    /// The checkpoint (JSON text) a session's last run of the chatflow ended with.
+    async fn get_agent_checkpoint(
+        &self,
+        chatflow: Uuid,
+        session_id: &str,
+    ) -> StoreResult<Option<String>>;
+    /// Keeps `checkpoint` as the session's, replacing the one before.
+    async fn put_agent_checkpoint(
+        &self,
+        chatflow: Uuid,
+        session_id: &str,
+        checkpoint: &str,
+    ) -> StoreResult<()>;
 
     // Leads
     async fn create_lead(&self, chatflow: Uuid, chat_id: &str, email: &str) -> StoreResult<Lead>;

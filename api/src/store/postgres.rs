@@ -1124,11 +1124,54 @@ impl Store for PostgresStore {
         chatflow: Uuid,
         chat_id: Option<&str>,
     ) -> StoreResult<u64> {
-        self.execute(
-            "DELETE FROM chat_messages WHERE chatflow_id = $1 AND ($2::text IS NULL OR chat_id = $2)",
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        let deleted = tx
+            .execute(
+                "DELETE FROM chat_messages WHERE chatflow_id = $1 AND ($2::text IS NULL OR chat_id = $2)",
+                &[&chatflow, &chat_id],
+            )
+            .await
+            .map_err(backend)?;
+        tx.execute(
+            "DELETE FROM agent_checkpoints
+             WHERE chatflow_id = $1 AND ($2::text IS NULL OR session_id = $2)",
             &[&chatflow, &chat_id],
         )
         .await
+        .map_err(backend)?;
+        tx.commit().await.map_err(backend)?;
+        Ok(deleted)
+    }
+
+    async fn get_agent_checkpoint(
+        &self,
+        chatflow: Uuid,
+        session_id: &str,
+    ) -> StoreResult<Option<String>> {
+        self.query_opt(
+            "SELECT checkpoint FROM agent_checkpoints WHERE chatflow_id = $1 AND session_id = $2",
+            &[&chatflow, &session_id],
+            |row| row.try_get(0),
+        )
+        .await
+    }
+
+    async fn put_agent_checkpoint(
+        &self,
+        chatflow: Uuid,
+        session_id: &str,
+        checkpoint: &str,
+    ) -> StoreResult<()> {
+        self.execute(
+            "INSERT INTO agent_checkpoints (chatflow_id, session_id, checkpoint, updated_at)
+             VALUES ($1, $2, $3, $4)
+             ON CONFLICT (chatflow_id, session_id)
+             DO UPDATE SET checkpoint = EXCLUDED.checkpoint, updated_at = EXCLUDED.updated_at",
+            &[&chatflow, &session_id, &checkpoint, &time::now()],
+        )
+        .await
+        .map(|_| ())
     }
 
     async fn create_lead(&self, chatflow: Uuid, chat_id: &str, email: &str) -> StoreResult<Lead> {

@@ -1038,11 +1038,60 @@ impl Store for SqliteStore {
     ) -> StoreResult<u64> {
         let chat_id = chat_id.map(str::to_owned);
         self.call(move |conn| {
-            conn.execute(
+            let tx = conn.transaction()?;
+            let deleted = tx.execute(
                 "DELETE FROM chat_messages WHERE chatflow_id = ?1 AND (?2 IS NULL OR chat_id = ?2)",
                 params![chatflow.to_string(), chat_id],
+            )?;
+            tx.execute(
+                "DELETE FROM agent_checkpoints
+                 WHERE chatflow_id = ?1 AND (?2 IS NULL OR session_id = ?2)",
+                params![chatflow.to_string(), chat_id],
+            )?;
+            tx.commit()?;
+            Ok(deleted as u64)
+        })
+        .await
+    }
+
+    async fn get_agent_checkpoint(
+        &self,
+        chatflow: Uuid,
+        session_id: &str,
+    ) -> StoreResult<Option<String>> {
+        let session_id = session_id.to_owned();
+        self.call(move |conn| {
+            conn.query_row(
+                "SELECT checkpoint FROM agent_checkpoints WHERE chatflow_id = ?1 AND session_id = ?2",
+                params![chatflow.to_string(), session_id],
+                |row| row.get(0),
             )
-            .map(|n| n as u64)
+            .optional()
+        })
+        .await
+    }
+
+    async fn put_agent_checkpoint(
+        &self,
+        chatflow: Uuid,
+        session_id: &str,
+        checkpoint: &str,
+    ) -> StoreResult<()> {
+        let (session_id, checkpoint) = (session_id.to_owned(), checkpoint.to_owned());
+        self.call(move |conn| {
+            conn.execute(
+                "INSERT INTO agent_checkpoints (chatflow_id, session_id, checkpoint, updated_at)
+                 VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (chatflow_id, session_id)
+                 DO UPDATE SET checkpoint = excluded.checkpoint, updated_at = excluded.updated_at",
+                params![
+                    chatflow.to_string(),
+                    session_id,
+                    checkpoint,
+                    to_millis(&time::now())
+                ],
+            )
+            .map(|_| ())
         })
         .await
     }

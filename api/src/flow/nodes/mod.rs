@@ -3,6 +3,7 @@
 //! model that weir accepts without effect, keys read from the node or the
 //! server's environment, and sampling parameters.
 
+pub mod agent_memory;
 pub mod azure_chat_openai;
 pub mod azure_open_ai_embeddings;
 pub mod buffer_memory;

@@ -104,6 +104,9 @@ pub struct RunOutput {
     /// The answer as JSON, when an output parser read it (`text` then holds it
     /// in a fenced block).
     pub json: Option<Value>,
+    /// Where the session's next run begins (a sequential flow with agent
+    /// memory): `{state, messages}`.
+    pub checkpoint: Option<Value>,
 }
 
 /// Where chat models come from: the shared HTTP client for providers, and the

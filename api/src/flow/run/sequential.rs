@@ -11,7 +11,9 @@
 //! step with nothing after it, ends a branch. The state (`seqState`) holds
 //! `Replace` and `Append` keys that steps' `Update State` rows write. Each
 //! agent, LLM and tool step is an `agentReasoning` item; the answer is the
-//! last text said. Steps are bounded, so a loop ends.
+//! last text said. Steps are bounded, so a loop ends. With agent memory the
+//! run begins at the session's checkpoint (its state, and its conversation as
+//! the history) and ends with a new one.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
@@ -83,6 +85,14 @@ pub async fn run<E: From<FlowEvent>>(
         .iter()
         .map(|c| (c.key.clone(), c.default.clone()))
         .collect();
+    // A session's checkpoint carries its keys on (agent memory).
+    if let Some(saved) = &input.persisted_state {
+        for (key, value) in saved {
+            if state.contains_key(key) {
+                state.insert(key.clone(), value.clone());
+            }
+        }
+    }
     let mut conversation = input.history.clone();
     conversation.push(ChatMessage::new(Role::User, input.question.clone()));
     let mut out = RunOutput::default();
@@ -145,6 +155,9 @@ pub async fn run<E: From<FlowEvent>>(
     }
     if !last_output.is_empty() {
         tokens.send(last_output.clone()).await?;
+    }
+    if spec.checkpoints {
+        out.checkpoint = Some(json!({"state": state, "messages": conversation}));
     }
     out.text = last_output;
     Ok(out)
