@@ -150,6 +150,26 @@ pub struct Config {
     /// index (`off`).
     #[arg(long, env = "PGVECTOR", value_enum, default_value_t = PgvectorMode::Auto, global = true)]
     pub pgvector: PgvectorMode,
+
+    /// Node runs one agentflow run takes at most (its loops included).
+    #[arg(long, env = "AGENTFLOW_MAX_NODE_RUNS", default_value_t = 1000,
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000), global = true)]
+    pub agentflow_max_node_runs: u32,
+
+    /// Items one iteration node of an agentflow runs its block for at most.
+    #[arg(long, env = "AGENTFLOW_MAX_ITERATION_ITEMS", default_value_t = 1000,
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000), global = true)]
+    pub agentflow_max_iteration_items: u32,
+
+    /// How deep agentflows may run other flows (`executeFlowAgentflow`) inside each other.
+    #[arg(long, env = "AGENTFLOW_MAX_FLOW_DEPTH", default_value_t = 5,
+          value_parser = clap::value_parser!(u32).range(1..=50), global = true)]
+    pub agentflow_max_flow_depth: u32,
+
+    /// Seconds one agentflow run may take in all.
+    #[arg(long, env = "AGENTFLOW_TIMEOUT_SECS", default_value_t = 600,
+          value_parser = clap::value_parser!(u64).range(1..=86_400), global = true)]
+    pub agentflow_timeout_secs: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -176,6 +196,16 @@ impl Config {
         self.models_dir
             .clone()
             .unwrap_or_else(|| self.data_dir.join("models"))
+    }
+
+    /// The agentflow executor's limits, as configured.
+    pub fn agentflow_limits(&self) -> crate::flow::agentflow::Limits {
+        crate::flow::agentflow::Limits {
+            max_node_runs: self.agentflow_max_node_runs as usize,
+            max_iteration_items: self.agentflow_max_iteration_items as usize,
+            max_flow_depth: self.agentflow_max_flow_depth,
+            run_timeout: std::time::Duration::from_secs(self.agentflow_timeout_secs),
+        }
     }
 
     pub fn store_cache_ttl(&self) -> std::time::Duration {

@@ -728,6 +728,45 @@ def test_an_iteration_of_more_than_1000_items_fails(api):
     assert IT in message and "1000" in message
 
 
+@pytest.fixture(scope="module")
+def limited(tmp_path_factory):
+    """A server with small agentflow limits: 6 node runs, 2 iteration items, flows
+    one deep, 2 s a run."""
+    w = Weir(tmp_path_factory.mktemp("weir-limits"), "sqlite")
+    w.env.update(AGENTFLOW_MAX_NODE_RUNS="6", AGENTFLOW_MAX_ITERATION_ITEMS="2", AGENTFLOW_MAX_FLOW_DEPTH="1",
+                 AGENTFLOW_TIMEOUT_SECS="2")
+    w.start()
+    yield Api(w.url, w.create_key())
+    w.cleanup()
+
+
+def test_the_limits_are_settings(limited, fake):
+    api = limited
+    # Node runs: a loop of 5 passes needs 11.
+    loop = af_loop("loopAgentflow_0", LLM, "Writer", max_count=5)
+    body = ask(api, create(api, chain(af_start(), llm(fake, label="Writer"), loop)), "Write")
+    assert body["text"] == ("The agentflow stopped after 6 node runs, the most one run may take; "
+                            "check its loops.")
+    assert api.get(f"/executions/{body['executionId']}").json()["state"] == "TERMINATED"
+    # Iteration items.
+    iteration = af_iteration(IT, json.dumps([1, 2, 3]))
+    block = af_inside(iteration, af_reply("directReplyAgentflow_1", "Item {{ $iteration }}"))
+    flow = create(api, agentflow([af_start(), iteration, *block], [(START, IT)]))
+    assert "more than the 2 one iteration may run" in assert_error(predict(api, flow, "hi"), 500)["message"]
+    # Depth: a flow may run a flow, which may not run another.
+    leaf = create_flow(api, flows.conversation(flows.openai_model(fake.url)))
+    middle = create(api, chain(af_start(), af_execute_flow("executeFlowAgentflow_0", leaf, rich(mention("question")))))
+    assert ask(api, middle, "hi")["text"] == "Echo: hi"
+    top = create(api, chain(af_start(), af_execute_flow("executeFlowAgentflow_0", middle, rich(mention("question")))))
+    assert "at most 1 deep" in assert_error(predict(api, top, "hi"), 500)["message"]
+    # Time: a model that takes 20 s is dropped after 2 s; the run says so.
+    started = time.monotonic()
+    body = ask(api, create(api, chain(af_start(), llm(fake))), "take your time SLOW")
+    assert time.monotonic() - started < 10
+    assert body["text"] == "The agentflow stopped after running for 2 s, the longest one run may take."
+    assert api.get(f"/executions/{body['executionId']}").json()["state"] == "TIMEOUT"
+
+
 # ------------------------------------------------------------------ tool node
 
 def test_a_tool_node_runs_the_calculator(api, fake):

@@ -343,6 +343,7 @@ impl RunTask {
             },
             progress: self.streaming,
             flows: Some(&flows),
+            limits: self.state.config.agentflow_limits(),
         };
         let result = run::run(&self.runnable, &self.input, &ctx, &out).await;
         if let Some(id) = self.execution {

@@ -1,13 +1,12 @@
 //! Runs a chatflow for another's `executeFlowAgentflow` node: the engine's
 //! [`FlowCaller`], over the same prediction path a client's request takes (the
 //! called flow's own override rules, memory on the caller's chat, its messages
-//! stored), one level deeper each time, refused past `MAX_FLOW_DEPTH`.
+//! stored), one level deeper each time, refused past `AGENTFLOW_MAX_FLOW_DEPTH`.
 
 use uuid::Uuid;
 
 use super::prediction::{self, PredictionRequest};
 use super::{ServiceError, Services};
-use crate::flow::agentflow::MAX_FLOW_DEPTH;
 use crate::flow::agentflow::subflow::{FlowAnswer, FlowCall, FlowCaller};
 use crate::retrieval::Document;
 
@@ -22,10 +21,11 @@ pub struct SubflowCaller {
 #[async_trait::async_trait]
 impl FlowCaller for SubflowCaller {
     async fn call_flow(&self, call: FlowCall) -> Result<FlowAnswer, String> {
-        if self.depth >= MAX_FLOW_DEPTH {
+        let most = self.state.config.agentflow_max_flow_depth;
+        if self.depth >= most {
             return Err(format!(
-                "flows may run flows at most {MAX_FLOW_DEPTH} deep, and this call would be \
-                 deeper (does a flow call itself through another?)"
+                "flows may run flows at most {most} deep, and this call would be deeper \
+                 (does a flow call itself through another?)"
             ));
         }
         let flow = self

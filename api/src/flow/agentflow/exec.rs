@@ -7,18 +7,19 @@
 //! Every node run is an item of `agentFlowExecutedData`; the answer is the last
 //! item's `output.content`.
 //!
-//! A run takes at most [`MAX_NODE_RUNS`](super::MAX_NODE_RUNS) node runs: past
-//! that it stops and says so (a 200 answer, status `TERMINATED`).
+//! A run takes at most its limits' node runs, and runs for at most their time
+//! ([`super::Limits`]): past either it stops and says so (a 200 answer, status
+//! `TERMINATED` or `TIMEOUT`).
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
 use futures_util::future::{BoxFuture, join_all};
 use serde_json::{Map, Value, json};
 
+use super::AgentflowSpec;
 use super::nodes::{Done, Seen, ask_human, human_answered, run_step, update_state};
 use super::step::StepKind;
 use super::template::{Scope, value_text};
-use super::{AgentflowSpec, MAX_ITERATION_ITEMS, MAX_NODE_RUNS};
 use crate::domain::ExecutionState;
 use crate::flow::FlowError;
 use crate::flow::run::{FlowEvent, Progress, RunContext, RunError, RunInput, RunOutput, Tokens};
@@ -62,6 +63,8 @@ pub async fn run<E: From<FlowEvent> + Send>(
         runs: 0,
         out: RunOutput::default(),
         stopped: None,
+        stop_status: ExecutionState::Terminated,
+        deadline: tokio::time::Instant::now() + ctx.limits.run_timeout,
         taken: HashMap::new(),
         action: None,
         answered: None,
@@ -78,7 +81,7 @@ pub async fn run<E: From<FlowEvent> + Send>(
         (Err(RunError::Cancelled), _) => return Err(RunError::Cancelled),
         (Err(RunError::Flow(e)), _) => (ExecutionState::Error, Some(e.message)),
         (Ok(()), _) if run.action.is_some() => (ExecutionState::Stopped, None),
-        (Ok(()), Some(_)) => (ExecutionState::Terminated, None),
+        (Ok(()), Some(_)) => (run.stop_status, None),
         (Ok(()), None) => (ExecutionState::Finished, None),
     };
     if ctx.progress {
@@ -140,6 +143,10 @@ struct Run<'r, 'c, E> {
     out: RunOutput,
     /// Why the run stopped early (a limit), as the answer says it.
     stopped: Option<String>,
+    /// `TERMINATED` (the node runs) or `TIMEOUT` (the time).
+    stop_status: ExecutionState,
+    /// When the run's time is up.
+    deadline: tokio::time::Instant,
     /// The output each decision node took last.
     taken: HashMap<String, usize>,
     /// What the run stopped to wait for.
@@ -196,10 +203,18 @@ impl<'r, 'c, E: From<FlowEvent> + Send> Run<'r, 'c, E> {
                 if self.tokens.is_closed() {
                     return Err(RunError::Cancelled);
                 }
+                if self.stopped.is_some() {
+                    return Ok(());
+                }
+                if tokio::time::Instant::now() >= self.deadline {
+                    self.stop_for_time();
+                    return Ok(());
+                }
                 let wave: Vec<String> = queue.drain(..).collect();
-                if self.runs + wave.len() > MAX_NODE_RUNS {
+                let max_runs = self.ctx.limits.max_node_runs;
+                if self.runs + wave.len() > max_runs {
                     self.stopped = Some(format!(
-                        "The agentflow stopped after {MAX_NODE_RUNS} node runs, the most one run \
+                        "The agentflow stopped after {max_runs} node runs, the most one run \
                          may take; check its loops."
                     ));
                     return Ok(());
@@ -227,7 +242,7 @@ impl<'r, 'c, E: From<FlowEvent> + Send> Run<'r, 'c, E> {
                     let seen = &seen;
                     let (ctx, spec, tokens) = (self.ctx, self.spec, self.tokens);
                     let answered = self.answered;
-                    join_all(together.iter().map(|id| {
+                    let wave = join_all(together.iter().map(|id| {
                         let answered = answered.filter(|r| r.node_id == **id);
                         let stream =
                             (iteration.is_none() && spec.wiring.is_last(id)).then_some(tokens);
@@ -239,8 +254,17 @@ impl<'r, 'c, E: From<FlowEvent> + Send> Run<'r, 'c, E> {
                             stream,
                             answered,
                         )
-                    }))
-                    .await
+                    }));
+                    // A node still waiting when the time is up is dropped (its
+                    // model or tool call with it).
+                    tokio::time::timeout_at(self.deadline, wave).await
+                };
+                let Ok(ran) = ran else {
+                    for id in &together {
+                        self.node_event(id, "TIMEOUT", None).await?;
+                    }
+                    self.stop_for_time();
+                    return Ok(());
                 };
                 if self
                     .answered
@@ -283,6 +307,14 @@ impl<'r, 'c, E: From<FlowEvent> + Send> Run<'r, 'c, E> {
             }
             Ok(())
         })
+    }
+
+    fn stop_for_time(&mut self) {
+        self.stop_status = ExecutionState::Timeout;
+        self.stopped = Some(format!(
+            "The agentflow stopped after running for {} s, the longest one run may take.",
+            self.ctx.limits.run_timeout.as_secs()
+        ));
     }
 
     /// Start, loop, iteration and human input nodes: the executor's own.
@@ -357,10 +389,11 @@ impl<'r, 'c, E: From<FlowEvent> + Send> Run<'r, 'c, E> {
                         "node {id} (iterationAgentflow) failed: {why}"
                     )))
                 })?;
-                if items.len() > MAX_ITERATION_ITEMS {
+                let max_items = self.ctx.limits.max_iteration_items;
+                if items.len() > max_items {
                     return Err(RunError::Flow(FlowError::failed(format!(
                         "node {id} (iterationAgentflow) failed: {} items, more than the \
-                         {MAX_ITERATION_ITEMS} one iteration may run",
+                         {max_items} one iteration may run",
                         items.len()
                     ))));
                 }

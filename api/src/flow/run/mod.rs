@@ -169,6 +169,8 @@ pub struct RunContext<'a> {
     pub progress: bool,
     /// Runs other chatflows of the workspace (`executeFlowAgentflow`).
     pub flows: Option<&'a dyn crate::flow::agentflow::subflow::FlowCaller>,
+    /// An agentflow run's limits.
+    pub limits: crate::flow::agentflow::Limits,
 }
 
 impl RunContext<'_> {
