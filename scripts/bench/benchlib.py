@@ -224,7 +224,8 @@ def call(method, url, key=None, body=None, headers=None, timeout=60):
 # --- flows (built with the test suite's builders: the same shapes the tests run) ------
 
 sys.path.insert(0, str(ROOT / "tests" / "api"))
-from flows import edge, graph, node, ref  # noqa: E402
+from flows import (af_condition, af_inside, af_iteration, af_llm, af_openai, af_reply,  # noqa: E402
+                   af_start, agentflow, edge, graph, node, ref)
 
 
 def openai_model(provider_url):
@@ -242,6 +243,35 @@ def memory_flow(provider_url, window=None):
     chain = node("conversationChain_0", "conversationChain",
                  {"model": ref(model["id"]), "memory": ref(memory["id"])})
     return graph([model, memory, chain], [edge(model["id"], chain["id"]), edge(memory["id"], chain["id"])])
+
+
+def agentflow_five(provider_url):
+    """An agentflow of five nodes: start -> LLM -> condition (does the answer mention
+    billing?) -> one of two LLMs -> direct reply. Two model calls a request."""
+    def model():
+        return af_openai(provider_url, key="sk-bench", model="fake")
+
+    nodes = [af_start(), af_llm("llmAgentflow_0", model(), [{"role": "system", "content": "Classify."}]),
+             af_condition("conditionAgentflow_0", [{"type": "string", "value1": "{{ llmAgentflow_0 }}",
+                                                    "operation": "contains", "value2": "billing"}]),
+             af_llm("llmAgentflow_1", model(), [{"role": "system", "content": "Billing."}]),
+             af_llm("llmAgentflow_2", model(), [{"role": "system", "content": "Anything else."}]),
+             af_reply("directReplyAgentflow_0", "Done.")]
+    links = [("startAgentflow_0", "llmAgentflow_0"), ("llmAgentflow_0", "conditionAgentflow_0"),
+             ("conditionAgentflow_0", "llmAgentflow_1", 0), ("conditionAgentflow_0", "llmAgentflow_2", 1),
+             ("llmAgentflow_1", "directReplyAgentflow_0"), ("llmAgentflow_2", "directReplyAgentflow_0")]
+    return agentflow(nodes, links)
+
+
+def agentflow_iteration(provider_url, items):
+    """start -> an iteration over `items` numbers whose block is one LLM node asked
+    "Item <n>" -> direct reply: `items` model calls, one after the other."""
+    iteration = af_iteration("iterationAgentflow_0", json.dumps(list(range(items))))
+    block = af_inside(iteration, af_llm("llmAgentflow_0", af_openai(provider_url, key="sk-bench", model="fake"),
+                                        [{"role": "user", "content": "Item {{ $iteration }}"}]))
+    nodes = [af_start(), iteration, *block, af_reply("directReplyAgentflow_0", "Done.")]
+    return agentflow(nodes, [("startAgentflow_0", "iterationAgentflow_0"),
+                             ("iterationAgentflow_0", "directReplyAgentflow_0")])
 
 
 def llm_chain_flow(provider_url):
