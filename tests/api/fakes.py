@@ -398,6 +398,10 @@ class FakeProviders:
             return ["tick "] * 100, 0.2, False
         if ending.endswith("FAIL_MIDWAY"):
             return ["Partial", " answer"], 0.0, True
+        # The CSV agent's request for pandas code: "... CODE <python>" in the question.
+        code = re.search(r"CODE (.+)\nOutput Code:$", question)
+        if code:
+            return [code.group(1)], 0.0, False
         # An output parser's fix-up request (LangChain's prompt) whose completion
         # says what the fixed answer is: "... FIX_TO <answer>" on one line.
         if question.startswith("Instructions:\n--------------\n") and "FIX_TO " in question:

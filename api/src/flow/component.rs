@@ -35,6 +35,21 @@ pub enum Component {
     OutputParser(crate::flow::output_parser::OutputParserSpec),
     /// An agent-memory node: a sequential flow's session resumes its checkpoint.
     Checkpointer,
+    CsvAgent(CsvAgentSpec),
+}
+
+/// `csvAgent`: questions about a CSV answered with pandas code a model writes,
+/// run by the Python runtime.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CsvAgentSpec {
+    pub node_id: String,
+    pub model: ModelSpec,
+    /// The CSV's bytes (the node's files, one after the other).
+    pub csv: bytes::Bytes,
+    /// Put before the final answer's prompt (`systemMessagePrompt`).
+    pub system_message: String,
+    /// The pandas call that reads `csv_data` (`customReadCSV`, default `read_csv(csv_data)`).
+    pub read_csv: String,
 }
 
 /// A deny list the question is checked against before the flow runs.

@@ -16,9 +16,9 @@ use uuid::Uuid;
 use super::FlowError;
 use super::agentflow::{AgentflowSpec, Wiring, step::build_steps};
 use super::component::{
-    AgentSpec, ChainSpec, Component, LoaderSpec, MemorySpec, ModelSpec, ModerationSpec,
-    PythonSource, RetrievalChainSpec, SeqStep, SupervisorSpec, ToolKind, ToolSpec, VectorStoreSpec,
-    WorkerSpec,
+    AgentSpec, ChainSpec, Component, CsvAgentSpec, LoaderSpec, MemorySpec, ModelSpec,
+    ModerationSpec, PythonSource, RetrievalChainSpec, SeqStep, SupervisorSpec, ToolKind, ToolSpec,
+    VectorStoreSpec, WorkerSpec,
 };
 use super::graph::{FlowGraph, FlowNode, references};
 use super::node::{Category, InputKind, NodeSpec, build_node, unknown};
@@ -97,6 +97,7 @@ pub enum Answer {
     Sequential(SequentialSpec),
     Retrieval(RetrievalChainSpec),
     Agentflow(AgentflowSpec),
+    CsvAgent(CsvAgentSpec),
 }
 
 /// What an upsert fills: a vector store node and the loaders connected to it.
@@ -128,7 +129,7 @@ impl Runnable {
     /// Every tool the run may call.
     pub fn tools(&self) -> Vec<&ToolSpec> {
         match &self.answer {
-            Answer::Chain(_) | Answer::Retrieval(_) => Vec::new(),
+            Answer::Chain(_) | Answer::Retrieval(_) | Answer::CsvAgent(_) => Vec::new(),
             Answer::Agent(a) => a.tools.iter().collect(),
             Answer::MultiAgent { workers, .. } => workers.iter().flat_map(|w| &w.tools).collect(),
             Answer::Sequential(s) => s
@@ -147,7 +148,9 @@ impl Runnable {
     /// Whether the run reads workspace variables (`$vars`): Python tools, or
     /// an agentflow that names them.
     pub fn reads_vars(&self) -> bool {
-        self.uses_python() || matches!(&self.answer, Answer::Agentflow(f) if f.reads_vars())
+        self.uses_python()
+            || matches!(&self.answer, Answer::CsvAgent(_))
+            || matches!(&self.answer, Answer::Agentflow(f) if f.reads_vars())
     }
 
     /// Whether this is a sequential flow whose sessions resume checkpoints.
@@ -347,6 +350,11 @@ impl Plan {
                     moderation: Vec::new(),
                     memory: chain.memory.clone(),
                     answer: Answer::Retrieval(chain),
+                }),
+                Component::CsvAgent(agent) => Ok(Runnable {
+                    moderation: Vec::new(),
+                    memory: None,
+                    answer: Answer::CsvAgent(agent),
                 }),
                 _ => Err(FlowError::invalid(format!(
                     "node {id} cannot answer on its own"

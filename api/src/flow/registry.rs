@@ -74,6 +74,7 @@ pub static NODES: &[&dyn Node] = &[
     &seq_llm_node::SeqLlmNode,
     &seq_tool_node::SeqToolNode,
     &seq_condition::SeqCondition,
+    &csv_agent::CsvAgent,
     &agent_memory::AGENT_MEMORY,
     &agent_memory::SQLITE_AGENT_MEMORY,
     &agent_memory::POSTGRES_AGENT_MEMORY,

@@ -20,6 +20,7 @@ pub mod cheerio_web_scraper;
 pub mod conversation_chain;
 pub mod conversational_agent;
 pub mod conversational_retrieval_qa_chain;
+pub mod csv_agent;
 pub mod csv_file;
 pub mod current_date_time;
 pub mod custom_tool;

@@ -14,6 +14,7 @@
 
 pub mod agent;
 pub mod chain;
+pub mod csv_agent;
 pub mod multiagent;
 pub mod retrieval;
 pub mod sequential;
@@ -290,6 +291,7 @@ pub async fn run<E: From<FlowEvent> + Send>(
         Answer::Agentflow(flow) => {
             crate::flow::agentflow::exec::run(flow, input, ctx, &tokens).await
         }
+        Answer::CsvAgent(spec) => csv_agent::run(spec, input, ctx, &tokens).await,
     }
 }
 
