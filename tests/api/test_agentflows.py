@@ -4,7 +4,8 @@ in rich-text inputs, each node type (LLM with messages, memory and structured
 output; Agent and Tool with weir's tools and a stored Python tool; Condition;
 Condition Agent; Loop; Iteration over a block of nodes; Direct Reply; HTTP through
 the address guard; Human Input pausing a run and resuming it, across a restart too;
-Custom Function and Retriever refused; Sticky Note ignored), flow state (updated,
+Retriever and agent knowledge over document stores; Execute Flow; Custom Function
+refused; Sticky Note ignored), flow state (updated,
 read, persisted across turns), form starts, the SSE event sequence, node errors,
 executions, cron and webhook triggers, and two hand-written Flowise exports loaded as
 they are.
@@ -975,11 +976,69 @@ def test_a_custom_function_node_is_refused(api):
     assert "customFunctionAgentflow_0" in message and "JavaScript" in message
 
 
-def test_a_retriever_node_is_refused(api):
-    node = af_retriever("retrieverAgentflow_0", [f"{uuid.uuid4()}:handbook"], rich(mention("question")))
-    flow = create(api, chain(af_start(), node))
-    message = assert_error(predict(api, flow, "hi"), 400)["message"]
-    assert "retrieverAgentflow_0" in message and "document store" in message.lower()
+# ------------------------------------------------------------------ document stores
+
+HANDBOOK = "The canteen serves soup on Mondays.\n\nThe gym opens at six in the morning."
+
+
+def document_store(api, fake):
+    """A document store as weir has them: a chatflow holding one vector store (fake
+    bag-of-words embeddings), filled with the upsert API."""
+    splitter = flows.character_splitter(40, 0, "\n\n")
+    docs = flows.plain_text(HANDBOOK, splitter)
+    embeddings = flows.openai_embeddings(fake.url)
+    store = flows.memory_vector_store([docs], embeddings, topK=1)
+    model = flows.openai_model(fake.url)
+    chain = flows.conversational_retrieval_qa_chain(model, store)
+    store_id = create_flow(api, flows.rag(splitter, docs, embeddings, store, model, chain))
+    r = api.post(f"/vector/upsert/{store_id}", json={})
+    assert r.status_code == 200 and r.json()["numAdded"] == 2, r.text
+    return store_id
+
+
+def test_an_agent_searches_its_document_stores(api, fake):
+    store = document_store(api, fake)
+    agent = af_agent("agentAgentflow_0", af_openai(fake.url, field="agentModel"), agentKnowledgeDocumentStores=[
+        {"documentStore": f"{store}:Staff handbook", "docStoreDescription": "What staff need to know",
+         "returnSourceDocuments": True}])
+    flow = create(api, chain(af_start(), agent))
+    body = ask(api, flow, f'{nonce()} CALL Staff_handbook {{"input": "When does the gym open?"}}')
+    assert body["text"] == "Done: The gym opens at six in the morning."
+    assert [d["pageContent"] for d in body["sourceDocuments"]] == ["The gym opens at six in the morning."]
+    [(tool, _, _)] = tools_used(body["usedTools"])
+    assert tool == "Staff_handbook"
+    offered = [b for b in fake.bodies(CHAT, "CALL Staff_handbook") if b.get("tools")][0]["tools"]
+    assert offered[0]["function"]["description"] == "What staff need to know"
+
+
+def test_a_retriever_node_searches_document_stores(api, fake):
+    store = document_store(api, fake)
+    node = af_retriever("retrieverAgentflow_0", [f"{store}:handbook"], rich(mention("question")))
+    reply = af_reply(REPLY, rich("Found: " + mention("retrieverAgentflow_0")))
+    flow = create(api, chain(af_start(), node, reply))
+    body = ask(api, flow, "Which day has soup in the canteen?")
+    assert body["text"] == "Found: The canteen serves soup on Mondays."
+    assert output(body, "retrieverAgentflow_0")["content"] == "The canteen serves soup on Mondays."
+    with_metadata = af_retriever("retrieverAgentflow_0", [f"{store}:handbook"], "gym")
+    with_metadata["data"]["inputs"]["outputFormat"] = "textWithMetadata"
+    flow = create(api, chain(af_start(), with_metadata))
+    [doc] = json.loads(ask(api, flow, "x")["text"])
+    assert doc["pageContent"] == "The gym opens at six in the morning." and "loc" in doc["metadata"]
+
+
+def test_document_stores_are_the_workspaces_own(api, fake, server):
+    other = Api(server.url, server.create_key(workspace=f"ws-{nonce()}"))
+    theirs = document_store(other, fake)
+    node = af_retriever("retrieverAgentflow_0", [f"{theirs}:theirs"], rich(mention("question")))
+    message = assert_error(predict(api, create(api, chain(af_start(), node)), "gym"), 500)["message"]
+    assert f"no document store {theirs} in this workspace" in message
+    node = af_retriever("retrieverAgentflow_0", ["not-a-store:x"], rich(mention("question")))
+    message = assert_error(predict(api, create(api, chain(af_start(), node)), "gym"), 400)["message"]
+    assert "retrieverAgentflow_0" in message and "chatflow holding a vector store" in message
+    agent = af_agent("agentAgentflow_0", af_openai(fake.url, field="agentModel"), agentKnowledgeVSEmbeddings=[
+        {"vectorStore": "pinecone", "embeddingModel": "openAIEmbeddings", "knowledgeName": "k"}])
+    message = assert_error(predict(api, create(api, chain(af_start(), agent)), "hi"), 400)["message"]
+    assert "agentKnowledgeVSEmbeddings" in message
 
 
 # ------------------------------------------------------------------ errors

@@ -156,6 +156,14 @@ pub enum ToolKind {
         /// The chunks found join the answer's `sourceDocuments`.
         return_sources: bool,
     },
+    /// Searches a document store (a chatflow of the workspace holding a vector
+    /// store) with the model's query: an agentflow agent's knowledge.
+    DocumentStore {
+        name: String,
+        description: String,
+        chatflow: uuid::Uuid,
+        return_sources: bool,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

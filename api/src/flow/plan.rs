@@ -153,6 +153,14 @@ impl Runnable {
             || matches!(&self.answer, Answer::Agentflow(f) if f.reads_vars())
     }
 
+    /// Whether the run needs its workspace's tool environment: tools, `$vars`,
+    /// the Python runtime, or an agentflow's document stores.
+    pub fn needs_tool_env(&self) -> bool {
+        !self.tools().is_empty()
+            || self.reads_vars()
+            || matches!(&self.answer, Answer::Agentflow(f) if f.searches_document_stores())
+    }
+
     /// Whether this is a sequential flow whose sessions resume checkpoints.
     pub fn checkpoints(&self) -> bool {
         matches!(&self.answer, Answer::Sequential(s) if s.checkpoints)

@@ -67,6 +67,7 @@ impl Services {
         let embeddings =
             crate::retrieval::embed::Embeddings::new(http.clone(), config.models_dir());
         let indexes = Arc::new(vectors::IndexCache::new(config.store_cache_ttl()));
+        let plans: Arc<crate::flow::PlanCache> = Arc::default();
         let tools = ToolClients {
             web: WebClient::new(config.allow_private_requests.clone())?,
             runtime: RuntimeClient::new(
@@ -78,12 +79,13 @@ impl Services {
                 store: Arc::clone(&store),
                 embeddings: embeddings.clone(),
                 indexes: Arc::clone(&indexes),
+                plans: Arc::clone(&plans),
             }),
         };
         Ok(Services {
             store,
             config: Arc::new(config),
-            plans: Arc::default(),
+            plans,
             models: Models {
                 http,
                 local: Arc::new(local),

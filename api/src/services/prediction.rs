@@ -228,7 +228,7 @@ pub async fn start(
             .map(|h| ChatMessage::new(speaker(h.role), h.message)),
     );
 
-    let env = if runnable.tools().is_empty() && !runnable.reads_vars() {
+    let env = if !runnable.needs_tool_env() {
         ToolEnv::default()
     } else {
         tool_env(state, flow, &runnable, request.override_config.as_ref()).await?

@@ -465,10 +465,21 @@ pub struct VectorSearch {
     pub store: Arc<dyn Store>,
     pub embeddings: Embeddings,
     pub indexes: Arc<IndexCache>,
+    /// Document stores are other chatflows: their plans, as predictions use them.
+    pub plans: Arc<crate::flow::PlanCache>,
 }
 
 #[async_trait::async_trait]
 impl Retriever for VectorSearch {
+    async fn retrieve_document_store(
+        &self,
+        chatflow: Uuid,
+        workspace: &str,
+        query: &str,
+    ) -> Result<Vec<Document>, FlowError> {
+        self.document_store(chatflow, workspace, query).await
+    }
+
     async fn retrieve(
         &self,
         store: &VectorStoreSpec,
@@ -516,6 +527,53 @@ impl Retriever for VectorSearch {
 }
 
 impl VectorSearch {
+    async fn document_store(
+        &self,
+        chatflow: Uuid,
+        workspace: &str,
+        query: &str,
+    ) -> Result<Vec<Document>, FlowError> {
+        let missing = || {
+            FlowError::failed(format!(
+                "there is no document store {chatflow} in this workspace"
+            ))
+        };
+        let workspace = Uuid::parse_str(workspace).map_err(|_| missing())?;
+        let flow = self
+            .store
+            .get_chatflow(workspace, chatflow)
+            .await
+            .map_err(|e| {
+                tracing::error!(error = %e, "cannot read a document store's chatflow");
+                FlowError::failed("the document store could not be read")
+            })?
+            .ok_or_else(missing)?;
+        let plan = self
+            .plans
+            .get(flow.id, flow.updated_date, &flow.flow_data)
+            .map_err(|e| {
+                FlowError::failed(format!(
+                    "document store '{}' ({chatflow}) is not a flow weir runs: {}",
+                    flow.name, e.message
+                ))
+            })?;
+        let target = plan
+            .upsert_target(None, &crate::flow::Overrides::default())
+            .map_err(|e| {
+                FlowError::failed(format!(
+                    "document store '{}' ({chatflow}) must hold one vector store: {}",
+                    flow.name, e.message
+                ))
+            })?;
+        // Searched as its own chatflow, from no chat: never a chat's attached files.
+        let context = FlowContext {
+            input: query.to_owned(),
+            chatflow_id: flow.id,
+            ..FlowContext::default()
+        };
+        self.retrieve(&target.store, query, &context).await
+    }
+
     async fn embed_question(
         &self,
         store: &VectorStoreSpec,

@@ -120,6 +120,13 @@ impl AgentflowSpec {
     pub fn reads_vars(&self) -> bool {
         self.wiring.reads_vars
     }
+
+    /// Whether a retriever node searches document stores (of the workspace).
+    pub fn searches_document_stores(&self) -> bool {
+        self.steps
+            .values()
+            .any(|s| matches!(s.kind, StepKind::Retriever(_)))
+    }
 }
 
 /// A paused run going on: what it had done, where it stopped, and the answer.

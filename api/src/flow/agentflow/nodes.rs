@@ -106,6 +106,7 @@ pub async fn run_step<E: From<FlowEvent>>(
         }
         StepKind::Http(http) => run_http(id, http, seen, ctx).await,
         StepKind::ExecuteFlow(step) => super::subflow::run(id, step, seen, ctx).await,
+        StepKind::Retriever(step) => run_retriever(id, step, seen, ctx, stream).await,
         StepKind::Start(_)
         | StepKind::Loop(_)
         | StepKind::Iteration { .. }
@@ -728,6 +729,59 @@ async fn run_http(
         input,
         state: update_state(seen, &http.update_state, &body_text),
         output,
+        ..Done::default()
+    })
+}
+
+/// Searches the node's document stores (one after the other; their chunks
+/// together) with its query, or the question.
+async fn run_retriever<E: From<FlowEvent>>(
+    id: &str,
+    step: &super::step::RetrieverStep,
+    seen: &Seen<'_>,
+    ctx: &RunContext<'_>,
+    stream: Option<&Tokens<'_, E>>,
+) -> Result<Done, RunError> {
+    let query = match seen.scope.resolve(&step.query).trim() {
+        "" => seen.scope.question.to_owned(),
+        query => query.to_owned(),
+    };
+    let mut documents = Vec::new();
+    for store in &step.stores {
+        let found = ctx
+            .tools
+            .retriever
+            .retrieve_document_store(*store, &ctx.env.workspace_id, &query)
+            .await
+            .map_err(|e| {
+                RunError::Flow(FlowError::failed(format!(
+                    "node {id} (retrieverAgentflow) failed: {}",
+                    e.message
+                )))
+            })?;
+        documents.extend(found);
+    }
+    let content = if step.with_metadata {
+        serde_json::to_string_pretty(&documents).unwrap_or_default()
+    } else {
+        documents
+            .iter()
+            .map(|d| d.page_content.as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    if let Some(tokens) = stream
+        && !content.is_empty()
+    {
+        tokens.send(content.clone()).await?;
+    }
+    let mut output = Map::new();
+    output.insert("content".into(), Value::from(content.as_str()));
+    Ok(Done {
+        input: json!({"question": query}),
+        state: update_state(seen, &step.update_state, &content),
+        output,
+        sources: documents,
         ..Done::default()
     })
 }

@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 use super::wiring::Wiring;
 use super::{DEFAULT_LOOP_COUNT, MAX_LOOP_COUNT};
 use crate::flow::FlowError;
-use crate::flow::component::{Component, ModelSpec, ToolSpec};
+use crate::flow::component::{Component, ModelSpec, ToolKind, ToolSpec};
 use crate::flow::graph::{FlowGraph, FlowNode};
 use crate::flow::node::build_node;
 use crate::flow::plan::Overrides;
@@ -43,6 +43,19 @@ pub enum StepKind {
     Http(HttpStep),
     HumanInput(HumanInput),
     ExecuteFlow(ExecuteFlowStep),
+    Retriever(RetrieverStep),
+}
+
+/// `retrieverAgentflow`: document stores searched with a query.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RetrieverStep {
+    /// The chatflows (of the workspace) whose vector stores are searched.
+    pub stores: Vec<uuid::Uuid>,
+    /// `retrieverQuery` as written (the question when empty).
+    pub query: String,
+    /// `outputFormat: textWithMetadata`: the chunks as JSON, not their texts.
+    pub with_metadata: bool,
+    pub update_state: Vec<(String, String)>,
 }
 
 /// `executeFlowAgentflow`: another chatflow of the workspace, asked `input`.
@@ -409,6 +422,37 @@ impl Read<'_> {
         })
     }
 
+    /// A knowledge row's `documentStore` (`<id>:<name>`): in weir, the id of a
+    /// chatflow of the workspace holding one vector store; and the name its
+    /// search tool goes by.
+    fn document_store(&self, row: &Map<String, Value>) -> Result<(uuid::Uuid, String), FlowError> {
+        let written = cell(row.get("documentStore"));
+        let (id, name) = written.split_once(':').unwrap_or((written.as_str(), ""));
+        let chatflow = uuid::Uuid::parse_str(id.trim()).map_err(|_| {
+            self.invalid(format_args!(
+                "names the document store '{written}'; in weir a document store is a chatflow \
+                 holding a vector store: write '<its id>:<a name>'"
+            ))
+        })?;
+        // Tool names are call names: letters, digits, '_' and '-'.
+        let mut tool: String = name
+            .trim()
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .take(64)
+            .collect();
+        if tool.trim_matches('_').is_empty() {
+            tool = format!("document_store_{}", &id.trim()[..8.min(id.trim().len())]);
+        }
+        Ok((chatflow, tool))
+    }
+
     fn structured(&self, name: &str) -> Result<Vec<OutputField>, FlowError> {
         output_fields(&self.rows(name)?, |why| self.invalid(why))
     }
@@ -442,13 +486,37 @@ impl Read<'_> {
                 update_state: self.pairs("llmUpdateState", "key", "value")?,
             }),
             "agentAgentflow" => {
-                for knowledge in ["agentKnowledgeDocumentStores", "agentKnowledgeVSEmbeddings"] {
-                    if !self.rows(knowledge)?.is_empty() {
-                        return not_yet(&format!("has knowledge ('{knowledge}')"));
-                    }
+                if !self.rows("agentKnowledgeVSEmbeddings")?.is_empty() {
+                    return Err(self.invalid(
+                        "searches vector stores through their own connections \
+                         (agentKnowledgeVSEmbeddings), which weir does not make; give it \
+                         document stores (agentKnowledgeDocumentStores) — in weir, chatflows \
+                         holding a vector store",
+                    ));
                 }
                 let mut tools = Vec::new();
                 let mut approval = Vec::new();
+                for row in self.rows("agentKnowledgeDocumentStores")? {
+                    let (chatflow, name) = self.document_store(&row)?;
+                    let description = cell(row.get("docStoreDescription"));
+                    tools.push(ToolSpec {
+                        node_id: self.node.id.clone(),
+                        kind: ToolKind::DocumentStore {
+                            description: if description.trim().is_empty() {
+                                format!("Searches the document store {name}.")
+                            } else {
+                                description
+                            },
+                            name,
+                            chatflow,
+                            return_sources: matches!(
+                                row.get("returnSourceDocuments"),
+                                Some(Value::Bool(true))
+                            ),
+                        },
+                    });
+                    approval.push(false);
+                }
                 for row in self.rows("agentTools")? {
                     let name = cell(row.get("agentSelectedTool"));
                     if name.trim().is_empty() {
@@ -596,11 +664,19 @@ impl Read<'_> {
                 ));
             }
             "retrieverAgentflow" => {
-                return Err(self.invalid(
-                    "searches Flowise document stores, which weir does not have; keep the \
-                     documents in a vector store of a chatflow and search them with a \
-                     retriever tool",
-                ));
+                let mut stores = Vec::new();
+                for row in self.rows("retrieverKnowledgeDocumentStores")? {
+                    stores.push(self.document_store(&row)?.0);
+                }
+                if stores.is_empty() {
+                    return Err(self.invalid("names no document store to search"));
+                }
+                StepKind::Retriever(RetrieverStep {
+                    stores,
+                    query: self.text("retrieverQuery"),
+                    with_metadata: self.text("outputFormat") == "textWithMetadata",
+                    update_state: self.pairs("retrieverUpdateState", "key", "value")?,
+                })
             }
             "humanInputAgentflow" => {
                 if self.node.parent.is_some() {

@@ -68,6 +68,10 @@ enum Action {
         store: Box<super::component::VectorStoreSpec>,
         return_sources: bool,
     },
+    DocumentStore {
+        chatflow: Uuid,
+        return_sources: bool,
+    },
 }
 
 /// What a call gave back.
@@ -188,6 +192,25 @@ fn ready_tool(spec: &ToolSpec, env: &ToolEnv) -> Result<ReadyTool, FlowError> {
             },
             false,
         ),
+        ToolKind::DocumentStore {
+            name,
+            description,
+            chatflow,
+            return_sources,
+        } => (
+            ToolDef {
+                name: name.clone(),
+                description: description.clone(),
+                parameters: json!({"type": "object", "properties": {
+                    "input": {"type": "string", "description": "What to search for."}
+                }, "required": ["input"]}),
+            },
+            Action::DocumentStore {
+                chatflow: *chatflow,
+                return_sources: *return_sources,
+            },
+            false,
+        ),
     };
     Ok(ReadyTool {
         def,
@@ -251,15 +274,26 @@ impl ReadyTool {
                 store,
                 return_sources,
             } => {
-                let query = match arguments {
-                    Value::String(s) => s.as_str(),
-                    other => other
-                        .get("input")
-                        .or_else(|| other.get("query"))
-                        .and_then(Value::as_str)
-                        .unwrap_or_default(),
+                let query = search_query(arguments);
+                retriever::search(
+                    &*clients.retriever,
+                    retriever::Searched::Store(store),
+                    query,
+                    flow,
+                    *return_sources,
+                )
+                .await
+            }
+            Action::DocumentStore {
+                chatflow,
+                return_sources,
+            } => {
+                let query = search_query(arguments);
+                let searched = retriever::Searched::DocumentStore {
+                    chatflow: *chatflow,
+                    workspace: &env.workspace_id,
                 };
-                retriever::search(&*clients.retriever, store, query, flow, *return_sources).await
+                retriever::search(&*clients.retriever, searched, query, flow, *return_sources).await
             }
         }
     }
@@ -268,4 +302,16 @@ impl ReadyTool {
 /// The `usedTools` item of one call.
 pub fn used_tool(name: &str, arguments: &Value, outcome: &ToolOutcome) -> Value {
     json!({"tool": name, "toolInput": arguments, "toolOutput": outcome.output})
+}
+
+/// A retriever tool's query: the model's `input` (or `query`), or a bare string.
+fn search_query(arguments: &Value) -> &str {
+    match arguments {
+        Value::String(s) => s.as_str(),
+        other => other
+            .get("input")
+            .or_else(|| other.get("query"))
+            .and_then(Value::as_str)
+            .unwrap_or_default(),
+    }
 }

@@ -20,6 +20,16 @@ pub trait Retriever: Send + Sync {
         query: &str,
         flow: &FlowContext,
     ) -> Result<Vec<Document>, FlowError>;
+
+    /// The best chunks of a *document store* for `query`: weir's name for a
+    /// chatflow of the workspace that holds one vector store (filled with the
+    /// upsert API), searched as that chatflow would (never its per-chat files).
+    async fn retrieve_document_store(
+        &self,
+        chatflow: uuid::Uuid,
+        workspace: &str,
+        query: &str,
+    ) -> Result<Vec<Document>, FlowError>;
 }
 
 /// The chunks' texts as the model reads them: separated by a blank line.
@@ -31,11 +41,22 @@ pub fn context(documents: &[Document]) -> String {
         .join("\n\n")
 }
 
-/// A `retrieverTool` call: the chunks' texts, and the chunks themselves when
+/// What a retriever tool searches.
+pub enum Searched<'a> {
+    /// A vector store of the running chatflow.
+    Store(&'a VectorStoreSpec),
+    /// A document store (another chatflow's vector store) of the workspace.
+    DocumentStore {
+        chatflow: uuid::Uuid,
+        workspace: &'a str,
+    },
+}
+
+/// A retriever tool's call: the chunks' texts, and the chunks themselves when
 /// they join the answer's sources.
 pub async fn search(
     retriever: &dyn Retriever,
-    store: &VectorStoreSpec,
+    searched: Searched<'_>,
     query: &str,
     flow: &FlowContext,
     return_sources: bool,
@@ -43,7 +64,18 @@ pub async fn search(
     if query.trim().is_empty() {
         return ToolOutcome::error("the search needs an 'input' text");
     }
-    match retriever.retrieve(store, query, flow).await {
+    let found = match searched {
+        Searched::Store(store) => retriever.retrieve(store, query, flow).await,
+        Searched::DocumentStore {
+            chatflow,
+            workspace,
+        } => {
+            retriever
+                .retrieve_document_store(chatflow, workspace, query)
+                .await
+        }
+    };
+    match found {
         Ok(documents) => ToolOutcome {
             output: if documents.is_empty() {
                 "No documents found.".to_owned()
