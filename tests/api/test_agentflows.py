@@ -339,21 +339,22 @@ SUMMARIZER_HEAD = "Progressively summarize the conversation provided and return 
 
 
 def test_llm_summary_memory_asks_the_model_for_a_summary(api, fake):
-    """conversationSummary: every turn, the session so far (and the question) is
-    summarised by the node's model, and the node is asked with that summary."""
+    """conversationSummary: every turn with earlier turns, they are summarised by the
+    node's model, and the node is asked with that summary and the question."""
     marker = nonce()
     flow = create(api, chain(af_start(), llm(fake, text="Summarised.", llmEnableMemory=True,
                                              llmMemoryType="conversationSummary")))
     chat = f"sum-{marker}"
     ask(api, flow, f"alpha {marker}", chatId=chat)
-    before = fake.count(CHAT)
+    before = len(fake.bodies(CHAT, marker))
     body = ask(api, flow, f"beta {marker}", chatId=chat)
-    assert fake.count(CHAT) == before + 2, "a summary, then the answer"
-    summary_request, answer_request = fake.bodies(CHAT)[-2:]
+    assert len(fake.bodies(CHAT, marker)) == before + 2, "a summary, then the answer"
+    summary_request, answer_request = fake.bodies(CHAT, marker)[-2:]
     [(role, prompt)] = said(summary_request)
     assert role == "user" and prompt.startswith(SUMMARIZER_HEAD)
-    assert prompt.endswith(f"Conversation:\nuser: alpha {marker}\nassistant: Echo: alpha {marker}\n"
-                           f"user: beta {marker}\n\nNew summary:")
+    # The earlier turns are summarised; this turn's question is asked as it is.
+    assert prompt.endswith(f"Conversation:\nuser: alpha {marker}\nassistant: Echo: alpha {marker}\n\n"
+                           "New summary:")
     assert said(answer_request) == [("system", "Summarised."), ("assistant", f"Echo: {prompt}"),
                                     ("user", f"beta {marker}")]
     assert body["text"] == f"Echo: beta {marker}"
@@ -368,14 +369,12 @@ def test_llm_summary_buffer_memory_summarises_only_what_is_over_the_limit(api, f
                   llmMemoryMaxTokenLimit=30)
     flow = create(api, chain(af_start(), node))
     chat = f"buf-{marker}"
-    before = fake.count(CHAT)
     ask(api, flow, f"short {marker}", chatId=chat)
-    assert fake.count(CHAT) == before + 1, "under the limit: no summary"
     ask(api, flow, long_turn, chatId=chat)
-    before = fake.count(CHAT)
+    assert len(fake.bodies(CHAT, marker)) == 2, "under the limit (the question aside): no summary"
     ask(api, flow, f"gamma {marker}", chatId=chat)
-    assert fake.count(CHAT) == before + 2
-    summary_request, answer_request = fake.bodies(CHAT)[-2:]
+    assert len(fake.bodies(CHAT, marker)) == 4, "a summary, then the answer"
+    summary_request, answer_request = fake.bodies(CHAT, marker)[-2:]
     [(_, prompt)] = said(summary_request)
     assert prompt.startswith(SUMMARIZER_HEAD) and f"user: short {marker}" in prompt
     sent = said(answer_request)

@@ -139,6 +139,8 @@ pub struct Prediction {
     /// Whether the flow's answer can stream (not with an output parser: a
     /// streaming request is answered with JSON, as Flowise does).
     pub streamable: bool,
+    /// The run's task (a caller that gives up on the answer may stop it at once).
+    pub task: tokio::task::AbortHandle,
 }
 
 impl Prediction {
@@ -301,11 +303,12 @@ pub async fn start(
         session,
         env,
     };
-    tokio::spawn(task.run(tx));
+    let task = tokio::spawn(task.run(tx)).abort_handle();
     Ok(Prediction {
         events: rx,
         chat_id,
         streamable: plan.is_streamable(),
+        task,
     })
 }
 

@@ -53,12 +53,13 @@ impl FlowCaller for SubflowCaller {
             }
             e => format!("chatflow '{}' failed: {e}", flow.name),
         };
-        let answer = prediction::start(&self.state, &flow, request)
-            .await
-            .map_err(called)?
-            .answer()
+        let prediction = prediction::start(&self.state, &flow, request)
             .await
             .map_err(called)?;
+        // The called run is part of the caller's: when the caller stops (its time
+        // limit, its client gone), so does it, model calls and all.
+        let _stop_with_caller = StopOnDrop(prediction.task.clone());
+        let answer = prediction.answer().await.map_err(called)?;
         Ok(FlowAnswer {
             text: answer.text,
             used_tools: answer.used_tools,
@@ -69,5 +70,14 @@ impl FlowCaller for SubflowCaller {
                 .filter_map(|d| serde_json::from_value::<Document>(d).ok())
                 .collect(),
         })
+    }
+}
+
+/// Aborts a run's task when dropped (a finished task is left as it is).
+struct StopOnDrop(tokio::task::AbortHandle);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }

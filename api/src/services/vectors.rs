@@ -618,7 +618,15 @@ impl VectorSearch {
                 &flow.session_id,
             )
             .await
-            .map_err(|e| failed(format!("cannot search its chunks: {e}")))?;
+            .map_err(|e| {
+                // The database's own words stay in the log.
+                tracing::error!(node = %store.node_id, error = %e, "a pgvector search failed");
+                failed(format!(
+                    "cannot search its chunks (were they embedded by other embeddings than \
+                     {}? an upsert with full cleanup starts the store afresh)",
+                    store.embeddings_node
+                ))
+            })?;
         let documents = nearest
             .into_iter()
             .map(|(c, _)| Entry {

@@ -225,25 +225,29 @@ pub(super) async fn conversation(
         Memory::All | Memory::Window(_) | Memory::Summary | Memory::SummaryBuffer(_) => {
             let mut history: Vec<ChatMessage> =
                 seen.past.iter().chain(seen.runtime).cloned().collect();
-            if seen.runtime.is_empty() {
-                history.push(question());
-            }
+            // The question of this turn is said as it is, never summarised away.
+            let asking = seen.runtime.is_empty().then(question);
             match talk.memory {
                 Memory::Window(n) => {
+                    history.extend(asking);
                     let keep = (n as usize).saturating_mul(2);
                     if history.len() > keep {
                         history.drain(..history.len() - keep);
                     }
                 }
                 Memory::Summary => {
-                    let summary = summarize(&history, model, ctx).await?;
-                    history = vec![ChatMessage::new(Role::Assistant, summary)];
+                    if !history.is_empty() {
+                        let summary = summarize(&history, model, ctx).await?;
+                        history = vec![ChatMessage::new(Role::Assistant, summary)];
+                    }
+                    history.extend(asking);
                 }
                 Memory::SummaryBuffer(limit) => {
                     let has_system = messages.iter().any(|m| m.role == Role::System);
                     history = summary_buffer(history, limit, has_system, model, ctx).await?;
+                    history.extend(asking);
                 }
-                Memory::All | Memory::Off => {}
+                Memory::All | Memory::Off => history.extend(asking),
             }
             messages.extend(history);
             if let Some(user) = &talk.user_message {

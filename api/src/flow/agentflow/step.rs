@@ -448,7 +448,8 @@ impl Read<'_> {
             .take(64)
             .collect();
         if tool.trim_matches('_').is_empty() {
-            tool = format!("document_store_{}", &id.trim()[..8.min(id.trim().len())]);
+            let id = chatflow.simple().to_string();
+            tool = format!("document_store_{}", id.get(..8).unwrap_or(&id));
         }
         Ok((chatflow, tool))
     }
@@ -497,7 +498,19 @@ impl Read<'_> {
                 let mut tools = Vec::new();
                 let mut approval = Vec::new();
                 for row in self.rows("agentKnowledgeDocumentStores")? {
-                    let (chatflow, name) = self.document_store(&row)?;
+                    let (chatflow, mut name) = self.document_store(&row)?;
+                    // Tool names are call names: two stores of one name get two.
+                    let taken = |n: &str, tools: &[ToolSpec]| {
+                        tools.iter().any(|t| {
+                            matches!(&t.kind, ToolKind::DocumentStore { name, .. } if name == n)
+                        })
+                    };
+                    let stem = name.clone();
+                    let mut n = 2;
+                    while taken(&name, &tools) {
+                        name = format!("{stem}_{n}");
+                        n += 1;
+                    }
                     let description = cell(row.get("docStoreDescription"));
                     tools.push(ToolSpec {
                         node_id: self.node.id.clone(),

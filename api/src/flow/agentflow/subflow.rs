@@ -41,6 +41,36 @@ pub struct FlowAnswer {
     pub sources: Vec<Document>,
 }
 
+/// `executeFlowOverrideConfig`: a JSON object whose string values may hold
+/// variables, resolved inside those strings only (a question holding a quote
+/// cannot add keys); text that is JSON only once resolved (`{"n": {{ x }}}`) is
+/// resolved first.
+fn override_config(written: &str, seen: &Seen<'_>) -> Result<Option<Map<String, Value>>, String> {
+    fn resolve_strings(value: &mut Value, seen: &Seen<'_>) {
+        match value {
+            Value::String(text) => *text = seen.scope.resolve(text),
+            Value::Array(items) => items.iter_mut().for_each(|v| resolve_strings(v, seen)),
+            Value::Object(map) => map.values_mut().for_each(|v| resolve_strings(v, seen)),
+            _ => {}
+        }
+    }
+    let written = written.trim();
+    if written.is_empty() {
+        return Ok(None);
+    }
+    let parsed = match serde_json::from_str::<Value>(written) {
+        Ok(mut value) => {
+            resolve_strings(&mut value, seen);
+            Some(value)
+        }
+        Err(_) => serde_json::from_str::<Value>(seen.scope.resolve(written).trim()).ok(),
+    };
+    match parsed {
+        Some(Value::Object(map)) => Ok(Some(map)),
+        _ => Err("its 'executeFlowOverrideConfig' is not a JSON object".into()),
+    }
+}
+
 pub async fn run(
     id: &str,
     step: &ExecuteFlowStep,
@@ -59,17 +89,7 @@ pub async fn run(
         return Err(failed("flows cannot run other flows here".into()));
     };
     let question = seen.scope.resolve(&step.input);
-    let override_config = match seen.scope.resolve(&step.override_config).trim() {
-        "" => None,
-        text => match serde_json::from_str::<Value>(text) {
-            Ok(Value::Object(map)) => Some(map),
-            _ => {
-                return Err(failed(
-                    "its 'executeFlowOverrideConfig' is not a JSON object".into(),
-                ));
-            }
-        },
-    };
+    let override_config = override_config(&step.override_config, seen).map_err(&failed)?;
     let answer = caller
         .call_flow(FlowCall {
             flow: step.flow,

@@ -1,10 +1,8 @@
-//! `azureChatOpenAI`: an Azure OpenAI deployment. The endpoint is `basePath`
-//! (weir's: the deployment's base URL), else Flowise's `basepath` or the
-//! instance name with the deployment, else the server's `AZURE_OPENAI_BASE_PATH`,
-//! `AZURE_OPENAI_ENDPOINT` or `AZURE_OPENAI_API_INSTANCE_NAME`
-//! (`nodes::azure_deployment_url`); key, deployment and API version come from the
-//! node or from `AZURE_OPENAI_API_KEY`, `AZURE_OPENAI_API_DEPLOYMENT_NAME`,
-//! `AZURE_OPENAI_API_VERSION`.
+//! `azureChatOpenAI`: an Azure OpenAI deployment. Its URL and key are found by
+//! `nodes::azure_endpoint` (the node's `basePath`, `basepath` or instance name,
+//! else the server's `AZURE_OPENAI_*` variables; the server's key never goes to
+//! a URL the node chose); deployment and API version come from the node or from
+//! `AZURE_OPENAI_API_DEPLOYMENT_NAME`, `AZURE_OPENAI_API_VERSION`.
 
 use super::{K, key_from, model_name, sampling, with_ignored};
 use crate::flow::FlowError;
@@ -44,17 +42,14 @@ impl Node for AzureChatOpenAI {
 
     fn build(&self, node: &Build<'_>) -> Result<Component, FlowError> {
         let setting = |input: &str, env: &str| key_from(node, &[input], env);
-        let base = match node.text("basePath") {
-            Some(base) => base.trim_end_matches('/').to_owned(),
-            None => super::azure_deployment_url(
-                node,
-                setting(
-                    "azureOpenAIApiDeploymentName",
-                    "AZURE_OPENAI_API_DEPLOYMENT_NAME",
-                ),
+        let (base, key) = super::azure_endpoint(
+            node,
+            setting(
+                "azureOpenAIApiDeploymentName",
                 "AZURE_OPENAI_API_DEPLOYMENT_NAME",
-            )?,
-        };
+            ),
+            "AZURE_OPENAI_API_DEPLOYMENT_NAME",
+        )?;
         Ok(Component::Model(ModelSpec {
             node_id: node.id().to_owned(),
             node_type: SPEC.name,
@@ -62,7 +57,7 @@ impl Node for AzureChatOpenAI {
             provider: Provider::OpenAi {
                 base,
                 auth: Auth::Azure {
-                    key: setting("azureOpenAIApiKey", "AZURE_OPENAI_API_KEY"),
+                    key,
                     version: setting("azureOpenAIApiVersion", "AZURE_OPENAI_API_VERSION")
                         .unwrap_or_else(|| DEFAULT_API_VERSION.to_owned()),
                 },

@@ -1,9 +1,7 @@
-//! `azureOpenAIEmbeddings`: an Azure OpenAI embeddings deployment — `basePath`
-//! (the deployment's base URL), else found as for `azureChatOpenAI`
-//! (`nodes::azure_deployment_url`: `basepath`, the instance name, or the
-//! server's `AZURE_OPENAI_*` variables), the deployment from the node or from
-//! `AZURE_OPENAI_API_EMBEDDINGS_DEPLOYMENT_NAME` (else `…_DEPLOYMENT_NAME`); key
-//! and API version from the node or `AZURE_OPENAI_API_KEY`,
+//! `azureOpenAIEmbeddings`: an Azure OpenAI embeddings deployment, its URL and
+//! key found as for `azureChatOpenAI` (`nodes::azure_endpoint`), the deployment
+//! from the node or from `AZURE_OPENAI_API_EMBEDDINGS_DEPLOYMENT_NAME` (else
+//! `…_DEPLOYMENT_NAME`), the API version from the node or
 //! `AZURE_OPENAI_API_VERSION`.
 
 use super::{K, input, key_from};
@@ -48,18 +46,15 @@ impl Node for AzureOpenAiEmbeddings {
                 .ok()
                 .filter(|d| !d.is_empty())
         });
-        let base = match node.text("basePath") {
-            Some(base) => base.trim_end_matches('/').to_owned(),
-            None => super::azure_deployment_url(
-                node,
-                deployment,
-                "AZURE_OPENAI_API_EMBEDDINGS_DEPLOYMENT_NAME",
-            )?,
-        };
+        let (base, key) = super::azure_endpoint(
+            node,
+            deployment,
+            "AZURE_OPENAI_API_EMBEDDINGS_DEPLOYMENT_NAME",
+        )?;
         Ok(Component::Embeddings(EmbeddingsSpec::OpenAi {
             base,
             auth: Auth::Azure {
-                key: setting("azureOpenAIApiKey", "AZURE_OPENAI_API_KEY"),
+                key,
                 version: setting("azureOpenAIApiVersion", "AZURE_OPENAI_API_VERSION")
                     .unwrap_or_else(|| super::azure_chat_openai::DEFAULT_API_VERSION.to_owned()),
             },

@@ -139,17 +139,21 @@ fn model_name(node: &Build<'_>, default: &str) -> String {
     node.text("modelName").unwrap_or(default).to_owned()
 }
 
-/// An Azure deployment's base URL. From the node: `basepath` (Flowise's: the
-/// `…/deployments` root, the deployment added after it), else the instance name
-/// (`https://<instance>.openai.azure.com/openai/deployments/<deployment>`). Else
+/// An Azure deployment's base URL and key. The URL: the node's `basePath`
+/// (weir's: the deployment's base URL), else its `basepath` (Flowise's: the
+/// `…/deployments` root, the deployment added after it), else its instance name
+/// (`https://<instance>.openai.azure.com/openai/deployments/<deployment>`); else
 /// from the server's environment, as LangChain reads it: `AZURE_OPENAI_BASE_PATH`
 /// (a root, as `basepath`), `AZURE_OPENAI_ENDPOINT` (`<endpoint>/openai/deployments/
-/// <deployment>`), `AZURE_OPENAI_API_INSTANCE_NAME`.
-fn azure_deployment_url(
+/// <deployment>`), `AZURE_OPENAI_API_INSTANCE_NAME`. The key: the node's
+/// `azureOpenAIApiKey`, else the server's `AZURE_OPENAI_API_KEY` — but never to a
+/// URL the node chose (`basePath`, `basepath`): a flow author pointing a node at a
+/// server of theirs must bring the key for it.
+fn azure_endpoint(
     node: &Build<'_>,
     deployment: Option<String>,
     deployment_env: &str,
-) -> Result<String, FlowError> {
+) -> Result<(String, Option<String>), FlowError> {
     let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
     let root = |root: &str| {
         let root = root.trim_end_matches('/');
@@ -158,14 +162,40 @@ fn azure_deployment_url(
             None => root.to_owned(),
         }
     };
-    let on_azure = |instance: &str, d: &str| {
-        format!("https://{instance}.openai.azure.com/openai/deployments/{d}")
+    let on_azure = |instance: &str, d: &str| -> Result<String, FlowError> {
+        // A DNS label, so the host stays on openai.azure.com.
+        if instance.is_empty()
+            || !instance
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-')
+        {
+            return Err(node.invalid(format_args!(
+                "has an instance name '{instance}' that is not a plain name (letters, digits, '-')"
+            )));
+        }
+        Ok(format!(
+            "https://{instance}.openai.azure.com/openai/deployments/{d}"
+        ))
     };
-    if let Some(base) = node.text("basepath") {
-        return Ok(root(base));
+    let node_key = node.text("azureOpenAIApiKey").map(str::to_owned);
+    let chosen = match (node.text("basePath"), node.text("basepath")) {
+        (Some(base), _) => Some(base.trim_end_matches('/').to_owned()),
+        (None, Some(base)) => Some(root(base)),
+        (None, None) => None,
+    };
+    if let Some(url) = chosen {
+        if node_key.is_none() && env("AZURE_OPENAI_API_KEY").is_some() {
+            return Err(node.invalid(
+                "sets its own endpoint ('basePath' or 'basepath') but no 'azureOpenAIApiKey': \
+                 the server's AZURE_OPENAI_API_KEY is sent only to the endpoints the server's \
+                 own settings name",
+            ));
+        }
+        return Ok((url, node_key));
     }
+    let key = node_key.or_else(|| env("AZURE_OPENAI_API_KEY"));
     match (node.text("azureOpenAIApiInstanceName"), &deployment) {
-        (Some(instance), Some(d)) => return Ok(on_azure(instance, d)),
+        (Some(instance), Some(d)) => return Ok((on_azure(instance, d)?, key)),
         (Some(_), None) => {
             return Err(node.invalid(format_args!(
                 "needs a deployment name ('azureOpenAIApiDeploymentName' or {deployment_env})"
@@ -174,21 +204,24 @@ fn azure_deployment_url(
         (None, _) => {}
     }
     if let Some(base) = env("AZURE_OPENAI_BASE_PATH") {
-        return Ok(root(&base));
+        return Ok((root(&base), key));
     }
     let found = match (env("AZURE_OPENAI_ENDPOINT"), &deployment) {
         (Some(endpoint), Some(d)) => Some(format!(
             "{}/openai/deployments/{d}",
             endpoint.trim_end_matches('/')
         )),
-        (None, Some(d)) => env("AZURE_OPENAI_API_INSTANCE_NAME").map(|i| on_azure(&i, d)),
+        (None, Some(d)) => env("AZURE_OPENAI_API_INSTANCE_NAME")
+            .map(|i| on_azure(&i, d))
+            .transpose()?,
         (_, None) => None,
     };
-    found.ok_or_else(|| {
+    let url = found.ok_or_else(|| {
         node.invalid(format_args!(
             "needs 'basePath' or 'basepath', or an instance and a deployment name (inputs, or \
              AZURE_OPENAI_BASE_PATH, AZURE_OPENAI_ENDPOINT or AZURE_OPENAI_API_INSTANCE_NAME \
              and {deployment_env})"
         ))
-    })
+    })?;
+    Ok((url, key))
 }

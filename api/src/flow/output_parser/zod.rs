@@ -185,6 +185,13 @@ impl Reader {
     /// A JSON-like literal: a string ('…' or "…"), a number, true, false,
     /// null, or a list or object of those.
     fn literal(&mut self) -> Result<Value, String> {
+        self.literal_at(0)
+    }
+
+    fn literal_at(&mut self, depth: usize) -> Result<Value, String> {
+        if depth > MAX_DEPTH {
+            return Err(format!("nests deeper than {MAX_DEPTH} levels"));
+        }
         self.skip_space();
         match self.peek() {
             Some(quote @ ('"' | '\'')) => {
@@ -212,7 +219,7 @@ impl Reader {
                     if self.eat(']') {
                         return Ok(Value::Array(items));
                     }
-                    items.push(self.literal()?);
+                    items.push(self.literal_at(depth + 1)?);
                     self.skip_space();
                     if !self.eat(',') {
                         self.expect(']')?;
@@ -236,7 +243,7 @@ impl Reader {
                         _ => self.identifier()?,
                     };
                     self.expect(':')?;
-                    map.insert(key, self.literal()?);
+                    map.insert(key, self.literal_at(depth + 1)?);
                     self.skip_space();
                     if !self.eat(',') {
                         self.expect('}')?;
@@ -454,5 +461,11 @@ mod tests {
         assert!(err("z.object({}) extra").contains("end of the schema"));
         let deep = format!("{}z.string(){}", "z.array(".repeat(40), ")".repeat(40));
         assert!(err(&deep).contains("deeper"));
+        let deep_default = format!(
+            "z.string().default({}1{})",
+            "[".repeat(5000),
+            "]".repeat(5000)
+        );
+        assert!(err(&deep_default).contains("deeper"));
     }
 }

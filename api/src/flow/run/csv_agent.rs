@@ -178,14 +178,16 @@ async fn python(
     }
 }
 
-/// The code without the Markdown fence a model may put around it.
+/// The code inside the first Markdown fence a model put it in (words around
+/// it dropped), or the whole text.
 fn strip_fences(text: &str) -> &str {
     let text = text.trim();
-    let Some(rest) = text.strip_prefix("```") else {
+    let Some(start) = text.find("```") else {
         return text;
     };
+    let rest = &text[start + 3..];
     let rest = rest.split_once('\n').map_or("", |(_, body)| body);
-    rest.strip_suffix("```").unwrap_or(rest).trim()
+    rest.find("```").map_or(rest, |end| &rest[..end]).trim()
 }
 
 #[cfg(test)]
@@ -197,6 +199,10 @@ mod tests {
         assert_eq!(strip_fences("```python\nlen(df)\n```"), "len(df)");
         assert_eq!(strip_fences("len(df)"), "len(df)");
         assert_eq!(strip_fences("```\ndf.head()\n```"), "df.head()");
+        assert_eq!(
+            strip_fences("Here:\n```python\nlen(df)\n```\nThat counts rows."),
+            "len(df)"
+        );
     }
 
     #[test]

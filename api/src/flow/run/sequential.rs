@@ -29,6 +29,10 @@ use crate::flow::plan::SequentialSpec;
 use crate::flow::{prompt, tools};
 use crate::llm::{ChatMessage, ChatRequest, Role, ToolCall};
 
+/// Messages a checkpoint keeps at most (the newest): a long session's
+/// conversation must not grow without end.
+const CHECKPOINT_MESSAGES: usize = 200;
+
 /// Steps a run takes at most (nodes running together count once).
 const MAX_STEPS: usize = 100;
 /// Conditions and loops one step's routing passes through at most.
@@ -157,10 +161,31 @@ pub async fn run<E: From<FlowEvent>>(
         tokens.send(last_output.clone()).await?;
     }
     if spec.checkpoints {
-        out.checkpoint = Some(json!({"state": state, "messages": conversation}));
+        out.checkpoint = Some(json!({"state": state, "messages": checkpointed(conversation)}));
     }
     out.text = last_output;
     Ok(out)
+}
+
+/// The conversation a checkpoint keeps: the newest messages, not beginning
+/// with a tool's result (its call would be gone) and not ending with calls no
+/// tool answered (providers refuse such a conversation).
+fn checkpointed(mut conversation: Vec<ChatMessage>) -> Vec<ChatMessage> {
+    while conversation
+        .last()
+        .is_some_and(|m| !m.tool_calls.is_empty())
+    {
+        conversation.pop();
+    }
+    if conversation.len() > CHECKPOINT_MESSAGES {
+        conversation.drain(..conversation.len() - CHECKPOINT_MESSAGES);
+    }
+    let orphans = conversation
+        .iter()
+        .take_while(|m| m.role == Role::Tool)
+        .count();
+    conversation.drain(..orphans);
+    conversation
 }
 
 fn view<'a>(
@@ -692,6 +717,31 @@ mod tests {
             Value::Object(state),
             json!({"steps": ["one", "two", "three"], "plan": "p1"})
         );
+    }
+
+    #[test]
+    fn checkpoints_keep_the_newest_whole_exchanges() {
+        let call = crate::llm::ToolCall {
+            id: "c1".into(),
+            name: "t".into(),
+            arguments: json!({}),
+        };
+        let mut conversation = vec![ChatMessage::new(Role::User, "q")];
+        conversation.push(ChatMessage::tool_calls(String::new(), vec![call.clone()]));
+        let kept = checkpointed(conversation.clone());
+        assert_eq!(kept.len(), 1, "calls no tool answered are not kept");
+        let mut long = Vec::new();
+        for i in 0..CHECKPOINT_MESSAGES {
+            long.push(ChatMessage::new(Role::User, format!("q{i}")));
+        }
+        long.insert(
+            1,
+            ChatMessage::tool_calls(String::new(), vec![call.clone()]),
+        );
+        long.insert(2, ChatMessage::tool_result(&call, "r"));
+        let kept = checkpointed(long);
+        assert!(kept.len() < CHECKPOINT_MESSAGES && kept[0].role != Role::Tool);
+        assert_eq!(kept.last().map(|m| m.content.as_str()), Some("q199"));
     }
 
     #[test]

@@ -77,11 +77,24 @@ pub(super) async fn enable(
     let schema = quote_ident(&row.try_get::<_, String>(0).map_err(backend)?);
     let version: String = row.try_get(1).map_err(backend)?;
     let vector = format!("{schema}.vector");
-    if let Err(e) = tx
-        .batch_execute(&format!(
-            "ALTER TABLE vector_chunks ADD COLUMN IF NOT EXISTS embedding_v {vector}"
-        ))
+    // Only when missing: ALTER TABLE locks the table, even when it changes nothing.
+    let has_column = tx
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM information_schema.columns
+             WHERE table_schema = current_schema() AND table_name = 'vector_chunks'
+               AND column_name = 'embedding_v')",
+            &[],
+        )
         .await
+        .map_err(backend)?
+        .try_get::<_, bool>(0)
+        .map_err(backend)?;
+    if !has_column
+        && let Err(e) = tx
+            .batch_execute(&format!(
+                "ALTER TABLE vector_chunks ADD COLUMN IF NOT EXISTS embedding_v {vector}"
+            ))
+            .await
     {
         return Ok(Err(Pgvector::Refused(reason(&e))));
     }
@@ -122,12 +135,14 @@ async fn backfill(client: &Client, vector: &str) -> StoreResult<u64> {
         .await
         .map_err(backend)?;
     let mut filled = 0;
+    // Paged by `seq` (the primary key), so each batch reads on from the last.
+    let mut after: i64 = 0;
     loop {
         let rows = client
             .query(
-                "SELECT seq, embedding FROM vector_chunks WHERE embedding_v IS NULL
-                 ORDER BY seq LIMIT $1",
-                &[&BACKFILL_BATCH],
+                "SELECT seq, embedding FROM vector_chunks WHERE seq > $1 AND embedding_v IS NULL
+                 ORDER BY seq LIMIT $2",
+                &[&after, &BACKFILL_BATCH],
             )
             .await
             .map_err(backend)?;
@@ -146,6 +161,7 @@ async fn backfill(client: &Client, vector: &str) -> StoreResult<u64> {
                         bytes.len()
                     ))
                 })?;
+            after = after.max(seq);
             batch.push((seq, embedding));
         }
         // Pipelined, as the inserts are: one round trip for the batch.
