@@ -221,6 +221,15 @@ def test_azure_openai_the_flowise_way(api, fake, make_weir):
     # Without a deployment there is nothing to call: a 400 that says what is missing.
     flow = create_flow(endpoint_api, flows.conversation(azure()))
     assert_error(predict(endpoint_api, flow, "hi"), 400, "deployment")
+    # The server's key never goes where a node points: such a node brings its own.
+    before = fake.count("/chat/completions")
+    for own in ({"basepath": f"{fake.url}/openai/deployments"}, {"basePath": f"{fake.url}/openai/deployments/d"}):
+        flow = create_flow(endpoint_api, flows.conversation(azure(azureOpenAIApiDeploymentName="d", **own)))
+        assert_error(predict(endpoint_api, flow, "hi"), 400, "AZURE_OPENAI_API_KEY")
+    flow = create_flow(endpoint_api, flows.conversation(azure(azureOpenAIApiInstanceName="evil.example/#",
+                                                              azureOpenAIApiDeploymentName="d")))
+    assert_error(predict(endpoint_api, flow, "hi"), 400, "instance name")
+    assert fake.count("/chat/completions") == before
 
 
 def test_mistral_agent(api, fake):
