@@ -458,16 +458,7 @@ impl Plan {
 }
 
 fn spec_of(node: &FlowNode) -> Result<&'static NodeSpec, FlowError> {
-    registry::spec(&node.name).ok_or_else(|| {
-        if registry::NOT_YET_SUPPORTED.contains(&node.name.as_str()) {
-            FlowError::invalid(format!(
-                "node {} is of type '{}', which weir does not support yet",
-                node.id, node.name
-            ))
-        } else {
-            unknown(node)
-        }
-    })
+    registry::spec(&node.name).ok_or_else(|| unknown(node))
 }
 
 /// Which nodes answer, from the node types present.
@@ -852,9 +843,6 @@ mod tests {
         let unknown = json!({"nodes": [node("mystery_0", "mystery", json!({}))], "edges": []});
         let err = Plan::build(&unknown.to_string()).unwrap_err();
         assert!(err.message.contains("mystery"), "{err}");
-        let later = json!({"nodes": [node("seqLoop_0", "seqLoop", json!({}))], "edges": []});
-        let err = Plan::build(&later.to_string()).unwrap_err();
-        assert!(err.message.contains("not support yet"), "{err}");
         let lonely = json!({"nodes": [node("chatLocal_0", "chatLocal", json!({}))], "edges": []});
         assert!(
             Plan::build(&lonely.to_string())
