@@ -294,11 +294,8 @@ pub struct StateChannel {
 /// A `seqConditionAgent`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SeqConditionAgent {
-    pub name: String,
-    pub system: String,
-    pub human: String,
-    pub values: Map<String, Value>,
-    pub model: Option<ModelSpec>,
+    /// Its name, prompts and model, read as an LLM step's.
+    pub step: SeqAgent,
     /// `conditionAgentStructuredOutput`: the model answers with these keys.
     pub structured: Vec<crate::flow::agentflow::step::OutputField>,
     pub rows: Vec<ConditionRow>,

@@ -31,6 +31,9 @@ const REQUEST_KEYS: &[&str] = &["sessionId", "chatId"];
 pub struct Plan {
     graph: FlowGraph,
     shape: Shape,
+    /// Whether answers can stream: not when the flow has an output parser
+    /// (anywhere, as in Flowise), whose answer is whole JSON.
+    streamable: bool,
 }
 
 /// Which nodes answer.
@@ -217,11 +220,15 @@ impl Runnable {
 impl Plan {
     pub fn build(flow_data: &str) -> Result<Self, FlowError> {
         let graph = FlowGraph::parse(flow_data)?;
+        let streamable = !graph.nodes.iter().any(|node| {
+            registry::spec(&node.name).is_some_and(|spec| spec.category == Category::OutputParser)
+        });
         if graph.nodes.iter().any(|n| n.name == "startAgentflow") {
             let wiring = Arc::new(Wiring::build(&graph)?);
             let plan = Plan {
                 graph,
                 shape: Shape::Agentflow(wiring),
+                streamable,
             };
             plan.runnable(&Overrides::default())?;
             return Ok(plan);
@@ -230,7 +237,11 @@ impl Plan {
             validate_node(&graph, node)?;
         }
         let shape = shape(&graph)?;
-        let plan = Plan { graph, shape };
+        let plan = Plan {
+            graph,
+            shape,
+            streamable,
+        };
         // Building once without overrides finds what only building can (an agent
         // on a model that cannot call tools), at 400 like every other flaw.
         if !matches!(plan.shape, Shape::StoreOnly) {
@@ -259,6 +270,36 @@ impl Plan {
         overrides: &Overrides<'_>,
     ) -> Result<UpsertTarget, FlowError> {
         check_overrides(&self.graph, overrides)?;
+        let node = self.store_node(stop_node_id)?;
+        let build = super::node::Build::new(&self.graph, node, overrides);
+        Ok(UpsertTarget {
+            store: self.store_spec(node, overrides)?,
+            loaders: build.loaders("document")?,
+        })
+    }
+
+    /// The flow's only vector store, built (no loader read): what a search
+    /// of it as a document store needs.
+    pub fn only_vector_store(&self) -> Result<VectorStoreSpec, FlowError> {
+        self.store_spec(self.store_node(None)?, &Overrides::default())
+    }
+
+    fn store_spec(
+        &self,
+        node: &FlowNode,
+        overrides: &Overrides<'_>,
+    ) -> Result<VectorStoreSpec, FlowError> {
+        match build_node(&self.graph, node, overrides)? {
+            Component::VectorStore(store) => Ok(store),
+            _ => Err(FlowError::invalid(format!(
+                "node {} is not a vector store",
+                node.id
+            ))),
+        }
+    }
+
+    /// The vector store node `stop_node_id` names, or the flow's only one.
+    fn store_node(&self, stop_node_id: Option<&str>) -> Result<&FlowNode, FlowError> {
         let stores = self.vector_stores();
         let id = match (stop_node_id, stores.as_slice()) {
             (Some(id), _) if stores.contains(&id) => id,
@@ -287,30 +328,14 @@ impl Plan {
                 )));
             }
         };
-        let node = self
-            .graph
+        self.graph
             .node(id)
-            .ok_or_else(|| FlowError::invalid(format!("node {id} is not in the flow")))?;
-        let build = super::node::Build::new(&self.graph, node, overrides);
-        let Component::VectorStore(store) = build_node(&self.graph, node, overrides)? else {
-            return Err(FlowError::invalid(format!(
-                "node {id} is not a vector store"
-            )));
-        };
-        Ok(UpsertTarget {
-            store,
-            loaders: build.loaders("document")?,
-        })
+            .ok_or_else(|| FlowError::invalid(format!("node {id} is not in the flow")))
     }
 
-    /// Whether the flow's answer can be streamed token by token (every flow
-    /// weir runs can; multi-agent flows send their answer when it is known).
-    /// Whether answers can stream: not when the flow has an output parser
-    /// (anywhere, as in Flowise), whose answer is whole JSON.
+    /// Whether answers can stream (see the field).
     pub fn is_streamable(&self) -> bool {
-        !self.graph.nodes.iter().any(|node| {
-            registry::spec(&node.name).is_some_and(|spec| spec.category == Category::OutputParser)
-        })
+        self.streamable
     }
 
     pub fn runnable(&self, overrides: &Overrides<'_>) -> Result<Runnable, FlowError> {

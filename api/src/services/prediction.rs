@@ -123,15 +123,6 @@ impl From<FlowEvent> for PredictionEvent {
     }
 }
 
-/// What a sequential flow with agent memory keeps per session.
-#[derive(serde::Deserialize)]
-struct Checkpoint {
-    #[serde(default)]
-    state: Map<String, Value>,
-    #[serde(default)]
-    messages: Vec<ChatMessage>,
-}
-
 /// A started run: its events, and what is already known of the answer.
 pub struct Prediction {
     pub events: mpsc::Receiver<PredictionEvent>,
@@ -202,7 +193,7 @@ pub async fn start(
     if runnable.checkpoints()
         && let Some(saved) = state.store.get_agent_checkpoint(flow.id, &session).await?
     {
-        match serde_json::from_str::<Checkpoint>(&saved) {
+        match serde_json::from_str::<crate::flow::run::Checkpoint>(&saved) {
             Ok(saved) => {
                 history = saved.messages;
                 checkpoint_state = Some(saved.state);
@@ -379,11 +370,7 @@ impl RunTask {
             checkpoint: Some(checkpoint),
             ..
         }) = &result
-            && let Err(e) = self
-                .state
-                .store
-                .put_agent_checkpoint(self.chatflow_id, &self.session, &checkpoint.to_string())
-                .await
+            && let Err(e) = self.keep_checkpoint(checkpoint).await
         {
             tracing::error!(chatflow = %self.chatflow_id, error = %e, "cannot keep the agent checkpoint");
         }
@@ -428,6 +415,19 @@ impl RunTask {
                 tracing::info!(chatflow = %self.chatflow_id, "client went away; run cancelled");
             }
         }
+    }
+
+    /// Keeps where the session's next run begins (agent memory).
+    async fn keep_checkpoint(
+        &self,
+        checkpoint: &crate::flow::run::Checkpoint,
+    ) -> Result<(), String> {
+        let text = serde_json::to_string(checkpoint).map_err(|e| e.to_string())?;
+        self.state
+            .store
+            .put_agent_checkpoint(self.chatflow_id, &self.session, &text)
+            .await
+            .map_err(|e| e.to_string())
     }
 
     /// Stores the question and the answer; returns the answer's message id.

@@ -557,21 +557,19 @@ impl VectorSearch {
                     flow.name, e.message
                 ))
             })?;
-        let target = plan
-            .upsert_target(None, &crate::flow::Overrides::default())
-            .map_err(|e| {
-                FlowError::failed(format!(
-                    "document store '{}' ({chatflow}) must hold one vector store: {}",
-                    flow.name, e.message
-                ))
-            })?;
+        let store = plan.only_vector_store().map_err(|e| {
+            FlowError::failed(format!(
+                "document store '{}' ({chatflow}) must hold one vector store: {}",
+                flow.name, e.message
+            ))
+        })?;
         // Searched as its own chatflow, from no chat: never a chat's attached files.
         let context = FlowContext {
             input: query.to_owned(),
             chatflow_id: flow.id,
             ..FlowContext::default()
         };
-        self.retrieve(&target.store, query, &context).await
+        self.retrieve(&store, query, &context).await
     }
 
     async fn embed_question(

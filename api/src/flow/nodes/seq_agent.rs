@@ -45,21 +45,12 @@ pub(super) fn update_state(node: &Build<'_>) -> Result<Vec<(String, String)>, Fl
             continue;
         };
         for item in items {
-            let text = |names: [&str; 2]| {
-                names
-                    .iter()
-                    .find_map(|n| item.get(*n))
-                    .map(|v| match v {
-                        serde_json::Value::String(s) => s.trim().to_owned(),
-                        other => other.to_string(),
-                    })
-                    .unwrap_or_default()
-            };
-            let key = text(["key", "Key"]);
+            let text = |names: &[&str]| row_text(&item, names);
+            let key = text(&["key", "Key"]);
             if key.is_empty() {
                 return Err(node.invalid("has an Update State row without a key"));
             }
-            rows.push((key, text(["value", "Value"])));
+            rows.push((key, text(&["value", "Value"])));
         }
         break;
     }
@@ -103,6 +94,14 @@ impl Node for SeqAgentNode {
             ..step
         })))
     }
+}
+
+/// A table row's cell, trimmed, under the first of `names` it has (Flowise
+/// wrote `Key`, `Operation`… before `key`, `type`…); empty when it has none.
+pub(super) fn row_text(row: &serde_json::Value, names: &[&str]) -> String {
+    crate::flow::agentflow::step::cell(names.iter().find_map(|n| row.get(*n)))
+        .trim()
+        .to_owned()
 }
 
 /// A table input: a list, or its JSON text; `None` when absent, blank or a

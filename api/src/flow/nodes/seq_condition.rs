@@ -81,13 +81,7 @@ pub(super) fn condition_rows(node: &Build<'_>) -> Result<Vec<ConditionRow>, Flow
 }
 
 fn condition_row(node: &Build<'_>, index: usize, row: &Value) -> Result<ConditionRow, FlowError> {
-    let field = |name: &str| -> String {
-        match row.get(name) {
-            Some(Value::String(s)) => s.trim().to_owned(),
-            Some(Value::Null) | None => String::new(),
-            Some(other) => other.to_string(),
-        }
-    };
+    let field = |name: &str| super::seq_agent::row_text(row, &[name]);
     let operation = field("operation");
     if !OPERATIONS
         .iter()

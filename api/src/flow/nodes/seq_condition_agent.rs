@@ -37,10 +37,6 @@ impl Node for SeqConditionAgentNode {
     }
 
     fn build(&self, node: &Build<'_>) -> Result<Component, FlowError> {
-        let model = node.model("model")?;
-        if let Some(m) = &model {
-            super::tool_agent::refuse_local(node, &m.provider)?;
-        }
         let rows: Vec<Map<String, Value>> = match node.json("conditionAgentStructuredOutput")? {
             Some(Value::Array(items)) => items
                 .into_iter()
@@ -53,20 +49,7 @@ impl Node for SeqConditionAgentNode {
         };
         Ok(Component::Sequential(SeqStep::ConditionAgent(
             SeqConditionAgent {
-                name: node
-                    .text("conditionAgentName")
-                    .unwrap_or("Condition Agent")
-                    .to_owned(),
-                system: node
-                    .text("systemMessagePrompt")
-                    .unwrap_or_default()
-                    .to_owned(),
-                human: node
-                    .text("humanMessagePrompt")
-                    .unwrap_or_default()
-                    .to_owned(),
-                values: node.json_object("promptValues")?,
-                model,
+                step: super::seq_agent::step(node, "conditionAgentName", "Condition Agent")?,
                 structured: output_fields(&rows, |why| node.invalid(why))?,
                 rows: super::seq_condition::condition_rows(node)?,
             },

@@ -50,17 +50,7 @@ impl Node for SeqState {
         }
         let mut channels: Vec<StateChannel> = Vec::with_capacity(rows.len());
         for row in rows {
-            let text = |names: &[&str]| {
-                names
-                    .iter()
-                    .find_map(|n| row.get(*n))
-                    .map(|v| match v {
-                        Value::String(s) => s.trim().to_owned(),
-                        Value::Null => String::new(),
-                        other => other.to_string(),
-                    })
-                    .unwrap_or_default()
-            };
+            let text = |names: &[&str]| super::seq_agent::row_text(&row, names);
             let key = text(&["key", "Key"]);
             if key.is_empty() {
                 return Err(node.invalid("has a state row without a key"));

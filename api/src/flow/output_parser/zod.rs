@@ -155,13 +155,7 @@ impl Reader {
             if self.eat('}') {
                 break;
             }
-            let key = match self.peek() {
-                Some('"' | '\'') => match self.literal()? {
-                    Value::String(key) => key,
-                    _ => return Err(self.unexpected("a key")),
-                },
-                _ => self.identifier()?,
-            };
+            let key = self.key()?;
             self.expect(':')?;
             let (schema, optional) = self.expression(depth + 1)?;
             if !optional {
@@ -235,13 +229,7 @@ impl Reader {
                     if self.eat('}') {
                         return Ok(Value::Object(map));
                     }
-                    let key = match self.peek() {
-                        Some('"' | '\'') => match self.literal()? {
-                            Value::String(key) => key,
-                            _ => return Err(self.unexpected("a key")),
-                        },
-                        _ => self.identifier()?,
-                    };
+                    let key = self.key()?;
                     self.expect(':')?;
                     map.insert(key, self.literal_at(depth + 1)?);
                     self.skip_space();
@@ -275,6 +263,17 @@ impl Reader {
                         }),
                 }
             }
+        }
+    }
+
+    /// An object's key: a name, or a quoted string.
+    fn key(&mut self) -> Result<String, String> {
+        match self.peek() {
+            Some('"' | '\'') => match self.literal()? {
+                Value::String(key) => Ok(key),
+                _ => Err(self.unexpected("a key")),
+            },
+            _ => self.identifier(),
         }
     }
 

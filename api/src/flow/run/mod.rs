@@ -105,9 +105,18 @@ pub struct RunOutput {
     /// The answer as JSON, when an output parser read it (`text` then holds it
     /// in a fenced block).
     pub json: Option<Value>,
-    /// Where the session's next run begins (a sequential flow with agent
-    /// memory): `{state, messages}`.
-    pub checkpoint: Option<Value>,
+    /// Where the session's next run begins (a sequential flow with agent memory).
+    pub checkpoint: Option<Checkpoint>,
+}
+
+/// A sequential flow's session as its last run left it (agent memory): kept
+/// by the services floor as JSON, read back at the session's next run.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Checkpoint {
+    #[serde(default)]
+    pub state: serde_json::Map<String, Value>,
+    #[serde(default)]
+    pub messages: Vec<crate::llm::ChatMessage>,
 }
 
 /// Where chat models come from: the shared HTTP client for providers, and the

@@ -67,8 +67,8 @@ struct View<'a> {
     input: &'a RunInput,
     ctx: &'a RunContext<'a>,
     conversation: &'a [ChatMessage],
-    /// The state with `messages`, as `$flow.state` reads it.
-    state: Value,
+    /// The state's keys (`$flow.state.messages` is read from the conversation).
+    state: &'a Map<String, Value>,
 }
 
 pub async fn run<E: From<FlowEvent>>(
@@ -161,7 +161,10 @@ pub async fn run<E: From<FlowEvent>>(
         tokens.send(last_output.clone()).await?;
     }
     if spec.checkpoints {
-        out.checkpoint = Some(json!({"state": state, "messages": checkpointed(conversation)}));
+        out.checkpoint = Some(super::Checkpoint {
+            state,
+            messages: checkpointed(conversation),
+        });
     }
     out.text = last_output;
     Ok(out)
@@ -193,23 +196,47 @@ fn view<'a>(
     input: &'a RunInput,
     ctx: &'a RunContext<'a>,
     conversation: &'a [ChatMessage],
-    state: &Map<String, Value>,
+    state: &'a Map<String, Value>,
 ) -> View<'a> {
-    let mut shown = state.clone();
-    shown.insert(
-        "messages".into(),
-        conversation
-            .iter()
-            .map(|m| json!({"role": m.role.as_str(), "content": m.content}))
-            .collect(),
-    );
     View {
         spec,
         input,
         ctx,
         conversation,
-        state: Value::Object(shown),
+        state,
     }
+}
+
+impl View<'_> {
+    /// `$flow.state.messages`: the conversation as `{role, content}` objects,
+    /// built only when a reference reads it.
+    fn messages(&self) -> Value {
+        self.conversation
+            .iter()
+            .map(|m| json!({"role": m.role.as_str(), "content": m.content}))
+            .collect()
+    }
+
+    /// A path into the state (`plan[0]`, `messages[-1].content`), or the whole state.
+    fn read_state(&self, path: &str) -> Option<Value> {
+        let (key, rest) = first_name(path);
+        if key.is_empty() {
+            let mut whole = self.state.clone();
+            whole.insert("messages".into(), self.messages());
+            return lookup(&Value::Object(whole), rest);
+        }
+        if key == "messages" {
+            return lookup(&self.messages(), rest);
+        }
+        lookup(self.state.get(key)?, rest)
+    }
+}
+
+/// A path's first name, and the rest (starting at its `.` or `[`).
+fn first_name(path: &str) -> (&str, &str) {
+    let path = path.trim_start_matches('.');
+    let end = path.find(['.', '[']).unwrap_or(path.len());
+    (&path[..end], &path[end..])
 }
 
 /// Writes into the state: an `Append` key takes a list's items (or one value),
@@ -307,7 +334,7 @@ async fn route(
                 let output = decide(agent, view).await?;
                 let branch = pick(&agent.rows, &output, view);
                 out.agent_reasoning.push(json!({
-                    "agentName": agent.name,
+                    "agentName": agent.step.name,
                     "messages": [branch],
                     "next": branch,
                     "instructions": Value::Null,
@@ -478,39 +505,48 @@ fn update_state(rows: &[(String, String)], output: &Value, view: &View<'_>) -> M
 fn read(reference: &str, output: &Value, view: &View<'_>) -> Value {
     let reference = reference.trim();
     if let Some(path) = reference.strip_prefix("$flow.") {
-        let (head, rest) = path.split_once('.').unwrap_or((path, ""));
-        let root = match head.split('[').next().unwrap_or_default() {
-            "output" => output.clone(),
-            "state" => view.state.clone(),
-            "input" => Value::from(view.input.question.as_str()),
-            "sessionId" | "chatId" => Value::from(view.ctx.flow.session_id.as_str()),
-            "chatflowId" => Value::from(view.ctx.flow.chatflow_id.to_string()),
-            _ => return Value::Null,
+        let (head, rest) = first_name(path);
+        let found = match head {
+            "output" => lookup(output, rest),
+            "state" => view.read_state(rest),
+            "input" => lookup(&Value::from(view.input.question.as_str()), rest),
+            "sessionId" | "chatId" => lookup(&Value::from(view.ctx.flow.session_id.as_str()), rest),
+            "chatflowId" => lookup(&Value::from(view.ctx.flow.chatflow_id.to_string()), rest),
+            _ => None,
         };
-        let indexes = &head[head.find('[').unwrap_or(head.len())..];
-        let path = format!("{indexes}{}{rest}", if rest.is_empty() { "" } else { "." });
-        return lookup(&root, path.trim_start_matches('.')).unwrap_or(Value::Null);
+        return found.unwrap_or(Value::Null);
     }
     if let Some(path) = reference.strip_prefix("$vars.") {
-        let vars = Value::Object(view.ctx.env.vars.clone());
-        return lookup(&vars, path).unwrap_or(Value::Null);
+        let (name, rest) = first_name(path);
+        return view
+            .ctx
+            .env
+            .vars
+            .get(name)
+            .and_then(|v| lookup(v, rest))
+            .unwrap_or(Value::Null);
     }
     Value::from(reference)
 }
 
-/// `a.b[0].c`, `messages[-1].content` (from the end), `list.length`.
+/// `a.b[0].c`, `messages[-1].content` (from the end), `list.length`; only
+/// the value found is copied.
 fn lookup(root: &Value, path: &str) -> Option<Value> {
-    let mut current = root.clone();
-    for part in path.split('.').filter(|p| !p.is_empty()) {
+    let mut current = root;
+    let parts: Vec<&str> = path.split('.').filter(|p| !p.is_empty()).collect();
+    for (i, part) in parts.iter().enumerate() {
         let (name, mut indexes) = match part.find('[') {
             Some(i) => (&part[..i], &part[i..]),
-            None => (part, ""),
+            None => (*part, ""),
         };
+        let last = i + 1 == parts.len() && indexes.is_empty();
         if !name.is_empty() {
-            current = match (&current, name) {
-                (Value::Array(items), "length") => Value::from(items.len()),
-                (Value::String(s), "length") => Value::from(s.chars().count()),
-                (Value::Object(map), _) => map.get(name)?.clone(),
+            current = match (current, name) {
+                (Value::Array(items), "length") if last => return Some(Value::from(items.len())),
+                (Value::String(s), "length") if last => {
+                    return Some(Value::from(s.chars().count()));
+                }
+                (Value::Object(map), _) => map.get(name)?,
                 _ => return None,
             };
         }
@@ -525,11 +561,11 @@ fn lookup(root: &Value, path: &str) -> Option<Value> {
             } else {
                 index as usize
             };
-            current = items.get(at)?.clone();
+            current = items.get(at)?;
             indexes = &rest[end + 1..];
         }
     }
-    Some(current)
+    Some(current.clone())
 }
 
 /// The branch a condition table takes: the first row that holds, else `End`.
@@ -556,8 +592,8 @@ fn as_text(value: &Value) -> String {
 /// A condition agent's answer: its words (`content`), or with structured
 /// output the keys it was made to give.
 async fn decide(agent: &SeqConditionAgent, view: &View<'_>) -> Result<Value, RunError> {
-    let model_spec = agent.model.as_ref().unwrap_or(&view.spec.model);
-    let messages = prompted(&agent.system, &agent.human, &agent.values, view);
+    let model_spec = model_of(&agent.step, view.spec);
+    let messages = step_messages(&agent.step, view);
     let model = view.ctx.model(model_spec).await?;
     if agent.structured.is_empty() {
         let request = ChatRequest::text(messages, model_spec.params.clone());
@@ -574,20 +610,13 @@ fn model_of<'a>(step: &'a SeqAgent, spec: &'a SequentialSpec) -> &'a ModelSpec {
     step.model.as_ref().unwrap_or(&spec.model)
 }
 
-/// The step's system prompt, the conversation, and its human prompt.
+/// The step's system prompt, the conversation, and its human prompt; prompt
+/// values that read the state (`$flow.state.plan`) are read first (objects
+/// and lists as JSON).
 fn step_messages(step: &SeqAgent, view: &View<'_>) -> Vec<ChatMessage> {
-    prompted(&step.system, &step.human, &step.values, view)
-}
-
-/// System prompt, conversation, human prompt; prompt values that read the
-/// state (`$flow.state.plan`) are read first (objects and lists as JSON).
-fn prompted(
-    system: &str,
-    human: &str,
-    values: &Map<String, Value>,
-    view: &View<'_>,
-) -> Vec<ChatMessage> {
-    let resolved: Map<String, Value> = values
+    let (system, human) = (step.system.as_str(), step.human.as_str());
+    let resolved: Map<String, Value> = step
+        .values
         .iter()
         .map(|(k, v)| match v.as_str() {
             Some(text)
