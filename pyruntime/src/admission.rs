@@ -3,19 +3,24 @@
 //!
 //! `Admission::enter` returns a `Permit` at once when a slot is free and nobody waits,
 //! else queues the caller in its workspace's line, or refuses with `Full` (the server
-//! answers 429 with `Retry-After`) when `PY_TOOL_MAX_QUEUE` callers already wait. A freed
-//! slot goes to the workspaces in turn (round robin over the workspaces that wait, first
-//! come first served within one), so a workspace that floods the queue delays only
-//! itself. The permit is handed over directly, so a slot is never lost to a race.
+//! answers 429 with `Retry-After`) when its workspace already has
+//! `PY_TOOL_MAX_QUEUE_PER_WORKSPACE` callers waiting or `PY_TOOL_MAX_QUEUE` callers wait
+//! in all. A freed slot goes to the workspaces in turn (round robin over the workspaces
+//! that wait, first come first served within one), so a workspace that floods the queue
+//! gets the 429s and delays only itself. The permit is handed over directly, so a slot is
+//! never lost to a race.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::oneshot;
 
-/// The queue is full.
+/// The queue is full, or the caller's workspace holds its whole share of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Full;
+pub enum Full {
+    Queue,
+    Workspace,
+}
 
 #[derive(Default)]
 struct State {
@@ -31,6 +36,7 @@ pub struct Admission {
     state: Arc<Mutex<State>>,
     max_running: usize,
     max_queued: usize,
+    max_queued_per_workspace: usize,
 }
 
 /// A slot; dropping it hands the slot to the next waiter in turn.
@@ -45,11 +51,12 @@ fn lock(state: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
 }
 
 impl Admission {
-    pub fn new(max_running: usize, max_queued: usize) -> Self {
+    pub fn new(max_running: usize, max_queued: usize, max_queued_per_workspace: usize) -> Self {
         Self {
             state: Arc::default(),
             max_running: max_running.max(1),
             max_queued,
+            max_queued_per_workspace,
         }
     }
 
@@ -64,7 +71,11 @@ impl Admission {
                 });
             }
             if state.queued >= self.max_queued {
-                return Err(Full);
+                return Err(Full::Queue);
+            }
+            let waiting = state.lines.get(workspace).map_or(0, VecDeque::len);
+            if waiting >= self.max_queued_per_workspace {
+                return Err(Full::Workspace);
             }
             let (sender, receiver) = oneshot::channel();
             let line = state.lines.entry(workspace.to_owned()).or_default();
@@ -76,7 +87,7 @@ impl Admission {
             receiver
         };
         // The sender is only dropped with the whole admission state: treat it as full.
-        receiver.await.map_err(|_| Full)
+        receiver.await.map_err(|_| Full::Queue)
     }
 
     /// Runs in progress and callers waiting.
@@ -127,7 +138,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_full_queue_refuses() {
-        let admission = Admission::new(1, 1);
+        let admission = Admission::new(1, 1, 1);
         let first = admission.enter("a").await.expect("a free slot");
         let waiting = {
             let admission = &admission;
@@ -138,14 +149,14 @@ mod tests {
             futures_poll(&mut waiting).await.is_none(),
             "the second one waits"
         );
-        assert_eq!(admission.enter("b").await.err(), Some(Full));
+        assert_eq!(admission.enter("b").await.err(), Some(Full::Queue));
         drop(first);
         assert!(waiting.await.is_ok());
     }
 
     #[tokio::test]
     async fn slots_go_to_workspaces_in_turn() {
-        let admission = Arc::new(Admission::new(1, 10));
+        let admission = Arc::new(Admission::new(1, 10, 10));
         let first = admission.enter("busy").await.expect("a free slot");
         let order = Arc::new(Mutex::new(Vec::new()));
         let mut tasks = Vec::new();
@@ -168,6 +179,25 @@ mod tests {
         }
         let order = order.lock().expect("lock").clone();
         assert_eq!(order, vec!["busy", "quiet", "busy", "busy"]);
+    }
+
+    #[tokio::test]
+    async fn a_flooding_workspace_gets_the_refusals() {
+        let admission = Admission::new(1, 10, 2);
+        let _running = admission.enter("flood").await.expect("a free slot");
+        let mut waiting = Vec::new();
+        for _ in 0..2 {
+            let mut entering = Box::pin(admission.enter("flood"));
+            assert!(futures_poll(&mut entering).await.is_none(), "queued");
+            waiting.push(entering);
+        }
+        assert_eq!(admission.enter("flood").await.err(), Some(Full::Workspace));
+        let mut quiet = Box::pin(admission.enter("quiet"));
+        assert!(
+            futures_poll(&mut quiet).await.is_none(),
+            "another workspace still queues"
+        );
+        assert_eq!(admission.load(), (1, 3));
     }
 
     /// Polls a future once.

@@ -6,13 +6,16 @@
 //! collision-free name; `open` serves one back after checking that the name is a plain
 //! basename, and never follows a symlink or leaves the workspace's directory.
 
+use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
-use std::io;
+use std::io::{self, Read};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::beneath::{HeldDir, Kind};
 use crate::error::ApiError;
 use crate::sandbox::FILE_SIZE_LIMIT;
 use crate::workspace;
@@ -53,16 +56,18 @@ impl Artifacts {
         self.root.join(workspace)
     }
 
-    /// Copies the files in `work_dir` into the workspace's directory. Returns what was
-    /// kept and warnings about what was not. Blocking: call it off the async runtime.
+    /// Copies the files in a run's working directory into the workspace's directory,
+    /// reaching each one through `work` (never by path: the run may have swapped any
+    /// entry for a link). Returns what was kept and warnings about what was not.
+    /// Blocking: call it off the async runtime.
     pub fn collect(
         &self,
         workspace: &str,
-        work_dir: &Path,
+        work: &HeldDir,
     ) -> io::Result<(Vec<Artifact>, Vec<String>)> {
         let mut found = Vec::new();
         let mut warnings = Vec::new();
-        walk(work_dir, 0, &mut found, &mut warnings)?;
+        walk(work, &mut Vec::new(), &mut found, &mut warnings)?;
         if found.is_empty() {
             return Ok((Vec::new(), warnings));
         }
@@ -73,7 +78,7 @@ impl Artifacts {
             if size >= FILE_SIZE_LIMIT {
                 warnings.push(format!(
                     "{} reached the file size limit of {} MiB and was cut off; it was not kept",
-                    display_name(work_dir, &path),
+                    display_name(&path),
                     FILE_SIZE_LIMIT >> 20
                 ));
                 continue;
@@ -84,15 +89,14 @@ impl Artifacts {
                 ));
                 break;
             }
-            let name = sanitize(
-                &path
-                    .file_name()
-                    .map(|n| n.to_string_lossy())
-                    .unwrap_or_default(),
-            );
+            // Gone or swapped since the listing: not kept.
+            let Ok(source) = work.file_beneath(&path) else {
+                continue;
+            };
+            let name = sanitize(&path.last().map(|n| n.to_string_lossy()).unwrap_or_default());
             let (filename, mut dest) = create_unique(&target, &name)?;
-            let mut source = open_no_follow(&path)?;
-            let size = io::copy(&mut source, &mut dest)?;
+            // No more than the file had when it was listed, nor than a run may write.
+            let size = io::copy(&mut source.take(FILE_SIZE_LIMIT), &mut dest)?;
             artifacts.push(Artifact {
                 url: format!("/tools/artifacts/{workspace}/{filename}"),
                 mime_type: mime_for(&filename),
@@ -222,41 +226,47 @@ fn open_no_follow(path: &Path) -> io::Result<File> {
         .open(path)
 }
 
-/// Regular files under `dir` (hidden entries and symlinks skipped), in name order.
+/// Regular files under `dir` as paths of plain names (hidden entries, links and
+/// anything not a file or directory skipped), in name order.
 fn walk(
-    dir: &Path,
-    depth: usize,
-    found: &mut Vec<(PathBuf, u64)>,
+    dir: &HeldDir,
+    at: &mut Vec<OsString>,
+    found: &mut Vec<(Vec<OsString>, u64)>,
     warnings: &mut Vec<String>,
 ) -> io::Result<()> {
-    let mut entries: Vec<_> = std::fs::read_dir(dir)?.filter_map(Result::ok).collect();
-    entries.sort_by_key(|e| e.file_name());
-    for entry in entries {
-        if entry.file_name().to_string_lossy().starts_with('.') {
+    for entry in dir.entries()? {
+        if entry.name.as_bytes().starts_with(b".") {
             continue;
         }
-        let meta = match std::fs::symlink_metadata(entry.path()) {
-            Ok(meta) => meta,
-            Err(_) => continue,
-        };
-        if meta.is_file() {
-            found.push((entry.path(), meta.len()));
-        } else if meta.is_dir() {
-            if depth + 1 < MAX_DEPTH {
-                walk(&entry.path(), depth + 1, found, warnings)?;
-            } else {
+        match entry.kind {
+            Kind::File { size } => {
+                let mut path = at.clone();
+                path.push(entry.name);
+                found.push((path, size));
+            }
+            Kind::Dir if at.len() + 1 < MAX_DEPTH => {
+                // Replaced since the listing: skipped.
+                let Ok(sub) = dir.dir(&entry.name) else {
+                    continue;
+                };
+                at.push(entry.name);
+                walk(&sub, at, found, warnings)?;
+                at.pop();
+            }
+            Kind::Dir => {
                 warnings.push("files nested deeper than 8 directories were not kept".to_owned());
             }
+            Kind::Other => {}
         }
     }
     Ok(())
 }
 
-fn display_name(base: &Path, path: &Path) -> String {
-    path.strip_prefix(base)
-        .unwrap_or(path)
-        .display()
-        .to_string()
+fn display_name(path: &[OsString]) -> String {
+    path.iter()
+        .map(|part| part.to_string_lossy())
+        .collect::<Vec<_>>()
+        .join("/")
 }
 
 #[cfg(test)]
@@ -311,7 +321,7 @@ mod tests {
         std::fs::write(work.join(".cache"), "hidden")?;
         std::os::unix::fs::symlink("/etc/passwd", work.join("link.txt"))?;
         let artifacts = Artifacts::new(tmp.path().join("artifacts"));
-        let (kept, warnings) = artifacts.collect("ws", &work)?;
+        let (kept, warnings) = artifacts.collect("ws", &HeldDir::open(&work)?)?;
         assert!(warnings.is_empty());
         let names: Vec<_> = kept.iter().map(|a| a.filename.as_str()).collect();
         assert_eq!(names, vec!["out.csv", "out-1.csv"]);

@@ -32,9 +32,19 @@ pub struct Config {
     #[arg(long, env = "PY_TOOL_ARTIFACTS", default_value = "./data/artifacts")]
     pub artifacts: PathBuf,
 
+    /// The API server's data directory (its database, keys, uploads): the runtime
+    /// refuses to start when a run's view would show it.
+    #[arg(long, env = "WEIR_DATA_DIR")]
+    pub api_data_dir: Option<PathBuf>,
+
     /// Address-space limit of one execution: bytes, or a number with K, M, G (powers of 1024).
     #[arg(long, env = "PY_TOOL_MAX_MEM", default_value = "1G", value_parser = parse_mem_size)]
     pub max_mem: u64,
+
+    /// Largest `code` of one execution (bytes, or with K, M): a larger one is a 413 before
+    /// any analysis.
+    #[arg(long, env = "PY_TOOL_MAX_CODE", default_value = "1M", value_parser = parse_mem_size)]
+    pub max_code: u64,
 
     /// Upper bound (seconds) for the `timeout` of one execution.
     #[arg(long, env = "PY_TOOL_MAX_TIMEOUT", default_value_t = 300)]
@@ -50,6 +60,12 @@ pub struct Config {
     #[arg(long, env = "PY_TOOL_MAX_QUEUE")]
     pub max_queue: Option<usize>,
 
+    /// How many executions of one workspace may wait; beyond that its requests are
+    /// answered 429 while other workspaces still queue. By default a quarter of the queue
+    /// (at least 1).
+    #[arg(long, env = "PY_TOOL_MAX_QUEUE_PER_WORKSPACE")]
+    pub max_queue_per_workspace: Option<usize>,
+
     /// Network access of tool code: `allow` (default; tools commonly fetch data) or
     /// `deny` (a network namespace with loopback only, and Landlock denies TCP).
     #[arg(long, env = "PY_TOOL_NETWORK", default_value = "allow", value_parser = ["allow", "deny"])]
@@ -59,9 +75,15 @@ pub struct Config {
     #[arg(long, env = "PY_TOOL_REQUIRE_ISOLATION", default_value = "0", value_parser = parse_flag)]
     pub require_isolation: bool,
 
-    /// When set, every endpoint except /tools/health requires `Authorization: Bearer <key>`.
+    /// Every endpoint except /tools/health requires `Authorization: Bearer <key>`.
+    /// Required: the runtime refuses to start without one (tool code could otherwise call
+    /// this server as any workspace) unless `PY_TOOL_INSECURE_NO_KEY=1`.
     #[arg(long, env = "PY_TOOL_API_KEY", hide_env_values = true)]
     pub api_key: Option<String>,
+
+    /// Serve without `PY_TOOL_API_KEY` (a laptop, never a shared machine).
+    #[arg(long, env = "PY_TOOL_INSECURE_NO_KEY", default_value = "0", value_parser = parse_flag)]
+    pub insecure_no_key: bool,
 
     /// Path of the `uv` binary; by default `uv` is looked up on PATH and beside the
     /// interpreter. `none` forces the fallback (`python -m venv` + pip).
@@ -84,6 +106,31 @@ impl Config {
     /// `max_queue`, or eight times the concurrency.
     pub fn queue(&self) -> usize {
         self.max_queue.unwrap_or_else(|| self.concurrency() * 8)
+    }
+
+    /// `max_queue_per_workspace`, or a quarter of the queue; at least 1.
+    pub fn queue_per_workspace(&self) -> usize {
+        self.max_queue_per_workspace
+            .unwrap_or_else(|| self.queue() / 4)
+            .max(1)
+    }
+
+    /// The API key, when one is set and not empty.
+    pub fn key(&self) -> Option<&str> {
+        self.api_key.as_deref().filter(|key| !key.trim().is_empty())
+    }
+
+    /// Refuses a configuration the runtime must not start with, in one line.
+    pub fn check(&self) -> Result<(), String> {
+        if self.key().is_none() && !self.insecure_no_key {
+            return Err(
+                "PY_TOOL_API_KEY is required (tool code could otherwise call this \
+                        server as any workspace); set PY_TOOL_INSECURE_NO_KEY=1 to serve \
+                        without one on a machine of your own"
+                    .to_owned(),
+            );
+        }
+        Ok(())
     }
 
     /// Whether tool code may use the host's network.
@@ -171,6 +218,17 @@ mod tests {
             assert!(!config.require_isolation);
         }
         assert_eq!(config.queue(), config.concurrency() * 8);
+    }
+
+    #[test]
+    fn a_key_is_required_unless_insecure_is_asked_for() {
+        let bare = Config::parse_from(["weir-pyruntime", "--api-key", " "]);
+        assert!(bare.check().is_err());
+        let keyed = Config::parse_from(["weir-pyruntime", "--api-key", "k"]);
+        assert!(keyed.check().is_ok());
+        let insecure =
+            Config::parse_from(["weir-pyruntime", "--api-key", "", "--insecure-no-key", "1"]);
+        assert!(insecure.check().is_ok());
     }
 
     #[test]

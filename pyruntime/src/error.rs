@@ -35,12 +35,21 @@ pub enum ApiError {
     /// Body larger than the server accepts (413).
     #[error("request body too large")]
     PayloadTooLarge,
+    /// `code` is longer than `PY_TOOL_MAX_CODE` (413).
+    #[error("the code is larger than PY_TOOL_MAX_CODE ({} KiB)", .0 >> 10)]
+    CodeTooLarge(u64),
     /// Body is not `application/json` (415).
     #[error("expected a JSON body with `Content-Type: application/json`")]
     UnsupportedMediaType,
     /// Every run slot is taken and the queue is full (429, with `Retry-After`).
     #[error("the runtime is busy: every run slot is taken and the queue is full; retry shortly")]
     Busy,
+    /// The workspace already has its share of the queue waiting (429, with `Retry-After`).
+    #[error(
+        "this workspace has too many executions waiting (PY_TOOL_MAX_QUEUE_PER_WORKSPACE); \
+         retry shortly"
+    )]
+    WorkspaceBusy,
     /// Anything else: logged with its detail, answered generically (500).
     #[error("internal error: {0}")]
     Internal(String),
@@ -58,9 +67,9 @@ impl ApiError {
             Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::MissingField(_) => StatusCode::PRECONDITION_FAILED,
-            Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::PayloadTooLarge | Self::CodeTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            Self::Busy => StatusCode::TOO_MANY_REQUESTS,
+            Self::Busy | Self::WorkspaceBusy => StatusCode::TOO_MANY_REQUESTS,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -77,7 +86,7 @@ impl IntoResponse for ApiError {
         };
         let mut response =
             (self.status_code(), Json(json!({ "message": message }))).into_response();
-        if matches!(self, Self::Busy) {
+        if matches!(self, Self::Busy | Self::WorkspaceBusy) {
             response.headers_mut().insert(
                 axum::http::header::RETRY_AFTER,
                 axum::http::HeaderValue::from_static("1"),

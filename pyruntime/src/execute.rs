@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::admission::Admission;
+use crate::admission::{Admission, Full};
 use crate::artifacts::{Artifact, Artifacts};
 use crate::config::Config;
 use crate::error::{ApiError, Result};
@@ -82,6 +82,8 @@ pub struct Executor {
     admission: Admission,
     max_mem: u64,
     max_timeout: u64,
+    /// Largest `code` analysed and run (`PY_TOOL_MAX_CODE`).
+    max_code: u64,
 }
 
 impl Executor {
@@ -90,9 +92,14 @@ impl Executor {
             venvs,
             artifacts,
             sandbox,
-            admission: Admission::new(config.concurrency(), config.queue()),
+            admission: Admission::new(
+                config.concurrency(),
+                config.queue(),
+                config.queue_per_workspace(),
+            ),
             max_mem: config.max_mem,
             max_timeout: config.max_timeout,
+            max_code: config.max_code,
         }
     }
 
@@ -116,6 +123,9 @@ impl Executor {
         let started = Instant::now();
         let workspace = workspace_of(request.workspace_id, "workspaceId")?;
         let code = request.code.ok_or(ApiError::MissingField("code"))?;
+        if code.len() as u64 > self.max_code {
+            return Err(ApiError::CodeTooLarge(self.max_code));
+        }
         let variables = Variables::from_json(request.variables).map_err(ApiError::BadRequest)?;
         let requirements = parse_requirements(request.requirements.unwrap_or_default())?;
         let mut warnings = Vec::new();
@@ -215,7 +225,10 @@ impl Executor {
                 .admission
                 .enter(workspace)
                 .await
-                .map_err(|_| ApiError::Busy)?;
+                .map_err(|full| match full {
+                    Full::Queue => ApiError::Busy,
+                    Full::Workspace => ApiError::WorkspaceBusy,
+                })?;
             self.sandbox
                 .run(job, &run_dir, plan)
                 .await
@@ -224,7 +237,11 @@ impl Executor {
         let artifacts = self.artifacts.clone();
         let workspace = workspace.to_owned();
         let (collected, run_dir) = blocking(move || {
-            let collected = artifacts.collect(&workspace, &run_dir.work());
+            let collected = match run_dir.work() {
+                Ok(work) => artifacts.collect(&workspace, &work),
+                // Not the server's failure: a process of the workspace replaced it.
+                Err(_) => Ok((Vec::new(), vec![WORK_REPLACED.to_owned()])),
+            };
             (collected, run_dir)
         })
         .await?;
@@ -307,6 +324,10 @@ async fn prepare_code(
     warnings.extend(substituted.warnings);
     Ok((substituted.code, imported))
 }
+
+/// The warning of a run whose working directory was swapped (for a link) while it ran.
+const WORK_REPLACED: &str = "the run's working directory was replaced while it ran (by a process of this workspace); \
+     no artifacts were kept";
 
 /// Turns the child's outcome into the response (artifacts, installs, timing filled later).
 fn shape(outcome: Outcome, limits: &Limits, mut warnings: Vec<String>) -> ExecuteResponse {

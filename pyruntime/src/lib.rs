@@ -23,12 +23,14 @@
 //! - `zygote`: the zygote process itself: a warm interpreter that forks a confined child
 //!   per run.
 //! - `artifacts`: collecting files a run wrote and serving them.
+//! - `beneath`: opening what a run left without following anything it planted.
 //! - `workspace`: the rule for workspace ids.
 //! - `py`: the PyO3 boundary (analysis calls and the `serve` pyfunction).
 //! - `error`: `ApiError`, the JSON error body.
 
 pub mod admission;
 pub mod artifacts;
+pub mod beneath;
 pub mod config;
 pub mod error;
 pub mod execute;

@@ -19,10 +19,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, ChildStdin, Command};
-use tokio::sync::{Mutex as AsyncMutex, oneshot};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::sync::{Mutex as AsyncMutex, mpsc, oneshot};
 
-use crate::isolation::Plan;
+use crate::isolation::{Layer, Plan};
 use crate::sandbox::{HomeRecipe, ZygoteHome, make_home};
 use crate::venvs::Venv;
 use crate::zygote::{self, Event, SandboxSetup, Setup};
@@ -79,13 +79,11 @@ pub struct Exit {
     pub code: Option<i32>,
     pub signal: Option<i32>,
     pub timed_out: bool,
-    /// The run's cgroup directories (the caller empties and removes them).
-    pub cgroups: Vec<PathBuf>,
 }
 
 type Waiters = Mutex<HashMap<u64, Waiter>>;
 
-type StartedTx = oneshot::Sender<Result<(i32, Vec<PathBuf>), String>>;
+type StartedTx = oneshot::Sender<Result<(), String>>;
 
 struct Waiter {
     started: Option<StartedTx>,
@@ -94,9 +92,11 @@ struct Waiter {
 
 /// One running zygote process.
 pub struct Zygote {
-    stdin: AsyncMutex<ChildStdin>,
+    /// Lines for its stdin, written in order by a task of their own (so that a dropped
+    /// request can ask for its run's end without awaiting).
+    commands: mpsc::UnboundedSender<Vec<u8>>,
     waiters: Arc<Waiters>,
-    /// Cleared by the reader task when the process is gone.
+    /// Cleared by the reader task when the process is gone or retired.
     alive: Arc<AtomicBool>,
     next_id: AtomicU64,
     runs: AtomicU32,
@@ -104,21 +104,25 @@ pub struct Zygote {
     /// What the pool asked it to pre-import, and what it managed to.
     requested: Vec<String>,
     pub preloaded: Vec<String>,
+    /// How the zygote says it confined itself (believed only for the start-up probe's
+    /// zygote, which runs nothing of a workspace).
+    pub confinement: Layer,
+    /// The server's own child (the keeper of the zygote's namespaces): the only pid the
+    /// server ever signals.
     pub pid: u32,
-    /// Held so that dropping the last handle kills the process.
-    _child: Child,
-    /// Its view's directory and delegated cgroups, removed after the process is killed.
+    /// Killed when dropped, or at once when the zygote breaks the protocol.
+    process: Arc<Mutex<Child>>,
+    /// Its view's directory and cgroups, killed and removed after the process.
     _home: Option<ZygoteHome>,
 }
 
-/// A started run: kill it with `pid`, wait with `exited`.
+/// A started run: wait with `exited`; kill it by asking its zygote.
 struct Started {
-    pid: i32,
-    cgroups: Vec<PathBuf>,
+    id: u64,
     exited: oneshot::Receiver<(Option<i32>, Option<i32>)>,
     /// Keeps the zygote process alive until the run is over, even once the pool has
     /// replaced it (dropping the last handle kills the process, and its runs with it).
-    _zygote: Arc<Zygote>,
+    zygote: Arc<Zygote>,
 }
 
 enum StartError {
@@ -126,6 +130,11 @@ enum StartError {
     Dead,
     Failed(String),
 }
+
+/// Longest line a zygote may write (its events are short; a failure message is capped).
+const MAX_EVENT_LINE: usize = 64 << 10;
+/// Longest failure message of a zygote passed on.
+const MAX_FAILURE_MESSAGE: usize = 2000;
 
 impl Zygote {
     /// Starts a zygote with `env` and `setup`, and waits until it is ready.
@@ -145,6 +154,9 @@ impl Zygote {
             .stderr(std::process::Stdio::inherit())
             .kill_on_drop(true)
             .spawn()?;
+        let pid = child
+            .id()
+            .ok_or_else(|| io::Error::other("the zygote is gone"))?;
         let mut stdin = child
             .stdin
             .take()
@@ -153,25 +165,24 @@ impl Zygote {
             .stdout
             .take()
             .ok_or_else(|| io::Error::other("no stdout"))?;
-        let mut line = serde_json::to_vec(setup).map_err(io::Error::other)?;
-        line.push(b'\n');
-        stdin.write_all(&line).await?;
-        let mut lines = BufReader::new(stdout).lines();
+        stdin.write_all(&encode(setup)?).await?;
+        let mut lines = EventLines::new(stdout);
         if setup.view.is_some() {
-            // The zygote enters its own user namespace first; its maps are written here.
-            let line = tokio::time::timeout(START_TIMEOUT, lines.next_line())
+            // The zygote enters its own namespaces first; its maps are written, and it is
+            // put in its cgroups, here, before it goes on.
+            let line = tokio::time::timeout(START_TIMEOUT, lines.next())
                 .await
                 .map_err(|_| io::Error::other("the zygote did not start in time"))??
                 .ok_or_else(|| {
                     io::Error::other("the zygote exited while starting (see the log)")
                 })?;
-            let mapped = match serde_json::from_str::<Event>(&line) {
+            match serde_json::from_str::<Event>(&line) {
                 Ok(Event::Unshared { ok: true }) => {
-                    let pid = child
-                        .id()
-                        .ok_or_else(|| io::Error::other("the zygote is gone"))?;
                     let ids = setup.sandbox.ids;
+                    let leaves = home.as_ref().map(|h| h.leaves.clone()).unwrap_or_default();
                     tokio::task::spawn_blocking(move || {
+                        crate::isolation::cgroups::place(pid, &leaves)
+                            .map_err(|err| format!("the zygote's cgroup: {err}"))?;
                         crate::isolation::namespaces::write_id_maps(
                             nix::unistd::Pid::from_raw(pid as i32),
                             &ids,
@@ -180,34 +191,47 @@ impl Zygote {
                     .await
                     .map_err(io::Error::other)?
                     .map_err(io::Error::other)?;
-                    true
+                    stdin
+                        .write_all(&encode(&zygote::Command::Mapped { ok: true })?)
+                        .await?;
                 }
-                Ok(Event::Unshared { ok: false }) => false,
+                Ok(Event::Unshared { ok: false }) => {}
                 _ => {
-                    return Err(io::Error::other(format!("unexpected zygote line: {line}")));
+                    return Err(io::Error::other(format!(
+                        "unexpected zygote line: {}",
+                        excerpt(&line)
+                    )));
                 }
-            };
-            if mapped {
-                let mut answer = serde_json::to_vec(&zygote::Command::Mapped { ok: true })
-                    .map_err(io::Error::other)?;
-                answer.push(b'\n');
-                stdin.write_all(&answer).await?;
             }
         }
-        let first = tokio::time::timeout(START_TIMEOUT, lines.next_line())
+        let first = tokio::time::timeout(START_TIMEOUT, lines.next())
             .await
             .map_err(|_| io::Error::other("the zygote did not become ready in time"))??
             .ok_or_else(|| io::Error::other("the zygote exited while starting (see the log)"))?;
-        let Ok(Event::Ready { pid, preloaded }) = serde_json::from_str(&first) else {
+        let Ok(Event::Ready {
+            preloaded,
+            confinement,
+        }) = serde_json::from_str(&first)
+        else {
             return Err(io::Error::other(format!(
-                "unexpected first zygote line: {first}"
+                "unexpected first zygote line: {}",
+                excerpt(&first)
             )));
         };
         let waiters: Arc<Waiters> = Arc::default();
         let alive = Arc::new(AtomicBool::new(true));
-        tokio::spawn(read_events(lines, waiters.clone(), alive.clone()));
+        let process = Arc::new(Mutex::new(child));
+        let (commands, queue) = mpsc::unbounded_channel();
+        tokio::spawn(write_commands(stdin, queue));
+        tokio::spawn(read_events(
+            lines,
+            waiters.clone(),
+            alive.clone(),
+            process.clone(),
+            pid,
+        ));
         Ok(Self {
-            stdin: AsyncMutex::new(stdin),
+            commands,
             waiters,
             alive,
             next_id: AtomicU64::new(1),
@@ -215,8 +239,9 @@ impl Zygote {
             last_used: Mutex::new(Instant::now()),
             requested: setup.preload.clone(),
             preloaded,
+            confinement,
             pid,
-            _child: child,
+            process,
             _home: home,
         })
     }
@@ -225,10 +250,16 @@ impl Zygote {
         self.alive.load(Ordering::Acquire)
     }
 
-    async fn send(&self, command: &zygote::Command) -> io::Result<()> {
-        let mut line = serde_json::to_vec(command).map_err(io::Error::other)?;
-        line.push(b'\n');
-        self.stdin.lock().await.write_all(&line).await
+    /// Queues `command` for the zygote; `false` when it is gone.
+    fn send(&self, command: &zygote::Command) -> bool {
+        encode(command).is_ok_and(|line| self.commands.send(line).is_ok())
+    }
+
+    /// Kills the zygote and everything it started (its pid namespace and cgroups go
+    /// with it), and fails its waiting runs.
+    fn retire_now(&self, why: &str) {
+        tracing::warn!(pid = self.pid, why, "zygote killed");
+        kill(&self.process, &self.alive);
     }
 
     async fn start_run(self: &Arc<Self>, plan: Plan, spec: Value) -> Result<Started, StartError> {
@@ -244,20 +275,15 @@ impl Zygote {
         );
         *lock(&self.last_used) = Instant::now();
         self.runs.fetch_add(1, Ordering::Relaxed);
-        if self
-            .send(&zygote::Command::Run { id, plan, spec })
-            .await
-            .is_err()
-        {
+        if !self.send(&zygote::Command::Run { id, plan, spec }) {
             lock(&self.waiters).remove(&id);
             return Err(StartError::Dead);
         }
         match started_rx.await {
-            Ok(Ok((pid, cgroups))) => Ok(Started {
-                pid,
-                cgroups,
+            Ok(Ok(())) => Ok(Started {
+                id,
                 exited: exited_rx,
-                _zygote: self.clone(),
+                zygote: self.clone(),
             }),
             Ok(Err(message)) => Err(StartError::Failed(message)),
             Err(_) => Err(StartError::Dead),
@@ -265,50 +291,147 @@ impl Zygote {
     }
 
     /// Asks the zygote to exit once its runs are over.
-    async fn drain(&self) {
+    fn drain(&self) {
         // A zygote that is already gone needs no draining.
-        let _ = self.send(&zygote::Command::Drain).await;
+        self.send(&zygote::Command::Drain);
     }
 }
 
-/// Dispatches a zygote's events to the waiting runs; at EOF, fails them all.
+fn encode<T: serde::Serialize>(message: &T) -> io::Result<Vec<u8>> {
+    let mut line = serde_json::to_vec(message).map_err(io::Error::other)?;
+    line.push(b'\n');
+    Ok(line)
+}
+
+/// SIGKILL to the server's own child (never reaped before this, so its pid is its own).
+fn kill(process: &Mutex<Child>, alive: &AtomicBool) {
+    alive.store(false, Ordering::Release);
+    let _ = lock(process).start_kill();
+}
+
+/// A zygote's line as it may appear in the log: short, printable.
+fn excerpt(line: &str) -> String {
+    line.chars()
+        .take(200)
+        .flat_map(char::escape_default)
+        .collect()
+}
+
+/// Writes queued commands to a zygote's stdin until the zygote or the last handle is
+/// gone (then stdin closes, and the zygote kills its runs and exits).
+async fn write_commands(mut stdin: ChildStdin, mut queue: mpsc::UnboundedReceiver<Vec<u8>>) {
+    while let Some(line) = queue.recv().await {
+        if stdin.write_all(&line).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// A zygote's stdout as lines of at most `MAX_EVENT_LINE` bytes.
+struct EventLines {
+    reader: BufReader<ChildStdout>,
+    line: Vec<u8>,
+}
+
+impl EventLines {
+    fn new(stdout: ChildStdout) -> Self {
+        Self {
+            reader: BufReader::new(stdout),
+            line: Vec::new(),
+        }
+    }
+
+    /// The next line; `None` at EOF; an error for an overlong or non-UTF-8 line.
+    async fn next(&mut self) -> io::Result<Option<String>> {
+        self.line.clear();
+        loop {
+            let available = self.reader.fill_buf().await?;
+            if available.is_empty() {
+                return if self.line.is_empty() {
+                    Ok(None)
+                } else {
+                    Err(io::Error::other("the zygote's last line is cut off"))
+                };
+            }
+            let (taken, done) = match available.iter().position(|&b| b == b'\n') {
+                Some(end) => (end, true),
+                None => (available.len(), false),
+            };
+            if self.line.len() + taken > MAX_EVENT_LINE {
+                return Err(io::Error::other("a zygote line is too long"));
+            }
+            self.line.extend_from_slice(&available[..taken]);
+            self.reader.consume(taken + usize::from(done));
+            if done {
+                return String::from_utf8(std::mem::take(&mut self.line))
+                    .map(Some)
+                    .map_err(|_| io::Error::other("a zygote line is not UTF-8"));
+            }
+        }
+    }
+}
+
+/// Dispatches a zygote's events to the waiting runs. A line that is malformed, too long,
+/// or out of turn (a run the server never started, or started twice) retires the
+/// zygote: it is killed, and its runs fail. At EOF, fails them all.
 async fn read_events(
-    mut lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+    mut lines: EventLines,
     waiters: Arc<Waiters>,
     alive: Arc<AtomicBool>,
+    process: Arc<Mutex<Child>>,
+    pid: u32,
 ) {
-    while let Ok(Some(line)) = lines.next_line().await {
-        let Ok(event) = serde_json::from_str::<Event>(&line) else {
-            tracing::warn!(%line, "unexpected line from a zygote");
-            continue;
+    loop {
+        let line = match lines.next().await {
+            Ok(Some(line)) => line,
+            Ok(None) => break,
+            Err(err) => {
+                tracing::warn!(pid, %err, "zygote retired: it broke the protocol");
+                kill(&process, &alive);
+                break;
+            }
         };
-        let mut waiters = lock(&waiters);
-        match event {
-            Event::Started { id, pid, cgroups } => {
-                if let Some(tx) = waiters.get_mut(&id).and_then(|w| w.started.take()) {
-                    let _ = tx.send(Ok((pid, cgroups)));
-                }
-            }
-            Event::Failed { id, message } => {
-                if let Some(mut waiter) = waiters.remove(&id)
-                    && let Some(tx) = waiter.started.take()
-                {
-                    let _ = tx.send(Err(message));
-                }
-            }
-            Event::Exited { id, code, signal } => {
-                if let Some(mut waiter) = waiters.remove(&id)
-                    && let Some(tx) = waiter.exited.take()
-                {
-                    let _ = tx.send((code, signal));
-                }
-            }
-            Event::Ready { .. } | Event::Unshared { .. } => {}
+        if let Err(why) = dispatch(&line, &mut lock(&waiters)) {
+            tracing::warn!(pid, line = %excerpt(&line), why, "zygote retired: it broke the protocol");
+            kill(&process, &alive);
+            break;
         }
     }
     alive.store(false, Ordering::Release);
     // Dropping the senders tells every waiting run that its zygote is gone.
     lock(&waiters).clear();
+}
+
+/// Applies one event line to the waiting runs, or says why it is not believed.
+fn dispatch(line: &str, waiters: &mut HashMap<u64, Waiter>) -> Result<(), &'static str> {
+    let event = serde_json::from_str::<Event>(line).map_err(|_| "not an event")?;
+    match event {
+        Event::Started { id } => {
+            let tx = waiters
+                .get_mut(&id)
+                .and_then(|w| w.started.take())
+                .ok_or("started: no such run waiting to start")?;
+            let _ = tx.send(Ok(()));
+        }
+        Event::Failed { id, message } => {
+            let tx = waiters
+                .get_mut(&id)
+                .and_then(|w| w.started.take())
+                .ok_or("failed: no such run waiting to start")?;
+            waiters.remove(&id);
+            let _ = tx.send(Err(message.chars().take(MAX_FAILURE_MESSAGE).collect()));
+        }
+        Event::Exited { id, code, signal } => {
+            if !waiters.get(&id).is_some_and(|w| w.started.is_none()) {
+                return Err("exited: no such run started");
+            }
+            if let Some(tx) = waiters.remove(&id).and_then(|mut w| w.exited.take()) {
+                let _ = tx.send((code, signal));
+            }
+        }
+        Event::Ready { .. } | Event::Unshared { .. } => return Err("a start-up event after start"),
+    }
+    Ok(())
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -317,16 +440,16 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Kills a run's process when dropped (timeout, cancelled request) unless disarmed.
-struct KillOnDrop(Option<i32>);
+/// Asks the zygote to kill a run when dropped (timeout, cancelled request) unless the
+/// run is over.
+struct KillOnDrop {
+    run: Option<(Arc<Zygote>, u64)>,
+}
 
 impl KillOnDrop {
     fn kill(&self) {
-        if let Some(pid) = self.0 {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid),
-                nix::sys::signal::Signal::SIGKILL,
-            );
+        if let Some((zygote, id)) = &self.run {
+            zygote.send(&zygote::Command::Kill { id: *id });
         }
     }
 }
@@ -337,40 +460,44 @@ impl Drop for KillOnDrop {
     }
 }
 
-/// Waits for a started run's exit, killing it at `timeout` (and when dropped).
+/// Waits for a started run's exit, killing it at `timeout` (and when dropped): the
+/// zygote is asked to, and killed itself when it has not within `KILL_GRACE`.
 async fn wait(started: Started, timeout: Duration) -> io::Result<Exit> {
-    let guard = KillOnDrop(Some(started.pid));
-    // Removed (after killing what is left in them) even when the zygote dies mid-run.
-    let cgroups = crate::isolation::cgroups::RunCgroup::adopt(started.cgroups);
-    let mut exited = started.exited;
+    let Started {
+        id,
+        mut exited,
+        zygote,
+    } = started;
+    let mut guard = KillOnDrop {
+        run: Some((zygote.clone(), id)),
+    };
     let (status, timed_out) = match tokio::time::timeout(timeout, &mut exited).await {
         Ok(status) => (status, false),
         Err(_) => {
             guard.kill();
-            let status = tokio::time::timeout(KILL_GRACE, exited)
-                .await
-                .unwrap_or(Ok((None, Some(libc::SIGKILL))));
-            (status, true)
+            match tokio::time::timeout(KILL_GRACE, exited).await {
+                Ok(status) => (status, true),
+                Err(_) => {
+                    zygote.retire_now("a run outlived its timeout");
+                    (Ok((None, Some(libc::SIGKILL))), true)
+                }
+            }
         }
     };
     let (code, signal) = match status {
         Ok(status) => status,
         Err(_) => {
-            cgroups.kill_all();
-            tokio::task::spawn_blocking(move || drop(cgroups));
             return Err(io::Error::other(
                 "the workspace's zygote crashed during the run",
             ));
         }
     };
-    // The run has exited: its pid may be reused, so it must not be signalled again.
-    let mut guard = guard;
-    guard.0 = None;
+    // The run is over: nothing to kill.
+    guard.run = None;
     Ok(Exit {
         code,
         signal,
         timed_out,
-        cgroups: cgroups.into_dirs(),
     })
 }
 
@@ -547,7 +674,7 @@ impl Pool {
     pub async fn retire(&self, workspace: &str) {
         let old = lock(&self.zygotes).remove(workspace);
         if let Some(old) = old {
-            old.drain().await;
+            old.drain();
         }
     }
 
@@ -560,7 +687,7 @@ impl Pool {
             }
         };
         if let Some(old) = removed {
-            old.drain().await;
+            old.drain();
         }
     }
 
@@ -611,7 +738,7 @@ impl Pool {
                 Ok(fresh) => {
                     let old = lock(&pool.zygotes).insert(workspace.clone(), Arc::new(fresh));
                     if let Some(old) = old {
-                        old.drain().await;
+                        old.drain();
                     }
                 }
                 Err(err) => {

@@ -23,7 +23,9 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
-use tokio::io::AsyncReadExt;
+use std::io::Read;
+
+use crate::beneath::HeldDir;
 
 use crate::isolation::cgroups::{CgroupSpec, Cgroups, RunCgroup};
 use crate::isolation::{Ids, Layer, Layers, Plan, Rlimits};
@@ -56,29 +58,43 @@ impl Limits {
     }
 }
 
-/// A run's private directory tree, removed when dropped.
+/// A run's private directory tree, removed when dropped. The server reads it only
+/// through `held`, opened when the tree was still its own alone (`beneath`).
 pub struct RunDir {
     root: PathBuf,
+    held: Arc<HeldDir>,
 }
 
 impl RunDir {
-    /// Creates `<base>/<uuid>/{work,home,tmp}`.
-    pub fn create(base: &Path) -> io::Result<Self> {
-        let root = base.join(uuid::Uuid::new_v4().to_string());
-        let run = Self { root };
-        for dir in [run.work(), run.root.join("home"), run.root.join("tmp")] {
-            std::fs::create_dir_all(dir)?;
+    /// Creates `<root>/{work,home,tmp}` (blocking); `root`'s parent must exist.
+    fn make(root: PathBuf) -> io::Result<Self> {
+        std::fs::create_dir(&root)?;
+        let held = Arc::new(HeldDir::open(&root)?);
+        for dir in ["work", "home", "tmp"] {
+            std::fs::create_dir(root.join(dir))?;
         }
-        Ok(run)
+        Ok(Self { root, held })
     }
 
-    /// The child's working directory: every file left here is an artifact.
-    pub fn work(&self) -> PathBuf {
-        self.root.join("work")
+    /// Creates `<base>/<uuid>/{work,home,tmp}` (blocking).
+    pub fn create(base: &Path) -> io::Result<Self> {
+        Self::make(base.join(uuid::Uuid::new_v4().to_string()))
     }
 
-    fn report_path(&self) -> PathBuf {
-        self.root.join("report.json")
+    /// The child's working directory, where every file left is an artifact.
+    pub fn work(&self) -> io::Result<HeldDir> {
+        self.held.dir(std::ffi::OsStr::new("work"))
+    }
+
+    /// Reads the run's stdout, stderr and report (off the async workers).
+    async fn outputs(&self) -> Outputs {
+        let held = self.held.clone();
+        tokio::task::spawn_blocking(move || Outputs::read(&held))
+            .await
+            .unwrap_or_else(|err| Outputs {
+                report_problem: Some(format!("the run's outputs are unreadable: {err}")),
+                ..Outputs::default()
+            })
     }
 }
 
@@ -241,16 +257,15 @@ impl Sandbox {
         self.views.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    fn plan(&self, job: &Job<'_>, run_dir: &RunDir) -> Plan {
+    fn plan(&self, job: &Job<'_>, run_root: &Path) -> Plan {
         let mut read_only = self.interpreter_dirs.clone();
         read_only.push(job.venv.dir.clone());
         Plan {
-            run_root: run_dir.root.clone(),
+            run_root: run_root.to_owned(),
             read_only,
             writable: vec![job.artifacts_dir.to_owned(), job.cache_dir.to_owned()],
             ids: Ids::for_workspace(job.workspace),
             network: self.network,
-            host_proc: false,
             rlimits: Rlimits {
                 cpu_secs: job.limits.cpu_secs(),
                 address_space: job.limits.max_mem,
@@ -264,18 +279,13 @@ impl Sandbox {
     /// Creates `job`'s run directory under `runs` with everything its plan needs (one
     /// trip to a blocking thread).
     pub async fn prepare(&self, job: &Job<'_>) -> io::Result<(RunDir, Plan)> {
-        let run_dir = RunDir {
-            root: self
-                .runs_root
-                .join(job.workspace)
-                .join(uuid::Uuid::new_v4().to_string()),
-        };
-        let plan = self.plan(job, &run_dir);
+        let workspace_runs = self.runs_root.join(job.workspace);
+        let root = workspace_runs.join(uuid::Uuid::new_v4().to_string());
+        let plan = self.plan(job, &root);
         let prepared = plan.clone();
         tokio::task::spawn_blocking(move || {
-            for dir in [prepared.work(), prepared.home(), prepared.tmp()] {
-                std::fs::create_dir_all(dir)?;
-            }
+            std::fs::create_dir_all(&workspace_runs)?;
+            let run_dir = RunDir::make(root)?;
             prepare_dirs(&prepared)?;
             Ok::<_, io::Error>(run_dir)
         })
@@ -300,11 +310,7 @@ impl Sandbox {
             .run(&zygote, plan, spec, job.limits.timeout)
             .await?;
         let ran_at = started.elapsed();
-        // Whatever the run left in its cgroups dies (the zygote reuses them).
-        crate::isolation::cgroups::kill_in(&exit.cgroups);
-        let (stdout, out_truncated) = read_capped(&run_dir.root.join("stdout")).await;
-        let (stderr, err_truncated) = read_capped(&run_dir.root.join("stderr")).await;
-        let (report, report_problem) = read_report(&run_dir.report_path()).await;
+        let outputs = run_dir.outputs().await;
         tracing::debug!(
             workspace = job.workspace,
             prepare_us = prepared_at.as_micros() as u64,
@@ -313,14 +319,14 @@ impl Sandbox {
             "run timings"
         );
         Ok(Outcome {
-            stdout,
-            stderr,
-            truncated: out_truncated || err_truncated,
+            stdout: outputs.stdout,
+            stderr: outputs.stderr,
+            truncated: outputs.truncated,
             timed_out: exit.timed_out,
             exit_code: exit.code,
             signal: exit.signal,
-            report,
-            report_problem,
+            report: outputs.report,
+            report_problem: outputs.report_problem,
         })
     }
 
@@ -343,7 +349,6 @@ impl Sandbox {
             writable: vec![writable, cache.clone()],
             ids: Ids::for_workspace("probe"),
             network: self.network,
-            host_proc: false,
             rlimits: Rlimits {
                 cpu_secs: 10,
                 address_space: 1 << 30,
@@ -396,8 +401,12 @@ impl Sandbox {
             "tmp": run_dir.root.join("tmp"),
         });
         let exit = Pool::run_on(Arc::new(zygote), plan, spec, Duration::from_secs(30)).await?;
-        let (report, problem) = read_report(&run_dir.report_path()).await;
-        let (stderr, _) = read_capped(&run_dir.root.join("stderr")).await;
+        let Outputs {
+            report,
+            report_problem: problem,
+            stderr,
+            ..
+        } = run_dir.outputs().await;
         tokio::task::spawn_blocking(move || drop(run_dir));
         match report.and_then(|r| r.layers) {
             Some(layers) => {
@@ -415,6 +424,45 @@ impl Sandbox {
                 problem.unwrap_or_default(),
                 stderr.trim()
             ))),
+        }
+    }
+}
+
+impl Sandbox {
+    /// Starts one confined zygote (no venv, nothing of a workspace imported) and returns
+    /// how it confined itself: what every workspace's zygote gets.
+    pub async fn probe_zygote(&self, scratch: &Path) -> Layer {
+        let ids = Ids::for_workspace("probe");
+        let recipe = HomeRecipe {
+            runs_dir: scratch.to_owned(),
+            read_only: self.interpreter_dirs.clone(),
+            writable: Vec::new(),
+            ids,
+            cgroups: self.cgroups.spec(self.max_mem),
+            view: self.zygote_views(),
+        };
+        let home = match tokio::task::spawn_blocking(move || make_home(&recipe)).await {
+            Ok(Ok(home)) => home,
+            Ok(Err(err)) => return Layer::unavailable(format!("a zygote's home: {err}")),
+            Err(err) => return Layer::unavailable(format!("a zygote's home: {err}")),
+        };
+        let setup = Setup {
+            site_packages: None,
+            venv_dir: None,
+            executable: None,
+            preload: Vec::new(),
+            sandbox: SandboxSetup {
+                ids,
+                network: self.network,
+                cgroups: home.cgroups.clone(),
+                keep_spare: false,
+            },
+            view: home.view.clone(),
+        };
+        let env = zygote_env(None, scratch);
+        match Zygote::start(self.pool.launcher(), env, &setup, Some(home)).await {
+            Ok(zygote) => zygote.confinement.clone(),
+            Err(err) => Layer::unavailable(format!("a confined zygote did not start: {err}")),
         }
     }
 }
@@ -478,7 +526,6 @@ impl Sandbox {
             writable: vec![venv.dir.clone(), installer_cache.to_owned()],
             ids,
             network: true,
-            host_proc: false,
             rlimits: Rlimits {
                 cpu_secs: crate::venvs::INSTALL_TIMEOUT.as_secs() + CPU_GRACE_SECS,
                 address_space: UNLIMITED,
@@ -548,10 +595,7 @@ impl Sandbox {
         .await?;
         let exit =
             Pool::run_on(Arc::new(zygote), plan, spec, crate::venvs::INSTALL_TIMEOUT).await?;
-        // Whatever the run left in its cgroups dies (the zygote reuses them).
-        crate::isolation::cgroups::kill_in(&exit.cgroups);
-        let (stdout, _) = read_capped(&run_dir.root.join("stdout")).await;
-        let (stderr, _) = read_capped(&run_dir.root.join("stderr")).await;
+        let Outputs { stdout, stderr, .. } = run_dir.outputs().await;
         tokio::task::spawn_blocking(move || drop(run_dir));
         if exit.code == Some(0) {
             return Ok(());
@@ -678,10 +722,13 @@ pub struct HomeRecipe {
 }
 
 /// A zygote's home on the server side: the directory its view is built in and the
-/// cgroups delegated to it; removed (off the async workers) when the zygote is gone.
+/// cgroups delegated to it; killed and removed (off the async workers) when the zygote
+/// is gone.
 pub struct ZygoteHome {
     pub view: Option<Plan>,
     pub cgroups: Option<CgroupSpec>,
+    /// The cgroups the zygote process itself is put in (by the server, at its start).
+    pub leaves: Vec<PathBuf>,
     dir: Option<PathBuf>,
     delegated: Vec<PathBuf>,
 }
@@ -689,9 +736,11 @@ pub struct ZygoteHome {
 impl Drop for ZygoteHome {
     fn drop(&mut self) {
         let dir = self.dir.take();
-        let delegated = RunCgroup::adopt(std::mem::take(&mut self.delegated));
+        let delegated = std::mem::take(&mut self.delegated);
         let remove = move || {
-            drop(delegated);
+            // Whatever the zygote or its runs left behind dies with its cgroups.
+            crate::isolation::cgroups::kill_trees(&delegated);
+            drop(RunCgroup::adopt(delegated));
             if let Some(dir) = dir {
                 let _ = std::fs::remove_dir_all(dir);
             }
@@ -715,6 +764,7 @@ pub fn make_home(recipe: &HomeRecipe) -> io::Result<ZygoteHome> {
         return Ok(ZygoteHome {
             view: None,
             cgroups: recipe.cgroups.clone(),
+            leaves: Vec::new(),
             dir: None,
             delegated: Vec::new(),
         });
@@ -724,6 +774,7 @@ pub fn make_home(recipe: &HomeRecipe) -> io::Result<ZygoteHome> {
     let mut home = ZygoteHome {
         view: None,
         cgroups: None,
+        leaves: Vec::new(),
         dir: Some(dir.clone()),
         delegated: Vec::new(),
     };
@@ -745,7 +796,22 @@ pub fn make_home(recipe: &HomeRecipe) -> io::Result<ZygoteHome> {
             let delegated = parent.join(&name);
             std::fs::create_dir(&delegated)?;
             home.delegated.push(delegated.clone());
+            // The zygote's own leaf (cgroup v2 keeps processes out of inner cgroups), the
+            // controllers its runs' cgroups need, and the files a delegation hands over.
+            let leaf = delegated.join("zygote");
+            std::fs::create_dir(&leaf)?;
+            home.leaves.push(leaf);
+            let subtree = delegated.join("cgroup.subtree_control");
+            if subtree.exists() {
+                std::fs::write(&subtree, "+pids +memory")?;
+            }
             nix::unistd::chown(&delegated, owner.0, owner.1).map_err(io::Error::from)?;
+            for file in ["cgroup.procs", "cgroup.threads", "cgroup.subtree_control"] {
+                let path = delegated.join(file);
+                if path.exists() {
+                    nix::unistd::chown(&path, owner.0, owner.1).map_err(io::Error::from)?;
+                }
+            }
             // The zygote sees its cgroups at their real path, writable.
             writable.push(delegated.clone());
             parents.push((delegated, files.clone()));
@@ -758,7 +824,6 @@ pub fn make_home(recipe: &HomeRecipe) -> io::Result<ZygoteHome> {
         writable,
         ids: recipe.ids,
         network: true,
-        host_proc: true,
         rlimits: Rlimits {
             cpu_secs: UNLIMITED,
             address_space: UNLIMITED,
@@ -772,30 +837,31 @@ pub fn make_home(recipe: &HomeRecipe) -> io::Result<ZygoteHome> {
     Ok(home)
 }
 
-/// Creates the writable directories, gives the run's own to the workspace's run ids, and
-/// creates the mount points of its view.
+/// Creates the writable directories and the mount points of the view, and gives the
+/// run's own directories to the workspace's run ids. The run's directory itself is
+/// handed to the workspace's first id last: from then on its zygote could change what is
+/// inside, so nothing below is touched by path again (links are never followed).
 fn prepare_dirs(plan: &Plan) -> io::Result<()> {
     for dir in &plan.writable {
         std::fs::create_dir_all(dir)?;
     }
+    crate::isolation::mounts::skeleton(plan)?;
     if nix::unistd::geteuid().is_root() {
-        // pid 1 (the workspace's first id on the host) creates the run's output files.
-        nix::unistd::chown(
-            &plan.run_root,
-            Some(nix::unistd::Uid::from_raw(plan.ids.base_uid)),
-            Some(nix::unistd::Gid::from_raw(plan.ids.base_gid)),
-        )
-        .map_err(io::Error::from)?;
-        let uid = Some(nix::unistd::Uid::from_raw(plan.ids.run_uid()));
-        let gid = Some(nix::unistd::Gid::from_raw(plan.ids.run_gid()));
+        let (uid, gid) = (Some(plan.ids.run_uid()), Some(plan.ids.run_gid()));
         for dir in [plan.work(), plan.home(), plan.tmp()]
             .iter()
             .chain(&plan.writable)
         {
-            nix::unistd::chown(dir, uid, gid).map_err(io::Error::from)?;
+            std::os::unix::fs::lchown(dir, uid, gid)?;
         }
+        // pid 1 (the workspace's first id on the host) creates the run's output files.
+        std::os::unix::fs::lchown(
+            &plan.run_root,
+            Some(plan.ids.base_uid),
+            Some(plan.ids.base_gid),
+        )?;
     }
-    crate::isolation::mounts::skeleton(plan)
+    Ok(())
 }
 
 /// Why a process that was ended by `signal` died, in words for the user.
@@ -883,21 +949,42 @@ fn zygote_env(venv: Option<&Venv>, cache_dir: &Path) -> Vec<(String, String)> {
     env
 }
 
-/// Reads at most `OUTPUT_CAP` bytes of a run's output file (never following a link).
-async fn read_capped(path: &Path) -> (String, bool) {
-    let opened = tokio::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
-        .await;
-    let Ok(file) = opened else {
+/// What a run wrote besides its artifacts.
+#[derive(Debug, Default)]
+struct Outputs {
+    stdout: String,
+    stderr: String,
+    /// stdout or stderr was longer than `OUTPUT_CAP`.
+    truncated: bool,
+    report: Option<Report>,
+    report_problem: Option<String>,
+}
+
+impl Outputs {
+    /// Reads the run's files through its held directory (blocking).
+    fn read(dir: &HeldDir) -> Self {
+        let (stdout, out_truncated) = read_capped(dir, "stdout");
+        let (stderr, err_truncated) = read_capped(dir, "stderr");
+        let (report, report_problem) = read_report(dir);
+        Self {
+            stdout,
+            stderr,
+            truncated: out_truncated || err_truncated,
+            report,
+            report_problem,
+        }
+    }
+}
+
+/// Reads at most `OUTPUT_CAP` bytes of a run's output file.
+fn read_capped(dir: &HeldDir, name: &str) -> (String, bool) {
+    let Ok(file) = dir.file(std::ffi::OsStr::new(name)) else {
         return (String::new(), false);
     };
     let mut bytes = Vec::new();
     if file
         .take(OUTPUT_CAP as u64 + 1)
         .read_to_end(&mut bytes)
-        .await
         .is_err()
     {
         return (String::new(), false);
@@ -907,21 +994,15 @@ async fn read_capped(path: &Path) -> (String, bool) {
     (String::from_utf8_lossy(&bytes).into_owned(), truncated)
 }
 
-/// Reads the harness report; the file is the child's, so no symlink is followed.
-async fn read_report(path: &Path) -> (Option<Report>, Option<String>) {
-    let opened = tokio::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
-        .await;
-    let file = match opened {
+/// Reads the harness report.
+fn read_report(dir: &HeldDir) -> (Option<Report>, Option<String>) {
+    let file = match dir.file(std::ffi::OsStr::new("report.json")) {
         Ok(file) => file,
         Err(err) if err.kind() == io::ErrorKind::NotFound => return (None, None),
         Err(err) => return (None, Some(format!("the run's report is unreadable: {err}"))),
     };
     let mut bytes = Vec::new();
-    let read = file.take(REPORT_CAP + 1).read_to_end(&mut bytes).await;
-    if let Err(err) = read {
+    if let Err(err) = file.take(REPORT_CAP + 1).read_to_end(&mut bytes) {
         return (None, Some(format!("the run's report is unreadable: {err}")));
     }
     if bytes.is_empty() {

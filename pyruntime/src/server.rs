@@ -54,10 +54,13 @@ pub struct AppState {
 struct Isolation {
     layers: Layers,
     cgroups: Layer,
+    /// How a zygote confines itself before importing a workspace's code.
+    zygote: Layer,
     required: bool,
     network_allowed: bool,
     max_concurrency: usize,
     max_queue: usize,
+    max_queue_per_workspace: usize,
 }
 
 impl Isolation {
@@ -65,6 +68,7 @@ impl Isolation {
     fn all(&self) -> Vec<(&'static str, &Layer)> {
         let mut all: Vec<_> = self.layers.iter().into_iter().collect();
         all.push(("cgroups", &self.cgroups));
+        all.push(("zygote", &self.zygote));
         all
     }
 }
@@ -88,9 +92,10 @@ pub async fn serve(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    config.check().map_err(std::io::Error::other)?;
     let state = prepare(&config).await?;
     let address = listener.local_addr()?;
-    if !config.host.is_loopback() && config.api_key.is_none() {
+    if !config.host.is_loopback() && config.key().is_none() {
         tracing::warn!(
             %address,
             "LISTENING ON A NON-LOOPBACK ADDRESS WITHOUT PY_TOOL_API_KEY: anyone who can reach \
@@ -139,6 +144,17 @@ async fn prepare(config: &Config) -> std::io::Result<AppState> {
     if matches!(installer, Installer::Pip) {
         tracing::warn!("uv not found: falling back to `python -m venv` and pip (slower)");
     }
+    let interpreter_dirs: Vec<std::path::PathBuf> = [&python.base_prefix]
+        .into_iter()
+        .filter(|p| !p.is_empty())
+        .map(std::path::PathBuf::from)
+        .collect();
+    let private = [
+        ("PY_TOOL_VENVS", Some(config.venvs.clone())),
+        ("PY_TOOL_ARTIFACTS", Some(config.artifacts.clone())),
+        ("WEIR_DATA_DIR", config.api_data_dir.clone()),
+    ];
+    refuse_visible_data(&private, &interpreter_dirs)?;
     tokio::fs::create_dir_all(&config.venvs).await?;
     tokio::fs::create_dir_all(&config.artifacts).await?;
     let venvs_root = std::path::absolute(&config.venvs)?;
@@ -153,11 +169,6 @@ async fn prepare(config: &Config) -> std::io::Result<AppState> {
 
     let launcher = Launcher::detect(&python.host)?;
     let pool = Arc::new(Pool::new(launcher));
-    let interpreter_dirs = [&python.base_prefix]
-        .into_iter()
-        .filter(|p| !p.is_empty())
-        .map(std::path::PathBuf::from)
-        .collect();
     let sandbox = Sandbox::new(
         pool.clone(),
         Cgroups::detect(),
@@ -171,13 +182,18 @@ async fn prepare(config: &Config) -> std::io::Result<AppState> {
         .probe(&artifacts.runs_dir().join("probe"))
         .await
         .map_err(|err| std::io::Error::other(format!("isolation probe: {err}")))?;
+    let zygote = sandbox
+        .probe_zygote(&artifacts.runs_dir().join("probe"))
+        .await;
     let isolation = Isolation {
         layers,
         cgroups: sandbox.cgroups(),
+        zygote,
         required: config.require_isolation,
         network_allowed: config.network_allowed(),
         max_concurrency: config.concurrency(),
         max_queue: config.queue(),
+        max_queue_per_workspace: config.queue_per_workspace(),
     };
     for (name, layer) in isolation.all() {
         if layer.state == LayerState::Enforced {
@@ -211,15 +227,41 @@ async fn prepare(config: &Config) -> std::io::Result<AppState> {
     });
     Ok(AppState {
         executor: Arc::new(Executor::new(venvs, artifacts, sandbox, config)),
-        api_key_hash: config
-            .api_key
-            .as_deref()
-            .map(|key| Sha256::digest(key).into()),
+        api_key_hash: config.key().map(|key| Sha256::digest(key).into()),
         python: Arc::new(python),
         max_mem: config.max_mem,
         max_timeout: config.max_timeout,
         isolation: Arc::new(isolation),
     })
+}
+
+/// Refuses to start when a directory of data (every workspace's venvs or artifacts, the
+/// API's database) lies below a path every run's view shows read-only: each run could
+/// read every workspace's files.
+fn refuse_visible_data(
+    private: &[(&str, Option<std::path::PathBuf>)],
+    interpreter_dirs: &[std::path::PathBuf],
+) -> std::io::Result<()> {
+    let shown: Vec<std::path::PathBuf> = crate::isolation::mounts::system_sources()
+        .into_iter()
+        .chain(interpreter_dirs.iter().cloned())
+        .filter_map(|path| std::fs::canonicalize(path).ok())
+        .collect();
+    for (setting, dir) in private {
+        let Some(dir) = dir else { continue };
+        // Not there yet: where it will be.
+        let Ok(real) = std::fs::canonicalize(dir).or_else(|_| std::path::absolute(dir)) else {
+            continue;
+        };
+        if let Some(view) = shown.iter().find(|view| real.starts_with(view)) {
+            return Err(std::io::Error::other(format!(
+                "{setting} ({}) is below {}, which every run's view shows: move it elsewhere",
+                real.display(),
+                view.display()
+            )));
+        }
+    }
+    Ok(())
 }
 
 pub fn router(state: AppState) -> Router {
@@ -336,6 +378,7 @@ async fn health(State(state): State<AppState>) -> Json<Value> {
             "maxTimeoutSeconds": state.max_timeout,
             "maxConcurrency": isolation.max_concurrency,
             "maxQueue": isolation.max_queue,
+            "maxQueuePerWorkspace": isolation.max_queue_per_workspace,
         },
         "load": {"running": running, "queued": queued},
         "isolation": {

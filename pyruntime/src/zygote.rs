@@ -109,36 +109,33 @@ struct OwnedRunOrder {
 pub enum Command {
     /// Fork a confined child for one run.
     Run { id: u64, plan: Plan, spec: Value },
+    /// Kill run `id` (its timeout passed, or its request is gone).
+    Kill { id: u64 },
     /// Accept no more runs; exit when the running ones are over.
     Drain,
     /// The answer to `Event::Unshared`: whether the zygote's id maps were written.
     Mapped { ok: bool },
 }
 
-/// What a zygote tells the server.
+/// What a zygote tells the server. Nothing in it is believed beyond what it says about
+/// the zygote's own runs: it names no pid, path or cgroup the server would act on (the
+/// server kills a run by asking the zygote, and the zygote itself when it does not
+/// comply), and `pool` retires a zygote whose line is malformed or out of turn.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(tag = "event", rename_all = "lowercase")]
+#[serde(tag = "event", rename_all = "lowercase", deny_unknown_fields)]
 pub enum Event {
     /// The zygote entered its own user namespace (`ok`) and waits for its id maps.
-    Unshared {
-        ok: bool,
-    },
+    Unshared { ok: bool },
     Ready {
-        pid: u32,
         preloaded: Vec<String>,
+        /// How the zygote confined itself before importing anything (the start-up probe's
+        /// zygote, which imports nothing of a workspace, is what `/tools/health` shows).
+        confinement: Layer,
     },
-    /// The run's intermediate process has its plan (kill it to kill the run); `cgroups`
-    /// are the run's cgroup directories, the server's to remove.
-    Started {
-        id: u64,
-        pid: i32,
-        cgroups: Vec<PathBuf>,
-    },
+    /// The run has its plan.
+    Started { id: u64 },
     /// The run could not be started.
-    Failed {
-        id: u64,
-        message: String,
-    },
+    Failed { id: u64, message: String },
     Exited {
         id: u64,
         code: Option<i32>,
@@ -224,9 +221,12 @@ pub fn serve() -> Result<(), String> {
     let setup: Setup =
         serde_json::from_str(&setup_line).map_err(|err| format!("bad setup line: {err}"))?;
     let mut events = File::from(events);
-    let nested = match &setup.view {
+    let (nested, confinement) = match &setup.view {
         Some(view) => confine_zygote(view, setup.sandbox.network, &mut input, &mut events)?,
-        None => false,
+        None => (
+            false,
+            Layer::unavailable("no view of its own: the zygote is as privileged as the runtime"),
+        ),
     };
 
     // What CPython's own start-up does (an embedded interpreter skips it): a full pipe or
@@ -259,22 +259,27 @@ pub fn serve() -> Result<(), String> {
         nested,
     };
     zygote.emit(&Event::Ready {
-        pid: std::process::id(),
         preloaded,
+        confinement,
     })?;
     zygote.run_loop(&mut input)
 }
 
-/// Enters the zygote's own user and mount namespaces (the server writes the id maps) and
-/// its read-only view, then becomes root of that namespace only — unprivileged on the
-/// host — before any of the workspace's code is imported. Returns whether it did; a
-/// kernel that refuses leaves the zygote as it was (and says so on stderr).
+/// Confines the zygote before any of the workspace's code is imported, as a run is
+/// confined: its own user, mount and pid namespaces (the server writes the id maps and
+/// has already put the process in the zygote's cgroup), its read-only view, root of its
+/// user namespace only (unprivileged on the host) with no capability but those that
+/// write its runs' id maps, no_new_privs and the zygote's seccomp filter. The process
+/// that unshared stays outside the pid namespace as its keeper (`keep`); the zygote goes
+/// on as pid 1 of the namespace, so that everything it or a package's import code starts
+/// dies with it. Returns whether it is nested in its own user namespace, and the layer;
+/// a kernel that refuses namespaces leaves the zygote as it was (and says so).
 fn confine_zygote(
     view: &Plan,
     network_allowed: bool,
     input: &mut LineReader,
     events: &mut File,
-) -> Result<bool, String> {
+) -> Result<(bool, Layer), String> {
     let unshared = namespaces::unshare_for_zygote(network_allowed);
     if let Err(err) = &unshared {
         eprintln!("weir-pyruntime zygote: no namespaces of its own: {err}");
@@ -287,19 +292,77 @@ fn confine_zygote(
     events
         .write_all(&line)
         .map_err(|err| format!("the server is gone: {err}"))?;
-    if unshared.is_err() {
-        return Ok(false);
+    if let Err(err) = unshared {
+        return Ok((
+            false,
+            Layer::unavailable(format!("no namespaces of its own: {err}")),
+        ));
     }
     let answer = input.blocking_line().ok_or("no answer to unshared")?;
     match serde_json::from_str::<Command>(&answer) {
         Ok(Command::Mapped { ok: true }) => {}
         _ => return Err("the server could not map the zygote's ids".to_owned()),
     }
+    let pid = Python::attach(|py| -> PyResult<i32> {
+        py.import("os")?.getattr("fork")?.call0()?.extract()
+    })
+    .map_err(|err| format!("fork: {err}"))?;
+    if pid != 0 {
+        // SAFETY: the keeper reads no command and writes no event: closing its copies
+        // lets the server see the zygote's end as soon as pid 1 is gone.
+        unsafe {
+            libc::close(events.as_raw_fd());
+            libc::close(0);
+        }
+        keep(Pid::from_raw(pid));
+    }
+    let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
     isolation::mounts::build_view(view).map_err(|err| format!("the zygote's view: {err}"))?;
     namespaces::become_namespace_root()?;
     namespaces::keep_only_id_capabilities()?;
+    // Changing ids cleared the parent-death signal: pid 1 dies with its keeper.
+    let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
     nix::sys::prctl::set_no_new_privs().map_err(|err| format!("no_new_privs: {err}"))?;
-    Ok(true)
+    let seccomp = isolation::seccomp::build_for_zygote()
+        .map(|program| isolation::seccomp::apply(&program))
+        .unwrap_or_else(Layer::unavailable);
+    let mut detail = format!(
+        "own user, mount and pid namespaces{} (everything it starts dies with it), a \
+         read-only view, no capability but writing its runs' id maps, no_new_privs",
+        if network_allowed {
+            ""
+        } else {
+            " and network namespace"
+        },
+    );
+    let layer = if seccomp.state == isolation::State::Enforced {
+        detail.push_str(
+            ", the zygote's seccomp denylist; cgroup: the server's, killed whole on retire",
+        );
+        Layer::enforced(detail)
+    } else {
+        Layer::partial(format!("{detail}; no seccomp filter: {}", seccomp.detail))
+    };
+    Ok((true, layer))
+}
+
+/// The keeper: the process that unshared the zygote's namespaces, outside its pid
+/// namespace. Unprivileged (the workspace's first id, no capability), it waits for the
+/// zygote (pid 1 inside, which dies with it) and ends the same way. Never returns.
+fn keep(zygote: Pid) -> ! {
+    if let Err(err) = namespaces::become_powerless() {
+        eprintln!("weir-pyruntime zygote keeper: {err}");
+    }
+    loop {
+        let code = match waitpid(zygote, None) {
+            Ok(WaitStatus::Exited(_, code)) => code,
+            Ok(WaitStatus::Signaled(_, signal, _)) => 128 + signal as i32,
+            Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => 71,
+        };
+        // SAFETY: _exit(2); the keeper has nothing to flush.
+        unsafe { libc::_exit(code) }
+    }
 }
 
 fn prepare_python(
@@ -395,11 +458,20 @@ impl Zygote {
                 self.drop_spare();
                 Ok(())
             }
+            Command::Kill { id } => {
+                if let Some((pid, (_, cgroups))) =
+                    self.children.iter().find(|(_, (run, _))| *run == id)
+                {
+                    let _ = nix::sys::signal::kill(Pid::from_raw(*pid), Signal::SIGKILL);
+                    isolation::cgroups::kill_in(cgroups);
+                }
+                Ok(())
+            }
             Command::Run { id, plan, spec } => {
                 match self.start(&plan, &spec) {
                     Ok((pid, cgroups)) => {
-                        self.children.insert(pid, (id, cgroups.clone()));
-                        self.emit(&Event::Started { id, pid, cgroups })?;
+                        self.children.insert(pid, (id, cgroups));
+                        self.emit(&Event::Started { id })?;
                     }
                     Err(message) => self.emit(&Event::Failed { id, message })?,
                 }
@@ -428,6 +500,8 @@ impl Zygote {
                 _ => continue,
             };
             if let Some((id, cgroups)) = self.children.remove(&pid.as_raw()) {
+                // Whatever the run left in its cgroups dies before they are reused.
+                isolation::cgroups::kill_in(&cgroups);
                 self.emit(&Event::Exited { id, code, signal })?;
                 if !cgroups.is_empty() {
                     self.recycled.push(cgroups);

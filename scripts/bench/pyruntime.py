@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import platform
+import secrets
 import shutil
 import socket
 import statistics
@@ -26,10 +27,12 @@ PANDAS_CODE = "import pandas as pd\nresult = int(pd.DataFrame({'a': [1, 2]})['a'
 TRIVIAL_CODE = "result = 1"
 
 
+API_KEY = secrets.token_urlsafe(24)
+
+
 def post(url, path, body, timeout=600):
-    request = urllib.request.Request(
-        url + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
-    )
+    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {API_KEY}"}
+    request = urllib.request.Request(url + path, data=json.dumps(body).encode(), headers=headers)
     with urllib.request.urlopen(request, timeout=timeout) as response:
         return json.loads(response.read())
 
@@ -60,6 +63,7 @@ def start(binary, data, uv):
         PY_TOOL_ARTIFACTS=str(data / "artifacts"),
         PY_TOOL_PORT=str(port),
         PY_TOOL_UV=uv,
+        PY_TOOL_API_KEY=API_KEY,
         RUST_LOG="warn",
     )
     process = subprocess.Popen([binary], env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)

@@ -6,6 +6,7 @@ debug build that `cargo build` makes here. Servers announce their address on std
 """
 
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -49,6 +50,10 @@ class Runtime:
             for k, v in os.environ.items()
             if not k.startswith("PY_TOOL_") or k == "PY_TOOL_REQUIRE_ISOLATION"
         }
+        env = dict(env or {})
+        if "PY_TOOL_API_KEY" not in env and "PY_TOOL_INSECURE_NO_KEY" not in env:
+            # The runtime refuses to start without a key (tool code could call it).
+            env["PY_TOOL_API_KEY"] = f"rt-{secrets.token_hex(16)}"
         self.env = {
             **inherited,
             "PY_TOOL_VENVS": str(self.venvs),
@@ -56,7 +61,7 @@ class Runtime:
             "PY_TOOL_HOST": "127.0.0.1",
             "PY_TOOL_PORT": "0",
             "RUST_LOG": "warn",
-            **(env or {}),
+            **env,
         }
         self.log = open(data / "server.log", "wb")
         self.process = subprocess.Popen(
@@ -64,7 +69,7 @@ class Runtime:
         )
         self.url = self._wait_for_address()
         self.headers = {}
-        if "PY_TOOL_API_KEY" in self.env:
+        if self.env.get("PY_TOOL_API_KEY"):
             self.headers["Authorization"] = f"Bearer {self.env['PY_TOOL_API_KEY']}"
 
     def _wait_for_address(self) -> str:

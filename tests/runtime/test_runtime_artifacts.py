@@ -143,7 +143,7 @@ def test_artifact_paths_cannot_escape(runtime, path, status):
     # Sent byte for byte: HTTP clients would normalise `..` away before the server sees it.
     address = urlsplit(runtime.url)
     connection = http.client.HTTPConnection(address.hostname, address.port, timeout=30)
-    connection.request("GET", path.format(ws=ws))
+    connection.request("GET", path.format(ws=ws), headers=runtime.headers)
     response = connection.getresponse()
     text = response.read().decode()
     connection.close()

@@ -1,5 +1,8 @@
 """PY_TOOL_API_KEY: every endpoint but /tools/health needs `Authorization: Bearer <key>`."""
 
+import os
+import subprocess
+
 import pytest
 import requests
 
@@ -64,5 +67,23 @@ def test_health_stays_open(secured):
     assert call(secured, "GET", "/tools/health").status_code == 200
 
 
-def test_without_a_key_the_loopback_server_is_open(runtime):
-    assert call(runtime, "POST", "/tools/execute-python", json={"code": "result = 1"}).status_code == 200
+def test_without_a_key_the_runtime_refuses_to_start(binary, tmp_path):
+    # Tool code reaches loopback: a runtime without a key would run code as any workspace.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PY_TOOL_")}
+    env.update(PY_TOOL_VENVS=str(tmp_path / "v"), PY_TOOL_ARTIFACTS=str(tmp_path / "a"), PY_TOOL_PORT="0")
+    for key in (None, "", "   "):
+        if key is not None:
+            env["PY_TOOL_API_KEY"] = key
+        done = subprocess.run([str(binary)], env=env, capture_output=True, timeout=60)
+        assert done.returncode != 0
+        lines = done.stderr.decode().strip().splitlines()
+        assert "PY_TOOL_API_KEY is required" in lines[-1], lines
+        assert "PY_TOOL_INSECURE_NO_KEY=1" in lines[-1]
+        assert b"listening" not in done.stdout
+
+
+def test_insecure_no_key_serves_without_one(start_runtime):
+    open_runtime = start_runtime({"PY_TOOL_INSECURE_NO_KEY": "1"})
+    assert open_runtime.headers == {}
+    response = call(open_runtime, "POST", "/tools/execute-python", json={"code": "result = 1"})
+    assert response.status_code == 200, response.text

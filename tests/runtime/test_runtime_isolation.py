@@ -48,7 +48,7 @@ def guarded(start_runtime):
 def test_health_reports_every_layer_enforced_or_why_not(runtime):
     health = runtime.get("/tools/health").json()["isolation"]
     assert set(health["layers"]) == {
-        "namespaces", "filesystem", "network", "identity", "landlock", "seccomp", "cgroups",
+        "namespaces", "filesystem", "network", "identity", "landlock", "seccomp", "cgroups", "zygote",
     }
     for name, found in health["layers"].items():
         assert found["state"] in ("enforced", "partial", "unavailable"), name
@@ -336,7 +336,21 @@ def test_the_run_has_no_privileges(runtime, workspace):
     assert result["nnp"] == "1" and result["seccomp"] == "2"
 
 
+def children_of(pid):
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                status = (entry / "status").read_text()
+            except OSError:
+                continue
+            if int(next(l for l in status.splitlines() if l.startswith("PPid:")).split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
 def zygotes_of(runtime, workspace):
+    """The keepers of the workspace's zygotes (the runtime's own children)."""
     venv = str(runtime.venvs / workspace)
     found = []
     for entry in Path("/proc").iterdir():
@@ -483,8 +497,14 @@ def test_modules_a_zygote_preimports_run_unprivileged_in_its_view(runtime, works
     deadline = time.monotonic() + 20
     while zygotes_of(runtime, workspace) in ([], first) and time.monotonic() < deadline:
         time.sleep(0.2)
-    (zygote,) = zygotes_of(runtime, workspace)
-    assert zygote not in first, "a warmer zygote replaced the first one"
+    (keeper,) = zygotes_of(runtime, workspace)
+    assert keeper not in first, "a warmer zygote replaced the first one"
+    keeper_status = Path(f"/proc/{keeper}/status").read_text()
+    assert int(next(l for l in keeper_status.splitlines() if l.startswith("Uid:")).split()[1]) != 0
+    assert int(next(l for l in keeper_status.splitlines() if l.startswith("CapEff:")).split()[1], 16) == 0
+    zygote = children_of(keeper)[0]
+    assert "NSpid:" in (s := Path(f"/proc/{zygote}/status").read_text())
+    assert next(l for l in s.splitlines() if l.startswith("NSpid:")).split()[-1] == "1", "pid 1 of its own namespace"
     status = Path(f"/proc/{zygote}/status").read_text()
     uid = int(next(l for l in status.splitlines() if l.startswith("Uid:")).split()[1])
     assert uid != 0, "the zygote is not root on the host"

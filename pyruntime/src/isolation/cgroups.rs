@@ -65,6 +65,36 @@ pub fn kill_in(dirs: &[PathBuf]) {
     }
 }
 
+/// Kills every process in the cgroup trees `dirs`, subtrees included: `cgroup.kill`
+/// where the kernel has it, else each process listed (cgroup v1). Server side, on
+/// directories the server created (in cgroupfs, which holds no symbolic links).
+pub fn kill_trees(dirs: &[PathBuf]) {
+    for dir in dirs {
+        if dir.join("cgroup.kill").exists() {
+            let _ = std::fs::write(dir.join("cgroup.kill"), "1");
+            continue;
+        }
+        kill_in(std::slice::from_ref(dir));
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            let children: Vec<PathBuf> = entries
+                .filter_map(Result::ok)
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .map(|e| e.path())
+                .collect();
+            kill_trees(&children);
+        }
+    }
+}
+
+/// Moves process `pid` (the server's own child, not yet running anything of a
+/// workspace) into each of `dirs`. Server side.
+pub fn place(pid: u32, dirs: &[PathBuf]) -> io::Result<()> {
+    for dir in dirs {
+        std::fs::write(dir.join("cgroup.procs"), pid.to_string())?;
+    }
+    Ok(())
+}
+
 impl Drop for RunCgroup {
     fn drop(&mut self) {
         let dirs = std::mem::take(&mut self.dirs);

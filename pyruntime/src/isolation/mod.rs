@@ -211,10 +211,6 @@ pub struct Plan {
     /// Whether the run may use the host's network (`PY_TOOL_NETWORK=allow`).
     pub network: bool,
     pub rlimits: Rlimits,
-    /// Bind the host's `/proc` instead of mounting one for a new pid namespace (a
-    /// zygote's own view: it has no pid namespace of its own).
-    #[serde(default)]
-    pub host_proc: bool,
     /// Refuse to run user code when a layer is not enforced.
     pub require: bool,
 }

@@ -5,8 +5,8 @@
 //! and the symlinks of the system layout (Debian's `/bin -> usr/bin`). `build_view` runs
 //! in the run's pid 1, still holding the capabilities of its new user namespace and the
 //! runtime's own uid (so directories such as a 0700 `/root` on the way to the interpreter
-//! stay traversable): it binds read-only the system directories, the interpreter's
-//! installation and the workspace's venv, binds read-write the run's own directories and
+//! stay traversable): it binds read-only the system directories (an allowlist:
+//! `system_sources`), the interpreter's installation and the workspace's venv, binds read-write the run's own directories and
 //! the workspace's artifact directory and cache (each at its real path, so paths mean the
 //! same inside and out), the few device nodes programs need, a `/dev/shm`, and a `/proc`
 //! of the run's own pid namespace, then pivots into the skeleton, detaches the old root
@@ -20,10 +20,53 @@ use nix::sys::statvfs::{FsFlags, statvfs};
 
 use super::Plan;
 
-/// System directories seen read-only (symlinks are recreated as symlinks).
+/// System directories seen read-only (symlinks are recreated as symlinks): the programs
+/// and libraries the interpreter and packages link. Never `/opt`, `/srv`, `/home` or
+/// `/var`, where data lives.
 const SYSTEM: &[&str] = &[
-    "/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt",
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
 ];
+/// What of `/etc` a run sees: name resolution, certificates, time zone, the dynamic
+/// loader's cache, MIME types and fonts. Not the rest (no accounts, no credentials, no
+/// configuration of the host's services).
+const ETC: &[&str] = &[
+    "alternatives",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "crypto-policies",
+    "fonts",
+    "gai.conf",
+    "host.conf",
+    "hosts",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "localtime",
+    "mime.types",
+    "nsswitch.conf",
+    "os-release",
+    "pki",
+    "protocols",
+    "resolv.conf",
+    "services",
+    "ssl",
+    "timezone",
+];
+
+/// Every host path a view shows read-only besides `read_only` (the interpreter's
+/// installation and the workspace's venv): the runtime refuses to start when its data
+/// would be below one of them.
+pub fn system_sources() -> Vec<PathBuf> {
+    let system = SYSTEM
+        .iter()
+        .map(|dir| Path::new(dir).to_owned())
+        .filter(|path| std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()));
+    let etc = ETC
+        .iter()
+        .map(|name| Path::new("/etc").join(name))
+        .filter(|path| path.exists());
+    system.chain(etc).collect()
+}
 /// Device nodes bound from the host's `/dev`.
 const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom"];
 
@@ -44,11 +87,8 @@ fn binds(plan: &Plan) -> Vec<Bind> {
             writable,
         });
     };
-    for dir in SYSTEM {
-        let path = Path::new(dir);
-        if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()) {
-            add(path, path, false);
-        }
+    for path in system_sources() {
+        add(&path, &path, false);
     }
     for path in &plan.read_only {
         add(path, path, false);
@@ -65,9 +105,6 @@ fn binds(plan: &Plan) -> Vec<Bind> {
     for name in DEVICES {
         let device = Path::new("/dev").join(name);
         add(&device, &device, true);
-    }
-    if plan.host_proc {
-        add(Path::new("/proc"), Path::new("/proc"), true);
     }
     binds
 }
@@ -139,16 +176,14 @@ pub fn build_view(plan: &Plan) -> Result<String, String> {
         Some("size=64m,mode=1777"),
     )
     .map_err(|err| format!("/dev/shm: {err}"))?;
-    if !plan.host_proc {
-        mount(
-            Some("proc"),
-            &root.join("proc"),
-            Some("proc"),
-            MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
-            none,
-        )
-        .map_err(|err| format!("/proc of the run's pid namespace: {err}"))?;
-    }
+    mount(
+        Some("proc"),
+        &root.join("proc"),
+        Some("proc"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        none,
+    )
+    .map_err(|err| format!("/proc of the run's pid namespace: {err}"))?;
 
     nix::unistd::pivot_root(&root, &root.join(".old"))
         .map_err(|err| format!("pivot_root: {err}"))?;

@@ -33,11 +33,12 @@ pub fn unshare_for_run(network_allowed: bool) -> Result<(), String> {
     unshare(run_flags(network_allowed)).map_err(|err| format!("unshare refused: {err}"))
 }
 
-/// Moves a zygote into a user and a mount namespace of its own (and a network namespace
-/// when runs may not use the network), where it builds its view before importing any of
-/// the workspace's code.
+/// Moves a zygote into user, mount and pid namespaces of its own (and a network
+/// namespace when runs may not use the network), where it builds its view before
+/// importing any of the workspace's code; the next child it forks is pid 1 of the new
+/// pid namespace and goes on as the zygote.
 pub fn unshare_for_zygote(network_allowed: bool) -> Result<(), String> {
-    let mut flags = CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS;
+    let mut flags = CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWPID;
     if !network_allowed {
         flags |= CloneFlags::CLONE_NEWNET;
     }
@@ -169,6 +170,14 @@ pub fn keep_only_id_capabilities() -> Result<(), String> {
         return Err(format!("capset: {}", std::io::Error::last_os_error()));
     }
     Ok(())
+}
+
+/// Becomes root of the caller's user namespace (the workspace's first id on the host)
+/// and gives up every capability: a process that only waits.
+pub fn become_powerless() -> Result<(), String> {
+    become_namespace_root()?;
+    drop_bounding_set();
+    clear_capabilities()
 }
 
 /// Removes every capability from the bounding set (ignored where CAP_SETPCAP is missing:

@@ -11,6 +11,11 @@
 //! to `clone` (EPERM would break pthread_create), and so do x32 syscalls; seccompiler's
 //! architecture check kills a process that calls through a foreign ABI (int 0x80).
 //! `build` compiles once (in the zygote); `apply` installs it in the run.
+//!
+//! A zygote has a filter of its own (`build_for_zygote`), installed before it imports
+//! anything of its workspace: the same denylist but for what its runs' processes still
+//! need before their own filter (unshare and the mount calls that build a run's view);
+//! a run then has both.
 
 use std::collections::BTreeMap;
 
@@ -91,14 +96,37 @@ const CLONE_NEW_FLAGS: &[i32] = &[
     libc::CLONE_NEWNET,
 ];
 
-/// Compiles the filter (EPERM denylist, preceded by the ENOSYS answers).
+/// What a zygote's runs do before their own filter: make their namespaces and view.
+#[cfg(target_arch = "x86_64")]
+const RUN_SETUP: &[i64] = &[
+    libc::SYS_unshare,
+    libc::SYS_mount,
+    libc::SYS_umount2,
+    libc::SYS_pivot_root,
+];
+
+#[cfg(not(target_arch = "x86_64"))]
+const RUN_SETUP: &[i64] = &[];
+
+/// Compiles a run's filter (EPERM denylist, preceded by the ENOSYS answers).
 pub fn build() -> Result<BpfProgram, String> {
+    build_denying(denied())
+}
+
+/// Compiles a zygote's filter: a run's, but for `RUN_SETUP`.
+pub fn build_for_zygote() -> Result<BpfProgram, String> {
+    let mut denied = denied();
+    denied.retain(|nr| !RUN_SETUP.contains(nr));
+    build_denying(denied)
+}
+
+fn build_denying(denied: Vec<i64>) -> Result<BpfProgram, String> {
     if !cfg!(target_arch = "x86_64") {
         return Err("the denylist is written for x86_64 only".to_owned());
     }
     let error = |err: seccompiler::BackendError| err.to_string();
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
-        denied().into_iter().map(|nr| (nr, Vec::new())).collect();
+        denied.into_iter().map(|nr| (nr, Vec::new())).collect();
     let clone_rules = CLONE_NEW_FLAGS
         .iter()
         .map(|&flag| {
@@ -181,5 +209,18 @@ mod tests {
         assert!(program.len() > 40);
         assert_eq!(program[1].k, 435);
         assert_eq!(program[4].k, SECCOMP_RET_ERRNO | libc::ENOSYS as u32);
+    }
+
+    #[test]
+    fn a_zygote_filter_lets_runs_set_up_but_nothing_else() {
+        let run = build().expect("the run's filter compiles");
+        let zygote = build_for_zygote().expect("the zygote's filter compiles");
+        assert!(zygote.len() < run.len());
+        let denied_to_zygote =
+            |nr: i64| zygote.iter().any(|op| op.code == 0x15 && op.k == nr as u32);
+        assert!(denied_to_zygote(libc::SYS_ptrace));
+        assert!(denied_to_zygote(libc::SYS_setns));
+        assert!(!denied_to_zygote(libc::SYS_mount));
+        assert!(!denied_to_zygote(libc::SYS_unshare));
     }
 }
