@@ -422,7 +422,7 @@ fn dispatch(line: &str, waiters: &mut HashMap<u64, Waiter>) -> Result<(), &'stat
             let _ = tx.send(Err(message.chars().take(MAX_FAILURE_MESSAGE).collect()));
         }
         Event::Exited { id, code, signal } => {
-            if !waiters.get(&id).is_some_and(|w| w.started.is_none()) {
+            if waiters.get(&id).is_none_or(|w| w.started.is_some()) {
                 return Err("exited: no such run started");
             }
             if let Some(tx) = waiters.remove(&id).and_then(|mut w| w.exited.take()) {
