@@ -10,10 +10,10 @@ import io
 import json
 import os
 import re
+import stat
 import sys
 import sysconfig
 import tokenize
-from importlib import metadata
 from importlib.machinery import PathFinder
 
 _QUOTED = re.compile(r"([A-Za-z]*)('''|\"\"\"|'|\")")
@@ -296,13 +296,71 @@ def missing_modules(site_packages, names):
     return [name for name in names if PathFinder.find_spec(name, [site_packages]) is None]
 
 
+# The largest metadata file read (its headers come first; a larger one is cut).
+_METADATA_CAP = 256 * 1024
+
+
+def _read_headers(directory_fd, name):
+    """The `Name` and `Version` headers of metadata file `name` in a directory, or None.
+
+    The venv belongs to the workspace's install ids: a link is never followed, nothing
+    but a regular file is opened (a FIFO would block the server), and at most
+    `_METADATA_CAP` bytes are read.
+    """
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(name, flags, dir_fd=directory_fd)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        text = os.read(fd, _METADATA_CAP).decode("utf-8", "replace")
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    headers = {}
+    for line in text.splitlines():
+        if not line.strip():
+            break
+        key, _, value = line.partition(":")
+        if key in ("Name", "Version") and key not in headers:
+            headers[key] = value.strip()
+    return headers
+
+
 def distributions(site_packages):
-    """{normalized name: version} of the distributions installed in `site_packages`."""
+    """{normalized name: version} of the distributions installed in `site_packages`
+    (`*.dist-info/METADATA` and `*.egg-info/PKG-INFO`), read without following links."""
     found = {}
-    for dist in metadata.distributions(path=[site_packages]):
-        name = dist.metadata["Name"]
-        if name:
-            found[re.sub(r"[-_.]+", "-", name).lower()] = dist.version
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        site_fd = os.open(site_packages, flags)
+    except OSError:
+        return found
+    try:
+        for entry in os.scandir(site_fd):
+            if entry.name.endswith(".dist-info"):
+                file = "METADATA"
+            elif entry.name.endswith(".egg-info"):
+                file = "PKG-INFO"
+            else:
+                continue
+            if not entry.is_dir(follow_symlinks=False):
+                continue
+            try:
+                info_fd = os.open(entry.name, flags, dir_fd=site_fd)
+            except OSError:
+                continue
+            try:
+                headers = _read_headers(info_fd, file)
+            finally:
+                os.close(info_fd)
+            if headers and headers.get("Name") and headers.get("Version"):
+                found[re.sub(r"[-_.]+", "-", headers["Name"]).lower()] = headers["Version"]
+    finally:
+        os.close(site_fd)
     return found
 
 

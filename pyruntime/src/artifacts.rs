@@ -10,7 +10,6 @@ use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -49,6 +48,12 @@ impl Artifacts {
     /// stay on one file system; `.runs` can never be a workspace id).
     pub fn runs_dir(&self) -> PathBuf {
         self.root.join(".runs")
+    }
+
+    /// Where installs' directories are created: in no zygote's view (a workspace's
+    /// zygote sees `.runs/<workspace>`, and workspace ids have no dots).
+    pub fn installs_dir(&self) -> PathBuf {
+        self.runs_dir().join(".installs")
     }
 
     /// The workspace's artifact directory (its runs see it, writable, at this path).
@@ -119,35 +124,39 @@ impl Artifacts {
                 "the file name must be a plain file name".to_owned(),
             ));
         }
-        let path = self.root.join(workspace).join(filename);
+        let dir = self.root.join(workspace);
+        let name = std::ffi::OsString::from(filename);
         let not_found = || ApiError::NotFound(format!("artifact {filename} not found"));
-        let meta = match tokio::fs::symlink_metadata(&path).await {
-            Ok(meta) => meta,
-            Err(err) if err.kind() == io::ErrorKind::NotFound => return Err(not_found()),
-            Err(err) => return Err(ApiError::internal(err)),
-        };
-        if meta.file_type().is_symlink() {
-            return Err(ApiError::BadRequest(
-                "the file name must not be a symbolic link".to_owned(),
-            ));
-        }
-        if !meta.is_file() {
-            return Err(not_found());
-        }
-        tokio::task::spawn_blocking(move || {
-            let mut file = open_no_follow(&path)?;
+        // Runs (and their zygote) write this directory: the file is opened without
+        // following a link, only when regular, and read up to the largest a run writes.
+        let read = tokio::task::spawn_blocking(move || -> io::Result<Option<Vec<u8>>> {
+            let held = match HeldDir::open(&dir) {
+                Ok(held) => held,
+                Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(None),
+                Err(err) => return Err(err),
+            };
+            let file = held.file(&name)?;
             let mut bytes = Vec::new();
-            io::Read::read_to_end(&mut file, &mut bytes)?;
-            Ok::<_, io::Error>(bytes)
+            file.take(FILE_SIZE_LIMIT + 1).read_to_end(&mut bytes)?;
+            Ok(Some(bytes))
         })
         .await
-        .map_err(ApiError::internal)?
-        .map_err(|err| match err.raw_os_error() {
-            Some(libc::ELOOP) => {
-                ApiError::BadRequest("the file name must not be a symbolic link".to_owned())
-            }
-            _ => ApiError::internal(err),
-        })
+        .map_err(ApiError::internal)?;
+        match read {
+            Ok(Some(bytes)) if bytes.len() as u64 > FILE_SIZE_LIMIT => Err(ApiError::BadRequest(
+                format!("the artifact is larger than {} MiB", FILE_SIZE_LIMIT >> 20),
+            )),
+            Ok(Some(bytes)) => Ok(bytes),
+            Ok(None) => Err(not_found()),
+            Err(err) => match err.raw_os_error() {
+                Some(libc::ELOOP) => Err(ApiError::BadRequest(
+                    "the file name must not be a symbolic link".to_owned(),
+                )),
+                Some(libc::ENOENT) => Err(not_found()),
+                _ if err.kind() == io::ErrorKind::InvalidInput => Err(not_found()),
+                _ => Err(ApiError::internal(err)),
+            },
+        }
     }
 }
 
@@ -217,13 +226,6 @@ fn create_unique(dir: &Path, name: &str) -> io::Result<(String, File)> {
         .create_new(true)
         .open(dir.join(&candidate))?;
     Ok((candidate, file))
-}
-
-fn open_no_follow(path: &Path) -> io::Result<File> {
-    OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
 }
 
 /// Regular files under `dir` as paths of plain names (hidden entries, links and

@@ -9,6 +9,8 @@ use std::path::PathBuf;
 
 use clap::Parser;
 
+use crate::isolation::NetworkMode;
+
 /// 1 GiB, SPEC.md's default address-space limit for one Python execution.
 pub const DEFAULT_MAX_MEM: u64 = 1 << 30;
 
@@ -66,10 +68,12 @@ pub struct Config {
     #[arg(long, env = "PY_TOOL_MAX_QUEUE_PER_WORKSPACE")]
     pub max_queue_per_workspace: Option<usize>,
 
-    /// Network access of tool code: `allow` (default; tools commonly fetch data) or
+    /// Network access of tool code: `public` (default: the internet, never the host, its
+    /// loopback or private, link-local and reserved addresses; needs root, `pasta` and
+    /// `nft`, else runs get `deny`), `allow` (the host's network, unfiltered: unsafe) or
     /// `deny` (a network namespace with loopback only, and Landlock denies TCP).
-    #[arg(long, env = "PY_TOOL_NETWORK", default_value = "allow", value_parser = ["allow", "deny"])]
-    pub network: String,
+    #[arg(long, env = "PY_TOOL_NETWORK", default_value = "public", value_parser = NetworkMode::parse)]
+    pub network: NetworkMode,
 
     /// Refuse to start (and refuse to run code) when an isolation layer is missing.
     #[arg(long, env = "PY_TOOL_REQUIRE_ISOLATION", default_value = "0", value_parser = parse_flag)]
@@ -133,10 +137,6 @@ impl Config {
         Ok(())
     }
 
-    /// Whether tool code may use the host's network.
-    pub fn network_allowed(&self) -> bool {
-        self.network == "allow"
-    }
 
     /// Upper bound (bytes) of a request body.
     pub const MAX_BODY_BYTES: usize = 10 << 20;
@@ -212,7 +212,7 @@ mod tests {
         assert!(config.host.is_loopback());
         assert_eq!(config.max_mem, DEFAULT_MAX_MEM);
         assert_eq!(config.max_timeout, 300);
-        assert!(config.network_allowed());
+        assert_eq!(config.network, NetworkMode::Public);
         // CI exports PY_TOOL_REQUIRE_ISOLATION=1 for every process, this test included.
         if std::env::var_os("PY_TOOL_REQUIRE_ISOLATION").is_none() {
             assert!(!config.require_isolation);
@@ -226,8 +226,8 @@ mod tests {
         assert!(bare.check().is_err());
         let keyed = Config::parse_from(["weir-pyruntime", "--api-key", "k"]);
         assert!(keyed.check().is_ok());
-        let insecure =
-            Config::parse_from(["weir-pyruntime", "--api-key", "", "--insecure-no-key", "1"]);
+        let mut insecure = Config::parse_from(["weir-pyruntime", "--api-key", ""]);
+        insecure.insecure_no_key = true;
         assert!(insecure.check().is_ok());
     }
 

@@ -275,7 +275,7 @@ impl Executor {
         venv: &Venv,
         specs: &[String],
     ) -> Result<crate::venvs::InstallReport> {
-        let scratch = self.artifacts.runs_dir().join(workspace);
+        let scratch = self.artifacts.installs_dir().join(workspace);
         let cache = self.venvs.root().join(".installer-cache").join(workspace);
         let report = self
             .venvs

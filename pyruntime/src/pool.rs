@@ -18,8 +18,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 use tokio::sync::{Mutex as AsyncMutex, mpsc, oneshot};
 
 use crate::isolation::{Layer, Plan};
@@ -118,11 +118,11 @@ pub struct Zygote {
 
 /// A started run: wait with `exited`; kill it by asking its zygote.
 struct Started {
-    id: u64,
     exited: oneshot::Receiver<(Option<i32>, Option<i32>)>,
-    /// Keeps the zygote process alive until the run is over, even once the pool has
-    /// replaced it (dropping the last handle kills the process, and its runs with it).
-    zygote: Arc<Zygote>,
+    /// Asks for the run's end when dropped; its handle keeps the zygote process alive
+    /// until the run is over, even once the pool has replaced it (dropping the last
+    /// handle kills the process, and its runs with it).
+    guard: KillOnDrop,
 }
 
 enum StartError {
@@ -133,6 +133,8 @@ enum StartError {
 
 /// Longest line a zygote may write (its events are short; a failure message is capped).
 const MAX_EVENT_LINE: usize = 64 << 10;
+/// How long a zygote may take to say that a run started.
+const START_RUN_TIMEOUT: Duration = Duration::from_secs(30);
 /// Longest failure message of a zygote passed on.
 const MAX_FAILURE_MESSAGE: usize = 2000;
 
@@ -151,7 +153,7 @@ impl Zygote {
             .current_dir("/")
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::inherit())
+            .stderr(std::process::Stdio::piped())
             .kill_on_drop(true)
             .spawn()?;
         let pid = child
@@ -165,6 +167,9 @@ impl Zygote {
             .stdout
             .take()
             .ok_or_else(|| io::Error::other("no stdout"))?;
+        if let Some(stderr) = child.stderr.take() {
+            tokio::spawn(log_stderr(stderr, pid));
+        }
         stdin.write_all(&encode(setup)?).await?;
         let mut lines = EventLines::new(stdout);
         if setup.view.is_some() {
@@ -180,13 +185,18 @@ impl Zygote {
                 Ok(Event::Unshared { ok: true }) => {
                     let ids = setup.sandbox.ids;
                     let leaves = home.as_ref().map(|h| h.leaves.clone()).unwrap_or_default();
+                    let egress = home.as_ref().and_then(|h| h.egress.clone());
                     tokio::task::spawn_blocking(move || {
                         crate::isolation::cgroups::place(pid, &leaves)
                             .map_err(|err| format!("the zygote's cgroup: {err}"))?;
                         crate::isolation::namespaces::write_id_maps(
                             nix::unistd::Pid::from_raw(pid as i32),
                             &ids,
-                        )
+                        )?;
+                        match egress {
+                            Some(egress) => egress.attach(pid),
+                            None => Ok(()),
+                        }
                     })
                     .await
                     .map_err(io::Error::other)?
@@ -195,7 +205,11 @@ impl Zygote {
                         .write_all(&encode(&zygote::Command::Mapped { ok: true })?)
                         .await?;
                 }
-                Ok(Event::Unshared { ok: false }) => {}
+                Ok(Event::Unshared { ok: false }) => {
+                    return Err(io::Error::other(
+                        "the zygote could not enter its namespaces (see the log)",
+                    ));
+                }
                 _ => {
                     return Err(io::Error::other(format!(
                         "unexpected zygote line: {}",
@@ -266,34 +280,62 @@ impl Zygote {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (started_tx, started_rx) = oneshot::channel();
         let (exited_tx, exited_rx) = oneshot::channel();
-        lock(&self.waiters).insert(
-            id,
-            Waiter {
-                started: Some(started_tx),
-                exited: Some(exited_tx),
-            },
-        );
+        {
+            let mut waiters = lock(&self.waiters);
+            // Under the lock the reader clears them with: no waiter is left behind.
+            if !self.alive() {
+                return Err(StartError::Dead);
+            }
+            waiters.insert(
+                id,
+                Waiter {
+                    started: Some(started_tx),
+                    exited: Some(exited_tx),
+                },
+            );
+        }
         *lock(&self.last_used) = Instant::now();
         self.runs.fetch_add(1, Ordering::Relaxed);
         if !self.send(&zygote::Command::Run { id, plan, spec }) {
             lock(&self.waiters).remove(&id);
             return Err(StartError::Dead);
         }
-        match started_rx.await {
-            Ok(Ok(())) => Ok(Started {
-                id,
-                exited: exited_rx,
-                zygote: self.clone(),
-            }),
-            Ok(Err(message)) => Err(StartError::Failed(message)),
-            Err(_) => Err(StartError::Dead),
-        }
+        // From here a dropped request asks for the run's end (sent after the run).
+        let mut guard = KillOnDrop {
+            run: Some((self.clone(), id)),
+        };
+        let outcome = match tokio::time::timeout(START_RUN_TIMEOUT, started_rx).await {
+            Ok(Ok(Ok(()))) => {
+                return Ok(Started {
+                    exited: exited_rx,
+                    guard,
+                });
+            }
+            Ok(Ok(Err(message))) => Err(StartError::Failed(message)),
+            Ok(Err(_)) => Err(StartError::Dead),
+            Err(_) => {
+                self.retire_now("a run did not start in time");
+                Err(StartError::Failed(
+                    "the workspace's zygote did not start the run in time".to_owned(),
+                ))
+            }
+        };
+        guard.run = None;
+        outcome
     }
 
     /// Asks the zygote to exit once its runs are over.
     fn drain(&self) {
         // A zygote that is already gone needs no draining.
         self.send(&zygote::Command::Drain);
+    }
+}
+
+impl Drop for Zygote {
+    fn drop(&mut self) {
+        // The reader task holds the process too: the last handle kills it here (its pid
+        // namespace, and with it everything it started, goes with it).
+        kill(&self.process, &self.alive);
     }
 }
 
@@ -315,6 +357,39 @@ fn excerpt(line: &str) -> String {
         .take(200)
         .flat_map(char::escape_default)
         .collect()
+}
+
+/// Lines of a zygote's stderr logged per second; the rest are counted and dropped.
+const STDERR_LINES_PER_SECOND: u32 = 20;
+
+/// Passes a zygote's stderr to the log, never trusting it: each line cut short and
+/// escaped, marked with the zygote's pid, and at most `STDERR_LINES_PER_SECOND` a second
+/// (its own pipe: it cannot touch the server's stderr, nor block it).
+async fn log_stderr(stderr: ChildStderr, pid: u32) {
+    let mut reader = BufReader::new(stderr);
+    let mut line = Vec::new();
+    let mut window = Instant::now();
+    let (mut logged, mut dropped) = (0u32, 0u64);
+    loop {
+        line.clear();
+        match (&mut reader).take(4096).read_until(b'\n', &mut line).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        if window.elapsed() >= Duration::from_secs(1) {
+            if dropped > 0 {
+                tracing::warn!(pid, dropped, "zygote stderr: lines dropped");
+            }
+            (window, logged, dropped) = (Instant::now(), 0, 0);
+        }
+        logged += 1;
+        if logged > STDERR_LINES_PER_SECOND {
+            dropped += 1;
+            continue;
+        }
+        let text = String::from_utf8_lossy(&line);
+        tracing::warn!(pid, line = %excerpt(text.trim_end()), "zygote stderr");
+    }
 }
 
 /// Writes queued commands to a zygote's stdin until the zygote or the last handle is
@@ -397,9 +472,11 @@ async fn read_events(
             break;
         }
     }
+    // Dropping the senders tells every waiting run that its zygote is gone; `start_run`
+    // checks `alive` under the same lock.
+    let mut waiters = lock(&waiters);
     alive.store(false, Ordering::Release);
-    // Dropping the senders tells every waiting run that its zygote is gone.
-    lock(&waiters).clear();
+    waiters.clear();
 }
 
 /// Applies one event line to the waiting runs, or says why it is not believed.
@@ -464,13 +541,9 @@ impl Drop for KillOnDrop {
 /// zygote is asked to, and killed itself when it has not within `KILL_GRACE`.
 async fn wait(started: Started, timeout: Duration) -> io::Result<Exit> {
     let Started {
-        id,
         mut exited,
-        zygote,
+        mut guard,
     } = started;
-    let mut guard = KillOnDrop {
-        run: Some((zygote.clone(), id)),
-    };
     let (status, timed_out) = match tokio::time::timeout(timeout, &mut exited).await {
         Ok(status) => (status, false),
         Err(_) => {
@@ -478,7 +551,9 @@ async fn wait(started: Started, timeout: Duration) -> io::Result<Exit> {
             match tokio::time::timeout(KILL_GRACE, exited).await {
                 Ok(status) => (status, true),
                 Err(_) => {
-                    zygote.retire_now("a run outlived its timeout");
+                    if let Some((zygote, _)) = &guard.run {
+                        zygote.retire_now("a run outlived its timeout");
+                    }
                     (Ok((None, Some(libc::SIGKILL))), true)
                 }
             }

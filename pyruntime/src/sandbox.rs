@@ -28,7 +28,8 @@ use std::io::Read;
 use crate::beneath::HeldDir;
 
 use crate::isolation::cgroups::{CgroupSpec, Cgroups, RunCgroup};
-use crate::isolation::{Ids, Layer, Layers, Plan, Rlimits};
+use crate::isolation::network::Egress;
+use crate::isolation::{Ids, Layer, Layers, NetworkMode, Plan, Rlimits};
 use crate::pool::{Pool, Zygote, ZygoteSpec};
 use crate::venvs::Venv;
 use crate::zygote::{SandboxSetup, Setup};
@@ -169,8 +170,11 @@ pub struct Outcome {
 pub struct Sandbox {
     pool: Arc<Pool>,
     cgroups: Cgroups,
-    /// `PY_TOOL_NETWORK=allow`.
-    network: bool,
+    /// What runs may reach: `PY_TOOL_NETWORK`, but `deny` where `public` was asked for and
+    /// its egress does not work here.
+    network: NetworkMode,
+    /// `public` mode's egress (pasta and the filter), when it works here.
+    egress: Option<Arc<Egress>>,
     /// `PY_TOOL_REQUIRE_ISOLATION=1`: a child refuses to run code when a layer is missing.
     require: bool,
     /// The interpreter's installation, visible read-only in every run.
@@ -179,28 +183,39 @@ pub struct Sandbox {
     max_mem: u64,
     /// Where run directories go (`<runs_root>/<workspace>/<run>`).
     runs_root: PathBuf,
+    /// `PY_TOOL_MAX_CONCURRENCY`: how many runs one zygote may have at once.
+    runs_at_once: usize,
     /// Set by `probe` when runs get their namespaces and view (see `zygote_views`).
     views: std::sync::atomic::AtomicBool,
 }
 
+/// What every run gets, from the configuration.
+pub struct Policy {
+    pub network: NetworkMode,
+    pub egress: Option<Arc<Egress>>,
+    pub require: bool,
+    pub interpreter_dirs: Vec<PathBuf>,
+    pub max_mem: u64,
+    pub runs_root: PathBuf,
+    pub runs_at_once: usize,
+}
+
 impl Sandbox {
-    pub fn new(
-        pool: Arc<Pool>,
-        cgroups: Cgroups,
-        network: bool,
-        require: bool,
-        interpreter_dirs: Vec<PathBuf>,
-        max_mem: u64,
-        runs_root: PathBuf,
-    ) -> Self {
+    pub fn new(pool: Arc<Pool>, cgroups: Cgroups, policy: Policy) -> Self {
+        let network = match (policy.network, &policy.egress) {
+            (NetworkMode::Public, None) => NetworkMode::Deny,
+            (mode, _) => mode,
+        };
         Self {
             pool,
             cgroups,
             network,
-            require,
-            interpreter_dirs,
-            max_mem,
-            runs_root,
+            egress: policy.egress,
+            require: policy.require,
+            interpreter_dirs: policy.interpreter_dirs,
+            max_mem: policy.max_mem,
+            runs_root: policy.runs_root,
+            runs_at_once: policy.runs_at_once,
             views: std::sync::atomic::AtomicBool::new(false),
         }
     }
@@ -214,8 +229,34 @@ impl Sandbox {
         self.cgroups.layer()
     }
 
-    pub fn network_allowed(&self) -> bool {
+    /// What runs may reach (`public` only where its egress works; see `new`).
+    pub fn network(&self) -> NetworkMode {
         self.network
+    }
+
+    /// Gives up `public` (its zygotes cannot be confined here): runs get `deny`.
+    pub fn without_egress(&mut self) {
+        self.egress = None;
+        if self.network == NetworkMode::Public {
+            self.network = NetworkMode::Deny;
+        }
+    }
+
+    /// The egress of a zygote whose runs are `public`.
+    fn egress_for(&self, network: NetworkMode) -> Option<Arc<Egress>> {
+        (network == NetworkMode::Public)
+            .then(|| self.egress.clone())
+            .flatten()
+    }
+
+    /// Installs need the internet whatever the mode; never the host: `public` where its
+    /// egress works, else (as before `public` existed) the host's network.
+    fn install_network(&self) -> NetworkMode {
+        if self.egress.is_some() {
+            NetworkMode::Public
+        } else {
+            NetworkMode::Allow
+        }
     }
 
     /// The zygote of a workspace: its venv, its environment.
@@ -246,6 +287,9 @@ impl Sandbox {
                 ids,
                 cgroups: self.cgroups.spec(self.max_mem),
                 view: self.zygote_views(),
+                runs_at_once: self.runs_at_once,
+                network: self.network,
+                egress: self.egress_for(self.network),
             },
         }
     }
@@ -266,6 +310,7 @@ impl Sandbox {
             writable: vec![job.artifacts_dir.to_owned(), job.cache_dir.to_owned()],
             ids: Ids::for_workspace(job.workspace),
             network: self.network,
+            resolv_conf: None,
             rlimits: Rlimits {
                 cpu_secs: job.limits.cpu_secs(),
                 address_space: job.limits.max_mem,
@@ -349,6 +394,7 @@ impl Sandbox {
             writable: vec![writable, cache.clone()],
             ids: Ids::for_workspace("probe"),
             network: self.network,
+            resolv_conf: None,
             rlimits: Rlimits {
                 cpu_secs: 10,
                 address_space: 1 << 30,
@@ -381,6 +427,9 @@ impl Sandbox {
             ids: plan.ids,
             cgroups: None,
             view: false,
+            runs_at_once: 1,
+            network: self.network,
+            egress: None,
         };
         let home = tokio::task::spawn_blocking(move || make_home(&recipe))
             .await
@@ -440,6 +489,9 @@ impl Sandbox {
             ids,
             cgroups: self.cgroups.spec(self.max_mem),
             view: self.zygote_views(),
+            runs_at_once: 1,
+            network: self.network,
+            egress: self.egress_for(self.network),
         };
         let home = match tokio::task::spawn_blocking(move || make_home(&recipe)).await {
             Ok(Ok(home)) => home,
@@ -520,12 +572,14 @@ impl Sandbox {
         read_only.push(program_dir);
         read_only.extend(local_find_links());
         let ids = Ids::for_workspace(workspace).for_install();
+        let install_network = self.install_network();
         let plan = Plan {
             run_root: run_dir.root.clone(),
             read_only,
             writable: vec![venv.dir.clone(), installer_cache.to_owned()],
             ids,
-            network: true,
+            network: install_network,
+            resolv_conf: None,
             rlimits: Rlimits {
                 cpu_secs: crate::venvs::INSTALL_TIMEOUT.as_secs() + CPU_GRACE_SECS,
                 address_space: UNLIMITED,
@@ -562,7 +616,7 @@ impl Sandbox {
             preload: Vec::new(),
             sandbox: SandboxSetup {
                 ids,
-                network: true,
+                network: install_network,
                 cgroups: None,
                 keep_spare: false,
             },
@@ -579,6 +633,9 @@ impl Sandbox {
             ids,
             cgroups: self.cgroups.spec(INSTALL_MEMORY),
             view: self.zygote_views(),
+            runs_at_once: 1,
+            network: install_network,
+            egress: self.egress_for(install_network),
         };
         let home = tokio::task::spawn_blocking(move || make_home(&recipe))
             .await
@@ -719,6 +776,12 @@ pub struct HomeRecipe {
     pub cgroups: Option<CgroupSpec>,
     /// Give the zygote a view of its own (only where runs' namespaces and views work).
     pub view: bool,
+    /// Runs the zygote may have at once (its cgroup holds them all, and its spare).
+    pub runs_at_once: usize,
+    /// What its runs may reach.
+    pub network: NetworkMode,
+    /// With `public`: the egress the server attaches to the zygote's namespace.
+    pub egress: Option<Arc<Egress>>,
 }
 
 /// A zygote's home on the server side: the directory its view is built in and the
@@ -729,6 +792,8 @@ pub struct ZygoteHome {
     pub cgroups: Option<CgroupSpec>,
     /// The cgroups the zygote process itself is put in (by the server, at its start).
     pub leaves: Vec<PathBuf>,
+    /// With `public` and a view: attached by the server to the zygote's namespace.
+    pub egress: Option<Arc<Egress>>,
     dir: Option<PathBuf>,
     delegated: Vec<PathBuf>,
 }
@@ -765,6 +830,7 @@ pub fn make_home(recipe: &HomeRecipe) -> io::Result<ZygoteHome> {
             view: None,
             cgroups: recipe.cgroups.clone(),
             leaves: Vec::new(),
+            egress: None,
             dir: None,
             delegated: Vec::new(),
         });
@@ -775,6 +841,7 @@ pub fn make_home(recipe: &HomeRecipe) -> io::Result<ZygoteHome> {
         view: None,
         cgroups: None,
         leaves: Vec::new(),
+        egress: recipe.egress.clone(),
         dir: Some(dir.clone()),
         delegated: Vec::new(),
     };
@@ -801,6 +868,16 @@ pub fn make_home(recipe: &HomeRecipe) -> io::Result<ZygoteHome> {
             let leaf = delegated.join("zygote");
             std::fs::create_dir(&leaf)?;
             home.leaves.push(leaf);
+            // Limits of the whole tree, in files that stay root's: the zygote owns its
+            // runs' cgroups and could raise their limits, never these.
+            for (file, value) in files {
+                let limit = zygote_limit(file, value, recipe.runs_at_once);
+                match std::fs::write(delegated.join(file), limit) {
+                    Ok(()) => {}
+                    Err(_) if file == "memory.swap.max" => {}
+                    Err(err) => return Err(err),
+                }
+            }
             let subtree = delegated.join("cgroup.subtree_control");
             if subtree.exists() {
                 std::fs::write(&subtree, "+pids +memory")?;
@@ -823,7 +900,11 @@ pub fn make_home(recipe: &HomeRecipe) -> io::Result<ZygoteHome> {
         read_only: recipe.read_only.clone(),
         writable,
         ids: recipe.ids,
-        network: true,
+        network: recipe.network,
+        resolv_conf: recipe
+            .egress
+            .as_ref()
+            .map(|egress| egress.resolv_conf().to_owned()),
         rlimits: Rlimits {
             cpu_secs: UNLIMITED,
             address_space: UNLIMITED,
@@ -835,6 +916,23 @@ pub fn make_home(recipe: &HomeRecipe) -> io::Result<ZygoteHome> {
     crate::isolation::mounts::skeleton(&view)?;
     home.view = Some(view);
     Ok(home)
+}
+
+/// Memory a zygote itself may use besides its runs (its interpreter and pre-imports).
+const ZYGOTE_MEMORY: u64 = 1 << 30;
+
+/// A zygote's cgroup limit from one run's: room for `runs` runs and the spare (pids), or
+/// for `runs` runs and the zygote itself (memory).
+fn zygote_limit(file: &str, run_value: &str, runs: usize) -> String {
+    let Ok(value) = run_value.parse::<u64>() else {
+        return run_value.to_owned();
+    };
+    let runs = runs.max(1) as u64;
+    match file {
+        "pids.max" => value.saturating_mul(runs + 1).to_string(),
+        "memory.swap.max" => run_value.to_owned(),
+        _ => value.saturating_mul(runs).saturating_add(ZYGOTE_MEMORY).to_string(),
+    }
 }
 
 /// Creates the writable directories and the mount points of the view, and gives the

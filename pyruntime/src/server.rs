@@ -28,10 +28,11 @@ use crate::config::Config;
 use crate::error::{ApiError, Result};
 use crate::execute::{ExecuteRequest, ExecuteResponse, Executor, InstallRequest, InstallResponse};
 use crate::isolation::cgroups::Cgroups;
-use crate::isolation::{Layer, Layers, State as LayerState};
+use crate::isolation::network::Egress;
+use crate::isolation::{Layer, Layers, NetworkMode, State as LayerState};
 use crate::pool::{Launcher, Pool};
 use crate::py::{self, InterpreterInfo};
-use crate::sandbox::{self, Sandbox};
+use crate::sandbox::{self, Policy, Sandbox};
 use crate::venvs::{self, Installer, Venvs};
 
 /// How long requests in flight may go on after Ctrl-C or SIGTERM.
@@ -57,7 +58,8 @@ struct Isolation {
     /// How a zygote confines itself before importing a workspace's code.
     zygote: Layer,
     required: bool,
-    network_allowed: bool,
+    /// What runs reach (`deny` where `public` cannot work).
+    network: NetworkMode,
     max_concurrency: usize,
     max_queue: usize,
     max_queue_per_workspace: usize,
@@ -169,14 +171,29 @@ async fn prepare(config: &Config) -> std::io::Result<AppState> {
 
     let launcher = Launcher::detect(&python.host)?;
     let pool = Arc::new(Pool::new(launcher));
-    let sandbox = Sandbox::new(
+    let egress = match config.network {
+        NetworkMode::Public => {
+            let dir = artifacts.runs_dir().join(".network");
+            match tokio::task::spawn_blocking(move || Egress::detect(&dir)).await {
+                Ok(Ok(egress)) => Ok(Arc::new(egress)),
+                Ok(Err(why)) => Err(why),
+                Err(err) => Err(err.to_string()),
+            }
+        }
+        _ => Err("not asked for".to_owned()),
+    };
+    let mut sandbox = Sandbox::new(
         pool.clone(),
         Cgroups::detect(),
-        config.network_allowed(),
-        config.require_isolation,
-        interpreter_dirs,
-        config.max_mem,
-        artifacts.runs_dir(),
+        Policy {
+            network: config.network,
+            egress: egress.as_ref().ok().cloned(),
+            require: config.require_isolation,
+            interpreter_dirs,
+            max_mem: config.max_mem,
+            runs_root: artifacts.runs_dir(),
+            runs_at_once: config.concurrency(),
+        },
     );
     let layers = sandbox
         .probe(&artifacts.runs_dir().join("probe"))
@@ -185,12 +202,33 @@ async fn prepare(config: &Config) -> std::io::Result<AppState> {
     let zygote = sandbox
         .probe_zygote(&artifacts.runs_dir().join("probe"))
         .await;
+    let mut layers = layers;
+    if config.network == NetworkMode::Public {
+        // The probe's run had no zygote of its own to share a namespace with: what
+        // `public` runs get is what the confined probe zygote got.
+        layers.network = match (&egress, zygote.state) {
+            (Ok(_), LayerState::Enforced) => Layer::enforced(
+                "public: the zygote's network namespace, out only through pasta; the host and \
+                 private, link-local and reserved addresses rejected by nftables",
+            ),
+            (Ok(_), _) => {
+                sandbox.without_egress();
+                Layer::partial(format!(
+                    "public needs a confined zygote ({}): runs have loopback only",
+                    zygote.detail
+                ))
+            }
+            (Err(why), _) => Layer::partial(format!(
+                "public asked for, but {why}: runs have loopback only"
+            )),
+        };
+    }
     let isolation = Isolation {
         layers,
         cgroups: sandbox.cgroups(),
         zygote,
         required: config.require_isolation,
-        network_allowed: config.network_allowed(),
+        network: sandbox.network(),
         max_concurrency: config.concurrency(),
         max_queue: config.queue(),
         max_queue_per_workspace: config.queue_per_workspace(),
@@ -383,7 +421,7 @@ async fn health(State(state): State<AppState>) -> Json<Value> {
         "load": {"running": running, "queued": queued},
         "isolation": {
             "required": isolation.required,
-            "network": if isolation.network_allowed { "allow" } else { "deny" },
+            "network": isolation.network.name(),
             "layers": layers,
             "childProcess": true,
             "scrubbedEnvironment": true,

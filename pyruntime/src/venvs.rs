@@ -279,13 +279,21 @@ pub async fn detect_installer(explicit: Option<&Path>, scripts_dir: &str) -> Ins
     Installer::Pip
 }
 
+/// `lib/python*/site-packages` of a venv, every component a real directory: the venv
+/// belongs to the workspace's install ids, and the server's analysis must not be led
+/// anywhere else by a link.
 fn find_site_packages(venv_dir: &Path) -> Option<PathBuf> {
+    let real_dir = |path: &Path| std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir());
     let lib = venv_dir.join("lib");
+    if !real_dir(&lib) {
+        return None;
+    }
     std::fs::read_dir(&lib)
         .ok()?
         .filter_map(Result::ok)
+        .filter(|entry| entry.file_type().is_ok_and(|t| t.is_dir()))
         .map(|entry| entry.path().join("site-packages"))
-        .find(|path| path.is_dir())
+        .find(|path| real_dir(path))
 }
 
 async fn distributions(site_packages: &Path) -> Result<BTreeMap<String, String>, VenvError> {

@@ -46,10 +46,15 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::isolation::cgroups::CgroupSpec;
-use crate::isolation::{self, Ids, Layer, Layers, Plan, namespaces};
+use crate::isolation::{self, Ids, Layer, Layers, NetworkMode, Plan, namespaces};
 
 /// Finished runs' cgroups kept for reuse.
 const MAX_RECYCLED: usize = 8;
+
+/// How a run's network layer reads in each mode.
+const ALLOWED: &str = "allowed (PY_TOOL_NETWORK=allow): the host's network, unfiltered";
+const PUBLIC: &str = "public: the zygote's network namespace, out only through pasta, the \
+                      host and private, link-local and reserved addresses rejected by nftables";
 
 /// The first argument that makes the binary a zygote.
 pub const ARG: &str = "__zygote";
@@ -82,8 +87,9 @@ pub struct Setup {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SandboxSetup {
     pub ids: Ids,
-    /// Whether runs may use the host's network (else: a network namespace).
-    pub network: bool,
+    /// What runs may reach (`public`: the zygote's own network namespace, which the
+    /// server connects to the outside before the zygote goes on).
+    pub network: NetworkMode,
     /// Per-run cgroups, created by the zygote; `None` without cgroups.
     pub cgroups: Option<CgroupSpec>,
     /// Keep a spare ready after each run (workspace zygotes; not one-shot ones).
@@ -272,18 +278,17 @@ pub fn serve() -> Result<(), String> {
 /// write its runs' id maps, no_new_privs and the zygote's seccomp filter. The process
 /// that unshared stays outside the pid namespace as its keeper (`keep`); the zygote goes
 /// on as pid 1 of the namespace, so that everything it or a package's import code starts
-/// dies with it. Returns whether it is nested in its own user namespace, and the layer;
-/// a kernel that refuses namespaces leaves the zygote as it was (and says so).
+/// dies with it. Returns whether it is nested in its own user namespace, and the layer.
+/// A zygote that cannot confine itself exits: the server gives it a view only where the
+/// start-up probe showed that namespaces work.
 fn confine_zygote(
     view: &Plan,
-    network_allowed: bool,
+    network: NetworkMode,
     input: &mut LineReader,
     events: &mut File,
 ) -> Result<(bool, Layer), String> {
-    let unshared = namespaces::unshare_for_zygote(network_allowed);
-    if let Err(err) = &unshared {
-        eprintln!("weir-pyruntime zygote: no namespaces of its own: {err}");
-    }
+    let server = nix::unistd::getppid();
+    let unshared = namespaces::unshare_for_zygote(network);
     let mut line = serde_json::to_vec(&Event::Unshared {
         ok: unshared.is_ok(),
     })
@@ -292,12 +297,9 @@ fn confine_zygote(
     events
         .write_all(&line)
         .map_err(|err| format!("the server is gone: {err}"))?;
-    if let Err(err) = unshared {
-        return Ok((
-            false,
-            Layer::unavailable(format!("no namespaces of its own: {err}")),
-        ));
-    }
+    // Never on without them: as root's zygote it would import the workspace's code as
+    // the host's root (a workspace could exhaust the user namespaces to force that).
+    unshared.map_err(|err| format!("no namespaces of its own: {err}"))?;
     let answer = input.blocking_line().ok_or("no answer to unshared")?;
     match serde_json::from_str::<Command>(&answer) {
         Ok(Command::Mapped { ok: true }) => {}
@@ -314,7 +316,7 @@ fn confine_zygote(
             libc::close(events.as_raw_fd());
             libc::close(0);
         }
-        keep(Pid::from_raw(pid));
+        keep(Pid::from_raw(pid), server);
     }
     let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
     isolation::mounts::build_view(view).map_err(|err| format!("the zygote's view: {err}"))?;
@@ -329,10 +331,10 @@ fn confine_zygote(
     let mut detail = format!(
         "own user, mount and pid namespaces{} (everything it starts dies with it), a \
          read-only view, no capability but writing its runs' id maps, no_new_privs",
-        if network_allowed {
-            ""
-        } else {
+        if network.zygote_namespace() {
             " and network namespace"
+        } else {
+            ""
         },
     );
     let layer = if seccomp.state == isolation::State::Enforced {
@@ -349,9 +351,15 @@ fn confine_zygote(
 /// The keeper: the process that unshared the zygote's namespaces, outside its pid
 /// namespace. Unprivileged (the workspace's first id, no capability), it waits for the
 /// zygote (pid 1 inside, which dies with it) and ends the same way. Never returns.
-fn keep(zygote: Pid) -> ! {
+fn keep(zygote: Pid, server: Pid) -> ! {
     if let Err(err) = namespaces::become_powerless() {
         eprintln!("weir-pyruntime zygote keeper: {err}");
+    }
+    // Dies with the server (changing ids cleared the signal), and so does the zygote.
+    let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
+    if nix::unistd::getppid() != server {
+        // SAFETY: _exit(2); the server is already gone.
+        unsafe { libc::_exit(70) }
     }
     loop {
         let code = match waitpid(zygote, None) {
@@ -387,6 +395,15 @@ fn prepare_python(
 }
 
 impl Zygote {
+    /// What this zygote's runs may reach: `public` needs the zygote's own namespace (a
+    /// zygote without one gives its runs a namespace of their own instead: `deny`).
+    fn run_network(&self) -> NetworkMode {
+        match self.sandbox.network {
+            NetworkMode::Public if !self.nested => NetworkMode::Deny,
+            mode => mode,
+        }
+    }
+
     fn emit(&mut self, event: &Event) -> Result<(), String> {
         let mut line = serde_json::to_vec(event).map_err(|e| e.to_string())?;
         line.push(b'\n');
@@ -682,7 +699,7 @@ impl Zygote {
             eprintln!("weir-pyruntime: cannot join the run's cgroups: {err}");
             exit_now(71);
         }
-        let unshared = namespaces::unshare_for_run(self.sandbox.network);
+        let unshared = namespaces::unshare_for_run(self.run_network());
         // A change of credentials (the new user namespace) clears the parent-death signal,
         // and makes the process undumpable: its /proc files would then belong to the
         // host's root, and a zygote in a namespace of its own could not write its maps.
@@ -731,7 +748,7 @@ impl Zygote {
         };
         // The namespaces were made from the zygote's setup: the plan must say the same.
         order.plan.ids = self.sandbox.ids;
-        order.plan.network = self.sandbox.network;
+        order.plan.network = self.run_network();
         if let Err(err) = redirect(&order.plan) {
             eprintln!("weir-pyruntime: cannot prepare the run's files: {err}");
             exit_now(71);
@@ -771,19 +788,19 @@ impl Zygote {
             }
         };
         if in_user_namespace {
-            layers.namespaces = Layer::enforced(if plan.network {
-                "user, pid (the run is pid 1), ipc, uts, mount"
-            } else {
+            layers.namespaces = Layer::enforced(if plan.network.run_namespace() {
                 "user, pid (the run is pid 1), ipc, uts, mount, network"
+            } else {
+                "user, pid (the run is pid 1), ipc, uts, mount"
             });
             let _ = nix::unistd::sethostname("weir-run");
-            layers.network = if plan.network {
-                Layer::enforced("allowed (PY_TOOL_NETWORK=allow): the host's network")
-            } else {
-                match namespaces::loopback_up() {
+            layers.network = match plan.network {
+                NetworkMode::Allow => Layer::enforced(ALLOWED),
+                NetworkMode::Public => Layer::enforced(PUBLIC),
+                NetworkMode::Deny => match namespaces::loopback_up() {
                     Ok(()) => Layer::enforced("denied: a network namespace with loopback only"),
                     Err(err) => Layer::partial(format!("denied: a network namespace ({err})")),
-                }
+                },
             };
             layers.filesystem = match isolation::mounts::build_view(plan) {
                 Ok(detail) => Layer::enforced(detail),
@@ -791,10 +808,15 @@ impl Zygote {
             };
         } else {
             layers.filesystem = Layer::unavailable("no mount namespace");
-            layers.network = if plan.network {
-                Layer::enforced("allowed (PY_TOOL_NETWORK=allow): the host's network")
-            } else {
-                Layer::unavailable("denied, but no network namespace (Landlock still denies TCP)")
+            layers.network = match plan.network {
+                NetworkMode::Allow => Layer::enforced(ALLOWED),
+                NetworkMode::Public => Layer::unavailable(
+                    "public, but no namespaces: the host's network (Landlock does not filter \
+                     addresses)",
+                ),
+                NetworkMode::Deny => Layer::unavailable(
+                    "denied, but no network namespace (Landlock still denies TCP)",
+                ),
             };
         }
         layers.identity = namespaces::drop_to_run_ids(&plan.ids, in_user_namespace);

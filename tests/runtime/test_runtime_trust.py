@@ -341,3 +341,28 @@ def test_code_over_the_limit_is_a_413_before_any_analysis(runtime, start_runtime
     small = start_runtime({"PY_TOOL_MAX_CODE": "1K"})
     assert small.post("/tools/execute-python", {"code": "x = 1\n" * 200}).status_code == 413
     assert small.execute("result = 2")["result"] == 2
+
+
+def test_a_fifo_planted_as_an_artifact_is_not_served_and_blocks_nothing(runtime, workspace):
+    body = runtime.execute(
+        f"import os\nos.mkfifo({str(runtime.artifacts / workspace / 'pipe.txt')!r})\nresult = 1",
+        workspaceId=workspace,
+    )
+    assert body["success"], body
+    started = time.monotonic()
+    response = runtime.get(f"/tools/artifacts/{workspace}/pipe.txt")
+    assert response.status_code == 404, response.text
+    assert time.monotonic() - started < 5
+
+
+def test_a_fifo_planted_as_package_metadata_blocks_nothing(runtime, workspace):
+    assert runtime.execute("result = 1", workspaceId=workspace)["success"]
+    site = next((runtime.venvs / workspace / "lib").glob("python*/site-packages"))
+    info = site / "weir_fifo-1.0.dist-info"
+    info.mkdir()
+    os.mkfifo(info / "METADATA")
+    (site / "shadow-1.0.dist-info").symlink_to("/etc")
+    started = time.monotonic()
+    body = runtime.execute("result = 2", requirements=["six"], workspaceId=workspace)
+    assert body["success"] and body["result"] == 2, body
+    assert time.monotonic() - started < 60

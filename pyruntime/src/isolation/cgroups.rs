@@ -324,7 +324,8 @@ fn detect_kind() -> Result<Kind, String> {
 
 /// Removes the run cgroups of runtimes that are gone (`weir-pyruntime-<pid>` with no such
 /// process): a runtime killed mid-run, or run cgroups whose removal was cut short by a
-/// shutdown. Empty cgroups only: a directory with a process left is kept.
+/// shutdown. Whatever is still in them (a zygote or run that outlived its runtime) is
+/// killed first.
 fn sweep_stale(parent_of_ours: &Path) {
     let Ok(entries) = std::fs::read_dir(parent_of_ours) else {
         return;
@@ -337,21 +338,12 @@ fn sweep_stale(parent_of_ours: &Path) {
         if Path::new("/proc").join(pid).exists() {
             continue;
         }
-        remove_empty_tree(&entry.path());
+        let stale = [entry.path()];
+        kill_trees(&stale);
+        remove(&stale);
     }
 }
 
-/// Removes a tree of empty cgroups, deepest first; cgroups with processes stay.
-fn remove_empty_tree(dir: &Path) {
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        for entry in entries.filter_map(Result::ok) {
-            if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                remove_empty_tree(&entry.path());
-            }
-        }
-    }
-    let _ = std::fs::remove_dir(dir);
-}
 
 fn make_parent(dir: &Path) -> io::Result<()> {
     if let Some(parent) = dir.parent() {

@@ -15,7 +15,7 @@ use landlock::{
     RulesetStatus, Scope, path_beneath_rules,
 };
 
-use super::{Layer, Plan};
+use super::{Layer, NetworkMode, Plan};
 
 /// The ABI whose rights are asked for (the newest this code was written against).
 const WANTED: ABI = ABI::V7;
@@ -30,7 +30,7 @@ pub fn restrict(plan: &Plan) -> Layer {
 
 fn try_restrict(plan: &Plan) -> Result<Layer, landlock::RulesetError> {
     let mut ruleset = Ruleset::default().handle_access(AccessFs::from_all(WANTED))?;
-    if !plan.network {
+    if plan.network == NetworkMode::Deny {
         ruleset = ruleset.handle_access(AccessNet::from_all(WANTED))?;
     }
     ruleset = ruleset.scope(Scope::from_all(WANTED))?;
@@ -64,7 +64,7 @@ fn try_restrict(plan: &Plan) -> Result<Layer, landlock::RulesetError> {
         LandlockStatus::NotEnabled => "not enabled".to_owned(),
         LandlockStatus::NotImplemented => "not implemented".to_owned(),
     };
-    let covers = if plan.network {
+    let covers = if plan.network != NetworkMode::Deny {
         "files read-only except the run's directories; signals and abstract sockets scoped"
     } else {
         "files read-only except the run's directories; TCP connect/bind denied; signals and \

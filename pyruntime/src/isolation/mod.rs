@@ -16,11 +16,14 @@ pub mod cgroups;
 pub mod landlock;
 pub mod mounts;
 pub mod namespaces;
+pub mod network;
 pub mod seccomp;
 
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
+
+pub use network::NetworkMode;
 
 /// Uid (and gid) a run has inside its user namespace when the runtime runs as root: an
 /// ordinary unprivileged id, mapped to the workspace's own range outside.
@@ -208,8 +211,12 @@ pub struct Plan {
     /// directory and cache.
     pub writable: Vec<PathBuf>,
     pub ids: Ids,
-    /// Whether the run may use the host's network (`PY_TOOL_NETWORK=allow`).
-    pub network: bool,
+    /// What the run may reach (`network`).
+    pub network: NetworkMode,
+    /// The file shown as `/etc/resolv.conf` instead of the host's (a `public` zygote's
+    /// view: pasta's DNS forwarder).
+    #[serde(default)]
+    pub resolv_conf: Option<PathBuf>,
     pub rlimits: Rlimits,
     /// Refuse to run user code when a layer is not enforced.
     pub require: bool,

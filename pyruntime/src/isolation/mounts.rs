@@ -87,8 +87,14 @@ fn binds(plan: &Plan) -> Vec<Bind> {
             writable,
         });
     };
+    let resolv = Path::new("/etc/resolv.conf");
     for path in system_sources() {
-        add(&path, &path, false);
+        if path != resolv || plan.resolv_conf.is_none() {
+            add(&path, &path, false);
+        }
+    }
+    if let Some(own) = &plan.resolv_conf {
+        add(own, resolv, false);
     }
     for path in &plan.read_only {
         add(path, path, false);

@@ -12,16 +12,17 @@
 use nix::sched::{CloneFlags, unshare};
 use nix::unistd::{Gid, Pid, Uid, setgroups, setresgid, setresuid};
 
-use super::{Ids, Layer};
+use super::{Ids, Layer, NetworkMode};
 
-/// The namespaces every run gets; `CLONE_NEWNET` is added when the network is denied.
-pub fn run_flags(network_allowed: bool) -> CloneFlags {
+/// The namespaces every run gets; `CLONE_NEWNET` is added when the network is denied
+/// (with `public`, runs share their zygote's network namespace).
+pub fn run_flags(network: NetworkMode) -> CloneFlags {
     let mut flags = CloneFlags::CLONE_NEWUSER
         | CloneFlags::CLONE_NEWPID
         | CloneFlags::CLONE_NEWIPC
         | CloneFlags::CLONE_NEWUTS
         | CloneFlags::CLONE_NEWNS;
-    if !network_allowed {
+    if network.run_namespace() {
         flags |= CloneFlags::CLONE_NEWNET;
     }
     flags
@@ -29,17 +30,17 @@ pub fn run_flags(network_allowed: bool) -> CloneFlags {
 
 /// Moves the calling (single-threaded) process into new namespaces; the next child it
 /// forks is pid 1 of the new pid namespace.
-pub fn unshare_for_run(network_allowed: bool) -> Result<(), String> {
-    unshare(run_flags(network_allowed)).map_err(|err| format!("unshare refused: {err}"))
+pub fn unshare_for_run(network: NetworkMode) -> Result<(), String> {
+    unshare(run_flags(network)).map_err(|err| format!("unshare refused: {err}"))
 }
 
 /// Moves a zygote into user, mount and pid namespaces of its own (and a network
 /// namespace when runs may not use the network), where it builds its view before
 /// importing any of the workspace's code; the next child it forks is pid 1 of the new
 /// pid namespace and goes on as the zygote.
-pub fn unshare_for_zygote(network_allowed: bool) -> Result<(), String> {
+pub fn unshare_for_zygote(network: NetworkMode) -> Result<(), String> {
     let mut flags = CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWPID;
-    if !network_allowed {
+    if network.zygote_namespace() {
         flags |= CloneFlags::CLONE_NEWNET;
     }
     unshare(flags).map_err(|err| format!("unshare refused: {err}"))

@@ -1,0 +1,297 @@
+//! The network runs reach (`PY_TOOL_NETWORK`), and the egress of `public` mode.
+//!
+//! - `public` (the default): each confined zygote gets a network namespace of its own,
+//!   shared by its runs. Its only way out is `pasta` (user-mode networking, from
+//!   Debian's `passt` package), attached by the server to the zygote's keeper before the
+//!   zygote imports anything: the gateway is not mapped to the host, and no port is
+//!   forwarded in either direction, so the host's loopback is out of reach. An nftables
+//!   table in the namespace, loaded by the server first, rejects every destination that
+//!   is not public: the host's own addresses, loopback, RFC 1918, shared (CGNAT),
+//!   link-local (cloud metadata), documentation, benchmarking, multicast and reserved
+//!   ranges, and their IPv6 equivalents. Only DNS to pasta's forwarder (`DNS_FORWARD`,
+//!   which the view's `/etc/resolv.conf` names) passes to such an address. Neither the
+//!   zygote nor its runs hold CAP_NET_ADMIN over the namespace, so neither can change it.
+//! - `allow`: the host's network as it is (unsafe: the host's loopback, the API's port,
+//!   private networks and metadata endpoints are all reachable).
+//! - `deny`: a network namespace per run with loopback only.
+//!
+//! Where a zygote cannot be confined (the runtime is not root, or the kernel refuses
+//! namespaces), `public` falls back to `deny` for its runs: never to the host's network.
+
+use std::io::Write;
+use std::net::IpAddr;
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde::{Deserialize, Serialize};
+
+/// What runs may reach.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NetworkMode {
+    Public,
+    Allow,
+    Deny,
+}
+
+impl NetworkMode {
+    pub fn parse(text: &str) -> Result<Self, String> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "public" => Ok(Self::Public),
+            "allow" => Ok(Self::Allow),
+            "deny" => Ok(Self::Deny),
+            _ => Err(format!("`{text}` is not public, allow or deny")),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Public => "public",
+            Self::Allow => "allow",
+            Self::Deny => "deny",
+        }
+    }
+
+    /// Whether a zygote in this mode has a network namespace of its own.
+    pub fn zygote_namespace(self) -> bool {
+        self != Self::Allow
+    }
+
+    /// Whether each run has a network namespace of its own (loopback only).
+    pub fn run_namespace(self) -> bool {
+        self == Self::Deny
+    }
+}
+
+/// The address runs send DNS queries to; pasta forwards them to the host's resolver.
+pub const DNS_FORWARD: &str = "169.254.1.53";
+
+/// Destinations a `public` run may never reach (besides the host's own addresses).
+const NOT_PUBLIC_V4: &[&str] = &[
+    "0.0.0.0/8",
+    "10.0.0.0/8",
+    "100.64.0.0/10",
+    "127.0.0.0/8",
+    "169.254.0.0/16",
+    "172.16.0.0/12",
+    "192.0.0.0/24",
+    "192.0.2.0/24",
+    "192.88.99.0/24",
+    "192.168.0.0/16",
+    "198.18.0.0/15",
+    "198.51.100.0/24",
+    "203.0.113.0/24",
+    "224.0.0.0/3",
+];
+const NOT_PUBLIC_V6: &[&str] = &[
+    "::/127",
+    "::ffff:0:0/96",
+    "64:ff9b::/96",
+    "64:ff9b:1::/48",
+    "100::/64",
+    "2001:db8::/32",
+    "2002::/16",
+    "fc00::/7",
+    "fe80::/10",
+    "fec0::/10",
+    "ff00::/8",
+];
+
+/// The nftables table loaded into a `public` zygote's namespace.
+pub fn rules(host: &[IpAddr]) -> String {
+    let v4: Vec<String> = host
+        .iter()
+        .filter(|ip| ip.is_ipv4())
+        .map(ToString::to_string)
+        .chain(NOT_PUBLIC_V4.iter().map(|s| (*s).to_owned()))
+        .collect();
+    let v6: Vec<String> = host
+        .iter()
+        .filter(|ip| ip.is_ipv6())
+        .map(ToString::to_string)
+        .chain(NOT_PUBLIC_V6.iter().map(|s| (*s).to_owned()))
+        .collect();
+    format!(
+        "table inet weir_egress {{\n\
+         \tchain out {{\n\
+         \t\ttype filter hook output priority 0; policy accept;\n\
+         \t\toifname \"lo\" accept\n\
+         \t\tip daddr {DNS_FORWARD} udp dport 53 accept\n\
+         \t\tip daddr {DNS_FORWARD} tcp dport 53 accept\n\
+         \t\tip daddr {{ {} }} reject with icmpx type admin-prohibited\n\
+         \t\tip6 daddr {{ {} }} reject with icmpx type admin-prohibited\n\
+         \t}}\n\
+         }}\n",
+        v4.join(", "),
+        v6.join(", ")
+    )
+}
+
+/// The host's own addresses (any of them reached through pasta would be the host).
+fn host_addresses() -> Vec<IpAddr> {
+    let Ok(addresses) = nix::ifaddrs::getifaddrs() else {
+        return Vec::new();
+    };
+    let mut found: Vec<IpAddr> = addresses
+        .filter_map(|a| a.address)
+        .filter_map(|address| {
+            if let Some(v4) = address.as_sockaddr_in() {
+                Some(IpAddr::V4(v4.ip()))
+            } else {
+                address.as_sockaddr_in6().map(|v6| IpAddr::V6(v6.ip()))
+            }
+        })
+        .collect();
+    found.sort();
+    found.dedup();
+    found
+}
+
+/// `public` mode's tools, found at start.
+#[derive(Debug)]
+pub struct Egress {
+    pasta: PathBuf,
+    nft: PathBuf,
+    resolv_conf: PathBuf,
+}
+
+impl Egress {
+    /// Finds `pasta` and `nft` and writes the `/etc/resolv.conf` of `public` views into
+    /// `dir`; the error says why `public` cannot work here. Blocking.
+    pub fn detect(dir: &Path) -> Result<Self, String> {
+        if !nix::unistd::geteuid().is_root() {
+            return Err("the runtime is not root".to_owned());
+        }
+        let find = |name: &str| {
+            ["/usr/bin", "/usr/sbin", "/bin", "/sbin", "/usr/local/bin", "/usr/local/sbin"]
+                .iter()
+                .map(|dir| Path::new(dir).join(name))
+                .find(|path| path.is_file())
+                .ok_or_else(|| format!("`{name}` not found (Debian: apt-get install passt nftables)"))
+        };
+        let pasta = find("pasta")?;
+        let nft = find("nft")?;
+        std::fs::create_dir_all(dir).map_err(|err| format!("{}: {err}", dir.display()))?;
+        let resolv_conf = dir.join("resolv.conf");
+        std::fs::write(&resolv_conf, format!("nameserver {DNS_FORWARD}\n"))
+            .map_err(|err| format!("{}: {err}", resolv_conf.display()))?;
+        Ok(Self {
+            pasta,
+            nft,
+            resolv_conf,
+        })
+    }
+
+    /// What `public` views show as `/etc/resolv.conf`.
+    pub fn resolv_conf(&self) -> &Path {
+        &self.resolv_conf
+    }
+
+    /// Puts the filter in the network namespace of `pid` — the server's own child (a
+    /// zygote's keeper), which runs nothing of a workspace yet — and connects it to the
+    /// outside through pasta (which quits when `pid` does). Blocking.
+    pub fn attach(&self, pid: u32) -> Result<(), String> {
+        let netns = std::fs::File::open(format!("/proc/{pid}/ns/net"))
+            .map_err(|err| format!("the zygote's network namespace: {err}"))?;
+        let netns_fd = netns.as_raw_fd();
+        let mut nft = Command::new(&self.nft);
+        nft.args(["-f", "-"])
+            .env_clear()
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        // SAFETY: setns(2) is async-signal-safe; the descriptor is open in the parent.
+        unsafe {
+            nft.pre_exec(move || {
+                if libc::setns(netns_fd, libc::CLONE_NEWNET) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let mut child = nft
+            .spawn()
+            .map_err(|err| format!("nft: {err}"))?;
+        if let Some(mut stdin) = child.stdin.take() {
+            stdin
+                .write_all(rules(&host_addresses()).as_bytes())
+                .map_err(|err| format!("nft: {err}"))?;
+        }
+        let output = child
+            .wait_with_output()
+            .map_err(|err| format!("nft: {err}"))?;
+        if !output.status.success() {
+            return Err(format!(
+                "nft refused the egress filter: {}",
+                String::from_utf8_lossy(&output.stderr).trim()
+            ));
+        }
+        drop(netns);
+        // pasta daemonises once the namespace is configured (then it has its address,
+        // routes and DNS forwarder); it runs as root so as to join the namespace, and
+        // confines itself.
+        let pid = pid.to_string();
+        let output = Command::new(&self.pasta)
+            .args([
+                "--runas",
+                "0",
+                "--config-net",
+                "--no-map-gw",
+                "--dns-forward",
+                DNS_FORWARD,
+                "-T",
+                "none",
+                "-U",
+                "none",
+                "-t",
+                "none",
+                "-u",
+                "none",
+                "-q",
+                &pid,
+            ])
+            .env_clear()
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .output()
+            .map_err(|err| format!("pasta: {err}"))?;
+        if !output.status.success() {
+            return Err(format!(
+                "pasta could not connect the zygote: {}",
+                String::from_utf8_lossy(&output.stderr).trim()
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_parse() {
+        assert_eq!(NetworkMode::parse("public"), Ok(NetworkMode::Public));
+        assert_eq!(NetworkMode::parse(" Deny "), Ok(NetworkMode::Deny));
+        assert!(NetworkMode::parse("open").is_err());
+        assert!(NetworkMode::Public.zygote_namespace() && !NetworkMode::Public.run_namespace());
+        assert!(!NetworkMode::Allow.zygote_namespace());
+        assert!(NetworkMode::Deny.run_namespace());
+    }
+
+    #[test]
+    fn the_filter_names_the_host_and_every_private_range() {
+        let host: Vec<IpAddr> = vec![
+            "192.0.2.2".parse().expect("an address"),
+            "2001:db8::5".parse().expect("an address"),
+        ];
+        let text = rules(&host);
+        for needle in ["192.0.2.2", "2001:db8::5", "10.0.0.0/8", "169.254.0.0/16", "fc00::/7", "::ffff:0:0/96"] {
+            assert!(text.contains(needle), "{needle}");
+        }
+        assert!(text.contains(&format!("ip daddr {DNS_FORWARD} udp dport 53 accept")));
+    }
+}
