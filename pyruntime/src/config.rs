@@ -137,7 +137,6 @@ impl Config {
         Ok(())
     }
 
-
     /// Upper bound (bytes) of a request body.
     pub const MAX_BODY_BYTES: usize = 10 << 20;
     /// Default `timeout` of an execution when the request sends none.

@@ -931,7 +931,10 @@ fn zygote_limit(file: &str, run_value: &str, runs: usize) -> String {
     match file {
         "pids.max" => value.saturating_mul(runs + 1).to_string(),
         "memory.swap.max" => run_value.to_owned(),
-        _ => value.saturating_mul(runs).saturating_add(ZYGOTE_MEMORY).to_string(),
+        _ => value
+            .saturating_mul(runs)
+            .saturating_add(ZYGOTE_MEMORY)
+            .to_string(),
     }
 }
 

@@ -344,7 +344,6 @@ fn sweep_stale(parent_of_ours: &Path) {
     }
 }
 
-
 fn make_parent(dir: &Path) -> io::Result<()> {
     if let Some(parent) = dir.parent() {
         sweep_stale(parent);

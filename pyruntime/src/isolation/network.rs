@@ -6,9 +6,11 @@
 //!   zygote imports anything: the gateway is not mapped to the host, and no port is
 //!   forwarded in either direction, so the host's loopback is out of reach. An nftables
 //!   table in the namespace, loaded by the server first, rejects every destination that
-//!   is not public: the host's own addresses, loopback, RFC 1918, shared (CGNAT),
-//!   link-local (cloud metadata), documentation, benchmarking, multicast and reserved
-//!   ranges, and their IPv6 equivalents. Only DNS to pasta's forwarder (`DNS_FORWARD`,
+//!   is not public: the host's own addresses and the networks they are on, loopback,
+//!   RFC 1918, shared (CGNAT), link-local (cloud metadata), benchmarking, multicast and
+//!   reserved ranges, and their IPv6 equivalents. (Documentation ranges are not
+//!   rejected: nothing private lives there, and some sandboxes route their internet
+//!   through them.) Only DNS to pasta's forwarder (`DNS_FORWARD`,
 //!   which the view's `/etc/resolv.conf` names) passes to such an address. Neither the
 //!   zygote nor its runs hold CAP_NET_ADMIN over the namespace, so neither can change it.
 //! - `allow`: the host's network as it is (unsafe: the host's loopback, the API's port,
@@ -19,7 +21,6 @@
 //! namespaces), `public` falls back to `deny` for its runs: never to the host's network.
 
 use std::io::Write;
-use std::net::IpAddr;
 use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -77,12 +78,9 @@ const NOT_PUBLIC_V4: &[&str] = &[
     "169.254.0.0/16",
     "172.16.0.0/12",
     "192.0.0.0/24",
-    "192.0.2.0/24",
     "192.88.99.0/24",
     "192.168.0.0/16",
     "198.18.0.0/15",
-    "198.51.100.0/24",
-    "203.0.113.0/24",
     "224.0.0.0/3",
 ];
 const NOT_PUBLIC_V6: &[&str] = &[
@@ -91,7 +89,6 @@ const NOT_PUBLIC_V6: &[&str] = &[
     "64:ff9b::/96",
     "64:ff9b:1::/48",
     "100::/64",
-    "2001:db8::/32",
     "2002::/16",
     "fc00::/7",
     "fe80::/10",
@@ -99,51 +96,67 @@ const NOT_PUBLIC_V6: &[&str] = &[
     "ff00::/8",
 ];
 
-/// The nftables table loaded into a `public` zygote's namespace.
-pub fn rules(host: &[IpAddr]) -> String {
-    let v4: Vec<String> = host
+/// The nftables table loaded into a `public` zygote's namespace: `host` (the host's
+/// addresses and networks) and the non-public ranges rejected, one rule each (ranges
+/// may overlap), after DNS to the forwarder.
+pub fn rules(host: &[String]) -> String {
+    let mut text = format!(
+        "table inet weir_egress {{\n\tchain out {{\n\t\ttype filter hook output priority 0; \
+         policy accept;\n\t\toifname \"lo\" accept\n\t\tip daddr {DNS_FORWARD} udp dport 53 \
+         accept\n\t\tip daddr {DNS_FORWARD} tcp dport 53 accept\n"
+    );
+    let ranges = host
         .iter()
-        .filter(|ip| ip.is_ipv4())
-        .map(ToString::to_string)
-        .chain(NOT_PUBLIC_V4.iter().map(|s| (*s).to_owned()))
-        .collect();
-    let v6: Vec<String> = host
-        .iter()
-        .filter(|ip| ip.is_ipv6())
-        .map(ToString::to_string)
-        .chain(NOT_PUBLIC_V6.iter().map(|s| (*s).to_owned()))
-        .collect();
-    format!(
-        "table inet weir_egress {{\n\
-         \tchain out {{\n\
-         \t\ttype filter hook output priority 0; policy accept;\n\
-         \t\toifname \"lo\" accept\n\
-         \t\tip daddr {DNS_FORWARD} udp dport 53 accept\n\
-         \t\tip daddr {DNS_FORWARD} tcp dport 53 accept\n\
-         \t\tip daddr {{ {} }} reject with icmpx type admin-prohibited\n\
-         \t\tip6 daddr {{ {} }} reject with icmpx type admin-prohibited\n\
-         \t}}\n\
-         }}\n",
-        v4.join(", "),
-        v6.join(", ")
-    )
+        .map(String::as_str)
+        .chain(NOT_PUBLIC_V4.iter().copied())
+        .chain(NOT_PUBLIC_V6.iter().copied());
+    for range in ranges {
+        let family = if range.contains(':') { "ip6" } else { "ip" };
+        text.push_str(&format!(
+            "\t\t{family} daddr {range} reject with icmpx type admin-prohibited\n"
+        ));
+    }
+    text.push_str("\t}\n}\n");
+    text
 }
 
-/// The host's own addresses (any of them reached through pasta would be the host).
-fn host_addresses() -> Vec<IpAddr> {
+/// The host's own addresses and the networks they are on: reached through pasta, any
+/// of them would be the host or its neighbours.
+fn host_networks() -> Vec<String> {
     let Ok(addresses) = nix::ifaddrs::getifaddrs() else {
         return Vec::new();
     };
-    let mut found: Vec<IpAddr> = addresses
-        .filter_map(|a| a.address)
-        .filter_map(|address| {
-            if let Some(v4) = address.as_sockaddr_in() {
-                Some(IpAddr::V4(v4.ip()))
-            } else {
-                address.as_sockaddr_in6().map(|v6| IpAddr::V6(v6.ip()))
-            }
-        })
-        .collect();
+    let mut found = Vec::new();
+    for interface in addresses {
+        let (Some(address), netmask) = (interface.address, interface.netmask) else {
+            continue;
+        };
+        if let Some(v4) = address.as_sockaddr_in() {
+            let ip = u32::from(v4.ip());
+            let mask = netmask
+                .as_ref()
+                .and_then(|m| m.as_sockaddr_in())
+                .map_or(u32::MAX, |m| u32::from(m.ip()));
+            found.push(format!("{}/32", v4.ip()));
+            found.push(format!(
+                "{}/{}",
+                std::net::Ipv4Addr::from(ip & mask),
+                mask.count_ones()
+            ));
+        } else if let Some(v6) = address.as_sockaddr_in6() {
+            let ip = u128::from(v6.ip());
+            let mask = netmask
+                .as_ref()
+                .and_then(|m| m.as_sockaddr_in6())
+                .map_or(u128::MAX, |m| u128::from(m.ip()));
+            found.push(format!("{}/128", v6.ip()));
+            found.push(format!(
+                "{}/{}",
+                std::net::Ipv6Addr::from(ip & mask),
+                mask.count_ones()
+            ));
+        }
+    }
     found.sort();
     found.dedup();
     found
@@ -165,11 +178,18 @@ impl Egress {
             return Err("the runtime is not root".to_owned());
         }
         let find = |name: &str| {
-            ["/usr/bin", "/usr/sbin", "/bin", "/sbin", "/usr/local/bin", "/usr/local/sbin"]
-                .iter()
-                .map(|dir| Path::new(dir).join(name))
-                .find(|path| path.is_file())
-                .ok_or_else(|| format!("`{name}` not found (Debian: apt-get install passt nftables)"))
+            [
+                "/usr/bin",
+                "/usr/sbin",
+                "/bin",
+                "/sbin",
+                "/usr/local/bin",
+                "/usr/local/sbin",
+            ]
+            .iter()
+            .map(|dir| Path::new(dir).join(name))
+            .find(|path| path.is_file())
+            .ok_or_else(|| format!("`{name}` not found (Debian: apt-get install passt nftables)"))
         };
         let pasta = find("pasta")?;
         let nft = find("nft")?;
@@ -211,12 +231,10 @@ impl Egress {
                 Ok(())
             });
         }
-        let mut child = nft
-            .spawn()
-            .map_err(|err| format!("nft: {err}"))?;
+        let mut child = nft.spawn().map_err(|err| format!("nft: {err}"))?;
         if let Some(mut stdin) = child.stdin.take() {
             stdin
-                .write_all(rules(&host_addresses()).as_bytes())
+                .write_all(rules(&host_networks()).as_bytes())
                 .map_err(|err| format!("nft: {err}"))?;
         }
         let output = child
@@ -284,14 +302,34 @@ mod tests {
 
     #[test]
     fn the_filter_names_the_host_and_every_private_range() {
-        let host: Vec<IpAddr> = vec![
-            "192.0.2.2".parse().expect("an address"),
-            "2001:db8::5".parse().expect("an address"),
+        let host = vec![
+            "192.0.2.2/32".to_owned(),
+            "192.0.2.0/24".to_owned(),
+            "2001:db8::5/128".to_owned(),
         ];
         let text = rules(&host);
-        for needle in ["192.0.2.2", "2001:db8::5", "10.0.0.0/8", "169.254.0.0/16", "fc00::/7", "::ffff:0:0/96"] {
+        for needle in [
+            "ip daddr 192.0.2.2/32 reject",
+            "ip daddr 192.0.2.0/24 reject",
+            "ip6 daddr 2001:db8::5/128 reject",
+            "ip daddr 10.0.0.0/8 reject",
+            "ip daddr 169.254.0.0/16 reject",
+            "ip6 daddr fc00::/7 reject",
+            "ip6 daddr ::ffff:0:0/96 reject",
+        ] {
             assert!(text.contains(needle), "{needle}");
         }
-        assert!(text.contains(&format!("ip daddr {DNS_FORWARD} udp dport 53 accept")));
+        let dns = text.find(&format!("ip daddr {DNS_FORWARD} udp dport 53 accept"));
+        let first_reject = text.find("reject");
+        assert!(
+            dns.is_some() && dns < first_reject,
+            "DNS to the forwarder passes first"
+        );
+    }
+
+    #[test]
+    fn the_host_is_always_in_its_own_filter() {
+        let networks = host_networks();
+        assert!(networks.iter().any(|n| n == "127.0.0.1/32"), "{networks:?}");
     }
 }
