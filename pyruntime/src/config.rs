@@ -48,6 +48,11 @@ pub struct Config {
     #[arg(long, env = "PY_TOOL_MAX_CODE", default_value = "1M", value_parser = parse_mem_size)]
     pub max_code: u64,
 
+    /// Seconds the analysis of one execution's code (template substitution, import
+    /// detection) may take, in a worker process; longer is a 400.
+    #[arg(long, env = "PY_TOOL_ANALYSIS_TIMEOUT", default_value_t = 5.0)]
+    pub analysis_timeout: f64,
+
     /// Upper bound (seconds) for the `timeout` of one execution.
     #[arg(long, env = "PY_TOOL_MAX_TIMEOUT", default_value_t = 300)]
     pub max_timeout: u64,

@@ -15,12 +15,13 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::admission::{Admission, Full};
+use crate::analysts::{AnalysisError, Analysts, Request as AnalysisRequest};
 use crate::artifacts::{Artifact, Artifacts};
 use crate::config::Config;
 use crate::error::{ApiError, Result};
 use crate::imports::{self, Requirement};
 use crate::sandbox::{self, Entry, Job, Limits, Outcome, Sandbox, ToolError};
-use crate::templates::{self, Variables};
+use crate::templates::Variables;
 use crate::venvs::{InstallReport, Venv, VenvError, Venvs};
 use crate::{py, workspace};
 
@@ -84,11 +85,19 @@ pub struct Executor {
     max_timeout: u64,
     /// Largest `code` analysed and run (`PY_TOOL_MAX_CODE`).
     max_code: u64,
+    /// Where code is analysed (never in this process).
+    analysts: Analysts,
 }
 
 impl Executor {
     pub fn new(venvs: Venvs, artifacts: Artifacts, sandbox: Sandbox, config: &Config) -> Self {
+        let analysts = Analysts::new(
+            sandbox.pool().launcher().clone(),
+            Duration::from_secs_f64(config.analysis_timeout.clamp(0.1, 3600.0)),
+            config.concurrency(),
+        );
         Self {
+            analysts,
             venvs,
             artifacts,
             sandbox,
@@ -126,6 +135,7 @@ impl Executor {
         if code.len() as u64 > self.max_code {
             return Err(ApiError::CodeTooLarge(self.max_code));
         }
+        let raw_variables = request.variables.clone();
         let variables = Variables::from_json(request.variables).map_err(ApiError::BadRequest)?;
         let requirements = parse_requirements(request.requirements.unwrap_or_default())?;
         let mut warnings = Vec::new();
@@ -135,7 +145,23 @@ impl Executor {
         };
         let params = variables.params.clone();
 
-        let (code, imported) = prepare_code(code, variables, &mut warnings).await?;
+        let analysed = self
+            .analysts
+            .analyse(
+                &workspace,
+                &AnalysisRequest {
+                    code,
+                    variables: raw_variables,
+                    now: chrono::Utc::now().to_rfc3339(),
+                },
+            )
+            .await
+            .map_err(|err| match err {
+                AnalysisError::Refused(message) => ApiError::BadRequest(message),
+                AnalysisError::Failed(_) => ApiError::internal(err),
+            })?;
+        warnings.extend(analysed.warnings);
+        let (code, imported) = (analysed.code, analysed.imported);
         let (venv, installed) = self
             .prepare_venv(&workspace, &requirements, imported.clone())
             .await?;
@@ -306,23 +332,6 @@ impl Executor {
         }
         Ok(Duration::from_secs_f64(seconds))
     }
-}
-
-/// Substitutes templates and detects imports (CPython's tokenizer and `ast`).
-async fn prepare_code(
-    code: String,
-    variables: Variables,
-    warnings: &mut Vec<String>,
-) -> Result<(String, Vec<String>)> {
-    let (substituted, imported) = blocking(move || {
-        let substituted = templates::substitute(&code, &variables, chrono::Utc::now())?;
-        let imported = py::imports(&substituted.code)?;
-        Ok::<_, py::PyFailure>((substituted, imported))
-    })
-    .await?
-    .map_err(ApiError::internal)?;
-    warnings.extend(substituted.warnings);
-    Ok((substituted.code, imported))
 }
 
 /// The warning of a run whose working directory was swapped (for a link) while it ran.

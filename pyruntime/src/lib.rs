@@ -11,6 +11,7 @@
 //! # Layout
 //! - `config`: the `PY_TOOL_*` settings (one clap struct).
 //! - `admission`: the concurrency cap, the bounded fair queue, 429 when it is full.
+//! - `analysts`: template substitution and import detection in worker processes.
 //! - `server`: router, API-key middleware, handlers, `run`/`serve`, shutdown.
 //! - `execute`: the pipeline behind execute-python and install-packages.
 //! - `templates`: template grammar and resolution of `variables`.
@@ -29,6 +30,7 @@
 //! - `error`: `ApiError`, the JSON error body.
 
 pub mod admission;
+pub mod analysts;
 pub mod artifacts;
 pub mod beneath;
 pub mod config;
@@ -61,6 +63,9 @@ mod _weir_runtime {
 
     #[pymodule_export]
     use crate::py::zygote;
+
+    #[pymodule_export]
+    use crate::py::analyst;
 
     #[pymodule_init]
     fn init(module: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -1,11 +1,18 @@
 //! `weir-pyruntime`: parses the configuration, starts the embedded interpreter once and
 //! hands off to `_weir_runtime::run`, which serves until Ctrl-C or SIGTERM. Started as
-//! `weir-pyruntime __zygote` (by the server only) it is a workspace's zygote instead.
+//! `weir-pyruntime __zygote` (by the server only) it is a workspace's zygote instead, and
+//! as `weir-pyruntime __analyze` a code analyser.
 
 use clap::Parser;
 use pyo3::Python;
 
 fn main() -> std::process::ExitCode {
+    if std::env::args().nth(1).as_deref() == Some(_weir_runtime::analysts::ARG) {
+        // A code analyser (started by the server itself, see `analysts`).
+        pin_python_home();
+        Python::initialize();
+        return _weir_runtime::analysts::worker_main();
+    }
     if std::env::args().nth(1).as_deref() == Some(_weir_runtime::zygote::ARG) {
         // A workspace's zygote (started by the server itself, see `pool`).
         _weir_runtime::zygote::reserve_report_fd();

@@ -45,6 +45,8 @@ const KILL_GRACE: Duration = Duration::from_secs(5);
 pub struct Launcher {
     program: PathBuf,
     args: Vec<String>,
+    /// The arguments that make the same program a code analyser (`analysts`).
+    analyst_args: Vec<String>,
 }
 
 impl Launcher {
@@ -54,22 +56,34 @@ impl Launcher {
         let is_binary = exe
             .file_name()
             .is_some_and(|n| n.to_string_lossy().starts_with("weir-pyruntime"));
+        let python = |function: &str| {
+            vec![
+                "-I".to_owned(),
+                "-c".to_owned(),
+                format!(
+                    "import sys; from weir_runtime._weir_runtime import {function}; \
+                     sys.exit({function}())"
+                ),
+            ]
+        };
         Ok(if is_binary {
             Self {
                 program: exe,
                 args: vec![zygote::ARG.to_owned()],
+                analyst_args: vec![crate::analysts::ARG.to_owned()],
             }
         } else {
             Self {
                 program: PathBuf::from(host_python),
-                args: vec![
-                    "-I".to_owned(),
-                    "-c".to_owned(),
-                    "import sys; from weir_runtime._weir_runtime import zygote; sys.exit(zygote())"
-                        .to_owned(),
-                ],
+                args: python("zygote"),
+                analyst_args: python("analyst"),
             }
         })
+    }
+
+    /// The program and arguments of a code analyser.
+    pub fn analyst(&self) -> (&PathBuf, &[String]) {
+        (&self.program, &self.analyst_args)
     }
 }
 

@@ -130,6 +130,14 @@ pub fn serve(py: Python<'_>, argv: Option<Vec<String>>) -> PyResult<()> {
         .map_err(|err| pyo3::exceptions::PyRuntimeError::new_err(err.to_string()))
 }
 
+/// Runs a code analyser in the calling Python process (how the wheel starts them; the
+/// binary uses `weir-pyruntime __analyze`). Returns the process exit status.
+#[pyfunction]
+pub fn analyst(py: Python<'_>) -> i32 {
+    py.detach(crate::analysts::worker_main);
+    0
+}
+
 /// Runs a zygote in the calling Python process (how the wheel starts them; the binary
 /// uses `weir-pyruntime __zygote`). Returns the process exit status.
 #[pyfunction]

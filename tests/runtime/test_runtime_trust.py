@@ -366,3 +366,29 @@ def test_a_fifo_planted_as_package_metadata_blocks_nothing(runtime, workspace):
     body = runtime.execute("result = 2", requirements=["six"], workspaceId=workspace)
     assert body["success"] and body["result"] == 2, body
     assert time.monotonic() - started < 60
+
+
+def test_a_pathological_body_is_a_400_and_does_not_slow_another_workspace(start_runtime):
+    server = start_runtime({"PY_TOOL_ANALYSIS_TIMEOUT": "2"})
+    # Just under 1 MiB, and seconds of CPython's tokenizer and ast (analysed elsewhere).
+    hard = "f(" * 150 + ")" * 150 + "\n" + "y = [1, 2, 3]\n" * 70000
+    assert len(hard) < 1 << 20
+
+    def trivial():
+        started = time.monotonic()
+        assert server.execute("result = 1", workspaceId="bystander")["result"] == 1
+        return time.monotonic() - started
+
+    trivial()  # the bystander's venv and zygote
+    baseline = max(trivial() for _ in range(5))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        started = time.monotonic()
+        refused = pool.submit(server.post, "/tools/execute-python", {"code": hard, "workspaceId": "hard"})
+        time.sleep(0.3)
+        during = [trivial() for _ in range(5)]
+        response = refused.result()
+    assert response.status_code == 400, response.text
+    assert "PY_TOOL_ANALYSIS_TIMEOUT" in response.json()["message"]
+    assert time.monotonic() - started < 10
+    assert max(during) < baseline + 0.1, (baseline, during)
+    assert server.execute("result = 3", workspaceId="hard")["result"] == 3
