@@ -83,7 +83,7 @@ struct Analyst {
 pub struct Analysts {
     launcher: Launcher,
     timeout: Duration,
-    idle: Mutex<Vec<Analyst>>,
+    idle: Arc<Mutex<Vec<Analyst>>>,
     /// Bounds the analyses running at once (so the analysts alive are at most this
     /// many, plus `MAX_IDLE`).
     workers: Semaphore,
@@ -96,14 +96,18 @@ impl Analysts {
         Self {
             launcher,
             timeout,
-            idle: Mutex::default(),
+            idle: Arc::default(),
             workers: Semaphore::new(max_workers.max(1)),
             gates: Mutex::default(),
         }
     }
 
     /// Substitutes the templates of `request.code` and finds its imports.
-    pub async fn analyse(&self, workspace: &str, request: &Request) -> Result<Analysed, AnalysisError> {
+    pub async fn analyse(
+        &self,
+        workspace: &str,
+        request: &Request,
+    ) -> Result<Analysed, AnalysisError> {
         let gate = lock(&self.gates)
             .entry(workspace.to_owned())
             .or_default()
@@ -117,9 +121,11 @@ impl Analysts {
         let idle = lock(&self.idle).pop();
         let mut analyst = match idle {
             Some(analyst) => analyst,
-            None => self.spawn().await?,
+            None => spawn(&self.launcher).await?,
         };
-        let mut line = serde_json::to_vec(request).map_err(|e| AnalysisError::Failed(e.to_string()))?;
+        self.refill();
+        let mut line =
+            serde_json::to_vec(request).map_err(|e| AnalysisError::Failed(e.to_string()))?;
         line.push(b'\n');
         let exchange = async {
             analyst.stdin.write_all(&line).await?;
@@ -168,32 +174,52 @@ impl Analysts {
         }
     }
 
-    async fn spawn(&self) -> Result<Analyst, AnalysisError> {
-        let (program, args) = self.launcher.analyst();
-        let mut command = Command::new(program);
-        command
-            .args(args)
-            .env_clear()
-            .envs(std::env::var_os("PYTHONHOME").map(|home| ("PYTHONHOME", home)))
-            .env("LC_ALL", "C.UTF-8")
-            .current_dir("/")
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .kill_on_drop(true);
-        let mut child = command
-            .spawn()
-            .map_err(|err| AnalysisError::Failed(format!("cannot start an analyser: {err}")))?;
-        let stdin = child.stdin.take();
-        let stdout = child.stdout.take();
-        match (stdin, stdout) {
-            (Some(stdin), Some(stdout)) => Ok(Analyst {
-                _child: child,
-                stdin,
-                stdout: BufReader::new(stdout),
-            }),
-            _ => Err(AnalysisError::Failed("an analyser without pipes".to_owned())),
+    /// Starts a spare in the background when none is idle, so that the next request
+    /// (another workspace's, say) finds an analyser whose interpreter is ready.
+    pub fn refill(&self) {
+        if !lock(&self.idle).is_empty() {
+            return;
         }
+        let idle = self.idle.clone();
+        let launcher = self.launcher.clone();
+        tokio::spawn(async move {
+            if let Ok(analyst) = spawn(&launcher).await {
+                let mut idle = lock(&idle);
+                if idle.len() < MAX_IDLE {
+                    idle.push(analyst);
+                }
+            }
+        });
+    }
+}
+
+async fn spawn(launcher: &Launcher) -> Result<Analyst, AnalysisError> {
+    let (program, args) = launcher.analyst();
+    let mut command = Command::new(program);
+    command
+        .args(args)
+        .env_clear()
+        .envs(std::env::var_os("PYTHONHOME").map(|home| ("PYTHONHOME", home)))
+        .env("LC_ALL", "C.UTF-8")
+        .current_dir("/")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true);
+    let mut child = command
+        .spawn()
+        .map_err(|err| AnalysisError::Failed(format!("cannot start an analyser: {err}")))?;
+    let stdin = child.stdin.take();
+    let stdout = child.stdout.take();
+    match (stdin, stdout) {
+        (Some(stdin), Some(stdout)) => Ok(Analyst {
+            _child: child,
+            stdin,
+            stdout: BufReader::new(stdout),
+        }),
+        _ => Err(AnalysisError::Failed(
+            "an analyser without pipes".to_owned(),
+        )),
     }
 }
 
@@ -210,6 +236,8 @@ pub fn worker_main() -> std::process::ExitCode {
     let _ = nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_AS, MEMORY, MEMORY);
     // SAFETY: nice(2) takes a plain integer.
     unsafe { libc::nice(10) };
+    // Compiles the analysis module now, before the first request waits for it.
+    let _ = crate::py::imports("");
     let stdin = io::stdin();
     let mut stdout = io::stdout();
     for line in stdin.lock().lines() {
@@ -222,9 +250,14 @@ pub fn worker_main() -> std::process::ExitCode {
                 error: format!("bad request: {err}"),
             },
         };
-        let mut out = serde_json::to_vec(&answer).unwrap_or_else(|_| b"{\"error\":\"unencodable\"}".to_vec());
+        let mut out =
+            serde_json::to_vec(&answer).unwrap_or_else(|_| b"{\"error\":\"unencodable\"}".to_vec());
         out.push(b'\n');
-        if stdout.write_all(&out).and_then(|()| stdout.flush()).is_err() {
+        if stdout
+            .write_all(&out)
+            .and_then(|()| stdout.flush())
+            .is_err()
+        {
             break;
         }
     }
@@ -242,7 +275,11 @@ fn answer(request: Request) -> Answer {
         .unwrap_or_else(|_| chrono::Utc::now());
     let substituted = match templates::substitute(&request.code, &variables, now) {
         Ok(substituted) => substituted,
-        Err(err) => return Answer::Failed { error: err.to_string() },
+        Err(err) => {
+            return Answer::Failed {
+                error: err.to_string(),
+            };
+        }
     };
     match crate::py::imports(&substituted.code) {
         Ok(imported) => Answer::Done(Analysed {
@@ -250,6 +287,8 @@ fn answer(request: Request) -> Answer {
             warnings: substituted.warnings,
             imported,
         }),
-        Err(err) => Answer::Failed { error: err.to_string() },
+        Err(err) => Answer::Failed {
+            error: err.to_string(),
+        },
     }
 }

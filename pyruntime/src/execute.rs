@@ -96,6 +96,7 @@ impl Executor {
             Duration::from_secs_f64(config.analysis_timeout.clamp(0.1, 3600.0)),
             config.concurrency(),
         );
+        analysts.refill();
         Self {
             analysts,
             venvs,
