@@ -37,11 +37,13 @@ pub struct Artifact {
 #[derive(Debug, Clone)]
 pub struct Artifacts {
     root: PathBuf,
+    /// Bytes of artifacts one workspace may keep (`PY_TOOL_WORKSPACE_QUOTA`).
+    quota: u64,
 }
 
 impl Artifacts {
-    pub fn new(root: PathBuf) -> Self {
-        Self { root }
+    pub fn new(root: PathBuf, quota: u64) -> Self {
+        Self { root, quota }
     }
 
     /// Where run directories are created (inside the artifact root, so collected files
@@ -78,6 +80,22 @@ impl Artifacts {
         }
         let target = self.root.join(workspace);
         std::fs::create_dir_all(&target)?;
+        let incoming: u64 = found
+            .iter()
+            .map(|(_, size)| *size)
+            .filter(|size| *size < FILE_SIZE_LIMIT)
+            .take(MAX_FILES_PER_RUN)
+            .sum();
+        let used = usage(&HeldDir::open(&target)?, 0)?;
+        if used.saturating_add(incoming) > self.quota {
+            warnings.push(format!(
+                "the workspace's artifacts would exceed PY_TOOL_WORKSPACE_QUOTA ({} MiB; {} MiB \
+                 kept already): this run's files were not kept",
+                self.quota >> 20,
+                used >> 20
+            ));
+            return Ok((Vec::new(), warnings));
+        }
         let mut artifacts = Vec::new();
         for (path, size) in found {
             if size >= FILE_SIZE_LIMIT {
@@ -158,6 +176,68 @@ impl Artifacts {
             },
         }
     }
+}
+
+impl Artifacts {
+    /// Removes every workspace's artifacts last modified longer than `ttl` ago (files
+    /// only, links never followed). Returns how many went. Blocking.
+    pub fn sweep(&self, ttl: std::time::Duration) -> io::Result<usize> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        let oldest = now.saturating_sub(ttl.as_secs() as i64);
+        let root = match HeldDir::open(&self.root) {
+            Ok(root) => root,
+            Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(0),
+            Err(err) => return Err(err),
+        };
+        let mut removed = 0;
+        for entry in root.entries()? {
+            // `.runs` and the like are not a workspace's.
+            if entry.name.as_bytes().starts_with(b".") || entry.kind != Kind::Dir {
+                continue;
+            }
+            if let Ok(dir) = root.dir(&entry.name) {
+                removed += expire(&dir, oldest, 0)?;
+            }
+        }
+        Ok(removed)
+    }
+}
+
+/// Bytes of the regular files below `dir` (as deep as `collect` looks).
+fn usage(dir: &HeldDir, depth: usize) -> io::Result<u64> {
+    let mut total = 0u64;
+    for entry in dir.entries()? {
+        match entry.kind {
+            Kind::File { size } => total = total.saturating_add(size),
+            Kind::Dir if depth + 1 < MAX_DEPTH => {
+                if let Ok(sub) = dir.dir(&entry.name) {
+                    total = total.saturating_add(usage(&sub, depth + 1)?);
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(total)
+}
+
+/// Removes what below `dir` was last modified before `oldest`; returns how many.
+fn expire(dir: &HeldDir, oldest: i64, depth: usize) -> io::Result<usize> {
+    let mut removed = 0;
+    for entry in dir.entries()? {
+        match entry.kind {
+            Kind::Dir if depth + 1 < MAX_DEPTH => {
+                if let Ok(sub) = dir.dir(&entry.name) {
+                    removed += expire(&sub, oldest, depth + 1)?;
+                }
+            }
+            Kind::Dir => {}
+            _ if entry.modified < oldest && dir.remove_file(&entry.name).is_ok() => removed += 1,
+            _ => {}
+        }
+    }
+    Ok(removed)
 }
 
 /// A name that stays inside one directory: not empty, not `.`/`..`, no separators or NUL.
@@ -322,7 +402,7 @@ mod tests {
         std::fs::write(work.join("sub").join("out.csv"), "c,d\n")?;
         std::fs::write(work.join(".cache"), "hidden")?;
         std::os::unix::fs::symlink("/etc/passwd", work.join("link.txt"))?;
-        let artifacts = Artifacts::new(tmp.path().join("artifacts"));
+        let artifacts = Artifacts::new(tmp.path().join("artifacts"), 1 << 30);
         let (kept, warnings) = artifacts.collect("ws", &HeldDir::open(&work)?)?;
         assert!(warnings.is_empty());
         let names: Vec<_> = kept.iter().map(|a| a.filename.as_str()).collect();
@@ -333,6 +413,44 @@ mod tests {
             std::fs::read_to_string(tmp.path().join("artifacts/ws/out-1.csv"))?,
             "c,d\n"
         );
+        Ok(())
+    }
+
+    #[test]
+    fn a_workspace_over_its_quota_keeps_nothing_more() -> io::Result<()> {
+        let tmp = tempfile::tempdir()?;
+        let work = tmp.path().join("work");
+        std::fs::create_dir_all(&work)?;
+        std::fs::write(work.join("a.bin"), vec![0u8; 600])?;
+        let artifacts = Artifacts::new(tmp.path().join("artifacts"), 1000);
+        let (kept, warnings) = artifacts.collect("ws", &HeldDir::open(&work)?)?;
+        assert_eq!(kept.len(), 1);
+        assert!(warnings.is_empty());
+        let (kept, warnings) = artifacts.collect("ws", &HeldDir::open(&work)?)?;
+        assert!(kept.is_empty());
+        assert!(
+            warnings[0].contains("PY_TOOL_WORKSPACE_QUOTA"),
+            "{warnings:?}"
+        );
+        let (kept, _) = artifacts.collect("other", &HeldDir::open(&work)?)?;
+        assert_eq!(kept.len(), 1, "another workspace has its own quota");
+        Ok(())
+    }
+
+    #[test]
+    fn the_sweep_removes_expired_files_only() -> io::Result<()> {
+        let tmp = tempfile::tempdir()?;
+        let root = tmp.path().join("artifacts");
+        std::fs::create_dir_all(root.join("ws"))?;
+        std::fs::create_dir_all(root.join(".runs"))?;
+        std::fs::write(root.join("ws/old.txt"), "old")?;
+        std::fs::write(root.join(".runs/keep.txt"), "not a workspace's")?;
+        let artifacts = Artifacts::new(root.clone(), 1 << 30);
+        assert_eq!(artifacts.sweep(std::time::Duration::from_secs(3600))?, 0);
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+        assert_eq!(artifacts.sweep(std::time::Duration::from_secs(0))?, 1);
+        assert!(!root.join("ws/old.txt").exists());
+        assert!(root.join(".runs/keep.txt").exists());
         Ok(())
     }
 }

@@ -32,6 +32,8 @@ pub struct HeldDir {
 pub struct Entry {
     pub name: OsString,
     pub kind: Kind,
+    /// Last modification, in seconds since the epoch.
+    pub modified: i64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,6 +97,18 @@ impl HeldDir {
         held.as_ref().unwrap_or(self).file(last)
     }
 
+    /// Removes the entry `name` if it is not a directory (a link is removed, never
+    /// followed).
+    pub fn remove_file(&self, name: &OsStr) -> io::Result<()> {
+        check_name(name)?;
+        nix::unistd::unlinkat(
+            self.fd.as_fd(),
+            name,
+            nix::unistd::UnlinkatFlags::NoRemoveDir,
+        )?;
+        Ok(())
+    }
+
     /// Every entry but `.` and `..`, by name, with its kind as `lstat` sees it.
     pub fn entries(&self) -> io::Result<Vec<Entry>> {
         let fd = openat(self.fd.as_fd(), ".", DIR_FLAGS, Mode::empty())?;
@@ -106,15 +120,16 @@ impl HeldDir {
             if name == "." || name == ".." {
                 continue;
             }
-            let kind = match fstatat(self.fd.as_fd(), name, AtFlags::AT_SYMLINK_NOFOLLOW) {
-                Ok(stat) => kind(&stat),
+            let stat = match fstatat(self.fd.as_fd(), name, AtFlags::AT_SYMLINK_NOFOLLOW) {
+                Ok(stat) => stat,
                 // Gone since the listing: skipped.
                 Err(nix::errno::Errno::ENOENT) => continue,
                 Err(err) => return Err(err.into()),
             };
             entries.push(Entry {
                 name: name.to_owned(),
-                kind,
+                kind: kind(&stat),
+                modified: stat.st_mtime,
             });
         }
         entries.sort_by(|a, b| a.name.cmp(&b.name));

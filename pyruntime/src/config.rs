@@ -34,6 +34,15 @@ pub struct Config {
     #[arg(long, env = "PY_TOOL_ARTIFACTS", default_value = "./data/artifacts")]
     pub artifacts: PathBuf,
 
+    /// Bytes of artifacts one workspace may keep (K, M, G); a run that would go beyond
+    /// keeps none of its files and says so.
+    #[arg(long, env = "PY_TOOL_WORKSPACE_QUOTA", default_value = "1G", value_parser = parse_mem_size)]
+    pub workspace_quota: u64,
+
+    /// How long artifacts are kept after their last change: seconds, or with s, m, h, d.
+    #[arg(long, env = "PY_TOOL_ARTIFACT_TTL", default_value = "7d", value_parser = parse_duration)]
+    pub artifact_ttl: std::time::Duration,
+
     /// The API server's data directory (its database, keys, uploads): the runtime
     /// refuses to start when a run's view would show it.
     #[arg(long, env = "WEIR_DATA_DIR")]
@@ -157,6 +166,30 @@ pub fn parse_flag(text: &str) -> Result<bool, String> {
     }
 }
 
+/// Parses a duration: seconds (`3600`) or a number with `s`, `m`, `h` or `d`.
+pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    let number: u64 = digits
+        .parse()
+        .map_err(|_| format!("`{text}` is not a duration (expected e.g. 3600, 90m, 7d)"))?;
+    let seconds = match unit.trim() {
+        "" | "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => return Err(format!("`{text}` has an unknown unit (use s, m, h or d)")),
+    };
+    number
+        .checked_mul(seconds)
+        .filter(|total| *total > 0)
+        .map(std::time::Duration::from_secs)
+        .ok_or_else(|| format!("`{text}` must be more than zero and not absurdly long"))
+}
+
 /// Parses a memory size: plain bytes (`1073741824`) or a number with a binary suffix
 /// (`512K`, `512M`, `2G`, also `512MiB`, `2gb`). Zero and overflow are rejected.
 pub fn parse_mem_size(text: &str) -> Result<u64, String> {
@@ -233,6 +266,22 @@ mod tests {
         let mut insecure = Config::parse_from(["weir-pyruntime", "--api-key", ""]);
         insecure.insecure_no_key = true;
         assert!(insecure.check().is_ok());
+    }
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(
+            parse_duration("7d"),
+            Ok(std::time::Duration::from_secs(604_800))
+        );
+        assert_eq!(
+            parse_duration("90m"),
+            Ok(std::time::Duration::from_secs(5400))
+        );
+        assert_eq!(parse_duration("2"), Ok(std::time::Duration::from_secs(2)));
+        assert!(parse_duration("0").is_err());
+        assert!(parse_duration("1w").is_err());
+        assert!(parse_duration("").is_err());
     }
 
     #[test]

@@ -160,7 +160,10 @@ async fn prepare(config: &Config) -> std::io::Result<AppState> {
     tokio::fs::create_dir_all(&config.venvs).await?;
     tokio::fs::create_dir_all(&config.artifacts).await?;
     let venvs_root = std::path::absolute(&config.venvs)?;
-    let artifacts = Artifacts::new(std::path::absolute(&config.artifacts)?);
+    let artifacts = Artifacts::new(
+        std::path::absolute(&config.artifacts)?,
+        config.workspace_quota,
+    );
     // Run directories left by a previous process that was killed mid-run.
     if let Err(err) = tokio::fs::remove_dir_all(artifacts.runs_dir()).await
         && err.kind() != std::io::ErrorKind::NotFound
@@ -251,6 +254,26 @@ async fn prepare(config: &Config) -> std::io::Result<AppState> {
             layer.state, layer.detail
         )));
     }
+    // Expired artifacts are removed from time to time (and once now).
+    let expiring = artifacts.clone();
+    let ttl = config.artifact_ttl;
+    tokio::spawn(async move {
+        let every = (ttl / 2).clamp(
+            std::time::Duration::from_secs(1),
+            std::time::Duration::from_secs(3600),
+        );
+        let mut tick = tokio::time::interval(every);
+        loop {
+            tick.tick().await;
+            let sweeping = expiring.clone();
+            match tokio::task::spawn_blocking(move || sweeping.sweep(ttl)).await {
+                Ok(Ok(0)) => {}
+                Ok(Ok(removed)) => tracing::info!(removed, "expired artifacts removed"),
+                Ok(Err(err)) => tracing::warn!(%err, "cannot sweep expired artifacts"),
+                Err(err) => tracing::warn!(%err, "cannot sweep expired artifacts"),
+            }
+        }
+    });
     // Idle zygotes are stopped from time to time.
     let sweeper = Arc::downgrade(&pool);
     tokio::spawn(async move {

@@ -162,3 +162,28 @@ def test_save_image_artifact_with_a_pil_image(runtime, plot_workspace):
     assert body["installedPackages"] == []
     image = fetch(runtime, body["artifacts"][0]["url"])
     assert image.content.startswith(PNG_MAGIC)
+
+
+def test_a_workspace_keeps_artifacts_up_to_its_quota(start_runtime):
+    small = start_runtime({"PY_TOOL_WORKSPACE_QUOTA": "1M"})
+    code = "open('blob.bin', 'wb').write(b'x' * (700 << 10))\nresult = 1"
+    first = small.execute(code, workspaceId="quota-a")
+    assert [a["filename"] for a in first["artifacts"]] == ["blob.bin"]
+    second = small.execute(code, workspaceId="quota-a")
+    assert second["success"] and second["artifacts"] == [], second
+    assert any("PY_TOOL_WORKSPACE_QUOTA" in w for w in second["warnings"]), second["warnings"]
+    other = small.execute(code, workspaceId="quota-b")
+    assert len(other["artifacts"]) == 1, "each workspace has a quota of its own"
+
+
+def test_artifacts_expire_after_their_ttl(start_runtime):
+    import time
+
+    brief = start_runtime({"PY_TOOL_ARTIFACT_TTL": "2"})
+    body = brief.execute("open('note.txt', 'w').write('soon gone')\nresult = 1", workspaceId="ttl")
+    (artifact,) = body["artifacts"]
+    assert brief.get(artifact["url"]).text == "soon gone"
+    deadline = time.monotonic() + 10
+    while brief.get(artifact["url"]).status_code == 200 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert brief.get(artifact["url"]).status_code == 404
