@@ -22,6 +22,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 use tokio::sync::{Mutex as AsyncMutex, mpsc, oneshot};
 
+use crate::isolation::network::Connection;
 use crate::isolation::{Layer, Plan};
 use crate::sandbox::{HomeRecipe, ZygoteHome, make_home};
 use crate::venvs::Venv;
@@ -126,6 +127,8 @@ pub struct Zygote {
     pub pid: u32,
     /// Killed when dropped, or at once when the zygote breaks the protocol.
     process: Arc<Mutex<Child>>,
+    /// With `public`: its pasta, killed with it.
+    _egress: Option<Connection>,
     /// Its view's directory and cgroups, killed and removed after the process.
     _home: Option<ZygoteHome>,
 }
@@ -186,6 +189,7 @@ impl Zygote {
         }
         stdin.write_all(&encode(setup)?).await?;
         let mut lines = EventLines::new(stdout);
+        let mut connection = None;
         if setup.view.is_some() {
             // The zygote enters its own namespaces first; its maps are written, and it is
             // put in its cgroups, here, before it goes on.
@@ -206,15 +210,14 @@ impl Zygote {
                         crate::isolation::namespaces::write_id_maps(
                             nix::unistd::Pid::from_raw(pid as i32),
                             &ids,
-                        )?;
-                        match egress {
-                            Some(egress) => egress.attach(pid),
-                            None => Ok(()),
-                        }
+                        )
                     })
                     .await
                     .map_err(io::Error::other)?
                     .map_err(io::Error::other)?;
+                    if let Some(egress) = egress {
+                        connection = Some(egress.attach(pid).await.map_err(io::Error::other)?);
+                    }
                     stdin
                         .write_all(&encode(&zygote::Command::Mapped { ok: true })?)
                         .await?;
@@ -270,6 +273,7 @@ impl Zygote {
             confinement,
             pid,
             process,
+            _egress: connection,
             _home: home,
         })
     }

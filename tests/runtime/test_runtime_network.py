@@ -152,3 +152,46 @@ def test_installs_follow_the_public_policy(runtime, workspace):
     # The registry is reached through the same egress (an install in `public` mode).
     body = runtime.execute("import six\nresult = six.__name__", workspaceId=workspace)
     assert body["success"] and body["result"] == "six", body
+
+
+def pastas_for(pids):
+    """pids of pasta processes attached to one of `pids`."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            args = open(f"/proc/{entry.name}/cmdline", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        words = [a.decode(errors="replace") for a in args if a]
+        if words and words[0].endswith("pasta") and words[-1] in {str(p) for p in pids}:
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.skipif(not ROOT, reason="public needs a root runtime")
+def test_each_zygotes_pasta_goes_with_it(start_runtime):
+    import time
+
+    server = start_runtime()
+    public_layer(server)
+    assert server.execute("result = 1", workspaceId="pasta-a")["success"]
+    keepers = [
+        int(e.name) for e in os.scandir("/proc") if e.name.isdigit() and _parent(int(e.name)) == server.process.pid
+    ]
+    attached = pastas_for(keepers)
+    assert attached, "a public zygote has its pasta"
+    server.stop()
+    deadline = time.monotonic() + 10
+    while pastas_for(keepers) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert pastas_for(keepers) == [], "pasta outlived its zygote"
+
+
+def _parent(pid):
+    try:
+        status = open(f"/proc/{pid}/status").read()
+    except OSError:
+        return None
+    return int(next(l for l in status.splitlines() if l.startswith("PPid:")).split()[1])

@@ -20,11 +20,11 @@
 //! Where a zygote cannot be confined (the runtime is not root, or the kernel refuses
 //! namespaces), `public` falls back to `deny` for its runs: never to the host's network.
 
-use std::io::Write;
 use std::os::fd::AsRawFd;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
+
+use tokio::io::AsyncWriteExt;
 
 use serde::{Deserialize, Serialize};
 
@@ -211,12 +211,14 @@ impl Egress {
 
     /// Puts the filter in the network namespace of `pid` — the server's own child (a
     /// zygote's keeper), which runs nothing of a workspace yet — and connects it to the
-    /// outside through pasta (which quits when `pid` does). Blocking.
-    pub fn attach(&self, pid: u32) -> Result<(), String> {
+    /// outside through pasta, which lives as long as the returned `Connection` (and dies
+    /// with the server). Both are forked from the runtime's worker threads, which live as
+    /// long as the server (a parent-death signal follows the forking thread).
+    pub async fn attach(&self, pid: u32) -> Result<Connection, String> {
         let netns = std::fs::File::open(format!("/proc/{pid}/ns/net"))
             .map_err(|err| format!("the zygote's network namespace: {err}"))?;
         let netns_fd = netns.as_raw_fd();
-        let mut nft = Command::new(&self.nft);
+        let mut nft = tokio::process::Command::new(&self.nft);
         nft.args(["-f", "-"])
             .env_clear()
             .stdin(Stdio::piped())
@@ -235,10 +237,12 @@ impl Egress {
         if let Some(mut stdin) = child.stdin.take() {
             stdin
                 .write_all(rules(&host_networks()).as_bytes())
+                .await
                 .map_err(|err| format!("nft: {err}"))?;
         }
         let output = child
             .wait_with_output()
+            .await
             .map_err(|err| format!("nft: {err}"))?;
         if !output.status.success() {
             return Err(format!(
@@ -247,11 +251,11 @@ impl Egress {
             ));
         }
         drop(netns);
-        // pasta daemonises once the namespace is configured (then it has its address,
-        // routes and DNS forwarder); it runs as root so as to join the namespace, and
-        // confines itself.
-        let pid = pid.to_string();
-        let output = Command::new(&self.pasta)
+        // pasta runs as root so as to join the namespace (and confines itself), in the
+        // foreground: the server's own child, killed with the zygote.
+        let target = pid.to_string();
+        let mut pasta = tokio::process::Command::new(&self.pasta);
+        pasta
             .args([
                 "--runas",
                 "0",
@@ -268,22 +272,55 @@ impl Egress {
                 "-u",
                 "none",
                 "-q",
-                &pid,
+                "-f",
+                &target,
             ])
             .env_clear()
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .output()
-            .map_err(|err| format!("pasta: {err}"))?;
-        if !output.status.success() {
-            return Err(format!(
-                "pasta could not connect the zygote: {}",
-                String::from_utf8_lossy(&output.stderr).trim()
-            ));
+            .stderr(Stdio::null())
+            .kill_on_drop(true);
+        // SAFETY: prctl(2) is async-signal-safe.
+        unsafe {
+            pasta.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
         }
-        Ok(())
+        let mut child = pasta.spawn().map_err(|err| format!("pasta: {err}"))?;
+        // pasta configures the namespace before it serves: ready with the default route.
+        let routes = format!("/proc/{pid}/net/route");
+        let deadline = std::time::Instant::now() + ATTACH_TIMEOUT;
+        loop {
+            let ready = std::fs::read_to_string(&routes).is_ok_and(|table| {
+                table
+                    .lines()
+                    .skip(1)
+                    .any(|line| line.split_whitespace().nth(1) == Some("00000000"))
+            });
+            if ready {
+                return Ok(Connection { _pasta: child });
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                return Err(format!("pasta could not connect the zygote ({status})"));
+            }
+            if std::time::Instant::now() > deadline {
+                return Err("pasta did not configure the zygote's network in time".to_owned());
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
     }
+}
+
+/// How long pasta may take to configure a zygote's namespace.
+const ATTACH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A zygote's way out: its pasta, killed when this is dropped (with the zygote).
+#[derive(Debug)]
+pub struct Connection {
+    _pasta: tokio::process::Child,
 }
 
 #[cfg(test)]
