@@ -18,13 +18,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::{Mutex as AsyncMutex, Semaphore};
 
 use crate::pool::Launcher;
-use crate::templates::{self, Variables};
+use crate::templates::{self, Replacement};
 
 /// The first argument that makes the binary an analyst.
 pub const ARG: &str = "__analyze";
@@ -35,14 +34,13 @@ const MAX_ANSWER: u64 = 64 << 20;
 /// Analysts kept idle.
 const MAX_IDLE: usize = 4;
 
-/// What an analyst is asked.
+/// What an analyst is asked: the code and its templates, resolved by the server
+/// (`templates::plan`, no interpreter needed), with the warnings so far.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Request {
     pub code: String,
-    /// The request's `variables`, as sent (already validated).
-    pub variables: Option<Value>,
-    /// The time `{{$now}}`-style templates resolve to (RFC 3339).
-    pub now: String,
+    pub replacements: Vec<Replacement>,
+    pub warnings: Vec<String>,
 }
 
 /// What it answers.
@@ -264,16 +262,10 @@ pub fn worker_main() -> std::process::ExitCode {
     std::process::ExitCode::SUCCESS
 }
 
-/// What `prepare_code` used to do in the server: substitute, then find the imports.
+/// The interpreter's part of preparing code: substitute, then find the imports.
 fn answer(request: Request) -> Answer {
-    let variables = match Variables::from_json(request.variables) {
-        Ok(variables) => variables,
-        Err(error) => return Answer::Failed { error },
-    };
-    let now = chrono::DateTime::parse_from_rfc3339(&request.now)
-        .map(|time| time.with_timezone(&chrono::Utc))
-        .unwrap_or_else(|_| chrono::Utc::now());
-    let substituted = match templates::substitute(&request.code, &variables, now) {
+    let substituted = match templates::apply(&request.code, &request.replacements, request.warnings)
+    {
         Ok(substituted) => substituted,
         Err(err) => {
             return Answer::Failed {

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::beneath::{HeldDir, Kind};
+use crate::beneath::{Entry, HeldDir, Kind};
 use crate::error::ApiError;
 use crate::sandbox::FILE_SIZE_LIMIT;
 use crate::workspace;
@@ -86,7 +86,7 @@ impl Artifacts {
             .filter(|size| *size < FILE_SIZE_LIMIT)
             .take(MAX_FILES_PER_RUN)
             .sum();
-        let used = usage(&HeldDir::open(&target)?, 0)?;
+        let used = usage(&HeldDir::open(&target)?)?;
         if used.saturating_add(incoming) > self.quota {
             warnings.push(format!(
                 "the workspace's artifacts would exceed PY_TOOL_WORKSPACE_QUOTA ({} MiB; {} MiB \
@@ -198,45 +198,53 @@ impl Artifacts {
                 continue;
             }
             if let Ok(dir) = root.dir(&entry.name) {
-                removed += expire(&dir, oldest, 0)?;
+                removed += expire(&dir, oldest)?;
             }
         }
         Ok(removed)
     }
 }
 
-/// Bytes of the regular files below `dir` (as deep as `collect` looks).
-fn usage(dir: &HeldDir, depth: usize) -> io::Result<u64> {
-    let mut total = 0u64;
+/// Calls `each` with every entry below `dir` that is not a directory (and the directory
+/// holding it), as deep as `collect` looks.
+fn for_each_file(
+    dir: &HeldDir,
+    depth: usize,
+    each: &mut impl FnMut(&HeldDir, &Entry),
+) -> io::Result<()> {
     for entry in dir.entries()? {
         match entry.kind {
-            Kind::File { size } => total = total.saturating_add(size),
             Kind::Dir if depth + 1 < MAX_DEPTH => {
                 if let Ok(sub) = dir.dir(&entry.name) {
-                    total = total.saturating_add(usage(&sub, depth + 1)?);
+                    for_each_file(&sub, depth + 1, each)?;
                 }
             }
-            _ => {}
+            Kind::Dir => {}
+            _ => each(dir, &entry),
         }
     }
+    Ok(())
+}
+
+/// Bytes of the regular files below `dir`.
+fn usage(dir: &HeldDir) -> io::Result<u64> {
+    let mut total = 0u64;
+    for_each_file(dir, 0, &mut |_, entry| {
+        if let Kind::File { size } = entry.kind {
+            total = total.saturating_add(size);
+        }
+    })?;
     Ok(total)
 }
 
 /// Removes what below `dir` was last modified before `oldest`; returns how many.
-fn expire(dir: &HeldDir, oldest: i64, depth: usize) -> io::Result<usize> {
+fn expire(dir: &HeldDir, oldest: i64) -> io::Result<usize> {
     let mut removed = 0;
-    for entry in dir.entries()? {
-        match entry.kind {
-            Kind::Dir if depth + 1 < MAX_DEPTH => {
-                if let Ok(sub) = dir.dir(&entry.name) {
-                    removed += expire(&sub, oldest, depth + 1)?;
-                }
-            }
-            Kind::Dir => {}
-            _ if entry.modified < oldest && dir.remove_file(&entry.name).is_ok() => removed += 1,
-            _ => {}
+    for_each_file(dir, 0, &mut |holder, entry| {
+        if entry.modified < oldest && holder.remove_file(&entry.name).is_ok() {
+            removed += 1;
         }
-    }
+    })?;
     Ok(removed)
 }
 

@@ -21,7 +21,7 @@ use crate::config::Config;
 use crate::error::{ApiError, Result};
 use crate::imports::{self, Requirement};
 use crate::sandbox::{self, Entry, Job, Limits, Outcome, Sandbox, ToolError};
-use crate::templates::Variables;
+use crate::templates::{self, Variables};
 use crate::venvs::{InstallReport, Venv, VenvError, Venvs};
 use crate::{py, workspace};
 
@@ -136,7 +136,6 @@ impl Executor {
         if code.len() as u64 > self.max_code {
             return Err(ApiError::CodeTooLarge(self.max_code));
         }
-        let raw_variables = request.variables.clone();
         let variables = Variables::from_json(request.variables).map_err(ApiError::BadRequest)?;
         let requirements = parse_requirements(request.requirements.unwrap_or_default())?;
         let mut warnings = Vec::new();
@@ -146,14 +145,16 @@ impl Executor {
         };
         let params = variables.params.clone();
 
+        let (replacements, template_warnings) =
+            templates::plan(&code, &variables, chrono::Utc::now());
         let analysed = self
             .analysts
             .analyse(
                 &workspace,
                 &AnalysisRequest {
                     code,
-                    variables: raw_variables,
-                    now: chrono::Utc::now().to_rfc3339(),
+                    replacements,
+                    warnings: template_warnings,
                 },
             )
             .await

@@ -434,33 +434,26 @@ impl EventLines {
         }
     }
 
-    /// The next line; `None` at EOF; an error for an overlong or non-UTF-8 line.
+    /// The next line; `None` at EOF; an error for an overlong, cut off or non-UTF-8 line.
     async fn next(&mut self) -> io::Result<Option<String>> {
         self.line.clear();
-        loop {
-            let available = self.reader.fill_buf().await?;
-            if available.is_empty() {
-                return if self.line.is_empty() {
-                    Ok(None)
-                } else {
-                    Err(io::Error::other("the zygote's last line is cut off"))
-                };
-            }
-            let (taken, done) = match available.iter().position(|&b| b == b'\n') {
-                Some(end) => (end, true),
-                None => (available.len(), false),
-            };
-            if self.line.len() + taken > MAX_EVENT_LINE {
-                return Err(io::Error::other("a zygote line is too long"));
-            }
-            self.line.extend_from_slice(&available[..taken]);
-            self.reader.consume(taken + usize::from(done));
-            if done {
-                return String::from_utf8(std::mem::take(&mut self.line))
-                    .map(Some)
-                    .map_err(|_| io::Error::other("a zygote line is not UTF-8"));
-            }
+        let read = (&mut self.reader)
+            .take(MAX_EVENT_LINE as u64 + 1)
+            .read_until(b'\n', &mut self.line)
+            .await?;
+        if read == 0 {
+            return Ok(None);
         }
+        if self.line.pop() != Some(b'\n') {
+            return Err(io::Error::other(if read > MAX_EVENT_LINE {
+                "a zygote line is too long"
+            } else {
+                "the zygote's last line is cut off"
+            }));
+        }
+        String::from_utf8(std::mem::take(&mut self.line))
+            .map(Some)
+            .map_err(|_| io::Error::other("a zygote line is not UTF-8"))
     }
 }
 

@@ -202,14 +202,10 @@ pub struct Policy {
 
 impl Sandbox {
     pub fn new(pool: Arc<Pool>, cgroups: Cgroups, policy: Policy) -> Self {
-        let network = match (policy.network, &policy.egress) {
-            (NetworkMode::Public, None) => NetworkMode::Deny,
-            (mode, _) => mode,
-        };
-        Self {
+        let mut sandbox = Self {
             pool,
             cgroups,
-            network,
+            network: policy.network,
             egress: policy.egress,
             require: policy.require,
             interpreter_dirs: policy.interpreter_dirs,
@@ -217,7 +213,11 @@ impl Sandbox {
             runs_root: policy.runs_root,
             runs_at_once: policy.runs_at_once,
             views: std::sync::atomic::AtomicBool::new(false),
+        };
+        if sandbox.egress.is_none() {
+            sandbox.without_egress();
         }
+        sandbox
     }
 
     pub fn pool(&self) -> &Arc<Pool> {
@@ -232,6 +232,33 @@ impl Sandbox {
     /// What runs may reach (`public` only where its egress works; see `new`).
     pub fn network(&self) -> NetworkMode {
         self.network
+    }
+
+    /// Starts a one-shot zygote without a venv (the probes', an install's) in the home
+    /// `recipe` describes.
+    async fn start_bare_zygote(
+        &self,
+        recipe: HomeRecipe,
+        env: Vec<(String, String)>,
+    ) -> io::Result<Zygote> {
+        let (ids, network) = (recipe.ids, recipe.network);
+        let home = tokio::task::spawn_blocking(move || make_home(&recipe))
+            .await
+            .map_err(io::Error::other)??;
+        let setup = Setup {
+            site_packages: None,
+            venv_dir: None,
+            executable: None,
+            preload: Vec::new(),
+            sandbox: SandboxSetup {
+                ids,
+                network,
+                cgroups: home.cgroups.clone(),
+                keep_spare: false,
+            },
+            view: home.view.clone(),
+        };
+        Zygote::start(self.pool.launcher(), env, &setup, Some(home)).await
     }
 
     /// Gives up `public` (its zygotes cannot be confined here): runs get `deny`.
@@ -407,19 +434,6 @@ impl Sandbox {
         tokio::task::spawn_blocking(move || prepare_dirs(&prepared))
             .await
             .map_err(io::Error::other)??;
-        let setup = Setup {
-            site_packages: None,
-            venv_dir: None,
-            executable: None,
-            preload: Vec::new(),
-            sandbox: SandboxSetup {
-                ids: plan.ids,
-                network: self.network,
-                cgroups: None,
-                keep_spare: false,
-            },
-            view: None,
-        };
         let recipe = HomeRecipe {
             runs_dir: scratch_dir.clone(),
             read_only: self.interpreter_dirs.clone(),
@@ -431,18 +445,9 @@ impl Sandbox {
             network: self.network,
             egress: None,
         };
-        let home = tokio::task::spawn_blocking(move || make_home(&recipe))
-            .await
-            .map_err(io::Error::other)??;
-        let mut setup = setup;
-        setup.view = home.view.clone();
-        let zygote = Zygote::start(
-            self.pool.launcher(),
-            zygote_env(None, &cache),
-            &setup,
-            Some(home),
-        )
-        .await?;
+        let zygote = self
+            .start_bare_zygote(recipe, zygote_env(None, &cache))
+            .await?;
         let spec = json!({
             "code": "result = 1",
             "params": {},
@@ -493,26 +498,10 @@ impl Sandbox {
             network: self.network,
             egress: self.egress_for(self.network),
         };
-        let home = match tokio::task::spawn_blocking(move || make_home(&recipe)).await {
-            Ok(Ok(home)) => home,
-            Ok(Err(err)) => return Layer::unavailable(format!("a zygote's home: {err}")),
-            Err(err) => return Layer::unavailable(format!("a zygote's home: {err}")),
-        };
-        let setup = Setup {
-            site_packages: None,
-            venv_dir: None,
-            executable: None,
-            preload: Vec::new(),
-            sandbox: SandboxSetup {
-                ids,
-                network: self.network,
-                cgroups: home.cgroups.clone(),
-                keep_spare: false,
-            },
-            view: home.view.clone(),
-        };
-        let env = zygote_env(None, scratch);
-        match Zygote::start(self.pool.launcher(), env, &setup, Some(home)).await {
+        match self
+            .start_bare_zygote(recipe, zygote_env(None, scratch))
+            .await
+        {
             Ok(zygote) => zygote.confinement.clone(),
             Err(err) => Layer::unavailable(format!("a confined zygote did not start: {err}")),
         }
@@ -609,19 +598,6 @@ impl Sandbox {
             "home": run_dir.root.join("home"),
             "tmp": run_dir.root.join("tmp"),
         });
-        let setup = Setup {
-            site_packages: None,
-            venv_dir: None,
-            executable: None,
-            preload: Vec::new(),
-            sandbox: SandboxSetup {
-                ids,
-                network: install_network,
-                cgroups: None,
-                keep_spare: false,
-            },
-            view: None,
-        };
         let recipe = HomeRecipe {
             runs_dir: run_dir
                 .root
@@ -637,19 +613,9 @@ impl Sandbox {
             network: install_network,
             egress: self.egress_for(install_network),
         };
-        let home = tokio::task::spawn_blocking(move || make_home(&recipe))
-            .await
-            .map_err(io::Error::other)??;
-        let mut setup = setup;
-        setup.view = home.view.clone();
-        setup.sandbox.cgroups = home.cgroups.clone();
-        let zygote = Zygote::start(
-            self.pool.launcher(),
-            zygote_env(None, installer_cache),
-            &setup,
-            Some(home),
-        )
-        .await?;
+        let zygote = self
+            .start_bare_zygote(recipe, zygote_env(None, installer_cache))
+            .await?;
         let exit =
             Pool::run_on(Arc::new(zygote), plan, spec, crate::venvs::INSTALL_TIMEOUT).await?;
         let Outputs { stdout, stderr, .. } = run_dir.outputs().await;

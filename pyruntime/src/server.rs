@@ -210,10 +210,9 @@ async fn prepare(config: &Config) -> std::io::Result<AppState> {
         // The probe's run had no zygote of its own to share a namespace with: what
         // `public` runs get is what the confined probe zygote got.
         layers.network = match (&egress, zygote.state) {
-            (Ok(_), LayerState::Enforced) => Layer::enforced(
-                "public: the zygote's network namespace, out only through pasta; the host and \
-                 private, link-local and reserved addresses rejected by nftables",
-            ),
+            (Ok(_), LayerState::Enforced) => {
+                Layer::enforced(crate::isolation::network::PUBLIC_LAYER)
+            }
             (Ok(_), _) => {
                 sandbox.without_egress();
                 Layer::partial(format!(

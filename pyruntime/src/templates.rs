@@ -100,7 +100,7 @@ impl Variables {
 }
 
 /// One template occurrence to replace, in character offsets of the code.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Replacement {
     pub start: usize,
     pub end: usize,
@@ -158,20 +158,20 @@ pub fn plan(
     (replacements, warnings)
 }
 
-/// Substitutes every template of `code`. Blocking: call it off the async runtime.
-pub fn substitute(
+/// Applies `replacements` (from `plan`, with its `warnings`) where CPython's tokenizer
+/// says each one stands. Blocking, and in an analyser only (see `analysts`).
+pub fn apply(
     code: &str,
-    variables: &Variables,
-    now: DateTime<Utc>,
+    replacements: &[Replacement],
+    mut warnings: Vec<String>,
 ) -> Result<Substituted, py::PyFailure> {
-    let (replacements, mut warnings) = plan(code, variables, now);
     if replacements.is_empty() {
         return Ok(Substituted {
             code: code.to_owned(),
             warnings,
         });
     }
-    match py::substitute(code, &replacements)? {
+    match py::substitute(code, replacements)? {
         Some((code, more)) => {
             warnings.extend(more);
             Ok(Substituted { code, warnings })

@@ -51,10 +51,8 @@ use crate::isolation::{self, Ids, Layer, Layers, NetworkMode, Plan, namespaces};
 /// Finished runs' cgroups kept for reuse.
 const MAX_RECYCLED: usize = 8;
 
-/// How a run's network layer reads in each mode.
+/// How a run's network layer reads with `allow`.
 const ALLOWED: &str = "allowed (PY_TOOL_NETWORK=allow): the host's network, unfiltered";
-const PUBLIC: &str = "public: the zygote's network namespace, out only through pasta, the \
-                      host and private, link-local and reserved addresses rejected by nftables";
 
 /// The first argument that makes the binary a zygote.
 pub const ARG: &str = "__zygote";
@@ -227,12 +225,13 @@ pub fn serve() -> Result<(), String> {
     let setup: Setup =
         serde_json::from_str(&setup_line).map_err(|err| format!("bad setup line: {err}"))?;
     let mut events = File::from(events);
-    let (nested, confinement) = match &setup.view {
+    // With a view, the zygote is in its own user namespace (or has exited).
+    let nested = setup.view.is_some();
+    let confinement = match &setup.view {
         Some(view) => confine_zygote(view, setup.sandbox.network, &mut input, &mut events)?,
-        None => (
-            false,
-            Layer::unavailable("no view of its own: the zygote is as privileged as the runtime"),
-        ),
+        None => {
+            Layer::unavailable("no view of its own: the zygote is as privileged as the runtime")
+        }
     };
 
     // What CPython's own start-up does (an embedded interpreter skips it): a full pipe or
@@ -278,7 +277,7 @@ pub fn serve() -> Result<(), String> {
 /// write its runs' id maps, no_new_privs and the zygote's seccomp filter. The process
 /// that unshared stays outside the pid namespace as its keeper (`keep`); the zygote goes
 /// on as pid 1 of the namespace, so that everything it or a package's import code starts
-/// dies with it. Returns whether it is nested in its own user namespace, and the layer.
+/// dies with it. Returns the layer.
 /// A zygote that cannot confine itself exits: the server gives it a view only where the
 /// start-up probe showed that namespaces work.
 fn confine_zygote(
@@ -286,7 +285,7 @@ fn confine_zygote(
     network: NetworkMode,
     input: &mut LineReader,
     events: &mut File,
-) -> Result<(bool, Layer), String> {
+) -> Result<Layer, String> {
     let server = nix::unistd::getppid();
     let unshared = namespaces::unshare_for_zygote(network);
     let mut line = serde_json::to_vec(&Event::Unshared {
@@ -345,7 +344,7 @@ fn confine_zygote(
     } else {
         Layer::partial(format!("{detail}; no seccomp filter: {}", seccomp.detail))
     };
-    Ok((true, layer))
+    Ok(layer)
 }
 
 /// The keeper: the process that unshared the zygote's namespaces, outside its pid
@@ -796,7 +795,7 @@ impl Zygote {
             let _ = nix::unistd::sethostname("weir-run");
             layers.network = match plan.network {
                 NetworkMode::Allow => Layer::enforced(ALLOWED),
-                NetworkMode::Public => Layer::enforced(PUBLIC),
+                NetworkMode::Public => Layer::enforced(isolation::network::PUBLIC_LAYER),
                 NetworkMode::Deny => match namespaces::loopback_up() {
                     Ok(()) => Layer::enforced("denied: a network namespace with loopback only"),
                     Err(err) => Layer::partial(format!("denied: a network namespace ({err})")),

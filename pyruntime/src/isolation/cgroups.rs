@@ -75,15 +75,20 @@ pub fn kill_trees(dirs: &[PathBuf]) {
             continue;
         }
         kill_in(std::slice::from_ref(dir));
-        if let Ok(entries) = std::fs::read_dir(dir) {
-            let children: Vec<PathBuf> = entries
-                .filter_map(Result::ok)
-                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-                .map(|e| e.path())
-                .collect();
-            kill_trees(&children);
-        }
+        kill_trees(&subdirs(dir));
     }
+}
+
+/// The cgroups directly below `dir` (none when it is unreadable or gone).
+fn subdirs(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.path())
+        .collect()
 }
 
 /// Moves process `pid` (the server's own child, not yet running anything of a
@@ -115,14 +120,7 @@ impl Drop for RunCgroup {
 /// retrying while their last processes leave.
 fn remove(dirs: &[PathBuf]) {
     for dir in dirs {
-        if let Ok(entries) = std::fs::read_dir(dir) {
-            let children: Vec<PathBuf> = entries
-                .filter_map(Result::ok)
-                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-                .map(|e| e.path())
-                .collect();
-            remove(&children);
-        }
+        remove(&subdirs(dir));
         for attempt in 0..50 {
             match std::fs::remove_dir(dir) {
                 Ok(()) => break,

@@ -66,6 +66,11 @@ impl NetworkMode {
     }
 }
 
+/// How the network layer reads where `public` is in force.
+pub const PUBLIC_LAYER: &str = "public: the zygote's network namespace, out only through \
+                                pasta; the host and private, link-local and reserved \
+                                addresses rejected by nftables";
+
 /// The address runs send DNS queries to; pasta forwards them to the host's resolver.
 pub const DNS_FORWARD: &str = "169.254.1.53";
 

@@ -179,13 +179,7 @@ fn ready_tool(spec: &ToolSpec, env: &ToolEnv) -> Result<ReadyTool, FlowError> {
             store,
             return_sources,
         } => (
-            ToolDef {
-                name: name.clone(),
-                description: description.clone(),
-                parameters: json!({"type": "object", "properties": {
-                    "input": {"type": "string", "description": "What to search for."}
-                }, "required": ["input"]}),
-            },
+            search_tool(name, description),
             Action::Retriever {
                 store: store.clone(),
                 return_sources: *return_sources,
@@ -198,13 +192,7 @@ fn ready_tool(spec: &ToolSpec, env: &ToolEnv) -> Result<ReadyTool, FlowError> {
             chatflow,
             return_sources,
         } => (
-            ToolDef {
-                name: name.clone(),
-                description: description.clone(),
-                parameters: json!({"type": "object", "properties": {
-                    "input": {"type": "string", "description": "What to search for."}
-                }, "required": ["input"]}),
-            },
+            search_tool(name, description),
             Action::DocumentStore {
                 chatflow: *chatflow,
                 return_sources: *return_sources,
@@ -313,5 +301,16 @@ fn search_query(arguments: &Value) -> &str {
             .or_else(|| other.get("query"))
             .and_then(Value::as_str)
             .unwrap_or_default(),
+    }
+}
+
+/// The definition of a tool that searches documents: one `input` string.
+fn search_tool(name: &str, description: &str) -> ToolDef {
+    ToolDef {
+        name: name.to_owned(),
+        description: description.to_owned(),
+        parameters: json!({"type": "object", "properties": {
+            "input": {"type": "string", "description": "What to search for."}
+        }, "required": ["input"]}),
     }
 }
