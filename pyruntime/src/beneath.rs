@@ -59,6 +59,11 @@ impl HeldDir {
         Ok(Self { fd })
     }
 
+    /// Free and used space of the file system the directory is on.
+    pub fn space(&self) -> io::Result<nix::sys::statvfs::Statvfs> {
+        Ok(nix::sys::statvfs::fstatvfs(self.fd.as_fd())?)
+    }
+
     /// The subdirectory `name` (a plain name; a link is refused with `ELOOP`/`ENOTDIR`).
     pub fn dir(&self, name: &OsStr) -> io::Result<Self> {
         check_name(name)?;

@@ -39,6 +39,11 @@ pub struct Config {
     #[arg(long, env = "PY_TOOL_WORKSPACE_QUOTA", default_value = "1G", value_parser = parse_mem_size)]
     pub workspace_quota: u64,
 
+    /// Bytes one run may write while it runs (its work, home and tmp, on a tmpfs of this
+    /// size; K, M, G), and the size of each workspace's cache.
+    #[arg(long, env = "PY_TOOL_RUN_DISK", default_value = "256M", value_parser = parse_mem_size)]
+    pub run_disk: u64,
+
     /// How long artifacts are kept after their last change: seconds, or with s, m, h, d.
     #[arg(long, env = "PY_TOOL_ARTIFACT_TTL", default_value = "7d", value_parser = parse_duration)]
     pub artifact_ttl: std::time::Duration,

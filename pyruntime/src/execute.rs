@@ -351,6 +351,7 @@ fn shape(outcome: Outcome, limits: &Limits, mut warnings: Vec<String>) -> Execut
         signal,
         report,
         report_problem,
+        disk_filled,
     } = outcome;
     let printed = stdout.trim_end().to_owned();
     let (entry, result, output, error) = match report {
@@ -406,6 +407,12 @@ fn shape(outcome: Outcome, limits: &Limits, mut warnings: Vec<String>) -> Execut
                 sandbox::FILE_SIZE_LIMIT >> 20
             ));
         }
+    }
+    if let Some(size) = disk_filled {
+        warnings.push(format!(
+            "the run used all of its disk space of {} MiB (PY_TOOL_RUN_DISK)",
+            size >> 20
+        ));
     }
     if truncated {
         warnings.push(format!(
@@ -488,6 +495,7 @@ mod tests {
             signal: None,
             report,
             report_problem: None,
+            disk_filled: None,
         }
     }
 

@@ -16,6 +16,7 @@
 //! way. `make_home` prepares a zygote's own view and the cgroups delegated to it. This module never interprets tool results beyond reading the
 //! harness report; collecting artifacts is `artifacts`' job.
 
+use std::ffi::OsStr;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -28,8 +29,9 @@ use std::io::Read;
 use crate::beneath::HeldDir;
 
 use crate::isolation::cgroups::{CgroupSpec, Cgroups, RunCgroup};
+use crate::isolation::disk::Disk;
 use crate::isolation::network::Egress;
-use crate::isolation::{Ids, Layer, Layers, NetworkMode, Plan, Rlimits};
+use crate::isolation::{Ids, Layer, Layers, NetworkMode, OWN_DIRS, Plan, Rlimits, SPACE};
 use crate::pool::{Pool, Zygote, ZygoteSpec};
 use crate::venvs::Venv;
 use crate::zygote::{SandboxSetup, Setup};
@@ -64,27 +66,54 @@ impl Limits {
 pub struct RunDir {
     root: PathBuf,
     held: Arc<HeldDir>,
+    /// The size of the tmpfs mounted at `root`, if any (see `disk`).
+    disk: Option<u64>,
 }
 
 impl RunDir {
-    /// Creates `<root>/{work,home,tmp}` (blocking); `root`'s parent must exist.
-    fn make(root: PathBuf) -> io::Result<Self> {
+    /// Creates `<root>/space/{work,home,tmp}` (blocking), `space` a tmpfs of its own
+    /// with `disk`; `root`'s parent must exist.
+    fn make(root: PathBuf, disk: Option<&Disk>) -> io::Result<Self> {
         std::fs::create_dir(&root)?;
         let held = Arc::new(HeldDir::open(&root)?);
-        for dir in ["work", "home", "tmp"] {
-            std::fs::create_dir(root.join(dir))?;
+        let space = root.join(SPACE);
+        std::fs::create_dir(&space)?;
+        // Removed again (unmounted once `disk` is set) when anything below fails.
+        let mut run_dir = Self {
+            held,
+            disk: None,
+            root,
+        };
+        if let Some(disk) = disk {
+            disk.mount_run(&space)?;
+            run_dir.disk = Some(disk.limit());
         }
-        Ok(Self { root, held })
+        for dir in OWN_DIRS {
+            std::fs::create_dir(space.join(dir))?;
+        }
+        Ok(run_dir)
     }
 
-    /// Creates `<base>/<uuid>/{work,home,tmp}` (blocking).
+    /// Creates `<base>/<uuid>/space/{work,home,tmp}` (blocking), on the host's disk.
     pub fn create(base: &Path) -> io::Result<Self> {
-        Self::make(base.join(uuid::Uuid::new_v4().to_string()))
+        Self::make(base.join(uuid::Uuid::new_v4().to_string()), None)
+    }
+
+    /// One of `OWN_DIRS`, by path (for the run's spec).
+    fn own(&self, dir: &str) -> PathBuf {
+        self.root.join(SPACE).join(dir)
+    }
+
+    /// With a tmpfs: its size, when the run left no byte or no inode of it free.
+    fn filled(&self) -> Option<u64> {
+        let limit = self.disk?;
+        let space = self.held.dir(OsStr::new(SPACE)).ok()?.space().ok()?;
+        (space.blocks_available() == 0 || space.files_available() == 0).then_some(limit)
     }
 
     /// The child's working directory, where every file left is an artifact.
     pub fn work(&self) -> io::Result<HeldDir> {
-        self.held.dir(std::ffi::OsStr::new("work"))
+        self.held.dir(OsStr::new(SPACE))?.dir(OsStr::new("work"))
     }
 
     /// Reads the run's stdout, stderr and report (off the async workers).
@@ -101,6 +130,11 @@ impl RunDir {
 
 impl Drop for RunDir {
     fn drop(&mut self) {
+        if self.disk.is_some()
+            && let Err(err) = crate::isolation::disk::unmount(&self.root.join(SPACE))
+        {
+            tracing::warn!(dir = %self.root.display(), %err, "cannot unmount a run's tmpfs");
+        }
         if let Err(err) = std::fs::remove_dir_all(&self.root)
             && err.kind() != io::ErrorKind::NotFound
         {
@@ -164,6 +198,8 @@ pub struct Outcome {
     pub report: Option<Report>,
     /// A report that exists but cannot be used (too large, malformed).
     pub report_problem: Option<String>,
+    /// The size of the run's disk space, when the run used all of it.
+    pub disk_filled: Option<u64>,
 }
 
 /// Where runs happen: the zygotes, the cgroups, and the policy every run gets.
@@ -187,6 +223,8 @@ pub struct Sandbox {
     runs_at_once: usize,
     /// Set by `probe` when runs get their namespaces and view (see `zygote_views`).
     views: std::sync::atomic::AtomicBool,
+    /// Each run's tmpfs and the workspaces' caches (root only).
+    disk: Option<Arc<Disk>>,
 }
 
 /// What every run gets, from the configuration.
@@ -198,6 +236,7 @@ pub struct Policy {
     pub max_mem: u64,
     pub runs_root: PathBuf,
     pub runs_at_once: usize,
+    pub disk: Option<Arc<Disk>>,
 }
 
 impl Sandbox {
@@ -213,6 +252,7 @@ impl Sandbox {
             runs_root: policy.runs_root,
             runs_at_once: policy.runs_at_once,
             views: std::sync::atomic::AtomicBool::new(false),
+            disk: policy.disk,
         };
         if sandbox.egress.is_none() {
             sandbox.without_egress();
@@ -297,6 +337,7 @@ impl Sandbox {
         let ids = Ids::for_workspace(workspace);
         let mut read_only = self.interpreter_dirs.clone();
         read_only.push(venv.dir.clone());
+        read_only.push(artifacts_dir.to_owned());
         ZygoteSpec {
             workspace,
             venv,
@@ -310,13 +351,14 @@ impl Sandbox {
             home: HomeRecipe {
                 runs_dir: self.runs_root.join(workspace),
                 read_only,
-                writable: vec![artifacts_dir.to_owned(), cache_dir.to_owned()],
+                writable: vec![cache_dir.to_owned()],
                 ids,
                 cgroups: self.cgroups.spec(self.max_mem),
                 view: self.zygote_views(),
                 runs_at_once: self.runs_at_once,
                 network: self.network,
                 egress: self.egress_for(self.network),
+                disk: self.disk.clone(),
             },
         }
     }
@@ -331,10 +373,12 @@ impl Sandbox {
     fn plan(&self, job: &Job<'_>, run_root: &Path) -> Plan {
         let mut read_only = self.interpreter_dirs.clone();
         read_only.push(job.venv.dir.clone());
+        // Files reach the artifact directory only through `collect`, which counts them.
+        read_only.push(job.artifacts_dir.to_owned());
         Plan {
             run_root: run_root.to_owned(),
             read_only,
-            writable: vec![job.artifacts_dir.to_owned(), job.cache_dir.to_owned()],
+            writable: vec![job.cache_dir.to_owned()],
             ids: Ids::for_workspace(job.workspace),
             network: self.network,
             resolv_conf: None,
@@ -355,9 +399,16 @@ impl Sandbox {
         let root = workspace_runs.join(uuid::Uuid::new_v4().to_string());
         let plan = self.plan(job, &root);
         let prepared = plan.clone();
+        let disk = self.disk.clone();
+        let (artifacts, cache) = (job.artifacts_dir.to_owned(), job.cache_dir.to_owned());
         tokio::task::spawn_blocking(move || {
             std::fs::create_dir_all(&workspace_runs)?;
-            let run_dir = RunDir::make(root)?;
+            std::fs::create_dir_all(&artifacts)?;
+            if let Some(disk) = &disk {
+                // Before the workspace's first zygote, whose view shows what is there.
+                disk.cache(&cache)?;
+            }
+            let run_dir = RunDir::make(root, disk.as_deref())?;
             prepare_dirs(&prepared)?;
             Ok::<_, io::Error>(run_dir)
         })
@@ -372,8 +423,8 @@ impl Sandbox {
         let spec = json!({
             "code": job.code,
             "params": job.params,
-            "home": run_dir.root.join("home"),
-            "tmp": run_dir.root.join("tmp"),
+            "home": run_dir.own("home"),
+            "tmp": run_dir.own("tmp"),
         });
         let zygote = self.zygote_spec(job.workspace, job.venv, job.cache_dir, job.artifacts_dir);
         let prepared_at = started.elapsed();
@@ -383,6 +434,7 @@ impl Sandbox {
             .await?;
         let ran_at = started.elapsed();
         let outputs = run_dir.outputs().await;
+        let disk_filled = run_dir.filled();
         tracing::debug!(
             workspace = job.workspace,
             prepare_us = prepared_at.as_micros() as u64,
@@ -399,6 +451,7 @@ impl Sandbox {
             signal: exit.signal,
             report: outputs.report,
             report_problem: outputs.report_problem,
+            disk_filled,
         })
     }
 
@@ -444,6 +497,7 @@ impl Sandbox {
             runs_at_once: 1,
             network: self.network,
             egress: None,
+            disk: None,
         };
         let zygote = self
             .start_bare_zygote(recipe, zygote_env(None, &cache))
@@ -451,8 +505,8 @@ impl Sandbox {
         let spec = json!({
             "code": "result = 1",
             "params": {},
-            "home": run_dir.root.join("home"),
-            "tmp": run_dir.root.join("tmp"),
+            "home": run_dir.own("home"),
+            "tmp": run_dir.own("tmp"),
         });
         let exit = Pool::run_on(Arc::new(zygote), plan, spec, Duration::from_secs(30)).await?;
         let Outputs {
@@ -497,6 +551,7 @@ impl Sandbox {
             runs_at_once: 1,
             network: self.network,
             egress: self.egress_for(self.network),
+            disk: self.disk.clone(),
         };
         match self
             .start_bare_zygote(recipe, zygote_env(None, scratch))
@@ -595,8 +650,8 @@ impl Sandbox {
         let spec = json!({
             "exec": exec,
             "env": installer_env(venv, &run_dir, installer_cache),
-            "home": run_dir.root.join("home"),
-            "tmp": run_dir.root.join("tmp"),
+            "home": run_dir.own("home"),
+            "tmp": run_dir.own("tmp"),
         });
         let recipe = HomeRecipe {
             runs_dir: run_dir
@@ -612,6 +667,7 @@ impl Sandbox {
             runs_at_once: 1,
             network: install_network,
             egress: self.egress_for(install_network),
+            disk: None,
         };
         let zygote = self
             .start_bare_zygote(recipe, zygote_env(None, installer_cache))
@@ -748,6 +804,8 @@ pub struct HomeRecipe {
     pub network: NetworkMode,
     /// With `public`: the egress the server attaches to the zygote's namespace.
     pub egress: Option<Arc<Egress>>,
+    /// With a view: the zygote's own directories on a tmpfs (see `disk`).
+    pub disk: Option<Arc<Disk>>,
 }
 
 /// A zygote's home on the server side: the directory its view is built in and the
@@ -761,18 +819,24 @@ pub struct ZygoteHome {
     /// With `public` and a view: attached by the server to the zygote's namespace.
     pub egress: Option<Arc<Egress>>,
     dir: Option<PathBuf>,
+    /// `dir` is a tmpfs.
+    mounted: bool,
     delegated: Vec<PathBuf>,
 }
 
 impl Drop for ZygoteHome {
     fn drop(&mut self) {
         let dir = self.dir.take();
+        let mounted = self.mounted;
         let delegated = std::mem::take(&mut self.delegated);
         let remove = move || {
             // Whatever the zygote or its runs left behind dies with its cgroups.
             crate::isolation::cgroups::kill_trees(&delegated);
             drop(RunCgroup::adopt(delegated));
             if let Some(dir) = dir {
+                if mounted {
+                    let _ = crate::isolation::disk::unmount(&dir.join(SPACE));
+                }
                 let _ = std::fs::remove_dir_all(dir);
             }
         };
@@ -798,6 +862,7 @@ pub fn make_home(recipe: &HomeRecipe) -> io::Result<ZygoteHome> {
             leaves: Vec::new(),
             egress: None,
             dir: None,
+            mounted: false,
             delegated: Vec::new(),
         });
     }
@@ -809,10 +874,18 @@ pub fn make_home(recipe: &HomeRecipe) -> io::Result<ZygoteHome> {
         leaves: Vec::new(),
         egress: recipe.egress.clone(),
         dir: Some(dir.clone()),
+        mounted: false,
         delegated: Vec::new(),
     };
-    for sub in ["work", "home", "tmp"] {
-        std::fs::create_dir_all(dir.join(sub))?;
+    let space = dir.join(SPACE);
+    std::fs::create_dir_all(&space)?;
+    if let Some(disk) = &recipe.disk {
+        // What package code writes at import time is bounded like a run's writes.
+        disk.mount_run(&space)?;
+        home.mounted = true;
+    }
+    for sub in OWN_DIRS {
+        std::fs::create_dir(space.join(sub))?;
     }
     for path in &recipe.writable {
         std::fs::create_dir_all(path)?;

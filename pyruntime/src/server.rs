@@ -28,6 +28,7 @@ use crate::config::Config;
 use crate::error::{ApiError, Result};
 use crate::execute::{ExecuteRequest, ExecuteResponse, Executor, InstallRequest, InstallResponse};
 use crate::isolation::cgroups::Cgroups;
+use crate::isolation::disk::Disk;
 use crate::isolation::network::Egress;
 use crate::isolation::{Layer, Layers, NetworkMode, State as LayerState};
 use crate::pool::{Launcher, Pool};
@@ -57,6 +58,8 @@ struct Isolation {
     cgroups: Layer,
     /// How a zygote confines itself before importing a workspace's code.
     zygote: Layer,
+    /// The bound on the disk a run fills (`PY_TOOL_RUN_DISK`).
+    disk: Layer,
     required: bool,
     /// What runs reach (`deny` where `public` cannot work).
     network: NetworkMode,
@@ -71,6 +74,7 @@ impl Isolation {
         let mut all: Vec<_> = self.layers.iter().into_iter().collect();
         all.push(("cgroups", &self.cgroups));
         all.push(("zygote", &self.zygote));
+        all.push(("disk", &self.disk));
         all
     }
 }
@@ -78,6 +82,8 @@ impl Isolation {
 /// Builds the tokio runtime and serves `config` until Ctrl-C or SIGTERM.
 pub fn run(config: Config) -> std::io::Result<()> {
     init_tracing();
+    // Before the runtime's threads exist: they inherit it.
+    crate::isolation::disk::own_namespace();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -171,6 +177,11 @@ async fn prepare(config: &Config) -> std::io::Result<AppState> {
         tracing::warn!(%err, "cannot clean stale run directories");
     }
     let venvs = Venvs::new(venvs_root, base_python, installer);
+    let (run_disk, runs) = (config.run_disk, artifacts.runs_dir());
+    let disk = tokio::task::spawn_blocking(move || Disk::new(run_disk, &runs))
+        .await
+        .map_err(std::io::Error::other)?
+        .map(Arc::new);
 
     let launcher = Launcher::detect(&python.host)?;
     let pool = Arc::new(Pool::new(launcher));
@@ -196,6 +207,7 @@ async fn prepare(config: &Config) -> std::io::Result<AppState> {
             max_mem: config.max_mem,
             runs_root: artifacts.runs_dir(),
             runs_at_once: config.concurrency(),
+            disk: disk.as_ref().ok().cloned(),
         },
     );
     let layers = sandbox
@@ -229,6 +241,10 @@ async fn prepare(config: &Config) -> std::io::Result<AppState> {
         layers,
         cgroups: sandbox.cgroups(),
         zygote,
+        disk: match &disk {
+            Ok(disk) => disk.layer(),
+            Err(layer) => layer.clone(),
+        },
         required: config.require_isolation,
         network: sandbox.network(),
         max_concurrency: config.concurrency(),

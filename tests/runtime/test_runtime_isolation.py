@@ -48,7 +48,7 @@ def guarded(start_runtime):
 def test_health_reports_every_layer_enforced_or_why_not(runtime):
     health = runtime.get("/tools/health").json()["isolation"]
     assert set(health["layers"]) == {
-        "namespaces", "filesystem", "network", "identity", "landlock", "seccomp", "cgroups", "zygote",
+        "namespaces", "filesystem", "network", "identity", "landlock", "seccomp", "cgroups", "zygote", "disk",
     }
     for name, found in health["layers"].items():
         assert found["state"] in ("enforced", "partial", "unavailable"), name

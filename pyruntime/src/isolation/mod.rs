@@ -13,6 +13,7 @@
 //! given (`Plan`) and the report it gives back (`Layers`).
 
 pub mod cgroups;
+pub mod disk;
 pub mod landlock;
 pub mod mounts;
 pub mod namespaces;
@@ -198,17 +199,23 @@ pub struct Rlimits {
     pub processes: u64,
 }
 
+/// Below a run's (or a zygote's) directory: where its own writable directories are, on
+/// one file system (the run's tmpfs, see `disk`).
+pub const SPACE: &str = "space";
+/// A run's own writable directories, in `SPACE`: its working directory, home and tmp.
+pub const OWN_DIRS: [&str; 3] = ["work", "home", "tmp"];
+
 /// Everything a child needs to confine itself, sent by the server with each run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Plan {
-    /// The run's private directory: `work/`, `home/`, `tmp/`, `root/` (the mount point of
-    /// its new root), and the stdout, stderr and report files.
+    /// The run's private directory: `space/` (its `OWN_DIRS`, on the run's tmpfs when
+    /// there is one), `root/` (the mount point of its new root), and the stdout, stderr
+    /// and report files (never on the tmpfs: a run that fills it still reports).
     pub run_root: PathBuf,
     /// Read-only inside the run besides the system directories: the interpreter's
-    /// installation and the workspace's venv.
+    /// installation, the workspace's venv and artifact directory.
     pub read_only: Vec<PathBuf>,
-    /// Writable inside the run besides its own directories: the workspace's artifact
-    /// directory and cache.
+    /// Writable inside the run besides its own directories: the workspace's cache.
     pub writable: Vec<PathBuf>,
     pub ids: Ids,
     /// What the run may reach (`network`).
@@ -224,15 +231,15 @@ pub struct Plan {
 
 impl Plan {
     pub fn work(&self) -> PathBuf {
-        self.run_root.join("work")
+        self.run_root.join(SPACE).join("work")
     }
 
     pub fn home(&self) -> PathBuf {
-        self.run_root.join("home")
+        self.run_root.join(SPACE).join("home")
     }
 
     pub fn tmp(&self) -> PathBuf {
-        self.run_root.join("tmp")
+        self.run_root.join(SPACE).join("tmp")
     }
 
     pub fn new_root(&self) -> PathBuf {

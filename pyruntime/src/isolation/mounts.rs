@@ -166,8 +166,10 @@ pub fn skeleton(plan: &Plan) -> std::io::Result<()> {
 /// Builds the view and pivots into it; returns what it holds, for the layer's report.
 pub fn build_view(plan: &Plan) -> Result<String, String> {
     let none: Option<&str> = None;
-    mount(none, "/", none, MsFlags::MS_REC | MsFlags::MS_PRIVATE, none)
-        .map_err(|err| format!("making / private: {err}"))?;
+    // A slave, not private: the tmpfs the server mounts for a run after the zygote made
+    // its view must still reach the view (see `disk`); nothing propagates back out.
+    mount(none, "/", none, MsFlags::MS_REC | MsFlags::MS_SLAVE, none)
+        .map_err(|err| format!("making / a slave: {err}"))?;
     let root = plan.new_root();
     mount(Some(&root), &root, none, MsFlags::MS_BIND, none)
         .map_err(|err| format!("the new root: {err}"))?;
