@@ -9,47 +9,36 @@
 //! the wheel (where a Python process hosts the server through `serve`).
 //!
 //! # Layout
-//! - `config`: the `PY_TOOL_*` settings (one clap struct).
-//! - `admission`: the concurrency cap, the bounded fair queue, 429 when it is full.
-//! - `analysts`: template substitution and import detection in worker processes.
-//! - `server`: router, API-key middleware, handlers, `run`/`serve`, shutdown.
-//! - `execute`: the pipeline behind execute-python and install-packages.
-//! - `templates`: template grammar and resolution of `variables`.
-//! - `imports`: import → distribution table, requirement validation, install planning.
-//! - `venvs`: per-workspace venvs, locks, uv/pip installs.
-//! - `sandbox`: one run: its directories, plan, cgroup, outputs and report.
-//! - `isolation`: the layers a run applies to itself (namespaces, file-system view,
-//!   ids, Landlock, seccomp) and per-run cgroups, each reported enforced/partial/unavailable.
-//! - `pool`: the per-workspace zygotes (start, reuse, replace) as the server sees them.
-//! - `zygote`: the zygote process itself: a warm interpreter that forks a confined child
-//!   per run.
-//! - `artifacts`: collecting files a run wrote and serving them.
-//! - `beneath`: opening what a run left without following anything it planted.
-//! - `workspace`: the rule for workspace ids.
-//! - `py`: the PyO3 boundary (analysis calls and the `serve` pyfunction).
-//! - `error`: `ApiError`, the JSON error body.
+//! Floors that import only downward (a module never imports one above it):
+//! - `edge` — the HTTP edge: `server` (router, API-key middleware, handlers, `run`,
+//!   shutdown) and `error` (`ApiError`, the JSON error body).
+//! - `pipeline` — `execute` (the pipeline behind execute-python and install-packages)
+//!   and `admission` (the concurrency cap, the fair bounded queue), with their `Error`.
+//! - `process` — the children: `sandbox` (one run, one install), `pool` and `zygote`
+//!   (the warm per-workspace processes), `protocol` (every message between them and its
+//!   validation), `home` (a zygote's view and cgroups), `launcher`, and `analysts` (the
+//!   code-analysis workers).
+//! - the ground floor: `isolation` (namespaces, mounts, network, Landlock, seccomp,
+//!   cgroups, disk; imports nothing of ours), `analysis` (`py`, `templates`, `imports`;
+//!   imports nothing of ours) and `storage` (`venvs`, `artifacts`, `workspace`,
+//!   `beneath`; uses `analysis` and the run limits of `isolation`).
+//!
+//! Beside them: `config` (the `PY_TOOL_*` settings: parsed at the top, read by the edge
+//! and the pipeline; it names only `isolation`'s network mode) and `wheel` (the
+//! extension module's entry points).
 
-pub mod admission;
-pub mod analysts;
-pub mod artifacts;
-pub mod beneath;
+pub mod analysis;
 pub mod config;
-pub mod error;
-pub mod execute;
-pub mod imports;
+pub mod edge;
 pub mod isolation;
-pub mod pool;
-pub mod py;
-pub mod sandbox;
-pub mod server;
-pub mod templates;
-pub mod venvs;
-pub mod workspace;
-pub mod zygote;
+pub mod pipeline;
+pub mod process;
+pub mod storage;
+pub mod wheel;
 
 pub use config::Config;
-pub use error::{ApiError, Result};
-pub use server::{run, serve};
+pub use edge::error::{ApiError, Result};
+pub use edge::server::{run, serve};
 
 use pyo3::pymodule;
 
@@ -59,13 +48,13 @@ mod _weir_runtime {
     use pyo3::prelude::*;
 
     #[pymodule_export]
-    use crate::py::serve;
+    use crate::wheel::serve;
 
     #[pymodule_export]
-    use crate::py::zygote;
+    use crate::wheel::zygote;
 
     #[pymodule_export]
-    use crate::py::analyst;
+    use crate::wheel::analyst;
 
     #[pymodule_init]
     fn init(module: &Bound<'_, PyModule>) -> PyResult<()> {

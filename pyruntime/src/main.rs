@@ -7,15 +7,15 @@ use clap::Parser;
 use pyo3::Python;
 
 fn main() -> std::process::ExitCode {
-    if std::env::args().nth(1).as_deref() == Some(_weir_runtime::analysts::ARG) {
+    if std::env::args().nth(1).as_deref() == Some(_weir_runtime::process::launcher::ANALYST_ARG) {
         // A code analyser (started by the server itself, see `analysts`).
         pin_python_home();
         Python::initialize();
-        return _weir_runtime::analysts::worker_main();
+        return _weir_runtime::process::analysts::worker_main();
     }
-    if std::env::args().nth(1).as_deref() == Some(_weir_runtime::zygote::ARG) {
+    if std::env::args().nth(1).as_deref() == Some(_weir_runtime::process::launcher::ZYGOTE_ARG) {
         // A workspace's zygote (started by the server itself, see `pool`).
-        _weir_runtime::zygote::reserve_report_fd();
+        _weir_runtime::process::zygote::reserve_report_fd();
         pin_python_home();
         // No `site` at start: the installation's .pth files (some import whole packages)
         // are not the workspace's; the zygote adds the venv's site-packages itself.
@@ -25,7 +25,7 @@ fn main() -> std::process::ExitCode {
             pyo3::ffi::Py_NoSiteFlag = 1;
         }
         Python::initialize();
-        return _weir_runtime::zygote::main();
+        return _weir_runtime::process::zygote::main();
     }
     let config = _weir_runtime::Config::parse();
     pin_python_home();

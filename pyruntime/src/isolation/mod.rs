@@ -199,6 +199,14 @@ pub struct Rlimits {
     pub processes: u64,
 }
 
+/// RLIMIT_FSIZE: the largest file a run may write.
+pub const FILE_SIZE_LIMIT: u64 = 100 << 20;
+/// RLIMIT_NPROC: processes (threads included) of the run's uid. Runs never have root's
+/// exemption: they run as the workspace's unprivileged ids.
+pub const PROCESS_LIMIT: u64 = 1024;
+/// `RLIM_INFINITY`.
+pub const UNLIMITED: u64 = u64::MAX;
+
 /// Below a run's (or a zygote's) directory: where its own writable directories are, on
 /// one file system (the run's tmpfs, see `disk`).
 pub const SPACE: &str = "space";

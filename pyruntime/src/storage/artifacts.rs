@@ -14,10 +14,28 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::beneath::{Entry, HeldDir, Kind};
-use crate::error::ApiError;
-use crate::sandbox::FILE_SIZE_LIMIT;
-use crate::workspace;
+use crate::isolation::FILE_SIZE_LIMIT;
+use crate::storage::beneath::{Entry, HeldDir, Kind};
+use crate::storage::workspace;
+
+/// Why an artifact is not served.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// The workspace id or file name is not one an artifact can have.
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{0}")]
+    NotFound(String),
+    /// The detail is for the log, never for the caller.
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl ReadError {
+    fn internal(detail: impl std::fmt::Display) -> Self {
+        Self::Internal(detail.to_string())
+    }
+}
 
 /// At most this many files are kept from one run.
 const MAX_FILES_PER_RUN: usize = 200;
@@ -131,20 +149,20 @@ impl Artifacts {
     }
 
     /// Reads one artifact for the download endpoint.
-    pub async fn read(&self, workspace: &str, filename: &str) -> Result<Vec<u8>, ApiError> {
+    pub async fn read(&self, workspace: &str, filename: &str) -> Result<Vec<u8>, ReadError> {
         if !workspace::is_valid(workspace) {
-            return Err(ApiError::BadRequest(workspace::invalid_message(
+            return Err(ReadError::Invalid(workspace::invalid_message(
                 "workspace_id",
             )));
         }
         if !is_plain_basename(filename) {
-            return Err(ApiError::BadRequest(
+            return Err(ReadError::Invalid(
                 "the file name must be a plain file name".to_owned(),
             ));
         }
         let dir = self.root.join(workspace);
         let name = std::ffi::OsString::from(filename);
-        let not_found = || ApiError::NotFound(format!("artifact {filename} not found"));
+        let not_found = || ReadError::NotFound(format!("artifact {filename} not found"));
         // Runs (and their zygote) write this directory: the file is opened without
         // following a link, only when regular, and read up to the largest a run writes.
         let read = tokio::task::spawn_blocking(move || -> io::Result<Option<Vec<u8>>> {
@@ -159,20 +177,20 @@ impl Artifacts {
             Ok(Some(bytes))
         })
         .await
-        .map_err(ApiError::internal)?;
+        .map_err(ReadError::internal)?;
         match read {
-            Ok(Some(bytes)) if bytes.len() as u64 > FILE_SIZE_LIMIT => Err(ApiError::BadRequest(
+            Ok(Some(bytes)) if bytes.len() as u64 > FILE_SIZE_LIMIT => Err(ReadError::Invalid(
                 format!("the artifact is larger than {} MiB", FILE_SIZE_LIMIT >> 20),
             )),
             Ok(Some(bytes)) => Ok(bytes),
             Ok(None) => Err(not_found()),
             Err(err) => match err.raw_os_error() {
-                Some(libc::ELOOP) => Err(ApiError::BadRequest(
+                Some(libc::ELOOP) => Err(ReadError::Invalid(
                     "the file name must not be a symbolic link".to_owned(),
                 )),
                 Some(libc::ENOENT) => Err(not_found()),
                 _ if err.kind() == io::ErrorKind::InvalidInput => Err(not_found()),
-                _ => Err(ApiError::internal(err)),
+                _ => Err(ReadError::internal(err)),
             },
         }
     }

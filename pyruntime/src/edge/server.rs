@@ -23,18 +23,21 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use tokio::net::TcpListener;
 
-use crate::artifacts::{self, Artifacts};
+use crate::analysis::py::{self, InterpreterInfo};
 use crate::config::Config;
-use crate::error::{ApiError, Result};
-use crate::execute::{ExecuteRequest, ExecuteResponse, Executor, InstallRequest, InstallResponse};
+use crate::edge::error::{ApiError, Result};
 use crate::isolation::cgroups::Cgroups;
 use crate::isolation::disk::Disk;
 use crate::isolation::network::Egress;
 use crate::isolation::{Layer, Layers, NetworkMode, State as LayerState};
-use crate::pool::{Launcher, Pool};
-use crate::py::{self, InterpreterInfo};
-use crate::sandbox::{self, Policy, Sandbox};
-use crate::venvs::{self, Installer, Venvs};
+use crate::pipeline::execute::{
+    ExecuteRequest, ExecuteResponse, Executor, InstallRequest, InstallResponse,
+};
+use crate::process::launcher::Launcher;
+use crate::process::pool::Pool;
+use crate::process::sandbox::{self, Policy, Sandbox};
+use crate::storage::artifacts::{self, Artifacts};
+use crate::storage::venvs::{self, Installer, Venvs};
 
 /// How long requests in flight may go on after Ctrl-C or SIGTERM.
 pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
@@ -466,9 +469,9 @@ async fn health(State(state): State<AppState>) -> Json<Value> {
             "rlimits": {
                 "cpuSeconds": format!("timeout + {}", sandbox::CPU_GRACE_SECS),
                 "addressSpaceBytes": state.max_mem,
-                "fileSizeBytes": sandbox::FILE_SIZE_LIMIT,
+                "fileSizeBytes": crate::isolation::FILE_SIZE_LIMIT,
                 "coreBytes": 0,
-                "processes": sandbox::PROCESS_LIMIT,
+                "processes": crate::isolation::PROCESS_LIMIT,
             },
             "outputCapBytes": sandbox::OUTPUT_CAP,
             "namespaces": isolation.layers.namespaces.state == LayerState::Enforced,

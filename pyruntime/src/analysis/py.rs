@@ -2,11 +2,10 @@
 //!
 //! The interpreter is used only for trusted analysis of tool code (tokenizer-driven
 //! template substitution, `ast` import detection, module and distribution look-ups in a
-//! venv) and to host the server when it is started from the wheel (`serve`, exported by
-//! the `_weir_runtime` module). The Python side of that analysis is `analysis.py`,
+//! venv). The Python side of that analysis is `analysis.py`,
 //! compiled once per process. No other module names `Python<'py>`; the functions here
 //! take and return plain Rust types and block, so async callers use `spawn_blocking`.
-//! Tool code is never executed in this interpreter: see `sandbox`.
+//! Tool code is never executed in this interpreter: see `process::sandbox`.
 
 use std::collections::BTreeMap;
 use std::ffi::CString;
@@ -14,9 +13,6 @@ use std::ffi::CString;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyModule;
-
-use crate::config::Config;
-use crate::templates::Replacement;
 
 const ANALYSIS_SOURCE: &str = include_str!("analysis.py");
 
@@ -65,18 +61,14 @@ fn call<T>(
     .map_err(PyFailure::from)
 }
 
-/// Applies `replacements` to `code` where CPython's tokenizer says each one stands;
-/// returns the new code and warnings. `None` when the code cannot be tokenized (it would
-/// not compile either).
+/// Applies `replacements` — `(start, end, text, json)` in character offsets — to `code`
+/// where CPython's tokenizer says each one stands; returns the new code and warnings.
+/// `None` when the code cannot be tokenized (it would not compile either).
 pub fn substitute(
     code: &str,
-    replacements: &[Replacement],
+    replacements: Vec<(usize, usize, &str, &str)>,
 ) -> Result<Option<(String, Vec<String>)>, PyFailure> {
-    let items: Vec<(usize, usize, &str, &str)> = replacements
-        .iter()
-        .map(|r| (r.start, r.end, r.text.as_str(), r.json.as_str()))
-        .collect();
-    call("substitute", |f| f.call1((code, items))?.extract())
+    call("substitute", |f| f.call1((code, replacements))?.extract())
 }
 
 /// Top-level names of the non-stdlib absolute imports of `code`, in source order.
@@ -107,46 +99,4 @@ pub fn interpreter() -> Result<InterpreterInfo, PyFailure> {
         host: get("host"),
         base_prefix: get("base_prefix"),
     })
-}
-
-/// Runs the server inside the calling Python process (the wheel's `weir-pyruntime`
-/// console script). `argv` are the command-line arguments including the program name.
-/// Returns when the server has shut down (Ctrl-C or SIGTERM).
-#[pyfunction]
-#[pyo3(signature = (argv = None))]
-pub fn serve(py: Python<'_>, argv: Option<Vec<String>>) -> PyResult<()> {
-    use clap::Parser;
-    let argv = argv.unwrap_or_else(|| vec!["weir-pyruntime".to_owned()]);
-    let config = match Config::try_parse_from(argv) {
-        Ok(config) => config,
-        Err(err) if !err.use_stderr() => {
-            // --help / --version: print and return normally.
-            println!("{err}");
-            return Ok(());
-        }
-        Err(err) => return Err(pyo3::exceptions::PyValueError::new_err(err.to_string())),
-    };
-    py.detach(|| crate::server::run(config))
-        .map_err(|err| pyo3::exceptions::PyRuntimeError::new_err(err.to_string()))
-}
-
-/// Runs a code analyser in the calling Python process (how the wheel starts them; the
-/// binary uses `weir-pyruntime __analyze`). Returns the process exit status.
-#[pyfunction]
-pub fn analyst(py: Python<'_>) -> i32 {
-    py.detach(crate::analysts::worker_main);
-    0
-}
-
-/// Runs a zygote in the calling Python process (how the wheel starts them; the binary
-/// uses `weir-pyruntime __zygote`). Returns the process exit status.
-#[pyfunction]
-pub fn zygote() -> i32 {
-    match crate::zygote::serve() {
-        Ok(()) => 0,
-        Err(err) => {
-            eprintln!("weir-pyruntime zygote: {err}");
-            1
-        }
-    }
 }

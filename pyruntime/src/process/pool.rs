@@ -8,25 +8,29 @@
 //! `MAX_RUNS` runs, when the workspace's venv changed (`retire`, after an install), when
 //! idle for `IDLE` (`sweep`), and in the background when runs import modules it has not
 //! pre-imported (`learn`: the workspace's recent imports, bounded by `MAX_LEARNED`).
-//! The zygote process itself is `zygote`; how one is launched is `Launcher`.
+//! The zygote process itself is `zygote`; how one is launched is `launcher`; every
+//! message between them is `protocol`.
 
 use std::collections::HashMap;
 use std::io;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
+use tokio::process::{Child, ChildStderr, ChildStdin, Command};
 use tokio::sync::{Mutex as AsyncMutex, mpsc, oneshot};
 
 use crate::isolation::network::Connection;
 use crate::isolation::{Layer, Plan};
-use crate::sandbox::{HomeRecipe, ZygoteHome, make_home};
-use crate::venvs::Venv;
-use crate::zygote::{self, Event, SandboxSetup, Setup};
+use crate::process::home::{HomeRecipe, ZygoteHome, make_home};
+use crate::process::launcher::Launcher;
+use crate::process::protocol::{
+    self, Awaiting, Command as ZygoteCommand, Event, EventLines, RunEvent, SandboxSetup, Setup,
+    encode, excerpt,
+};
+use crate::storage::venvs::Venv;
 
 /// Runs a zygote serves before it is replaced.
 pub const MAX_RUNS: u32 = 500;
@@ -38,55 +42,6 @@ pub const MAX_LEARNED: usize = 32;
 const START_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long to wait for a killed run's exit to be reported.
 const KILL_GRACE: Duration = Duration::from_secs(5);
-
-/// How zygote processes are started: this binary with `__zygote`, or — when the server is
-/// hosted by a Python process (the wheel) — that interpreter calling
-/// `weir_runtime._weir_runtime.zygote()`.
-#[derive(Debug, Clone)]
-pub struct Launcher {
-    program: PathBuf,
-    args: Vec<String>,
-    /// The arguments that make the same program a code analyser (`analysts`).
-    analyst_args: Vec<String>,
-}
-
-impl Launcher {
-    /// `host_python` is `sys.executable` of the process hosting the server.
-    pub fn detect(host_python: &str) -> io::Result<Self> {
-        let exe = std::env::current_exe()?;
-        let is_binary = exe
-            .file_name()
-            .is_some_and(|n| n.to_string_lossy().starts_with("weir-pyruntime"));
-        let python = |function: &str| {
-            vec![
-                "-I".to_owned(),
-                "-c".to_owned(),
-                format!(
-                    "import sys; from weir_runtime._weir_runtime import {function}; \
-                     sys.exit({function}())"
-                ),
-            ]
-        };
-        Ok(if is_binary {
-            Self {
-                program: exe,
-                args: vec![zygote::ARG.to_owned()],
-                analyst_args: vec![crate::analysts::ARG.to_owned()],
-            }
-        } else {
-            Self {
-                program: PathBuf::from(host_python),
-                args: python("zygote"),
-                analyst_args: python("analyst"),
-            }
-        })
-    }
-
-    /// The program and arguments of a code analyser.
-    pub fn analyst(&self) -> (&PathBuf, &[String]) {
-        (&self.program, &self.analyst_args)
-    }
-}
 
 /// How a run ended.
 #[derive(Debug, Clone)]
@@ -148,12 +103,8 @@ enum StartError {
     Failed(String),
 }
 
-/// Longest line a zygote may write (its events are short; a failure message is capped).
-const MAX_EVENT_LINE: usize = 64 << 10;
 /// How long a zygote may take to say that a run started.
 const START_RUN_TIMEOUT: Duration = Duration::from_secs(30);
-/// Longest failure message of a zygote passed on.
-const MAX_FAILURE_MESSAGE: usize = 2000;
 
 impl Zygote {
     /// Starts a zygote with `env` and `setup`, and waits until it is ready.
@@ -219,7 +170,7 @@ impl Zygote {
                         connection = Some(egress.attach(pid).await.map_err(io::Error::other)?);
                     }
                     stdin
-                        .write_all(&encode(&zygote::Command::Mapped { ok: true })?)
+                        .write_all(&encode(&ZygoteCommand::Mapped { ok: true })?)
                         .await?;
                 }
                 Ok(Event::Unshared { ok: false }) => {
@@ -283,7 +234,7 @@ impl Zygote {
     }
 
     /// Queues `command` for the zygote; `false` when it is gone.
-    fn send(&self, command: &zygote::Command) -> bool {
+    fn send(&self, command: &ZygoteCommand) -> bool {
         encode(command).is_ok_and(|line| self.commands.send(line).is_ok())
     }
 
@@ -314,7 +265,7 @@ impl Zygote {
         }
         *lock(&self.last_used) = Instant::now();
         self.runs.fetch_add(1, Ordering::Relaxed);
-        if !self.send(&zygote::Command::Run { id, plan, spec }) {
+        if !self.send(&ZygoteCommand::Run { id, plan, spec }) {
             lock(&self.waiters).remove(&id);
             return Err(StartError::Dead);
         }
@@ -345,7 +296,7 @@ impl Zygote {
     /// Asks the zygote to exit once its runs are over.
     fn drain(&self) {
         // A zygote that is already gone needs no draining.
-        self.send(&zygote::Command::Drain);
+        self.send(&ZygoteCommand::Drain);
     }
 }
 
@@ -357,24 +308,10 @@ impl Drop for Zygote {
     }
 }
 
-fn encode<T: serde::Serialize>(message: &T) -> io::Result<Vec<u8>> {
-    let mut line = serde_json::to_vec(message).map_err(io::Error::other)?;
-    line.push(b'\n');
-    Ok(line)
-}
-
 /// SIGKILL to the server's own child (never reaped before this, so its pid is its own).
 fn kill(process: &Mutex<Child>, alive: &AtomicBool) {
     alive.store(false, Ordering::Release);
     let _ = lock(process).start_kill();
-}
-
-/// A zygote's line as it may appear in the log: short, printable.
-fn excerpt(line: &str) -> String {
-    line.chars()
-        .take(200)
-        .flat_map(char::escape_default)
-        .collect()
 }
 
 /// Lines of a zygote's stderr logged per second; the rest are counted and dropped.
@@ -420,43 +357,6 @@ async fn write_commands(mut stdin: ChildStdin, mut queue: mpsc::UnboundedReceive
     }
 }
 
-/// A zygote's stdout as lines of at most `MAX_EVENT_LINE` bytes.
-struct EventLines {
-    reader: BufReader<ChildStdout>,
-    line: Vec<u8>,
-}
-
-impl EventLines {
-    fn new(stdout: ChildStdout) -> Self {
-        Self {
-            reader: BufReader::new(stdout),
-            line: Vec::new(),
-        }
-    }
-
-    /// The next line; `None` at EOF; an error for an overlong, cut off or non-UTF-8 line.
-    async fn next(&mut self) -> io::Result<Option<String>> {
-        self.line.clear();
-        let read = (&mut self.reader)
-            .take(MAX_EVENT_LINE as u64 + 1)
-            .read_until(b'\n', &mut self.line)
-            .await?;
-        if read == 0 {
-            return Ok(None);
-        }
-        if self.line.pop() != Some(b'\n') {
-            return Err(io::Error::other(if read > MAX_EVENT_LINE {
-                "a zygote line is too long"
-            } else {
-                "the zygote's last line is cut off"
-            }));
-        }
-        String::from_utf8(std::mem::take(&mut self.line))
-            .map(Some)
-            .map_err(|_| io::Error::other("a zygote line is not UTF-8"))
-    }
-}
-
 /// Dispatches a zygote's events to the waiting runs. A line that is malformed, too long,
 /// or out of turn (a run the server never started, or started twice) retires the
 /// zygote: it is killed, and its runs fail. At EOF, fails them all.
@@ -492,32 +392,28 @@ async fn read_events(
 
 /// Applies one event line to the waiting runs, or says why it is not believed.
 fn dispatch(line: &str, waiters: &mut HashMap<u64, Waiter>) -> Result<(), &'static str> {
-    let event = serde_json::from_str::<Event>(line).map_err(|_| "not an event")?;
-    match event {
-        Event::Started { id } => {
-            let tx = waiters
-                .get_mut(&id)
-                .and_then(|w| w.started.take())
-                .ok_or("started: no such run waiting to start")?;
-            let _ = tx.send(Ok(()));
-        }
-        Event::Failed { id, message } => {
-            let tx = waiters
-                .get_mut(&id)
-                .and_then(|w| w.started.take())
-                .ok_or("failed: no such run waiting to start")?;
-            waiters.remove(&id);
-            let _ = tx.send(Err(message.chars().take(MAX_FAILURE_MESSAGE).collect()));
-        }
-        Event::Exited { id, code, signal } => {
-            if waiters.get(&id).is_none_or(|w| w.started.is_some()) {
-                return Err("exited: no such run started");
+    let awaiting = |id| {
+        waiters.get(&id).map(|w| match w.started {
+            Some(_) => Awaiting::Start,
+            None => Awaiting::Exit,
+        })
+    };
+    match protocol::believe(line, awaiting)? {
+        RunEvent::Started { id } => {
+            if let Some(tx) = waiters.get_mut(&id).and_then(|w| w.started.take()) {
+                let _ = tx.send(Ok(()));
             }
+        }
+        RunEvent::Failed { id, message } => {
+            if let Some(tx) = waiters.remove(&id).and_then(|w| w.started) {
+                let _ = tx.send(Err(message));
+            }
+        }
+        RunEvent::Exited { id, code, signal } => {
             if let Some(tx) = waiters.remove(&id).and_then(|mut w| w.exited.take()) {
                 let _ = tx.send((code, signal));
             }
         }
-        Event::Ready { .. } | Event::Unshared { .. } => return Err("a start-up event after start"),
     }
     Ok(())
 }
@@ -537,7 +433,7 @@ struct KillOnDrop {
 impl KillOnDrop {
     fn kill(&self) {
         if let Some((zygote, id)) = &self.run {
-            zygote.send(&zygote::Command::Kill { id: *id });
+            zygote.send(&ZygoteCommand::Kill { id: *id });
         }
     }
 }

@@ -7,23 +7,24 @@
 //! (`artifacts`) and shapes the response. An install retires the workspace's zygote (its
 //! venv changed); a successful run teaches the pool what the workspace imports. Anything the user's code did is a successful
 //! response with `success: false`; only bad input and infrastructure failures are
-//! `ApiError`s. HTTP concerns (routing, auth, extraction) stay in `server`.
+//! `pipeline::Error`s. HTTP concerns (routing, auth, extraction, statuses) stay in the edge.
 
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::admission::{Admission, Full};
-use crate::analysts::{AnalysisError, Analysts, Request as AnalysisRequest};
-use crate::artifacts::{Artifact, Artifacts};
+use crate::analysis::imports::{self, Requirement};
+use crate::analysis::py;
+use crate::analysis::templates::{self, Variables};
 use crate::config::Config;
-use crate::error::{ApiError, Result};
-use crate::imports::{self, Requirement};
-use crate::sandbox::{self, Entry, Job, Limits, Outcome, Sandbox, ToolError};
-use crate::templates::{self, Variables};
-use crate::venvs::{InstallReport, Venv, VenvError, Venvs};
-use crate::{py, workspace};
+use crate::pipeline::admission::{Admission, Full};
+use crate::pipeline::{Error, Result};
+use crate::process::analysts::{AnalysisError, Analysts, Request as AnalysisRequest};
+use crate::process::sandbox::{self, Entry, Job, Limits, Outcome, Sandbox, ToolError};
+use crate::storage::artifacts::{Artifact, Artifacts};
+use crate::storage::venvs::{InstallReport, Venv, VenvError, Venvs};
+use crate::storage::workspace;
 
 /// Body of `POST /tools/execute-python`.
 #[derive(Debug, Deserialize)]
@@ -132,11 +133,11 @@ impl Executor {
     pub async fn execute(&self, request: ExecuteRequest) -> Result<ExecuteResponse> {
         let started = Instant::now();
         let workspace = workspace_of(request.workspace_id, "workspaceId")?;
-        let code = request.code.ok_or(ApiError::MissingField("code"))?;
+        let code = request.code.ok_or(Error::MissingField("code"))?;
         if code.len() as u64 > self.max_code {
-            return Err(ApiError::CodeTooLarge(self.max_code));
+            return Err(Error::CodeTooLarge(self.max_code));
         }
-        let variables = Variables::from_json(request.variables).map_err(ApiError::BadRequest)?;
+        let variables = Variables::from_json(request.variables).map_err(Error::Invalid)?;
         let requirements = parse_requirements(request.requirements.unwrap_or_default())?;
         let mut warnings = Vec::new();
         let limits = Limits {
@@ -159,8 +160,8 @@ impl Executor {
             )
             .await
             .map_err(|err| match err {
-                AnalysisError::Refused(message) => ApiError::BadRequest(message),
-                AnalysisError::Failed(_) => ApiError::internal(err),
+                AnalysisError::Refused(message) => Error::Invalid(message),
+                AnalysisError::Failed(_) => Error::internal(err),
             })?;
         warnings.extend(analysed.warnings);
         let (code, imported) = (analysed.code, analysed.imported);
@@ -229,7 +230,7 @@ impl Executor {
             Ok::<_, py::PyFailure>((missing, present))
         })
         .await?
-        .map_err(ApiError::internal)?;
+        .map_err(Error::internal)?;
         let specs = imports::plan(requirements, &missing, &present);
         let report = self.install_into(workspace, &venv, &specs).await?;
         Ok((venv, report.installed))
@@ -243,24 +244,20 @@ impl Executor {
         workspace: &str,
         warnings: &mut Vec<String>,
     ) -> Result<(Outcome, Vec<Artifact>)> {
-        let (run_dir, plan) = self
-            .sandbox
-            .prepare(job)
-            .await
-            .map_err(ApiError::internal)?;
+        let (run_dir, plan) = self.sandbox.prepare(job).await.map_err(Error::internal)?;
         let outcome = {
             let _slot = self
                 .admission
                 .enter(workspace)
                 .await
                 .map_err(|full| match full {
-                    Full::Queue => ApiError::Busy,
-                    Full::Workspace => ApiError::WorkspaceBusy,
+                    Full::Queue => Error::Busy,
+                    Full::Workspace => Error::WorkspaceBusy,
                 })?;
             self.sandbox
                 .run(job, &run_dir, plan)
                 .await
-                .map_err(ApiError::internal)?
+                .map_err(Error::internal)?
         };
         let artifacts = self.artifacts.clone();
         let workspace = workspace.to_owned();
@@ -275,14 +272,14 @@ impl Executor {
         .await?;
         // Removing the tree takes a while: after the response, off the async workers.
         tokio::task::spawn_blocking(move || drop(run_dir));
-        let (kept, artifact_warnings) = collected.map_err(ApiError::internal)?;
+        let (kept, artifact_warnings) = collected.map_err(Error::internal)?;
         warnings.extend(artifact_warnings);
         Ok((outcome, kept))
     }
 
     pub async fn install(&self, request: InstallRequest) -> Result<InstallResponse> {
         let workspace = workspace_of(request.workspace_id, "workspace_id")?;
-        let packages = request.packages.ok_or(ApiError::MissingField("packages"))?;
+        let packages = request.packages.ok_or(Error::MissingField("packages"))?;
         let requirements = parse_requirements(packages)?;
         let specs: Vec<String> = requirements.into_iter().map(|r| r.spec).collect();
         let _guard = self.venvs.lock(&workspace).await;
@@ -302,7 +299,7 @@ impl Executor {
         workspace: &str,
         venv: &Venv,
         specs: &[String],
-    ) -> Result<crate::venvs::InstallReport> {
+    ) -> Result<crate::storage::venvs::InstallReport> {
         let scratch = self.artifacts.installs_dir().join(workspace);
         let cache = self.venvs.root().join(".installer-cache").join(workspace);
         let report = self
@@ -323,7 +320,7 @@ impl Executor {
     fn timeout(&self, requested: Option<f64>, warnings: &mut Vec<String>) -> Result<Duration> {
         let seconds = requested.unwrap_or(Config::DEFAULT_TIMEOUT_SECS);
         if !seconds.is_finite() || seconds <= 0.0 {
-            return Err(ApiError::BadRequest(
+            return Err(Error::Invalid(
                 "`timeout` must be a positive number of seconds".to_owned(),
             ));
         }
@@ -404,7 +401,7 @@ fn shape(outcome: Outcome, limits: &Limits, mut warnings: Vec<String>) -> Execut
         if error.message.contains("File too large") {
             warnings.push(format!(
                 "a file reached the file size limit of {} MiB",
-                sandbox::FILE_SIZE_LIMIT >> 20
+                crate::isolation::FILE_SIZE_LIMIT >> 20
             ));
         }
     }
@@ -443,26 +440,26 @@ fn workspace_of(id: Option<String>, field: &str) -> Result<String> {
     if workspace::is_valid(&id) {
         Ok(id)
     } else {
-        Err(ApiError::BadRequest(workspace::invalid_message(field)))
+        Err(Error::Invalid(workspace::invalid_message(field)))
     }
 }
 
 fn parse_requirements(specs: Vec<String>) -> Result<Vec<Requirement>> {
     if specs.len() > 100 {
-        return Err(ApiError::BadRequest(
+        return Err(Error::Invalid(
             "at most 100 packages per request".to_owned(),
         ));
     }
     specs
         .iter()
-        .map(|spec| imports::parse_requirement(spec).map_err(ApiError::BadRequest))
+        .map(|spec| imports::parse_requirement(spec).map_err(Error::Invalid))
         .collect()
 }
 
-fn venv_error(err: VenvError) -> ApiError {
+fn venv_error(err: VenvError) -> Error {
     match err {
-        VenvError::Install(_) => ApiError::BadRequest(err.to_string()),
-        VenvError::Internal(detail) => ApiError::Internal(detail),
+        VenvError::Install(_) => Error::Invalid(err.to_string()),
+        VenvError::Internal(detail) => Error::Internal(detail),
     }
 }
 
@@ -470,7 +467,7 @@ fn venv_error(err: VenvError) -> ApiError {
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T> {
     tokio::task::spawn_blocking(f)
         .await
-        .map_err(ApiError::internal)
+        .map_err(Error::internal)
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use regex::Regex;
 use serde_json::{Map, Value};
 
-use crate::py;
+use crate::analysis::py;
 
 /// `{{ name }}` where name is `$ident(.key)*` or one of the special names.
 static TEMPLATE: LazyLock<Regex> = LazyLock::new(|| {
@@ -171,7 +171,11 @@ pub fn apply(
             warnings,
         });
     }
-    match py::substitute(code, replacements)? {
+    let items = replacements
+        .iter()
+        .map(|r| (r.start, r.end, r.text.as_str(), r.json.as_str()))
+        .collect();
+    match py::substitute(code, items)? {
         Some((code, more)) => {
             warnings.extend(more);
             Ok(Substituted { code, warnings })

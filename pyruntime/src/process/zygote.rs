@@ -45,8 +45,8 @@ use pyo3::types::PyModule;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::isolation::cgroups::CgroupSpec;
 use crate::isolation::{self, Ids, Layer, Layers, NetworkMode, Plan, namespaces};
+use crate::process::protocol::{Command, Event, SandboxSetup, Setup};
 
 /// Finished runs' cgroups kept for reuse.
 const MAX_RECYCLED: usize = 8;
@@ -54,45 +54,11 @@ const MAX_RECYCLED: usize = 8;
 /// How a run's network layer reads with `allow`.
 const ALLOWED: &str = "allowed (PY_TOOL_NETWORK=allow): the host's network, unfiltered";
 
-/// The first argument that makes the binary a zygote.
-pub const ARG: &str = "__zygote";
 /// File descriptor on which the run's harness writes its report.
 pub const REPORT_FD: i32 = 3;
 
 const HARNESS: &str = include_str!("harness.py");
-const HELPERS: &str = include_str!("../../python/weir_runtime/helpers.py");
-
-/// The first line a zygote reads.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Setup {
-    /// The workspace venv's site-packages (none: the probe's bare interpreter).
-    pub site_packages: Option<PathBuf>,
-    pub venv_dir: Option<PathBuf>,
-    /// What tool code sees as `sys.executable`.
-    pub executable: Option<PathBuf>,
-    /// Modules to import before the first fork.
-    pub preload: Vec<String>,
-    /// What every run of this zygote gets before its plan arrives.
-    pub sandbox: SandboxSetup,
-    /// The zygote's own view (user and mount namespaces, read-only system, interpreter
-    /// and venv), entered before any of the workspace's code is imported; `None` when the
-    /// runtime is not root (the zygote is then as unprivileged as the runtime).
-    pub view: Option<Plan>,
-}
-
-/// The part of a run's confinement that is the same for every run of a zygote, so that
-/// the next run's processes can be made ready in advance (`Spare`).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct SandboxSetup {
-    pub ids: Ids,
-    /// What runs may reach (`public`: the zygote's own network namespace, which the
-    /// server connects to the outside before the zygote goes on).
-    pub network: NetworkMode,
-    /// Per-run cgroups, created by the zygote; `None` without cgroups.
-    pub cgroups: Option<CgroupSpec>,
-    /// Keep a spare ready after each run (workspace zygotes; not one-shot ones).
-    pub keep_spare: bool,
-}
+const HELPERS: &str = include_str!("../../../python/weir_runtime/helpers.py");
 
 /// A run's plan and spec as handed to its waiting pid 1.
 #[derive(Serialize)]
@@ -105,46 +71,6 @@ struct RunOrder<'a> {
 struct OwnedRunOrder {
     plan: Plan,
     spec: Value,
-}
-
-/// What the server asks of a zygote.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "lowercase")]
-pub enum Command {
-    /// Fork a confined child for one run.
-    Run { id: u64, plan: Plan, spec: Value },
-    /// Kill run `id` (its timeout passed, or its request is gone).
-    Kill { id: u64 },
-    /// Accept no more runs; exit when the running ones are over.
-    Drain,
-    /// The answer to `Event::Unshared`: whether the zygote's id maps were written.
-    Mapped { ok: bool },
-}
-
-/// What a zygote tells the server. Nothing in it is believed beyond what it says about
-/// the zygote's own runs: it names no pid, path or cgroup the server would act on (the
-/// server kills a run by asking the zygote, and the zygote itself when it does not
-/// comply), and `pool` retires a zygote whose line is malformed or out of turn.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(tag = "event", rename_all = "lowercase", deny_unknown_fields)]
-pub enum Event {
-    /// The zygote entered its own user namespace (`ok`) and waits for its id maps.
-    Unshared { ok: bool },
-    Ready {
-        preloaded: Vec<String>,
-        /// How the zygote confined itself before importing anything (the start-up probe's
-        /// zygote, which imports nothing of a workspace, is what `/tools/health` shows).
-        confinement: Layer,
-    },
-    /// The run has its plan.
-    Started { id: u64 },
-    /// The run could not be started.
-    Failed { id: u64, message: String },
-    Exited {
-        id: u64,
-        code: Option<i32>,
-        signal: Option<i32>,
-    },
 }
 
 /// Runs a zygote until its stdin closes. The interpreter must be initialised.

@@ -20,7 +20,7 @@ use serde::Serialize;
 use tokio::process::Command;
 use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
 
-use crate::py;
+use crate::analysis::py;
 
 /// Longest an installer may run before it is killed.
 pub const INSTALL_TIMEOUT: Duration = Duration::from_secs(900);
@@ -234,7 +234,7 @@ impl Venvs {
         let already_satisfied = specs
             .iter()
             .filter(|spec| {
-                crate::imports::parse_requirement(spec).is_ok_and(|r| {
+                crate::analysis::imports::parse_requirement(spec).is_ok_and(|r| {
                     before.contains_key(&r.name) && before.get(&r.name) == after.get(&r.name)
                 })
             })

@@ -12,7 +12,10 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-/// Result alias for handlers and the domain modules they call.
+use crate::pipeline;
+use crate::storage::artifacts::ReadError;
+
+/// Result alias of the handlers.
 pub type Result<T, E = ApiError> = std::result::Result<T, E>;
 
 #[derive(Debug, thiserror::Error)]
@@ -93,6 +96,29 @@ impl IntoResponse for ApiError {
             );
         }
         response
+    }
+}
+
+impl From<pipeline::Error> for ApiError {
+    fn from(err: pipeline::Error) -> Self {
+        match err {
+            pipeline::Error::Invalid(message) => Self::BadRequest(message),
+            pipeline::Error::MissingField(field) => Self::MissingField(field),
+            pipeline::Error::CodeTooLarge(limit) => Self::CodeTooLarge(limit),
+            pipeline::Error::Busy => Self::Busy,
+            pipeline::Error::WorkspaceBusy => Self::WorkspaceBusy,
+            pipeline::Error::Internal(detail) => Self::Internal(detail),
+        }
+    }
+}
+
+impl From<ReadError> for ApiError {
+    fn from(err: ReadError) -> Self {
+        match err {
+            ReadError::Invalid(message) => Self::BadRequest(message),
+            ReadError::NotFound(message) => Self::NotFound(message),
+            ReadError::Internal(detail) => Self::Internal(detail),
+        }
     }
 }
 

@@ -22,11 +22,9 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::{Mutex as AsyncMutex, Semaphore};
 
-use crate::pool::Launcher;
-use crate::templates::{self, Replacement};
+use crate::analysis::templates::{self, Replacement};
+use crate::process::launcher::Launcher;
 
-/// The first argument that makes the binary an analyst.
-pub const ARG: &str = "__analyze";
 /// Address-space limit of an analyst.
 pub const MEMORY: u64 = 1 << 30;
 /// Largest answer read back (the substituted code, its warnings and imports).
@@ -235,7 +233,7 @@ pub fn worker_main() -> std::process::ExitCode {
     // SAFETY: nice(2) takes a plain integer.
     unsafe { libc::nice(10) };
     // Compiles the analysis module now, before the first request waits for it.
-    let _ = crate::py::imports("");
+    let _ = crate::analysis::py::imports("");
     let stdin = io::stdin();
     let mut stdout = io::stdout();
     for line in stdin.lock().lines() {
@@ -273,7 +271,7 @@ fn answer(request: Request) -> Answer {
             };
         }
     };
-    match crate::py::imports(&substituted.code) {
+    match crate::analysis::py::imports(&substituted.code) {
         Ok(imported) => Answer::Done(Analysed {
             code: substituted.code,
             warnings: substituted.warnings,
