@@ -12,6 +12,12 @@
 //! of the run's own pid namespace, then pivots into the skeleton, detaches the old root
 //! and makes the new one read-only. Nothing else — other workspaces, the server's data
 //! directory, other processes — exists inside.
+//!
+//! In a zygote with a view of its own the work is split so that little of it is left
+//! for the run: the next run's pid 1 builds everything but the run's own directories in
+//! a tmpfs root and pivots into it while it waits for a run (`prepare_view`, no skeleton
+//! from the server), and `finish_view` binds the run's work, home and tmp once the plan
+//! is known, detaches the zygote's view and makes the root read-only.
 
 use std::path::{Path, PathBuf};
 
@@ -71,6 +77,7 @@ pub fn system_sources() -> Vec<PathBuf> {
 const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom"];
 
 /// One bind mount of the view.
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct Bind {
     source: PathBuf,
     target: PathBuf,
@@ -127,26 +134,23 @@ pub fn tmp_at_slash_tmp(plan: &Plan) -> bool {
 
 /// Creates the mount points of the view under `<run>/root`. Server side, blocking.
 pub fn skeleton(plan: &Plan) -> std::io::Result<()> {
-    let root = plan.new_root();
-    std::fs::create_dir_all(&root)?;
+    layout(&plan.new_root(), &binds(plan))
+}
+
+/// The layout of a view under `root`: the system's symlinks, a mount point for each of
+/// `binds`, `/dev`'s links, and the directories of `/dev/shm`, `/proc` and the old root.
+fn layout(root: &Path, binds: &[Bind]) -> std::io::Result<()> {
+    std::fs::create_dir_all(root)?;
     for dir in SYSTEM {
         let path = Path::new(dir);
         if let Ok(meta) = std::fs::symlink_metadata(path)
             && meta.file_type().is_symlink()
         {
-            std::os::unix::fs::symlink(std::fs::read_link(path)?, inside(&root, path))?;
+            std::os::unix::fs::symlink(std::fs::read_link(path)?, inside(root, path))?;
         }
     }
-    for bind in binds(plan) {
-        let point = inside(&root, &bind.target);
-        if std::fs::metadata(&bind.source)?.is_dir() {
-            std::fs::create_dir_all(&point)?;
-        } else {
-            if let Some(parent) = point.parent() {
-                std::fs::create_dir_all(parent)?;
-            }
-            std::fs::File::create(&point)?;
-        }
+    for bind in binds {
+        mount_point(&bind.source, &inside(root, &bind.target))?;
     }
     let dev = root.join("dev");
     for (link, target) in [
@@ -176,23 +180,7 @@ pub fn build_view(plan: &Plan) -> Result<String, String> {
     for bind in binds(plan) {
         mount_bind(&root, &bind)?;
     }
-    mount(
-        Some("tmpfs"),
-        &root.join("dev/shm"),
-        Some("tmpfs"),
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
-        Some("size=64m,mode=1777"),
-    )
-    .map_err(|err| format!("/dev/shm: {err}"))?;
-    mount(
-        Some("proc"),
-        &root.join("proc"),
-        Some("proc"),
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
-        none,
-    )
-    .map_err(|err| format!("/proc of the run's pid namespace: {err}"))?;
-
+    mount_own_fs(&root)?;
     nix::unistd::pivot_root(&root, &root.join(".old"))
         .map_err(|err| format!("pivot_root: {err}"))?;
     nix::unistd::chdir("/").map_err(|err| format!("chdir /: {err}"))?;
@@ -211,16 +199,142 @@ pub fn build_view(plan: &Plan) -> Result<String, String> {
         none,
     )
     .map_err(|err| format!("read-only root: {err}"))?;
-    Ok(format!(
-        "pivot_root into a read-only view (system, interpreter, venv); writable: the run's \
-         work, home and {}, the workspace's artifacts and cache; /proc of the run's own pid \
-         namespace",
+    Ok(described(plan))
+}
+
+/// How a built view reads in the filesystem layer.
+fn described(plan: &Plan) -> String {
+    format!(
+        "pivot_root into a read-only view (system, interpreter, venv, the workspace's \
+         artifacts); writable: the run's work, home and {} (its tmpfs), the workspace's \
+         cache; /proc of the run's own pid namespace",
         if tmp_at_slash_tmp(plan) {
             "/tmp"
         } else {
             "tmp"
         }
-    ))
+    )
+}
+
+/// Where a run's root is built ahead: in a zygote's view, the empty directory its own
+/// `pivot_root` left; after this run's `pivot_root`, where the zygote's view stays
+/// until `finish_view`.
+pub const AHEAD: &str = "/.old";
+
+/// Whether `bind` is one of the run's own (below its directory, known only with its plan).
+fn own(plan: &Plan, bind: &Bind) -> bool {
+    bind.source.starts_with(&plan.run_root)
+}
+
+/// Builds ahead, before the run's plan exists, what every run of a zygote sees
+/// (`template`: a plan with a placeholder directory): a tmpfs root with the system, the
+/// interpreter, the venv and the workspace's directories bound, `/dev` and a `/proc` of
+/// the run's pid namespace, and pivots into it, the zygote's view kept at `/.old`. Only
+/// in a zygote with a view of its own. `finish_view` does the rest.
+pub fn prepare_view(template: &Plan) -> Result<(), String> {
+    let none: Option<&str> = None;
+    mount(none, "/", none, MsFlags::MS_REC | MsFlags::MS_SLAVE, none)
+        .map_err(|err| format!("making / a slave: {err}"))?;
+    let root = Path::new(AHEAD);
+    mount(
+        Some("tmpfs"),
+        root,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some("mode=0755,size=1m,nr_inodes=4096"),
+    )
+    .map_err(|err| format!("the new root: {err}"))?;
+    let shared: Vec<Bind> = binds(template)
+        .into_iter()
+        .filter(|bind| !own(template, bind))
+        .collect();
+    layout(root, &shared).map_err(|err| format!("the new root's layout: {err}"))?;
+    for bind in &shared {
+        mount_bind(root, bind)?;
+    }
+    mount_own_fs(root)?;
+    nix::unistd::pivot_root(root, &root.join(".old"))
+        .map_err(|err| format!("pivot_root: {err}"))?;
+    nix::unistd::chdir("/").map_err(|err| format!("chdir /: {err}"))
+}
+
+/// Completes a view `prepare_view` built from `template` with `plan`'s own directories
+/// (bound from the zygote's view, which then goes) and makes it read-only. The plan must
+/// show everything the template does.
+pub fn finish_view(plan: &Plan, template: &Plan) -> Result<String, String> {
+    let shared: Vec<Bind> = binds(template)
+        .into_iter()
+        .filter(|bind| !own(template, bind))
+        .collect();
+    let wanted = binds(plan);
+    if let Some(extra) = shared.iter().find(|bind| !wanted.contains(bind)) {
+        return Err(format!(
+            "the zygote's view shows {} but the run's plan does not",
+            extra.source.display()
+        ));
+    }
+    let old = Path::new(AHEAD);
+    for bind in wanted.iter().filter(|bind| !shared.contains(bind)) {
+        let from_old = Bind {
+            source: inside(old, &bind.source),
+            target: bind.target.clone(),
+            writable: bind.writable,
+        };
+        mount_point(&from_old.source, &bind.target)
+            .map_err(|err| format!("mount point {}: {err}", bind.target.display()))?;
+        mount_bind(Path::new("/"), &from_old)?;
+    }
+    let none: Option<&str> = None;
+    umount2(AHEAD, MntFlags::MNT_DETACH)
+        .map_err(|err| format!("detaching the zygote's view: {err}"))?;
+    mount(
+        none,
+        "/",
+        none,
+        MsFlags::MS_REMOUNT
+            | MsFlags::MS_BIND
+            | MsFlags::MS_RDONLY
+            | MsFlags::MS_NOSUID
+            | MsFlags::MS_NODEV
+            | locked_flags(Path::new("/")),
+        none,
+    )
+    .map_err(|err| format!("read-only root: {err}"))?;
+    Ok(described(plan))
+}
+
+/// An empty directory, or an empty file, at `point` for `source` to be bound on.
+fn mount_point(source: &Path, point: &Path) -> std::io::Result<()> {
+    if std::fs::metadata(source)?.is_dir() {
+        std::fs::create_dir_all(point)
+    } else {
+        if let Some(parent) = point.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::File::create(point).map(drop)
+    }
+}
+
+/// The view's own file systems: a private `/dev/shm` and a `/proc` of the run's pid
+/// namespace.
+fn mount_own_fs(root: &Path) -> Result<(), String> {
+    let none: Option<&str> = None;
+    mount(
+        Some("tmpfs"),
+        &root.join("dev/shm"),
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        Some("size=64m,mode=1777"),
+    )
+    .map_err(|err| format!("/dev/shm: {err}"))?;
+    mount(
+        Some("proc"),
+        &root.join("proc"),
+        Some("proc"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        none,
+    )
+    .map_err(|err| format!("/proc of the run's pid namespace: {err}"))
 }
 
 /// `path` below `root`.

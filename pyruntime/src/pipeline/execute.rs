@@ -164,10 +164,17 @@ impl Executor {
                 AnalysisError::Failed(_) => Error::internal(err),
             })?;
         warnings.extend(analysed.warnings);
+        let analysed_at = started.elapsed();
         let (code, imported) = (analysed.code, analysed.imported);
         let (venv, installed) = self
             .prepare_venv(&workspace, &requirements, imported.clone())
             .await?;
+        tracing::debug!(
+            workspace,
+            analyse_us = analysed_at.as_micros() as u64,
+            venv_us = (started.elapsed() - analysed_at).as_micros() as u64,
+            "execution timings"
+        );
         let cache_dir = self.venvs.root().join(".cache").join(&workspace);
         let artifacts_dir = self.artifacts.workspace_dir(&workspace);
         let job = Job {
@@ -244,7 +251,9 @@ impl Executor {
         workspace: &str,
         warnings: &mut Vec<String>,
     ) -> Result<(Outcome, Vec<Artifact>)> {
+        let started = Instant::now();
         let (run_dir, plan) = self.sandbox.prepare(job).await.map_err(Error::internal)?;
+        let prepared_at = started.elapsed();
         let outcome = {
             let _slot = self
                 .admission
@@ -259,17 +268,25 @@ impl Executor {
                 .await
                 .map_err(Error::internal)?
         };
+        let ran_at = started.elapsed();
         let artifacts = self.artifacts.clone();
-        let workspace = workspace.to_owned();
+        let owner = workspace.to_owned();
         let (collected, run_dir) = blocking(move || {
             let collected = match run_dir.work() {
-                Ok(work) => artifacts.collect(&workspace, &work),
+                Ok(work) => artifacts.collect(&owner, &work),
                 // Not the server's failure: a process of the workspace replaced it.
                 Err(_) => Ok((Vec::new(), vec![WORK_REPLACED.to_owned()])),
             };
             (collected, run_dir)
         })
         .await?;
+        tracing::debug!(
+            workspace,
+            prepare_us = prepared_at.as_micros() as u64,
+            admit_and_run_us = (ran_at - prepared_at).as_micros() as u64,
+            collect_us = (started.elapsed() - ran_at).as_micros() as u64,
+            "run and collect timings"
+        );
         // Removing the tree takes a while: after the response, off the async workers.
         tokio::task::spawn_blocking(move || drop(run_dir));
         let (kept, artifact_warnings) = collected.map_err(Error::internal)?;

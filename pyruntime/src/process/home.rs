@@ -13,6 +13,7 @@ use crate::isolation::network::Egress;
 use crate::isolation::{
     Ids, NetworkMode, OWN_DIRS, PROCESS_LIMIT, Plan, Rlimits, SPACE, UNLIMITED,
 };
+use crate::process::zygote::SPARES;
 
 /// What a zygote's own view holds (see `zygote::Setup::view`).
 #[derive(Debug, Clone)]
@@ -188,7 +189,7 @@ pub fn make_home(recipe: &HomeRecipe) -> io::Result<ZygoteHome> {
 /// Memory a zygote itself may use besides its runs (its interpreter and pre-imports).
 const ZYGOTE_MEMORY: u64 = 1 << 30;
 
-/// A zygote's cgroup limit from one run's: room for `runs` runs and the spare (pids), or
+/// A zygote's cgroup limit from one run's: room for `runs` runs and the spares (pids), or
 /// for `runs` runs and the zygote itself (memory).
 fn zygote_limit(file: &str, run_value: &str, runs: usize) -> String {
     let Ok(value) = run_value.parse::<u64>() else {
@@ -196,7 +197,7 @@ fn zygote_limit(file: &str, run_value: &str, runs: usize) -> String {
     };
     let runs = runs.max(1) as u64;
     match file {
-        "pids.max" => value.saturating_mul(runs + 1).to_string(),
+        "pids.max" => value.saturating_mul(runs + SPARES as u64).to_string(),
         "memory.swap.max" => run_value.to_owned(),
         _ => value
             .saturating_mul(runs)

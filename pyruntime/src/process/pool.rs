@@ -632,6 +632,10 @@ impl Pool {
             .map_err(io::Error::other)??;
         let mut sandbox = spec.sandbox.clone();
         sandbox.cgroups = home.cgroups.clone();
+        if home.view.is_none() {
+            // Runs' views are built ahead only inside a zygote's own view.
+            sandbox.view = None;
+        }
         let setup = Setup {
             site_packages: Some(spec.venv.site_packages.clone()),
             venv_dir: Some(spec.venv.dir.clone()),

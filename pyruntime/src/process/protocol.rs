@@ -54,6 +54,11 @@ pub struct SandboxSetup {
     pub cgroups: Option<CgroupSpec>,
     /// Keep a spare ready after each run (workspace zygotes; not one-shot ones).
     pub keep_spare: bool,
+    /// What every run's view shows but its own directories (a plan whose run directory is
+    /// a placeholder): a spare builds it ahead (`mounts::prepare_view`). Only for a
+    /// zygote with a view of its own.
+    #[serde(default)]
+    pub view: Option<Plan>,
 }
 
 /// What the server asks of a zygote.

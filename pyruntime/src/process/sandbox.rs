@@ -155,6 +155,14 @@ pub struct Job<'a> {
     pub limits: Limits,
 }
 
+/// A workspace's directories as its runs see them.
+struct WorkspaceDirs<'a> {
+    workspace: &'a str,
+    venv: &'a Venv,
+    artifacts: &'a Path,
+    cache: &'a Path,
+}
+
 /// The error the harness reports for an exception of the tool.
 #[derive(Debug, Clone, Deserialize, serde::Serialize, PartialEq)]
 pub struct ToolError {
@@ -294,6 +302,7 @@ impl Sandbox {
                 network,
                 cgroups: home.cgroups.clone(),
                 keep_spare: false,
+                view: None,
             },
             view: home.view.clone(),
         };
@@ -337,6 +346,24 @@ impl Sandbox {
         let mut read_only = self.interpreter_dirs.clone();
         read_only.push(venv.dir.clone());
         read_only.push(artifacts_dir.to_owned());
+        let dirs = WorkspaceDirs {
+            workspace,
+            venv,
+            artifacts: artifacts_dir,
+            cache: cache_dir,
+        };
+        let limits = Limits {
+            timeout: Duration::ZERO,
+            max_mem: self.max_mem,
+        };
+        // Every run's plan but its directory: what a spare builds ahead.
+        let view = self.views_ahead().then(|| {
+            self.plan_in(
+                &dirs,
+                &limits,
+                &self.runs_root.join(workspace).join("view-template"),
+            )
+        });
         ZygoteSpec {
             workspace,
             venv,
@@ -346,6 +373,7 @@ impl Sandbox {
                 network: self.network,
                 cgroups: None,
                 keep_spare: true,
+                view,
             },
             home: HomeRecipe {
                 runs_dir: self.runs_root.join(workspace),
@@ -370,25 +398,43 @@ impl Sandbox {
     }
 
     fn plan(&self, job: &Job<'_>, run_root: &Path) -> Plan {
+        let dirs = WorkspaceDirs {
+            workspace: job.workspace,
+            venv: job.venv,
+            artifacts: job.artifacts_dir,
+            cache: job.cache_dir,
+        };
+        self.plan_in(&dirs, &job.limits, run_root)
+    }
+
+    /// The plan of a run of `dirs`' workspace in `run_root`.
+    fn plan_in(&self, dirs: &WorkspaceDirs<'_>, limits: &Limits, run_root: &Path) -> Plan {
         let mut read_only = self.interpreter_dirs.clone();
-        read_only.push(job.venv.dir.clone());
+        read_only.push(dirs.venv.dir.clone());
         // Files reach the artifact directory only through `collect`, which counts them.
-        read_only.push(job.artifacts_dir.to_owned());
+        read_only.push(dirs.artifacts.to_owned());
         Plan {
             run_root: run_root.to_owned(),
             read_only,
-            writable: vec![job.cache_dir.to_owned()],
-            ids: Ids::for_workspace(job.workspace),
+            writable: vec![dirs.cache.to_owned()],
+            ids: Ids::for_workspace(dirs.workspace),
             network: self.network,
             resolv_conf: None,
             rlimits: Rlimits {
-                cpu_secs: job.limits.cpu_secs(),
-                address_space: job.limits.max_mem,
+                cpu_secs: limits.cpu_secs(),
+                address_space: limits.max_mem,
                 file_size: FILE_SIZE_LIMIT,
                 processes: PROCESS_LIMIT,
             },
             require: self.require,
         }
+    }
+
+    /// Whether runs' views are built ahead by their zygote (`mounts::prepare_view`): where
+    /// zygotes get a view of their own (as root, once the probe showed views work). The
+    /// server then makes no skeleton for a run.
+    fn views_ahead(&self) -> bool {
+        self.zygote_views() && nix::unistd::geteuid().is_root()
     }
 
     /// Creates `job`'s run directory under `runs` with everything its plan needs (one
@@ -399,6 +445,7 @@ impl Sandbox {
         let plan = self.plan(job, &root);
         let prepared = plan.clone();
         let disk = self.disk.clone();
+        let ahead = self.views_ahead();
         let (artifacts, cache) = (job.artifacts_dir.to_owned(), job.cache_dir.to_owned());
         tokio::task::spawn_blocking(move || {
             std::fs::create_dir_all(&workspace_runs)?;
@@ -408,7 +455,7 @@ impl Sandbox {
                 disk.cache(&cache)?;
             }
             let run_dir = RunDir::make(root, disk.as_deref())?;
-            prepare_dirs(&prepared)?;
+            prepare_dirs(&prepared, !ahead)?;
             Ok::<_, io::Error>(run_dir)
         })
         .await
@@ -483,7 +530,7 @@ impl Sandbox {
             require: false,
         };
         let prepared = plan.clone();
-        tokio::task::spawn_blocking(move || prepare_dirs(&prepared))
+        tokio::task::spawn_blocking(move || prepare_dirs(&prepared, true))
             .await
             .map_err(io::Error::other)??;
         let recipe = HomeRecipe {
@@ -638,7 +685,7 @@ impl Sandbox {
                 std::fs::create_dir_all(dir)?;
             }
             give_tree(&prepared.writable, prepared.ids)?;
-            prepare_dirs(&prepared)
+            prepare_dirs(&prepared, true)
         })
         .await
         .map_err(io::Error::other)??;
@@ -788,15 +835,17 @@ fn give_tree(dirs: &[PathBuf], ids: Ids) -> io::Result<()> {
     Ok(())
 }
 
-/// Creates the writable directories and the mount points of the view, and gives the
+/// Creates the writable directories and (with `skeleton`) the mount points of the view, and gives the
 /// run's own directories to the workspace's run ids. The run's directory itself is
 /// handed to the workspace's first id last: from then on its zygote could change what is
 /// inside, so nothing below is touched by path again (links are never followed).
-fn prepare_dirs(plan: &Plan) -> io::Result<()> {
+fn prepare_dirs(plan: &Plan, skeleton: bool) -> io::Result<()> {
     for dir in &plan.writable {
         std::fs::create_dir_all(dir)?;
     }
-    crate::isolation::mounts::skeleton(plan)?;
+    if skeleton {
+        crate::isolation::mounts::skeleton(plan)?;
+    }
     if nix::unistd::geteuid().is_root() {
         let (uid, gid) = (Some(plan.ids.run_uid()), Some(plan.ids.run_gid()));
         for dir in [plan.work(), plan.home(), plan.tmp()]

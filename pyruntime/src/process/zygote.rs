@@ -27,13 +27,13 @@
 //! process of it. EOF on stdin kills every run and ends the zygote; `Command::Drain` ends
 //! it once its runs are over.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::ffi::CString;
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, sigprocmask};
@@ -50,6 +50,8 @@ use crate::process::protocol::{Command, Event, SandboxSetup, Setup};
 
 /// Finished runs' cgroups kept for reuse.
 const MAX_RECYCLED: usize = 8;
+/// The next runs' processes a workspace zygote keeps ready or in the making.
+pub const SPARES: usize = 2;
 
 /// How a run's network layer reads with `allow`.
 const ALLOWED: &str = "allowed (PY_TOOL_NETWORK=allow): the host's network, unfiltered";
@@ -105,17 +107,17 @@ struct Zygote {
     seccomp: Result<seccompiler::BpfProgram, String>,
     events: File,
     signals: SignalFd,
-    /// Intermediate pid → run id.
-    children: HashMap<i32, (u64, Vec<PathBuf>)>,
+    /// Intermediate pid → its run.
+    children: HashMap<i32, Child>,
     /// Cgroups of finished runs, reused once empty (creating and removing a memory
     /// cgroup per run leaves the kernel with dying cgroups that slow every later one).
     recycled: Vec<Vec<PathBuf>>,
     draining: bool,
     sandbox: SandboxSetup,
-    /// The next run's processes, ready and waiting for its plan.
-    spare: Option<Spare>,
-    /// The next run's processes, still getting ready.
-    pending: Option<PendingSpare>,
+    /// The next runs' processes, ready and waiting for their plans (oldest first).
+    spares: VecDeque<Spare>,
+    /// The next runs' processes, still getting ready (oldest first).
+    pending: Vec<PendingSpare>,
     /// Numbers the cgroups this zygote creates.
     spares_made: u64,
     /// The zygote is in its own user namespace: its children's ids map onto its own.
@@ -128,6 +130,7 @@ struct PendingSpare {
     from_child: OwnedFd,
     to_child: OwnedFd,
     plan: OwnedFd,
+    ended: OwnedFd,
     cgroups: isolation::cgroups::RunCgroup,
 }
 
@@ -136,7 +139,19 @@ struct PendingSpare {
 struct Spare {
     pid: i32,
     plan: OwnedFd,
+    ended: OwnedFd,
     cgroups: Vec<PathBuf>,
+}
+
+/// A run in progress, by its intermediate process.
+struct Child {
+    id: u64,
+    cgroups: Vec<PathBuf>,
+    /// Where the intermediate says how the run ended as soon as it knows (before its own,
+    /// slower, exit); `None` once read or closed.
+    ended: Option<OwnedFd>,
+    /// `Event::Exited` was sent from `ended`: the exit itself only cleans up.
+    reported: bool,
 }
 
 /// The zygote's whole life; `main` and the wheel's `zygote()` report its error.
@@ -184,8 +199,8 @@ pub fn serve() -> Result<(), String> {
         recycled: Vec::new(),
         draining: false,
         sandbox: setup.sandbox.clone(),
-        spare: None,
-        pending: None,
+        spares: VecDeque::new(),
+        pending: Vec::new(),
         spares_made: 0,
         nested,
     };
@@ -193,6 +208,8 @@ pub fn serve() -> Result<(), String> {
         preloaded,
         confinement,
     })?;
+    // The first run finds its processes ready too.
+    zygote.top_up();
     zygote.run_loop(&mut input)
 }
 
@@ -342,14 +359,25 @@ impl Zygote {
             if self.draining && self.children.is_empty() {
                 return Ok(());
             }
-            let (stdin_ready, child_ready, spare_ready) = {
+            let ending: Vec<i32> = self
+                .children
+                .iter()
+                .filter(|(_, child)| child.ended.is_some())
+                .map(|(pid, _)| *pid)
+                .collect();
+            let (stdin_ready, child_ready, spares_ready, ended) = {
                 let stdin = std::io::stdin();
                 let mut fds = vec![
                     PollFd::new(stdin.as_fd(), PollFlags::POLLIN),
                     PollFd::new(self.signals.as_fd(), PollFlags::POLLIN),
                 ];
-                if let Some(pending) = &self.pending {
+                for pending in &self.pending {
                     fds.push(PollFd::new(pending.from_child.as_fd(), PollFlags::POLLIN));
+                }
+                for pid in &ending {
+                    if let Some(fd) = self.children.get(pid).and_then(|c| c.ended.as_ref()) {
+                        fds.push(PollFd::new(fd.as_fd(), PollFlags::POLLIN));
+                    }
                 }
                 match poll(&mut fds, PollTimeout::NONE) {
                     Ok(_) => {}
@@ -357,15 +385,24 @@ impl Zygote {
                     Err(err) => return Err(format!("poll: {err}")),
                 }
                 let ready = |fd: &PollFd| fd.revents().is_some_and(|r| !r.is_empty());
-                (
-                    ready(&fds[0]),
-                    ready(&fds[1]),
-                    fds.get(2).is_some_and(ready),
-                )
+                let spares = 2 + self.pending.len();
+                let spares_ready: Vec<bool> = fds[2..spares].iter().map(ready).collect();
+                let ended: Vec<i32> = fds[spares..]
+                    .iter()
+                    .zip(&ending)
+                    .filter(|(fd, _)| ready(fd))
+                    .map(|(_, pid)| *pid)
+                    .collect();
+                (ready(&fds[0]), ready(&fds[1]), spares_ready, ended)
             };
-            if spare_ready && let Some(pending) = self.pending.take() {
+            for pid in ended {
+                self.report_end(pid)?;
+            }
+            // Finished from the newest, so that the indices of the others stay valid.
+            for (index, _) in spares_ready.iter().enumerate().rev().filter(|(_, r)| **r) {
+                let pending = self.pending.remove(index);
                 match self.finish_spare(pending) {
-                    Ok(spare) => self.spare = Some(spare),
+                    Ok(spare) => self.spares.push_back(spare),
                     Err(err) => eprintln!("weir-pyruntime zygote: no spare: {err}"),
                 }
             }
@@ -401,29 +438,27 @@ impl Zygote {
                 Ok(())
             }
             Command::Kill { id } => {
-                if let Some((pid, (_, cgroups))) =
-                    self.children.iter().find(|(_, (run, _))| *run == id)
-                {
+                if let Some((pid, child)) = self.children.iter().find(|(_, c)| c.id == id) {
                     let _ = nix::sys::signal::kill(Pid::from_raw(*pid), Signal::SIGKILL);
-                    isolation::cgroups::kill_in(cgroups);
+                    isolation::cgroups::kill_in(&child.cgroups);
                 }
                 Ok(())
             }
             Command::Run { id, plan, spec } => {
                 match self.start(&plan, &spec) {
-                    Ok((pid, cgroups)) => {
-                        self.children.insert(pid, (id, cgroups));
+                    Ok((pid, cgroups, ended)) => {
+                        let child = Child {
+                            id,
+                            cgroups,
+                            ended: Some(ended),
+                            reported: false,
+                        };
+                        self.children.insert(pid, child);
                         self.emit(&Event::Started { id })?;
                     }
                     Err(message) => self.emit(&Event::Failed { id, message })?,
                 }
-                if self.sandbox.keep_spare && !self.draining {
-                    // The next run finds its processes ready (finished from the loop).
-                    match self.begin_spare() {
-                        Ok(pending) => self.pending = Some(pending),
-                        Err(err) => eprintln!("weir-pyruntime zygote: no spare: {err}"),
-                    }
-                }
+                self.top_up();
                 Ok(())
             }
         }
@@ -441,10 +476,18 @@ impl Zygote {
                 WaitStatus::Signaled(pid, signal, _) => (pid, None, Some(signal as i32)),
                 _ => continue,
             };
-            if let Some((id, cgroups)) = self.children.remove(&pid.as_raw()) {
+            if let Some(Child {
+                id,
+                cgroups,
+                reported,
+                ..
+            }) = self.children.remove(&pid.as_raw())
+            {
                 // Whatever the run left in its cgroups dies before they are reused.
                 isolation::cgroups::kill_in(&cgroups);
-                self.emit(&Event::Exited { id, code, signal })?;
+                if !reported {
+                    self.emit(&Event::Exited { id, code, signal })?;
+                }
                 if !cgroups.is_empty() {
                     self.recycled.push(cgroups);
                     if self.recycled.len() > MAX_RECYCLED {
@@ -453,13 +496,35 @@ impl Zygote {
                         ));
                     }
                 }
-            } else if self.spare.as_ref().is_some_and(|s| s.pid == pid.as_raw()) {
-                // The spare died unused: its cgroups go, the next run makes a new one.
-                if let Some(spare) = self.spare.take() {
+            } else if let Some(index) = self.spares.iter().position(|s| s.pid == pid.as_raw()) {
+                // A spare died unused: its cgroups go, the next run makes a new one.
+                if let Some(spare) = self.spares.remove(index) {
                     drop(isolation::cgroups::RunCgroup::adopt(spare.cgroups));
                 }
             }
         }
+    }
+
+    /// Reads how a run ended from its intermediate's word (`E<code>` or `S<signal>`) and
+    /// tells the server at once; the intermediate's exit then only cleans up. No word (the
+    /// pipe closed): the exit says it.
+    fn report_end(&mut self, pid: i32) -> Result<(), String> {
+        let Some(child) = self.children.get_mut(&pid) else {
+            return Ok(());
+        };
+        let Some(fd) = child.ended.take() else {
+            return Ok(());
+        };
+        let mut word = [0u8; 16];
+        let read = nix::unistd::read(&fd, &mut word).unwrap_or(0);
+        let word = String::from_utf8_lossy(&word[..read]);
+        let (code, signal) = match parse_end(word.trim_end()) {
+            Some(end) => end,
+            None => return Ok(()),
+        };
+        child.reported = true;
+        let id = child.id;
+        self.emit(&Event::Exited { id, code, signal })
     }
 
     fn kill_all(&mut self) {
@@ -472,15 +537,15 @@ impl Zygote {
         }
     }
 
-    /// Kills the spare (ready or not), waits for it, and removes its cgroups.
+    /// Kills the spares (ready or not), waits for them, and removes their cgroups.
     fn drop_spare(&mut self) {
-        if let Some(pending) = self.pending.take() {
+        for pending in std::mem::take(&mut self.pending) {
             let pid = Pid::from_raw(pending.pid);
             let _ = nix::sys::signal::kill(pid, Signal::SIGKILL);
             let _ = waitpid(pid, None);
             drop(pending);
         }
-        if let Some(spare) = self.spare.take() {
+        for spare in std::mem::take(&mut self.spares) {
             let pid = Pid::from_raw(spare.pid);
             let _ = nix::sys::signal::kill(pid, Signal::SIGKILL);
             let _ = waitpid(pid, None);
@@ -488,13 +553,34 @@ impl Zygote {
         }
     }
 
+    /// Starts spares until `SPARES` are ready or in the making (workspace zygotes only):
+    /// making one waits for the kernel (joining a cgroup, unsharing), so back-to-back
+    /// runs would wait for a single one.
+    fn top_up(&mut self) {
+        if !self.sandbox.keep_spare || self.draining {
+            return;
+        }
+        while self.spares.len() + self.pending.len() < SPARES {
+            match self.begin_spare() {
+                Ok(pending) => self.pending.push(pending),
+                Err(err) => {
+                    eprintln!("weir-pyruntime zygote: no spare: {err}");
+                    return;
+                }
+            }
+        }
+    }
+
     /// Hands `plan` to the spare (made now if there is none). Returns the run's
-    /// intermediate pid and cgroups.
-    fn start(&mut self, plan: &Plan, spec: &Value) -> Result<(i32, Vec<PathBuf>), String> {
-        let spare = match (self.spare.take(), self.pending.take()) {
-            (Some(spare), _) => spare,
-            (None, Some(pending)) => self.finish_spare(pending)?,
-            (None, None) => self.make_spare()?,
+    /// intermediate pid, its cgroups and where it says how the run ended.
+    fn start(&mut self, plan: &Plan, spec: &Value) -> Result<(i32, Vec<PathBuf>, OwnedFd), String> {
+        let spare = match self.spares.pop_front() {
+            Some(spare) => spare,
+            None if !self.pending.is_empty() => {
+                let pending = self.pending.remove(0);
+                self.finish_spare(pending)?
+            }
+            None => self.make_spare()?,
         };
         let command = serde_json::to_vec(&RunOrder { plan, spec })
             .map_err(|err| format!("encoding the plan: {err}"))?;
@@ -504,7 +590,7 @@ impl Zygote {
             drop(isolation::cgroups::RunCgroup::adopt(spare.cgroups));
             return Err(format!("the run's processes are gone: {err}"));
         }
-        Ok((spare.pid, spare.cgroups))
+        Ok((spare.pid, spare.cgroups, spare.ended))
     }
 
     /// Forks the next run's intermediate process (which unshares its namespaces and forks
@@ -544,19 +630,27 @@ impl Zygote {
         let (from_child, to_parent) = pipe()?;
         let (from_parent, to_child) = pipe()?;
         let (plan_read, plan_write) = pipe()?;
+        let (ended_read, ended_write) = pipe()?;
         let pid = Python::attach(|py| -> PyResult<i32> { self.fork.call0(py)?.extract(py) })
             .map_err(|err| format!("fork: {err}"))?;
         if pid == 0 {
-            drop((from_child, to_child, plan_write));
+            drop((from_child, to_child, plan_write, ended_read));
             std::mem::forget(cgroups);
-            self.intermediate(&cgroup_dirs, to_parent, from_parent, plan_read);
+            let pipes = Pipes {
+                to_parent,
+                from_parent,
+                plan: plan_read,
+                ended: ended_write,
+            };
+            self.intermediate(&cgroup_dirs, pipes);
         }
-        drop((to_parent, from_parent, plan_read));
+        drop((to_parent, from_parent, plan_read, ended_write));
         Ok(PendingSpare {
             pid,
             from_child,
             to_child,
             plan: plan_write,
+            ended: ended_read,
             cgroups,
         })
     }
@@ -568,6 +662,7 @@ impl Zygote {
             from_child,
             to_child,
             plan: plan_write,
+            ended,
             cgroups,
         } = pending;
         let child = Pid::from_raw(pid);
@@ -598,27 +693,48 @@ impl Zygote {
         Ok(Spare {
             pid,
             plan: plan_write,
+            ended,
             cgroups: cgroups.into_dirs(),
         })
     }
 
     /// The intermediate child: unshares, waits for its maps and cgroups, forks pid 1 and
     /// exits the way the run ended. Never returns.
-    fn intermediate(
-        &self,
-        cgroups: &[PathBuf],
-        to_parent: OwnedFd,
-        from_parent: OwnedFd,
-        plan: OwnedFd,
-    ) -> ! {
+    fn intermediate(&self, cgroups: &[PathBuf], pipes: Pipes) -> ! {
+        let Pipes {
+            to_parent,
+            from_parent,
+            plan,
+            ended,
+        } = pipes;
         let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
         let mut all = SigSet::empty();
         all.add(Signal::SIGCHLD);
         let _ = sigprocmask(SigmaskHow::SIG_UNBLOCK, Some(&all), None);
-        // SAFETY: closing the zygote's protocol and signal descriptors in this child only.
+        // SAFETY: closing, in this child only, the zygote's protocol and signal
+        // descriptors and the other spares' pipes (a plan is read to its end: a copy of
+        // another spare's write end here would keep that spare waiting forever). The
+        // owners never drop them here: this process never returns.
         unsafe {
             libc::close(self.events.as_raw_fd());
             libc::close(self.signals.as_raw_fd());
+            for pending in &self.pending {
+                for fd in [
+                    &pending.from_child,
+                    &pending.to_child,
+                    &pending.plan,
+                    &pending.ended,
+                ] {
+                    libc::close(fd.as_raw_fd());
+                }
+            }
+            for spare in &self.spares {
+                libc::close(spare.plan.as_raw_fd());
+                libc::close(spare.ended.as_raw_fd());
+            }
+            for fd in self.children.values().filter_map(|c| c.ended.as_ref()) {
+                libc::close(fd.as_raw_fd());
+            }
         }
         if let Err(err) = isolation::cgroups::join(cgroups) {
             eprintln!("weir-pyruntime: cannot join the run's cgroups: {err}");
@@ -639,12 +755,12 @@ impl Zygote {
         let pid = Python::attach(|py| -> PyResult<i32> { self.fork.call0(py)?.extract(py) });
         match pid {
             Ok(0) => {
-                drop(status_read);
+                drop((status_read, ended));
                 self.pid_one(plan, unshared, maps_written, status_write)
             }
             Ok(pid) => {
                 drop((status_write, plan));
-                mirror_exit(Pid::from_raw(pid), status_read)
+                mirror_exit(Pid::from_raw(pid), status_read, ended)
             }
             Err(err) => {
                 eprintln!("weir-pyruntime: fork: {err}");
@@ -663,6 +779,13 @@ impl Zygote {
         status: OwnedFd,
     ) -> ! {
         let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
+        // While no run is waiting for us: its view, but for its own directories.
+        let ahead = match (&self.sandbox.view, &unshared) {
+            (Some(template), Ok(())) if maps_written => {
+                Some(isolation::mounts::prepare_view(template).map(|()| template))
+            }
+            _ => None,
+        };
         let mut bytes = Vec::new();
         if std::io::Read::read_to_end(&mut File::from(plan), &mut bytes).is_err() {
             exit_now(71);
@@ -674,7 +797,13 @@ impl Zygote {
         // The namespaces were made from the zygote's setup: the plan must say the same.
         order.plan.ids = self.sandbox.ids;
         order.plan.network = self.run_network();
-        if let Err(err) = redirect(&order.plan) {
+        // With the view built ahead, the run's directory is still reachable in the
+        // zygote's view, below the new root.
+        let base = match &ahead {
+            Some(Ok(_)) => Path::new(isolation::mounts::AHEAD),
+            _ => Path::new("/"),
+        };
+        if let Err(err) = redirect(&order.plan, base) {
             eprintln!("weir-pyruntime: cannot prepare the run's files: {err}");
             exit_now(71);
         }
@@ -683,6 +812,7 @@ impl Zygote {
             &order.spec.to_string(),
             unshared,
             maps_written,
+            ahead,
             status,
         )
     }
@@ -696,6 +826,7 @@ impl Zygote {
         spec: &str,
         unshared: Result<(), String>,
         maps_written: bool,
+        ahead: Option<Result<&Plan, String>>,
         status: OwnedFd,
     ) -> ! {
         let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
@@ -727,7 +858,12 @@ impl Zygote {
                     Err(err) => Layer::partial(format!("denied: a network namespace ({err})")),
                 },
             };
-            layers.filesystem = match isolation::mounts::build_view(plan) {
+            let view = match ahead {
+                Some(Ok(template)) => isolation::mounts::finish_view(plan, template),
+                Some(Err(err)) => Err(err),
+                None => isolation::mounts::build_view(plan),
+            };
+            layers.filesystem = match view {
                 Ok(detail) => Layer::enforced(detail),
                 Err(err) => Layer::unavailable(format!("the run's view could not be built: {err}")),
             };
@@ -843,7 +979,7 @@ fn init(runner: Pid, status: OwnedFd) -> ! {
 
 /// Waits for pid 1 of the run and ends this process the way the runner ended (read from
 /// `status`), or the way pid 1 ended when it left no word (killed from outside).
-fn mirror_exit(child: Pid, status: OwnedFd) -> ! {
+fn mirror_exit(child: Pid, status: OwnedFd, ended: OwnedFd) -> ! {
     // The first line only: the runner and pid 1 may both speak, and a process the code
     // left behind may hold the pipe open.
     let mut word = Vec::with_capacity(16);
@@ -858,12 +994,15 @@ fn mirror_exit(child: Pid, status: OwnedFd) -> ! {
         }
     }
     let reported = String::from_utf8_lossy(&word).into_owned();
-    let (code, signal) = match (reported.get(..1), reported.get(1..).map(str::parse::<i32>)) {
+    let (code, signal) = match parse_end(&reported) {
         // Reported: no need to wait for pid 1 and the namespace to be torn down (pid 1
-        // dies with this process; the server empties the run's cgroups).
-        (Some("E"), Some(Ok(code))) => (Some(code), None),
-        (Some("S"), Some(Ok(signal))) => (None, Some(signal)),
-        _ => loop {
+        // dies with this process; the server empties the run's cgroups). The zygote hears
+        // it first, before this process's own exit.
+        Some(end) => {
+            let _ = nix::unistd::write(&ended, format!("{reported}\n").as_bytes());
+            end
+        }
+        None => loop {
             match waitpid(child, None) {
                 Ok(WaitStatus::Exited(_, code)) => break (Some(code), None),
                 Ok(WaitStatus::Signaled(_, signal, _)) => break (None, Some(signal as i32)),
@@ -885,15 +1024,40 @@ fn mirror_exit(child: Pid, status: OwnedFd) -> ! {
     unsafe { libc::_exit(code.unwrap_or(71)) }
 }
 
-/// stdin from /dev/null; stdout, stderr and the report (fd 3) into the run's files.
-fn redirect(plan: &Plan) -> std::io::Result<()> {
+/// How a run ended, from its word: `E<code>` or `S<signal>`.
+fn parse_end(word: &str) -> Option<(Option<i32>, Option<i32>)> {
+    match (word.get(..1), word.get(1..).map(str::parse::<i32>)) {
+        (Some("E"), Some(Ok(code))) => Some((Some(code), None)),
+        (Some("S"), Some(Ok(signal))) => Some((None, Some(signal))),
+        _ => None,
+    }
+}
+
+/// The pipes between the zygote and a spare's intermediate process.
+struct Pipes {
+    /// "Unshared" (one byte).
+    to_parent: OwnedFd,
+    /// "Maps written" (one byte).
+    from_parent: OwnedFd,
+    /// The run's plan, for pid 1.
+    plan: OwnedFd,
+    /// How the run ended, as soon as the intermediate knows.
+    ended: OwnedFd,
+}
+
+/// Points stdin at `/dev/null` and stdout, stderr and the report at the run's files,
+/// found below `base`.
+fn redirect(plan: &Plan, base: &Path) -> std::io::Result<()> {
     let create = |name: &str| {
         std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(0o600)
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(plan.run_root.join(name))
+            .open(
+                base.join(plan.run_root.strip_prefix("/").unwrap_or(&plan.run_root))
+                    .join(name),
+            )
     };
     let null = File::open("/dev/null")?;
     let stdout = create("stdout")?;
