@@ -32,27 +32,16 @@ pub enum ApiError {
     /// Route exists, method does not (405).
     #[error("method not allowed")]
     MethodNotAllowed,
-    /// A required body field was not provided (412).
-    #[error("`{0}` is required")]
-    MissingField(&'static str),
     /// Body larger than the server accepts (413).
     #[error("request body too large")]
     PayloadTooLarge,
-    /// `code` is longer than `PY_TOOL_MAX_CODE` (413).
-    #[error("the code is larger than PY_TOOL_MAX_CODE ({} KiB)", .0 >> 10)]
-    CodeTooLarge(u64),
     /// Body is not `application/json` (415).
     #[error("expected a JSON body with `Content-Type: application/json`")]
     UnsupportedMediaType,
-    /// Every run slot is taken and the queue is full (429, with `Retry-After`).
-    #[error("the runtime is busy: every run slot is taken and the queue is full; retry shortly")]
-    Busy,
-    /// The workspace already has its share of the queue waiting (429, with `Retry-After`).
-    #[error(
-        "this workspace has too many executions waiting (PY_TOOL_MAX_QUEUE_PER_WORKSPACE); \
-         retry shortly"
-    )]
-    WorkspaceBusy,
+    /// What the pipeline refused: 400 invalid, 412 missing field, 413 code too large, 429
+    /// busy (with `Retry-After`), 500 internal.
+    #[error(transparent)]
+    Execution(#[from] pipeline::Error),
     /// Anything else: logged with its detail, answered generically (500).
     #[error("internal error: {0}")]
     Internal(String),
@@ -69,10 +58,17 @@ impl ApiError {
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
             Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            Self::MissingField(_) => StatusCode::PRECONDITION_FAILED,
-            Self::PayloadTooLarge | Self::CodeTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            Self::Busy | Self::WorkspaceBusy => StatusCode::TOO_MANY_REQUESTS,
+            Self::Execution(err) => match err {
+                pipeline::Error::Invalid(_) => StatusCode::BAD_REQUEST,
+                pipeline::Error::MissingField(_) => StatusCode::PRECONDITION_FAILED,
+                pipeline::Error::CodeTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+                pipeline::Error::Busy | pipeline::Error::WorkspaceBusy => {
+                    StatusCode::TOO_MANY_REQUESTS
+                }
+                pipeline::Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            },
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -81,7 +77,7 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let message = match &self {
-            Self::Internal(detail) => {
+            Self::Internal(detail) | Self::Execution(pipeline::Error::Internal(detail)) => {
                 tracing::error!(%detail, "internal error");
                 "internal server error".to_owned()
             }
@@ -89,26 +85,16 @@ impl IntoResponse for ApiError {
         };
         let mut response =
             (self.status_code(), Json(json!({ "message": message }))).into_response();
-        if matches!(self, Self::Busy | Self::WorkspaceBusy) {
+        if matches!(
+            self,
+            Self::Execution(pipeline::Error::Busy | pipeline::Error::WorkspaceBusy)
+        ) {
             response.headers_mut().insert(
                 axum::http::header::RETRY_AFTER,
                 axum::http::HeaderValue::from_static("1"),
             );
         }
         response
-    }
-}
-
-impl From<pipeline::Error> for ApiError {
-    fn from(err: pipeline::Error) -> Self {
-        match err {
-            pipeline::Error::Invalid(message) => Self::BadRequest(message),
-            pipeline::Error::MissingField(field) => Self::MissingField(field),
-            pipeline::Error::CodeTooLarge(limit) => Self::CodeTooLarge(limit),
-            pipeline::Error::Busy => Self::Busy,
-            pipeline::Error::WorkspaceBusy => Self::WorkspaceBusy,
-            pipeline::Error::Internal(detail) => Self::Internal(detail),
-        }
     }
 }
 

@@ -184,21 +184,7 @@ pub fn build_view(plan: &Plan) -> Result<String, String> {
     nix::unistd::pivot_root(&root, &root.join(".old"))
         .map_err(|err| format!("pivot_root: {err}"))?;
     nix::unistd::chdir("/").map_err(|err| format!("chdir /: {err}"))?;
-    umount2("/.old", MntFlags::MNT_DETACH)
-        .map_err(|err| format!("detaching the old root: {err}"))?;
-    mount(
-        none,
-        "/",
-        none,
-        MsFlags::MS_REMOUNT
-            | MsFlags::MS_BIND
-            | MsFlags::MS_RDONLY
-            | MsFlags::MS_NOSUID
-            | MsFlags::MS_NODEV
-            | locked_flags(Path::new("/")),
-        none,
-    )
-    .map_err(|err| format!("read-only root: {err}"))?;
+    seal("the old root")?;
     Ok(described(plan))
 }
 
@@ -284,9 +270,15 @@ pub fn finish_view(plan: &Plan, template: &Plan) -> Result<String, String> {
             .map_err(|err| format!("mount point {}: {err}", bind.target.display()))?;
         mount_bind(Path::new("/"), &from_old)?;
     }
+    seal("the zygote's view")?;
+    Ok(described(plan))
+}
+
+/// Detaches the old root (`old`, for the error), kept at `/.old` after `pivot_root`, and
+/// makes the new root read-only.
+fn seal(old: &str) -> Result<(), String> {
     let none: Option<&str> = None;
-    umount2(AHEAD, MntFlags::MNT_DETACH)
-        .map_err(|err| format!("detaching the zygote's view: {err}"))?;
+    umount2(AHEAD, MntFlags::MNT_DETACH).map_err(|err| format!("detaching {old}: {err}"))?;
     mount(
         none,
         "/",
@@ -299,8 +291,7 @@ pub fn finish_view(plan: &Plan, template: &Plan) -> Result<String, String> {
             | locked_flags(Path::new("/")),
         none,
     )
-    .map_err(|err| format!("read-only root: {err}"))?;
-    Ok(described(plan))
+    .map_err(|err| format!("read-only root: {err}"))
 }
 
 /// An empty directory, or an empty file, at `point` for `source` to be bound on.

@@ -98,6 +98,17 @@ impl RunDir {
         Self::make(base.join(uuid::Uuid::new_v4().to_string()), None)
     }
 
+    /// `create` under `scratch`, made if needed, off the async workers.
+    async fn create_in(scratch: &Path) -> io::Result<Self> {
+        let scratch = scratch.to_owned();
+        tokio::task::spawn_blocking(move || {
+            std::fs::create_dir_all(&scratch)?;
+            Self::create(&scratch)
+        })
+        .await
+        .map_err(io::Error::other)?
+    }
+
     /// One of `OWN_DIRS`, by path (for the run's spec).
     fn own(&self, dir: &str) -> PathBuf {
         self.root.join(SPACE).join(dir)
@@ -505,13 +516,7 @@ impl Sandbox {
     /// what this kernel grants, measured rather than assumed.
     pub async fn probe(&self, scratch: &Path) -> io::Result<Layers> {
         let scratch_dir = scratch.to_owned();
-        let scratch = scratch.to_owned();
-        let run_dir = tokio::task::spawn_blocking(move || {
-            std::fs::create_dir_all(&scratch)?;
-            RunDir::create(&scratch)
-        })
-        .await
-        .map_err(io::Error::other)??;
+        let run_dir = RunDir::create_in(scratch).await?;
         let writable = run_dir.root.join("artifacts");
         let cache = run_dir.root.join("cache");
         let plan = Plan {
@@ -649,13 +654,7 @@ impl Sandbox {
             .parent()
             .map(Path::to_owned)
             .ok_or_else(|| io::Error::other("the installer has no directory"))?;
-        let scratch = scratch.to_owned();
-        let run_dir = tokio::task::spawn_blocking(move || {
-            std::fs::create_dir_all(&scratch)?;
-            RunDir::create(&scratch)
-        })
-        .await
-        .map_err(io::Error::other)??;
+        let run_dir = RunDir::create_in(scratch).await?;
         let mut read_only = self.interpreter_dirs.clone();
         read_only.push(program_dir);
         read_only.extend(local_find_links());
