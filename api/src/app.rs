@@ -8,13 +8,13 @@ use std::sync::Arc;
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request};
 use axum::middleware;
-use axum::serve::ListenerExt;
 use tokio_util::sync::CancellationToken;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use utoipa_swagger_ui::SwaggerUi;
 
 use crate::http::error::ApiError;
+use crate::http::listener::{EdgeLimits, serve_connections};
 use crate::http::{AppState, MAX_BODY_BYTES, REQUEST_ID, json_errors};
 use crate::routes;
 use crate::services::triggers;
@@ -71,20 +71,13 @@ pub async fn serve(
             stopping.notify_one();
         }
     };
-    // Answers and SSE events are small writes: without TCP_NODELAY a token could
-    // wait for the ACK of the previous segment (Nagle) before leaving.
-    let listener = listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!(error = %e, "cannot set TCP_NODELAY on a connection");
-        }
-    });
-    let server = axum::serve(
-        listener,
-        router(state).into_make_service_with_connect_info::<std::net::SocketAddr>(),
-    )
-    .with_graceful_shutdown(signal);
-    let result = tokio::select! {
-        result = server => result,
+    let limits = EdgeLimits {
+        max_connections: state.config.max_connections,
+        header_read_timeout: std::time::Duration::from_secs(state.config.header_timeout_secs),
+    };
+    let server = serve_connections(listener, router(state), limits, signal);
+    let result: std::io::Result<()> = tokio::select! {
+        () = server => Ok(()),
         () = async {
             stopping.notified().await;
             tokio::time::sleep(grace).await;

@@ -77,6 +77,26 @@ pub struct Config {
     #[arg(long, env = "LOG_LEVEL", default_value = "info", value_parser = parse_log_level, global = true)]
     pub log_level: String,
 
+    /// Connections open at once; more wait in the kernel's backlog. Never more than the
+    /// open-file limit leaves room for.
+    #[arg(
+        long,
+        env = "WEIR_MAX_CONNECTIONS",
+        default_value_t = 10_000,
+        global = true
+    )]
+    pub max_connections: usize,
+
+    /// Seconds a client has to send a request's headers (the first on a connection or
+    /// the next on a kept-alive one) before the connection is closed.
+    #[arg(
+        long,
+        env = "WEIR_HEADER_TIMEOUT_SECS",
+        default_value_t = 10,
+        global = true
+    )]
+    pub header_timeout_secs: u64,
+
     /// Seconds in-flight requests get to finish after SIGTERM/Ctrl-C.
     #[arg(long, env = "SHUTDOWN_GRACE_SECS", default_value_t = 30, global = true)]
     pub shutdown_grace_secs: u64,

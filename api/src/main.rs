@@ -133,6 +133,29 @@ async fn serve(config: Config, store: Arc<dyn weir_api::Store>) -> Result<(), St
         );
         println!("{key}");
     }
+    let fd_limit = match weir_api::http::listener::raise_fd_limit() {
+        Ok((before, after)) => {
+            if before < after {
+                tracing::info!(before, after, "open-file limit raised to the hard limit");
+            }
+            after
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read or raise the open-file limit");
+            1024
+        }
+    };
+    let mut config = config;
+    let bound = weir_api::http::listener::connection_bound(config.max_connections, fd_limit);
+    if bound < config.max_connections {
+        tracing::warn!(
+            asked = config.max_connections,
+            bound,
+            fd_limit,
+            "WEIR_MAX_CONNECTIONS lowered to what the open-file limit leaves room for"
+        );
+        config.max_connections = bound;
+    }
     let addr = std::net::SocketAddr::new(config.host, config.port);
     let listener = tokio::net::TcpListener::bind(addr)
         .await

@@ -13,6 +13,7 @@
 pub mod auth;
 pub mod error;
 pub mod extract;
+pub mod listener;
 pub mod pagination;
 
 use axum::extract::Request;
