@@ -13,6 +13,7 @@ use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetReques
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use utoipa_swagger_ui::SwaggerUi;
 
+use crate::http::cors;
 use crate::http::error::ApiError;
 use crate::http::listener::{EdgeLimits, serve_connections};
 use crate::http::{AppState, MAX_BODY_BYTES, REQUEST_ID, json_errors};
@@ -23,6 +24,8 @@ use crate::services::triggers;
 /// Swagger UI, and the edge middleware.
 pub fn router(state: AppState) -> Router {
     let (api, openapi) = routes::api().split_for_parts();
+    let cors = cors::layer(&state.config.cors_origins);
+    let frame_ancestors = cors::frame_ancestors(&state.config.iframe_origins);
     api.merge(SwaggerUi::new("/api/v1/docs").url("/api/v1/openapi.json", openapi))
         .fallback(|| async { ApiError::NotFound("no such route".into()) })
         .method_not_allowed_fallback(|| async {
@@ -46,6 +49,16 @@ pub fn router(state: AppState) -> Router {
             .on_response(DefaultOnResponse::new().level(tracing::Level::DEBUG)),
         )
         .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+        .layer(middleware::map_response(move |mut response: axum::response::Response| {
+            let policy = frame_ancestors.clone();
+            async move {
+                response
+                    .headers_mut()
+                    .insert(axum::http::header::CONTENT_SECURITY_POLICY, policy);
+                response
+            }
+        }))
+        .layer(cors)
         .with_state(state)
 }
 

@@ -101,6 +101,18 @@ pub struct Config {
     #[arg(long, env = "SHUTDOWN_GRACE_SECS", default_value_t = 30, global = true)]
     pub shutdown_grace_secs: u64,
 
+    /// Origins whose pages may call the API from a browser (Flowise's name): a comma
+    /// list of origins, or `*` for any (the origin is then reflected, never with
+    /// credentials). Empty: no cross-origin access.
+    #[arg(long, env = "CORS_ORIGINS", default_value = "*", global = true)]
+    pub cors_origins: String,
+
+    /// Origins whose pages may frame weir's responses (Flowise's name), sent as the
+    /// `frame-ancestors` of a `Content-Security-Policy` header: a space or comma list, or
+    /// `*`.
+    #[arg(long, env = "IFRAME_ORIGINS", default_value = "*", global = true)]
+    pub iframe_origins: String,
+
     /// Trust `X-Forwarded-For` to name the client (only behind a proxy you run).
     #[arg(long, env = "TRUST_PROXY", default_value_t = false, global = true)]
     pub trust_proxy: bool,

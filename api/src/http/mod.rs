@@ -11,6 +11,7 @@
 //! client can rely on.
 
 pub mod auth;
+pub mod cors;
 pub mod error;
 pub mod extract;
 pub mod listener;

@@ -27,6 +27,7 @@ use super::CommonErrors;
 use crate::domain::{ChatMessageRecord, Chatflow, Lead, Permission, is_email};
 use crate::http::AppState;
 use crate::http::auth::{AuthUser, presented_key};
+use crate::http::cors;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::{Json, Path, Query};
 use crate::ratelimit;
@@ -365,6 +366,15 @@ async fn create_prediction(
     };
     let request = Request::from_parts(parts, body);
     let flow = authorize(&state, id, auth.as_ref()).await?;
+    let origin = request
+        .headers()
+        .get(header::ORIGIN)
+        .and_then(|v| v.to_str().ok());
+    if !cors::origin_allowed_by_chatflow(flow.chatbot_config.as_deref(), origin) {
+        return Err(ApiError::Forbidden(
+            "This site is not allowed to access this chatbot".into(),
+        ));
+    }
     if let Some(limit) = ratelimit::from_api_config(flow.api_config.as_deref()) {
         let who = caller(&request, auth.as_ref(), state.config.trust_proxy);
         ratelimit::check(&*state.store, &limit, flow.id, &who).await?;

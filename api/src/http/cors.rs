@@ -1,0 +1,131 @@
+//! Browsers on other origins: which pages may call the API (`CORS_ORIGINS`), which may
+//! frame it (`IFRAME_ORIGINS`), and a chatflow's own list (`chatbotConfig.allowedOrigins`,
+//! checked by the prediction routes with `origin_allowed_by_chatflow`).
+//!
+//! Preflights (`OPTIONS` with `Access-Control-Request-Method`) are answered by the CORS
+//! layer on every route. An allowed origin is reflected with `Vary: Origin`, never `*`
+//! and never with credentials: weir authenticates with bearer keys, not cookies. A
+//! request from an origin not allowed gets no CORS header, so the browser withholds the
+//! answer.
+
+use axum::http::{HeaderName, HeaderValue, Method, header};
+use tower_http::cors::{AllowOrigin, CorsLayer};
+
+/// What the browser may send and read across origins: what Flowise's clients use.
+const ALLOWED_HEADERS: [HeaderName; 4] = [
+    header::AUTHORIZATION,
+    header::CONTENT_TYPE,
+    header::ACCEPT,
+    HeaderName::from_static("x-request-id"),
+];
+
+/// The CORS layer for `CORS_ORIGINS`: `*`, a comma list, or empty (none).
+pub fn layer(cors_origins: &str) -> CorsLayer {
+    let origins = origins(cors_origins);
+    let allow = if origins.iter().any(|o| o == "*") {
+        AllowOrigin::mirror_request()
+    } else {
+        let list: Vec<HeaderValue> = origins
+            .iter()
+            .filter_map(|o| HeaderValue::from_str(o).ok())
+            .collect();
+        AllowOrigin::list(list)
+    };
+    CorsLayer::new()
+        .allow_origin(allow)
+        .allow_methods([
+            Method::GET,
+            Method::POST,
+            Method::PUT,
+            Method::PATCH,
+            Method::DELETE,
+        ])
+        .allow_headers(ALLOWED_HEADERS)
+        .expose_headers([HeaderName::from_static("x-request-id")])
+        .max_age(std::time::Duration::from_secs(600))
+}
+
+/// The `Content-Security-Policy` for `IFRAME_ORIGINS`: `frame-ancestors` with the
+/// origins (space or comma separated), `*` for any, `'none'` when empty.
+pub fn frame_ancestors(iframe_origins: &str) -> HeaderValue {
+    let origins = origins(iframe_origins);
+    let list = if origins.is_empty() {
+        "'none'".to_owned()
+    } else {
+        origins.join(" ")
+    };
+    HeaderValue::from_str(&format!("frame-ancestors {list}"))
+        .unwrap_or_else(|_| HeaderValue::from_static("frame-ancestors 'none'"))
+}
+
+/// The origins of a list setting, trimmed, without a trailing slash, empty ones dropped.
+fn origins(setting: &str) -> Vec<String> {
+    setting
+        .split([',', ' '])
+        .map(|o| o.trim().trim_end_matches('/').to_owned())
+        .filter(|o| !o.is_empty())
+        .collect()
+}
+
+/// Whether a prediction from `origin` may use a chatflow with `chatbot_config` (JSON
+/// text): yes without an `Origin` (not a browser), without a list, or when the list
+/// (`allowedOrigins`, Flowise's field; empty entries ignored) names it.
+pub fn origin_allowed_by_chatflow(chatbot_config: Option<&str>, origin: Option<&str>) -> bool {
+    let Some(origin) = origin else {
+        return true;
+    };
+    let Some(config) =
+        chatbot_config.and_then(|c| serde_json::from_str::<serde_json::Value>(c).ok())
+    else {
+        return true;
+    };
+    let allowed: Vec<&str> = config
+        .get("allowedOrigins")
+        .and_then(|v| v.as_array())
+        .map(|list| {
+            list.iter()
+                .filter_map(|o| o.as_str())
+                .map(|o| o.trim().trim_end_matches('/'))
+                .filter(|o| !o.is_empty())
+                .collect()
+        })
+        .unwrap_or_default();
+    allowed.is_empty() || allowed.contains(&origin.trim_end_matches('/'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_chatflows_list_admits_only_its_origins() {
+        let config = r#"{"allowedOrigins": ["https://shop.example/", ""]}"#;
+        assert!(origin_allowed_by_chatflow(
+            Some(config),
+            Some("https://shop.example")
+        ));
+        assert!(!origin_allowed_by_chatflow(
+            Some(config),
+            Some("https://evil.example")
+        ));
+        assert!(
+            origin_allowed_by_chatflow(Some(config), None),
+            "not a browser"
+        );
+        assert!(origin_allowed_by_chatflow(
+            Some(r#"{"allowedOrigins": [""]}"#),
+            Some("https://x.example")
+        ));
+        assert!(origin_allowed_by_chatflow(None, Some("https://x.example")));
+    }
+
+    #[test]
+    fn frame_ancestors_follow_the_setting() {
+        assert_eq!(frame_ancestors("*"), "frame-ancestors *");
+        assert_eq!(
+            frame_ancestors("https://a.example, https://b.example/"),
+            "frame-ancestors https://a.example https://b.example"
+        );
+        assert_eq!(frame_ancestors(""), "frame-ancestors 'none'");
+    }
+}
