@@ -89,16 +89,15 @@ pub async fn serve(
         header_read_timeout: std::time::Duration::from_secs(state.config.header_timeout_secs),
     };
     let server = serve_connections(listener, router(state), limits, signal);
-    let result: std::io::Result<()> = tokio::select! {
-        () = server => Ok(()),
+    tokio::select! {
+        () = server => {}
         () = async {
             stopping.notified().await;
             tokio::time::sleep(grace).await;
         } => {
             tracing::warn!(grace_secs = grace.as_secs(), "requests still running after the grace period; closing them");
-            Ok(())
         }
-    };
+    }
     cancel.cancel();
     background.close();
     if tokio::time::timeout(grace, background.wait())
@@ -109,5 +108,5 @@ pub async fn serve(
             "trigger firings still running after the grace period; their leases will expire"
         );
     }
-    result
+    Ok(())
 }

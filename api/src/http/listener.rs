@@ -44,7 +44,7 @@ pub async fn serve_connections(
     shutdown: impl Future<Output = ()> + Send,
 ) {
     let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
-    let (closing, closed) = watch::channel(false);
+    let (stop_tx, stop_rx) = watch::channel(false);
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout);
@@ -81,7 +81,7 @@ pub async fn serve_connections(
         let connection = http
             .serve_connection(TokioIo::new(stream), service)
             .with_upgrades();
-        let mut closing = closed.clone();
+        let mut stop = stop_rx.clone();
         tokio::spawn(async move {
             tokio::pin!(connection);
             loop {
@@ -92,7 +92,7 @@ pub async fn serve_connections(
                         }
                         break;
                     }
-                    changed = closing.changed() => {
+                    changed = stop.changed() => {
                         connection.as_mut().graceful_shutdown();
                         if changed.is_err() {
                             // The sender is gone too: nothing more to watch.
@@ -106,7 +106,7 @@ pub async fn serve_connections(
         });
     }
     drop(listener);
-    let _ = closing.send(true);
+    let _ = stop_tx.send(true);
     // Every connection holds a permit until it is closed.
     let _ = permits
         .acquire_many(u32::try_from(limits.max_connections.max(1)).unwrap_or(u32::MAX))

@@ -125,11 +125,10 @@ fn mount_tmpfs(dir: &Path, size: u64) -> std::io::Result<()> {
 
 /// `dir` bound onto itself, cut from the peer group it came from, then shared: a peer
 /// group of its own whose mounts reach the slaves made of it.
-fn share(dir: &Path) -> nix::Result<()> {
-    std::fs::create_dir_all(dir)
-        .map_err(|err| nix::errno::Errno::from_raw(err.raw_os_error().unwrap_or(libc::EIO)))?;
+fn share(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
     let none: Option<&str> = None;
     mount(Some(dir), dir, none, MsFlags::MS_BIND, none)?;
     mount(none, dir, none, MsFlags::MS_PRIVATE, none)?;
-    mount(none, dir, none, MsFlags::MS_SHARED, none)
+    Ok(mount(none, dir, none, MsFlags::MS_SHARED, none)?)
 }

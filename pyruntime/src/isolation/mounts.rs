@@ -77,7 +77,7 @@ pub fn system_sources() -> Vec<PathBuf> {
 const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom"];
 
 /// One bind mount of the view.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 struct Bind {
     source: PathBuf,
     target: PathBuf,
@@ -86,6 +86,14 @@ struct Bind {
 
 /// Every bind of `plan`'s view, in mount order.
 fn binds(plan: &Plan) -> Vec<Bind> {
+    let mut binds = shared_binds(plan);
+    binds.extend(own_binds(plan));
+    binds
+}
+
+/// The binds every run of a zygote shares: the system, the interpreter, the venv, the
+/// workspace's directories and the devices (none below the run's own directory).
+fn shared_binds(plan: &Plan) -> Vec<Bind> {
     let mut binds = Vec::new();
     let mut add = |source: &Path, target: &Path, writable| {
         binds.push(Bind {
@@ -106,18 +114,32 @@ fn binds(plan: &Plan) -> Vec<Bind> {
     for path in &plan.read_only {
         add(path, path, false);
     }
-    for path in [plan.work(), plan.home(), plan.tmp()]
-        .iter()
-        .chain(&plan.writable)
-    {
+    for path in &plan.writable {
         add(path, path, true);
-    }
-    if tmp_at_slash_tmp(plan) {
-        add(&plan.tmp(), Path::new("/tmp"), true);
     }
     for name in DEVICES {
         let device = Path::new("/dev").join(name);
         add(&device, &device, true);
+    }
+    binds
+}
+
+/// The run's own binds: its work, home and tmp, and its tmp as `/tmp` too.
+fn own_binds(plan: &Plan) -> Vec<Bind> {
+    let mut binds: Vec<Bind> = [plan.work(), plan.home(), plan.tmp()]
+        .into_iter()
+        .map(|path| Bind {
+            source: path.clone(),
+            target: path,
+            writable: true,
+        })
+        .collect();
+    if tmp_at_slash_tmp(plan) {
+        binds.push(Bind {
+            source: plan.tmp(),
+            target: PathBuf::from("/tmp"),
+            writable: true,
+        });
     }
     binds
 }
@@ -207,11 +229,6 @@ fn described(plan: &Plan) -> String {
 /// until `finish_view`.
 pub const AHEAD: &str = "/.old";
 
-/// Whether `bind` is one of the run's own (below its directory, known only with its plan).
-fn own(plan: &Plan, bind: &Bind) -> bool {
-    bind.source.starts_with(&plan.run_root)
-}
-
 /// Builds ahead, before the run's plan exists, what every run of a zygote sees
 /// (`template`: a plan with a placeholder directory): a tmpfs root with the system, the
 /// interpreter, the venv and the workspace's directories bound, `/dev` and a `/proc` of
@@ -230,10 +247,7 @@ pub fn prepare_view(template: &Plan) -> Result<(), String> {
         Some("mode=0755,size=1m,nr_inodes=4096"),
     )
     .map_err(|err| format!("the new root: {err}"))?;
-    let shared: Vec<Bind> = binds(template)
-        .into_iter()
-        .filter(|bind| !own(template, bind))
-        .collect();
+    let shared = shared_binds(template);
     layout(root, &shared).map_err(|err| format!("the new root's layout: {err}"))?;
     for bind in &shared {
         mount_bind(root, bind)?;
@@ -246,21 +260,19 @@ pub fn prepare_view(template: &Plan) -> Result<(), String> {
 
 /// Completes a view `prepare_view` built from `template` with `plan`'s own directories
 /// (bound from the zygote's view, which then goes) and makes it read-only. The plan must
-/// show everything the template does.
+/// share the template's view (what `shared_binds` reads of it), or nothing is bound.
 pub fn finish_view(plan: &Plan, template: &Plan) -> Result<String, String> {
-    let shared: Vec<Bind> = binds(template)
-        .into_iter()
-        .filter(|bind| !own(template, bind))
-        .collect();
-    let wanted = binds(plan);
-    if let Some(extra) = shared.iter().find(|bind| !wanted.contains(bind)) {
-        return Err(format!(
-            "the zygote's view shows {} but the run's plan does not",
-            extra.source.display()
-        ));
+    if (&plan.read_only, &plan.writable, &plan.resolv_conf)
+        != (
+            &template.read_only,
+            &template.writable,
+            &template.resolv_conf,
+        )
+    {
+        return Err("the run's plan does not show what its zygote's view was built for".into());
     }
     let old = Path::new(AHEAD);
-    for bind in wanted.iter().filter(|bind| !shared.contains(bind)) {
+    for bind in own_binds(plan) {
         let from_old = Bind {
             source: inside(old, &bind.source),
             target: bind.target.clone(),

@@ -21,7 +21,9 @@ use crate::config::Config;
 use crate::pipeline::admission::{Admission, Full};
 use crate::pipeline::{Error, Result};
 use crate::process::analysts::{AnalysisError, Analysts, Request as AnalysisRequest};
-use crate::process::sandbox::{self, Entry, Job, Limits, Outcome, Sandbox, ToolError};
+use crate::process::sandbox::{
+    self, Entry, Job, Limits, Outcome, Sandbox, ToolError, WorkspaceDirs,
+};
 use crate::storage::artifacts::{Artifact, Artifacts};
 use crate::storage::venvs::{InstallReport, Venv, VenvError, Venvs};
 use crate::storage::workspace;
@@ -177,11 +179,14 @@ impl Executor {
         );
         let cache_dir = self.venvs.root().join(".cache").join(&workspace);
         let artifacts_dir = self.artifacts.workspace_dir(&workspace);
-        let job = Job {
+        let dirs = WorkspaceDirs {
             workspace: &workspace,
             venv: &venv,
-            cache_dir: &cache_dir,
-            artifacts_dir: &artifacts_dir,
+            artifacts: &artifacts_dir,
+            cache: &cache_dir,
+        };
+        let job = Job {
+            dirs,
             code: &code,
             params: &params,
             limits,
@@ -192,10 +197,8 @@ impl Executor {
 
         let mut response = shape(outcome, &limits, warnings);
         if response.success {
-            let spec = self
-                .sandbox
-                .zygote_spec(&workspace, &venv, &cache_dir, &artifacts_dir);
-            self.sandbox.pool().learn(spec, &imported);
+            let spec = || self.sandbox.zygote_spec(&dirs);
+            self.sandbox.pool().learn(&workspace, &imported, spec);
         }
         response.artifacts = artifacts;
         response.installed_packages = installed;
@@ -493,10 +496,7 @@ mod tests {
     use serde_json::json;
 
     fn limits() -> Limits {
-        Limits {
-            timeout: Duration::from_secs(5),
-            max_mem: 1 << 30,
-        }
+        Limits::for_tests()
     }
 
     fn outcome(report: Option<sandbox::Report>) -> Outcome {

@@ -535,9 +535,10 @@ impl Pool {
 
     /// Runs `plan` in the workspace's zygote and waits for it, at most `timeout` once it
     /// has started.
-    pub async fn run(
+    pub async fn run<'a>(
         self: &Arc<Self>,
-        spec: &ZygoteSpec<'_>,
+        workspace: &str,
+        spec: impl Fn() -> ZygoteSpec<'a>,
         plan: Plan,
         run: Value,
         timeout: Duration,
@@ -545,21 +546,21 @@ impl Pool {
         let mut attempts = 0;
         let started = loop {
             attempts += 1;
-            let zygote = self.zygote(spec).await?;
+            let zygote = self.zygote(workspace, &spec).await?;
             match zygote.start_run(plan.clone(), run.clone()).await {
                 Ok(started) => {
                     if zygote.runs.load(Ordering::Relaxed) >= MAX_RUNS {
-                        self.retire_if(spec.workspace, &zygote).await;
+                        self.retire_if(workspace, &zygote).await;
                     }
                     break started;
                 }
                 Err(StartError::Dead) if attempts < 2 => {
                     tracing::warn!(
-                        workspace = spec.workspace,
+                        workspace,
                         pid = zygote.pid,
                         "zygote gone: starting a new one"
                     );
-                    self.retire_if(spec.workspace, &zygote).await;
+                    self.retire_if(workspace, &zygote).await;
                 }
                 Err(StartError::Dead) => {
                     return Err(io::Error::other("the workspace's zygote keeps dying"));
@@ -584,19 +585,25 @@ impl Pool {
         }
     }
 
-    /// The workspace's live zygote, started if needed.
-    async fn zygote(self: &Arc<Self>, spec: &ZygoteSpec<'_>) -> io::Result<Arc<Zygote>> {
-        if let Some(zygote) = self.live(spec.workspace) {
+    /// The workspace's live zygote, started (from `spec`, only then built) if needed.
+    async fn zygote<'a>(
+        self: &Arc<Self>,
+        workspace: &str,
+        spec: &impl Fn() -> ZygoteSpec<'a>,
+    ) -> io::Result<Arc<Zygote>> {
+        if let Some(zygote) = self.live(workspace) {
             return Ok(zygote);
         }
         let gate = lock(&self.starting)
-            .entry(spec.workspace.to_owned())
+            .entry(workspace.to_owned())
             .or_default()
             .clone();
         let _gate = gate.lock().await;
-        if let Some(zygote) = self.live(spec.workspace) {
+        if let Some(zygote) = self.live(workspace) {
             return Ok(zygote);
         }
+        let spec = spec();
+        let spec = &spec;
         let zygote = match self.spawn(spec).await {
             Ok(zygote) => zygote,
             Err(err) if lock(&self.learned).contains_key(spec.workspace) => {
@@ -678,14 +685,20 @@ impl Pool {
     }
 
     /// Records what a successful run imported; when the zygote did not pre-import all of
-    /// it, a replacement that does is started in the background and swapped in.
-    pub fn learn(self: &Arc<Self>, spec: ZygoteSpec<'_>, imports: &[String]) {
+    /// it, a replacement that does (from `spec`, only then built) is started in the
+    /// background and swapped in.
+    pub fn learn<'a>(
+        self: &Arc<Self>,
+        workspace: &str,
+        imports: &[String],
+        spec: impl FnOnce() -> ZygoteSpec<'a>,
+    ) {
         if imports.is_empty() {
             return;
         }
         let preload = {
             let mut learned = lock(&self.learned);
-            let list = learned.entry(spec.workspace.to_owned()).or_default();
+            let list = learned.entry(workspace.to_owned()).or_default();
             for name in imports.iter().rev() {
                 list.retain(|n| n != name);
                 list.insert(0, name.clone());
@@ -693,7 +706,7 @@ impl Pool {
             list.truncate(MAX_LEARNED);
             list.clone()
         };
-        let Some(current) = self.live(spec.workspace) else {
+        let Some(current) = self.live(workspace) else {
             return;
         };
         let mut wanted = preload.clone();
@@ -701,13 +714,14 @@ impl Pool {
         let mut asked = current.requested.clone();
         asked.sort();
         if wanted == asked
-            || lock(&self.frozen).contains(spec.workspace)
-            || !lock(&self.refreshing).insert(spec.workspace.to_owned())
+            || lock(&self.frozen).contains(workspace)
+            || !lock(&self.refreshing).insert(workspace.to_owned())
         {
             return;
         }
+        let spec = spec();
         let pool = self.clone();
-        let workspace = spec.workspace.to_owned();
+        let workspace = workspace.to_owned();
         let venv = spec.venv.clone();
         let env = spec.env;
         let sandbox = spec.sandbox;

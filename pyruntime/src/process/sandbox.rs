@@ -58,6 +58,15 @@ impl Limits {
     pub fn cpu_secs(&self) -> u64 {
         self.timeout.as_secs_f64().ceil() as u64 + CPU_GRACE_SECS
     }
+
+    /// 5 s and 1 GiB, for unit tests.
+    #[cfg(test)]
+    pub fn for_tests() -> Self {
+        Self {
+            timeout: Duration::from_secs(5),
+            max_mem: 1 << 30,
+        }
+    }
 }
 
 /// A run's private directory tree, removed when dropped. The server reads it only
@@ -114,22 +123,16 @@ impl RunDir {
         self.root.join(SPACE).join(dir)
     }
 
-    /// With a tmpfs: its size, when the run left no byte or no inode of it free.
-    fn filled(&self) -> Option<u64> {
-        let limit = self.disk?;
-        let space = self.held.dir(OsStr::new(SPACE)).ok()?.space().ok()?;
-        (space.blocks_available() == 0 || space.files_available() == 0).then_some(limit)
-    }
-
     /// The child's working directory, where every file left is an artifact.
     pub fn work(&self) -> io::Result<HeldDir> {
         self.held.dir(OsStr::new(SPACE))?.dir(OsStr::new("work"))
     }
 
-    /// Reads the run's stdout, stderr and report (off the async workers).
+    /// Reads the run's stdout, stderr and report, and whether it filled its tmpfs (off
+    /// the async workers).
     async fn outputs(&self) -> Outputs {
-        let held = self.held.clone();
-        tokio::task::spawn_blocking(move || Outputs::read(&held))
+        let (held, disk) = (self.held.clone(), self.disk);
+        tokio::task::spawn_blocking(move || Outputs::read(&held, disk))
             .await
             .unwrap_or_else(|err| Outputs {
                 report_problem: Some(format!("the run's outputs are unreadable: {err}")),
@@ -155,23 +158,22 @@ impl Drop for RunDir {
 
 /// What to run.
 pub struct Job<'a> {
-    pub workspace: &'a str,
-    pub venv: &'a Venv,
-    /// Persistent per-workspace cache (matplotlib's font cache lives here), writable.
-    pub cache_dir: &'a Path,
-    /// The workspace's artifact directory, writable.
-    pub artifacts_dir: &'a Path,
+    pub dirs: WorkspaceDirs<'a>,
     pub code: &'a str,
     pub params: &'a Map<String, Value>,
     pub limits: Limits,
 }
 
-/// A workspace's directories as its runs see them.
-struct WorkspaceDirs<'a> {
-    workspace: &'a str,
-    venv: &'a Venv,
-    artifacts: &'a Path,
-    cache: &'a Path,
+/// A workspace and its directories as its runs see them.
+#[derive(Debug, Clone, Copy)]
+pub struct WorkspaceDirs<'a> {
+    pub workspace: &'a str,
+    pub venv: &'a Venv,
+    /// The workspace's artifact directory: read-only in runs (files reach it only through
+    /// `collect`, which counts them).
+    pub artifacts: &'a Path,
+    /// Persistent per-workspace cache (matplotlib's font cache lives here), writable.
+    pub cache: &'a Path,
 }
 
 /// The error the harness reports for an exception of the tool.
@@ -345,58 +347,41 @@ impl Sandbox {
         }
     }
 
-    /// The zygote of a workspace: its venv, its environment.
-    pub fn zygote_spec<'a>(
-        &self,
-        workspace: &'a str,
-        venv: &'a Venv,
-        cache_dir: &Path,
-        artifacts_dir: &Path,
-    ) -> ZygoteSpec<'a> {
-        let ids = Ids::for_workspace(workspace);
-        let mut read_only = self.interpreter_dirs.clone();
-        read_only.push(venv.dir.clone());
-        read_only.push(artifacts_dir.to_owned());
-        let dirs = WorkspaceDirs {
-            workspace,
-            venv,
-            artifacts: artifacts_dir,
-            cache: cache_dir,
-        };
+    /// The zygote of a workspace: its venv, its environment, its view (what every run's
+    /// plan shows but the run's own directory).
+    pub fn zygote_spec<'a>(&self, dirs: &WorkspaceDirs<'a>) -> ZygoteSpec<'a> {
         let limits = Limits {
             timeout: Duration::ZERO,
             max_mem: self.max_mem,
         };
-        // Every run's plan but its directory: what a spare builds ahead.
-        let view = self.views_ahead().then(|| {
-            self.plan_in(
-                &dirs,
-                &limits,
-                &self.runs_root.join(workspace).join("view-template"),
-            )
-        });
+        let template = self.plan_in(
+            dirs,
+            &limits,
+            &self.runs_root.join(dirs.workspace).join("view-template"),
+        );
         ZygoteSpec {
-            workspace,
-            venv,
-            env: zygote_env(Some(venv), cache_dir),
-            sandbox: SandboxSetup {
-                ids,
-                network: self.network,
-                cgroups: None,
-                keep_spare: true,
-                view,
-            },
+            workspace: dirs.workspace,
+            venv: dirs.venv,
+            env: zygote_env(Some(dirs.venv), dirs.cache),
             home: HomeRecipe {
-                runs_dir: self.runs_root.join(workspace),
-                read_only,
-                writable: vec![cache_dir.to_owned()],
-                ids,
+                runs_dir: self.runs_root.join(dirs.workspace),
+                read_only: template.read_only.clone(),
+                writable: template.writable.clone(),
+                ids: template.ids,
                 cgroups: self.cgroups.spec(self.max_mem),
                 view: self.zygote_views(),
                 runs_at_once: self.runs_at_once,
                 network: self.network,
                 egress: self.egress_for(self.network),
                 disk: self.disk.clone(),
+            },
+            sandbox: SandboxSetup {
+                ids: template.ids,
+                network: self.network,
+                cgroups: None,
+                keep_spare: true,
+                // What a spare builds ahead.
+                view: self.views_ahead().then_some(template),
             },
         }
     }
@@ -408,21 +393,10 @@ impl Sandbox {
         self.views.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    fn plan(&self, job: &Job<'_>, run_root: &Path) -> Plan {
-        let dirs = WorkspaceDirs {
-            workspace: job.workspace,
-            venv: job.venv,
-            artifacts: job.artifacts_dir,
-            cache: job.cache_dir,
-        };
-        self.plan_in(&dirs, &job.limits, run_root)
-    }
-
     /// The plan of a run of `dirs`' workspace in `run_root`.
     fn plan_in(&self, dirs: &WorkspaceDirs<'_>, limits: &Limits, run_root: &Path) -> Plan {
         let mut read_only = self.interpreter_dirs.clone();
         read_only.push(dirs.venv.dir.clone());
-        // Files reach the artifact directory only through `collect`, which counts them.
         read_only.push(dirs.artifacts.to_owned());
         Plan {
             run_root: run_root.to_owned(),
@@ -451,13 +425,13 @@ impl Sandbox {
     /// Creates `job`'s run directory under `runs` with everything its plan needs (one
     /// trip to a blocking thread).
     pub async fn prepare(&self, job: &Job<'_>) -> io::Result<(RunDir, Plan)> {
-        let workspace_runs = self.runs_root.join(job.workspace);
+        let workspace_runs = self.runs_root.join(job.dirs.workspace);
         let root = workspace_runs.join(uuid::Uuid::new_v4().to_string());
-        let plan = self.plan(job, &root);
+        let plan = self.plan_in(&job.dirs, &job.limits, &root);
         let prepared = plan.clone();
         let disk = self.disk.clone();
         let ahead = self.views_ahead();
-        let (artifacts, cache) = (job.artifacts_dir.to_owned(), job.cache_dir.to_owned());
+        let (artifacts, cache) = (job.dirs.artifacts.to_owned(), job.dirs.cache.to_owned());
         tokio::task::spawn_blocking(move || {
             std::fs::create_dir_all(&workspace_runs)?;
             std::fs::create_dir_all(&artifacts)?;
@@ -476,29 +450,18 @@ impl Sandbox {
 
     /// Runs `job` in `run_dir` (from `prepare`) and waits for it (or its timeout).
     pub async fn run(&self, job: &Job<'_>, run_dir: &RunDir, plan: Plan) -> io::Result<Outcome> {
-        let started = std::time::Instant::now();
         let spec = json!({
             "code": job.code,
             "params": job.params,
             "home": run_dir.own("home"),
             "tmp": run_dir.own("tmp"),
         });
-        let zygote = self.zygote_spec(job.workspace, job.venv, job.cache_dir, job.artifacts_dir);
-        let prepared_at = started.elapsed();
+        let zygote = || self.zygote_spec(&job.dirs);
         let exit = self
             .pool
-            .run(&zygote, plan, spec, job.limits.timeout)
+            .run(job.dirs.workspace, zygote, plan, spec, job.limits.timeout)
             .await?;
-        let ran_at = started.elapsed();
         let outputs = run_dir.outputs().await;
-        let disk_filled = run_dir.filled();
-        tracing::debug!(
-            workspace = job.workspace,
-            prepare_us = prepared_at.as_micros() as u64,
-            run_us = (ran_at - prepared_at).as_micros() as u64,
-            read_us = (started.elapsed() - ran_at).as_micros() as u64,
-            "run timings"
-        );
         Ok(Outcome {
             stdout: outputs.stdout,
             stderr: outputs.stderr,
@@ -508,7 +471,7 @@ impl Sandbox {
             signal: exit.signal,
             report: outputs.report,
             report_problem: outputs.report_problem,
-            disk_filled,
+            disk_filled: outputs.disk_filled,
         })
     }
 
@@ -957,20 +920,27 @@ struct Outputs {
     truncated: bool,
     report: Option<Report>,
     report_problem: Option<String>,
+    /// With a tmpfs of `disk` bytes: its size, when the run left no byte or inode free.
+    disk_filled: Option<u64>,
 }
 
 impl Outputs {
     /// Reads the run's files through its held directory (blocking).
-    fn read(dir: &HeldDir) -> Self {
+    fn read(dir: &HeldDir, disk: Option<u64>) -> Self {
         let (stdout, out_truncated) = read_capped(dir, "stdout");
         let (stderr, err_truncated) = read_capped(dir, "stderr");
         let (report, report_problem) = read_report(dir);
+        let filled = |limit| {
+            let space = dir.dir(OsStr::new(SPACE)).ok()?.space().ok()?;
+            (space.blocks_available() == 0 || space.files_available() == 0).then_some(limit)
+        };
         Self {
             stdout,
             stderr,
             truncated: out_truncated || err_truncated,
             report,
             report_problem,
+            disk_filled: disk.and_then(filled),
         }
     }
 }
@@ -1028,10 +998,7 @@ mod tests {
     use super::*;
 
     fn limits() -> Limits {
-        Limits {
-            timeout: Duration::from_secs(5),
-            max_mem: 1 << 30,
-        }
+        Limits::for_tests()
     }
 
     #[test]

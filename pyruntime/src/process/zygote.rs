@@ -12,17 +12,19 @@
 //! single-threaded, and asserts it before each fork (`/proc/self/task` has one entry).
 //!
 //! A run is three processes, forked through CPython's `os.fork` (which wraps them in
-//! `PyOS_BeforeFork`/`PyOS_AfterFork_*`). The first two are made ahead, as the next run's
-//! `Spare`: the intermediate child joins the run's cgroups and unshares its namespaces on
-//! its own while the zygote goes on serving (`begin_spare`); when it says so, the zygote
-//! writes its id maps (`finish_spare`), and it forks pid 1 of the new pid namespace,
-//! which waits for its plan. A run sends the plan to pid 1, which points stdout, stderr
-//! and the report (fd 3) at the run's files, builds the file-system view, drops to the
-//! run's ids, applies rlimits, Landlock and seccomp, and forks the runner (pid 1 ignores
-//! its own signals, so tool code must not be pid 1), which runs the tool code
+//! `PyOS_BeforeFork`/`PyOS_AfterFork_*`). The first two are made ahead, as `SPARES` next
+//! runs' `Spare`s: the intermediate child joins the run's cgroups and unshares its
+//! namespaces on its own while the zygote goes on serving (`begin_spare`); when it says
+//! so, the zygote writes its id maps (`finish_spare`), and it forks pid 1 of the new pid
+//! namespace, which builds the view ahead (`mounts::prepare_view`, with the setup's
+//! template) and waits for its plan. A run sends the plan to pid 1, which points stdout,
+//! stderr and the report (fd 3) at the run's files, finishes the view, drops to the run's
+//! ids, applies rlimits, Landlock and seccomp, and forks the runner (pid 1 ignores its
+//! own signals, so tool code must not be pid 1), which runs the tool code
 //! (`harness.child_main`) and says it is done on a status pipe once its report is
-//! written. The intermediate exits the way the runner ended, and the zygote reports that
-//! exit (`Event::Exited`). Killing the intermediate kills the run: pid 1 has a
+//! written. The intermediate passes that word to the zygote (`report_end`: the zygote
+//! reports `Event::Exited` at once) and exits the way the runner ended; a run that left
+//! no word is reported from the intermediate's exit. Killing the intermediate kills the run: pid 1 has a
 //! parent-death signal, and the death of a pid namespace's pid 1 takes every other
 //! process of it. EOF on stdin kills every run and ends the zygote; `Command::Drain` ends
 //! it once its runs are over.
@@ -46,7 +48,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::isolation::{self, Ids, Layer, Layers, NetworkMode, Plan, namespaces};
-use crate::process::protocol::{Command, Event, SandboxSetup, Setup};
+use crate::process::protocol::{self, Command, Event, SandboxSetup, Setup};
 
 /// Finished runs' cgroups kept for reuse.
 const MAX_RECYCLED: usize = 8;
@@ -231,14 +233,12 @@ fn confine_zygote(
 ) -> Result<Layer, String> {
     let server = nix::unistd::getppid();
     let unshared = namespaces::unshare_for_zygote(network);
-    let mut line = serde_json::to_vec(&Event::Unshared {
-        ok: unshared.is_ok(),
-    })
-    .map_err(|e| e.to_string())?;
-    line.push(b'\n');
-    events
-        .write_all(&line)
-        .map_err(|err| format!("the server is gone: {err}"))?;
+    emit(
+        events,
+        &Event::Unshared {
+            ok: unshared.is_ok(),
+        },
+    )?;
     // Never on without them: as root's zygote it would import the workspace's code as
     // the host's root (a workspace could exhaust the user namespaces to force that).
     unshared.map_err(|err| format!("no namespaces of its own: {err}"))?;
@@ -347,11 +347,7 @@ impl Zygote {
     }
 
     fn emit(&mut self, event: &Event) -> Result<(), String> {
-        let mut line = serde_json::to_vec(event).map_err(|e| e.to_string())?;
-        line.push(b'\n');
-        self.events
-            .write_all(&line)
-            .map_err(|err| format!("the server is gone: {err}"))
+        emit(&mut self.events, event)
     }
 
     fn run_loop(&mut self, input: &mut LineReader) -> Result<(), String> {
@@ -1022,6 +1018,14 @@ fn mirror_exit(child: Pid, status: OwnedFd, ended: OwnedFd) -> ! {
     }
     // SAFETY: see exit_now; this process has nothing to flush.
     unsafe { libc::_exit(code.unwrap_or(71)) }
+}
+
+/// Writes one event line to the server.
+fn emit(events: &mut File, event: &Event) -> Result<(), String> {
+    let line = protocol::encode(event).map_err(|e| e.to_string())?;
+    events
+        .write_all(&line)
+        .map_err(|err| format!("the server is gone: {err}"))
 }
 
 /// How a run ended, from its word: `E<code>` or `S<signal>`.
