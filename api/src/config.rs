@@ -55,6 +55,19 @@ pub struct Config {
           value_parser = parse_secret, global = true)]
     pub py_tool_api_key: Option<Secret>,
 
+    /// The key credentials are sealed with (AES-256-GCM): 64 hex digits or the base64
+    /// of 32 bytes. Unset: `$WEIR_DATA_DIR/secret.key`, generated on first start.
+    /// Every replica of one store needs the same key.
+    #[arg(long, env = "WEIR_SECRET_KEY", hide_env_values = true,
+          value_parser = parse_secret, global = true)]
+    pub secret_key: Option<Secret>,
+
+    /// Keys credentials may still be sealed with (a comma list), while rotating: at
+    /// start, what they sealed is resealed with `WEIR_SECRET_KEY`.
+    #[arg(long, env = "WEIR_SECRET_KEY_PREVIOUS", hide_env_values = true,
+          value_parser = parse_secret, global = true)]
+    pub secret_key_previous: Option<Secret>,
+
     /// Server environment variables a workspace's `runtime` variables may read:
     /// comma-separated names, or prefixes ending in `*` (`TOOL_*`); `*` for all
     /// but weir's own secrets. Unset: none (tool code never sees the server's

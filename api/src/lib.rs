@@ -17,6 +17,7 @@
 //! - [`services`]: below the edge — predictions and triggers (schedule, firing,
 //!   webhooks, Telegram, failure e-mail), called by routes and background loops.
 //! - [`ratelimit`]: per-chatflow rate limits counted in the store.
+//! - [`sealing`]: the server's secret keys and what they seal (credentials at rest).
 //! - [`keys`]: operator actions on API keys (CLI and first-start bootstrap).
 //! - [`telemetry`]: logging setup.
 //!
@@ -34,6 +35,7 @@ pub mod llm;
 pub mod ratelimit;
 pub mod retrieval;
 pub mod routes;
+pub mod sealing;
 pub mod services;
 pub mod store;
 pub mod telemetry;

@@ -168,6 +168,14 @@ async fn serve(config: Config, store: Arc<dyn weir_api::Store>) -> Result<(), St
     );
     let grace = std::time::Duration::from_secs(config.shutdown_grace_secs);
     let state = AppState::new(store, config)?;
+    match weir_api::services::credentials::reseal_all(&state).await {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(
+            credentials = n,
+            "resealed credentials with the current WEIR_SECRET_KEY"
+        ),
+        Err(e) => tracing::error!(error = %e, "cannot reseal credentials"),
+    }
     // The runtime may start after us (or not at all if no flow uses Python tools).
     let runtime = state.tools.runtime.clone();
     tokio::spawn(async move {

@@ -64,12 +64,14 @@ def inner():
 
 
 @pytest.fixture(scope="module")
-def allowing(tmp_path_factory):
+def allowing(tmp_path_factory, fake):
     """A server letting requests reach 127.0.0.2 (ALLOW_PRIVATE_REQUESTS, as in
     test_request_tools) and holding an OpenAI key in its environment (exports carry
-    no credentials, as in test_flowise_exports)."""
+    no credentials, as in test_flowise_exports) that it trusts the fake with
+    (PROVIDER_KEY_HOSTS)."""
     w = Weir(tmp_path_factory.mktemp("weir-agentflow"), "sqlite")
-    w.env.update(ALLOW_PRIVATE_REQUESTS="127.0.0.2", OPENAI_API_KEY=GOOD_KEY)
+    w.env.update(ALLOW_PRIVATE_REQUESTS="127.0.0.2", OPENAI_API_KEY=GOOD_KEY,
+                 PROVIDER_KEY_HOSTS=fake.url.split("//")[1])
     w.start()
     yield w
     w.cleanup()

@@ -40,11 +40,13 @@ def site():
 
 @pytest.fixture(scope="module")
 def exports_server(py_runtime, fake, tmp_path_factory):
-    """A weir with provider keys in its environment, the Python runtime, and
-    127.0.0.2 (the test site) allowed for request tools."""
+    """A weir with provider keys in its environment that it trusts the fake with
+    (PROVIDER_KEY_HOSTS), the Python runtime, and 127.0.0.2 (the test site) allowed
+    for request tools."""
     w = use_runtime(Weir(tmp_path_factory.mktemp("weir-exports"), "sqlite"), py_runtime)
     w.env.update(OPENAI_API_KEY=GOOD_KEY, ANTHROPIC_API_KEY=GOOD_KEY, ANTHROPIC_BASE_URL=fake.url,
-                 MISTRAL_API_KEY=GOOD_KEY, ALLOW_PRIVATE_REQUESTS="127.0.0.2")
+                 MISTRAL_API_KEY=GOOD_KEY, ALLOW_PRIVATE_REQUESTS="127.0.0.2",
+                 PROVIDER_KEY_HOSTS=fake.url.split("//")[1])
     w.start()
     yield w
     w.cleanup()

@@ -441,13 +441,14 @@ def wait_for(check, timeout, what):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def good_mornings(fake):
-    """Calls with the good key asking "Good morning" (a cron trigger's message)."""
+def good_mornings(fake, message="Good morning"):
+    """Calls with the good key asking `message` (a cron trigger's); other tests'
+    triggers on the session servers ask "Good morning" every minute too."""
     with fake.lock:
         return sum(1 for p, h, b in fake.requests
                    if p.endswith("/chat/completions")
                    and {k.lower(): v for k, v in h.items()}.get("authorization") == f"Bearer {GOOD_KEY}"
-                   and b["messages"][-1]["content"] == "Good morning")
+                   and b["messages"][-1]["content"] == message)
 
 
 @pytest.mark.parametrize("backend", backends())
@@ -462,11 +463,12 @@ def test_cron_firings_limits_deletion_and_failure_mail(make_weir, fake, backend)
     # Avoid creating right before a minute boundary, so that all three are in place.
     if time.time() % 60 > 55:
         time.sleep(6)
-    asked_before = good_mornings(fake)
-    once = api.post("/triggers", json=cron_body(ok_flow, maxExecutions=1)).json()
-    failing = api.post("/triggers", json=cron_body(bad_flow, name="nightly report",
+    morning = f"Good morning {uuid.uuid4().hex[:8]}"
+    asked_before = good_mornings(fake, morning)
+    once = api.post("/triggers", json=cron_body(ok_flow, maxExecutions=1, triggerMessage=morning)).json()
+    failing = api.post("/triggers", json=cron_body(bad_flow, name="nightly report", triggerMessage=morning,
                                                    notificationEmail="ops@example.com")).json()
-    deleted = api.post("/triggers", json=cron_body(ok_flow, name="to delete")).json()
+    deleted = api.post("/triggers", json=cron_body(ok_flow, name="to delete", triggerMessage=morning)).json()
     assert api.delete(f"/triggers/{deleted['id']}").status_code == 204
     due = once["nextExecution"]
 
@@ -476,8 +478,8 @@ def test_cron_firings_limits_deletion_and_failure_mail(make_weir, fake, backend)
 
     results = wait_for(fired, 75, "the cron firing")
     lag_ok = results[0]["executedAt"]
-    assert results[0]["status"] == "success" and results[0]["input"] == "Good morning"
-    assert results[0]["output"] == "Echo: Good morning"
+    assert results[0]["status"] == "success" and results[0]["input"] == morning
+    assert results[0]["output"] == f"Echo: {morning}"
     epoch_ms = calendar.timegm(time.strptime(due, "%Y-%m-%dT%H:%M:%S.000Z")) * 1000
     assert results[0]["chatId"] == f"trigger-{once['id'].replace('-', '')[:8]}-{epoch_ms}"
     assert results[0]["scheduledAt"] == due
@@ -493,12 +495,12 @@ def test_cron_firings_limits_deletion_and_failure_mail(make_weir, fake, backend)
     try:
         rcpt, content = wait_for(lambda: smtp.messages and smtp.messages[0], 40, "the failure mail")
         assert rcpt == ["ops@example.com"]
-        assert "nightly report" in content and "broken" in content and "Good morning" in content
+        assert "nightly report" in content and "broken" in content and morning in content
         assert "API key" in content
     finally:
         smtp.stop()
     # The deleted trigger never ran: the greeter chatflow was asked once.
-    assert good_mornings(fake) == asked_before + 1
+    assert good_mornings(fake, morning) == asked_before + 1
 
 
 def test_missed_runs_are_recorded_not_replayed(make_weir, fake):

@@ -37,6 +37,10 @@ pub enum Permission {
     TriggersRead,
     #[serde(rename = "triggers:write")]
     TriggersWrite,
+    #[serde(rename = "credentials:read")]
+    CredentialsRead,
+    #[serde(rename = "credentials:write")]
+    CredentialsWrite,
     #[serde(rename = "variables:read")]
     VariablesRead,
     #[serde(rename = "variables:write")]
@@ -54,12 +58,14 @@ pub enum Permission {
 }
 
 impl Permission {
-    pub const ALL: [Permission; 12] = [
+    pub const ALL: [Permission; 14] = [
         Permission::ChatflowsRead,
         Permission::ChatflowsWrite,
         Permission::PredictionsCreate,
         Permission::TriggersRead,
         Permission::TriggersWrite,
+        Permission::CredentialsRead,
+        Permission::CredentialsWrite,
         Permission::VariablesRead,
         Permission::VariablesWrite,
         Permission::ToolsRead,
@@ -76,6 +82,8 @@ impl Permission {
             Permission::PredictionsCreate => "predictions:create",
             Permission::TriggersRead => "triggers:read",
             Permission::TriggersWrite => "triggers:write",
+            Permission::CredentialsRead => "credentials:read",
+            Permission::CredentialsWrite => "credentials:write",
             Permission::VariablesRead => "variables:read",
             Permission::VariablesWrite => "variables:write",
             Permission::ToolsRead => "tools:read",

@@ -1,4 +1,4 @@
-//! Domain types: the records weir keeps (workspaces, API keys, chatflows, variables,
+//! Domain types: the records weir keeps (workspaces, API keys, chatflows, credentials, variables,
 //! Python tools, conversation messages, leads, triggers and their results,
 //! agentflow executions) and the rules that hold for them whatever the store or the
 //! HTTP edge.
@@ -8,6 +8,7 @@
 
 pub mod apikey;
 pub mod chatflow;
+pub mod credential;
 pub mod execution;
 pub mod message;
 pub mod time;

@@ -22,8 +22,26 @@ pub struct FlowNode {
     /// What the editor shows (`data.label`); agentflow events name nodes by it.
     pub label: String,
     pub inputs: Map<String, Value>,
+    /// The stored credential the node uses (`data.credential`, or the
+    /// `credential` / `FLOWISE_CREDENTIAL_ID` input): its fields fill the inputs
+    /// the node leaves blank.
+    pub credential: Option<String>,
     /// The iteration node an agentflow node sits inside (`parentNode`).
     pub parent: Option<String>,
+}
+
+/// The credential id a node's data or inputs name, if any.
+pub fn credential_of(data_credential: Option<&str>, inputs: &Map<String, Value>) -> Option<String> {
+    data_credential
+        .into_iter()
+        .chain(
+            ["credential", "FLOWISE_CREDENTIAL_ID"]
+                .iter()
+                .filter_map(|k| inputs.get(*k).and_then(Value::as_str)),
+        )
+        .map(str::trim)
+        .find(|id| !id.is_empty())
+        .map(str::to_owned)
 }
 
 #[derive(Debug, Clone)]
@@ -66,6 +84,8 @@ struct RawData {
     label: Option<String>,
     #[serde(default)]
     inputs: Option<Map<String, Value>>,
+    #[serde(default)]
+    credential: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -93,11 +113,13 @@ impl FlowGraph {
                 continue;
             }
             let id = data.id.unwrap_or(node.id);
+            let inputs = data.inputs.unwrap_or_default();
             nodes.push(FlowNode {
                 label: data.label.unwrap_or_else(|| id.clone()),
                 id,
                 name,
-                inputs: data.inputs.unwrap_or_default(),
+                credential: credential_of(data.credential.as_deref(), &inputs),
+                inputs,
                 parent: node.parent_node.filter(|p| !p.is_empty()),
             });
         }

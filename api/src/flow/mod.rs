@@ -33,7 +33,7 @@ use std::sync::{Arc, Mutex};
 
 use uuid::Uuid;
 
-pub use plan::{Overrides, Plan, Runnable};
+pub use plan::{CredentialFields, Overrides, Plan, Runnable};
 pub use run::{FlowEvent, RunContext, RunInput, RunOutput};
 
 use crate::domain::time::Timestamp;

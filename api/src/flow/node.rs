@@ -159,12 +159,35 @@ pub struct Build<'a> {
 
 impl<'a> Build<'a> {
     pub fn new(graph: &'a FlowGraph, node: &'a FlowNode, overrides: &'a Overrides<'a>) -> Self {
+        let mut inputs = effective_inputs(graph, node, overrides);
+        // As Flowise reads a credential: the node's input when set, else the
+        // credential's field of that name.
+        if let Some(fields) = node
+            .credential
+            .as_deref()
+            .and_then(|id| overrides.credentials?.get(id))
+        {
+            for (name, value) in fields {
+                let blank = inputs
+                    .get(name)
+                    .is_none_or(|v| v.is_null() || v.as_str().is_some_and(|s| s.trim().is_empty()));
+                if blank {
+                    inputs.to_mut().insert(name.clone(), value.clone());
+                }
+            }
+        }
         Build {
             graph,
             node,
-            inputs: effective_inputs(graph, node, overrides),
+            inputs,
             overrides,
         }
+    }
+
+    /// Whether the node names a stored credential: then it brings its own keys,
+    /// and the server's never stand in for them.
+    pub fn uses_credential(&self) -> bool {
+        self.node.credential.is_some()
     }
 
     /// `chatOpenAI_0`

@@ -71,13 +71,20 @@ pub struct SeqGraph {
     pub order: HashMap<String, usize>,
 }
 
-/// The request's `overrideConfig` and what the chatflow allows of it.
+/// What a request brings to building the flow's components: its `overrideConfig`,
+/// what the chatflow allows of it, and the fields of the credentials its nodes name.
 #[derive(Debug, Default)]
 pub struct Overrides<'a> {
     pub values: Option<&'a Map<String, Value>>,
     /// Sensitive inputs the chatflow's `apiConfig.overrideConfig.allow` lists.
     pub allowed: HashSet<String>,
+    /// The opened credentials ([`Plan::credential_ids`]); `None` while the plan is
+    /// checked, when a node naming a credential is taken to bring its own keys.
+    pub credentials: Option<&'a CredentialFields>,
 }
+
+/// Opened credentials: id → fields.
+pub type CredentialFields = HashMap<String, Map<String, Value>>;
 
 /// Everything one request runs.
 #[derive(Debug, Clone, PartialEq)]
@@ -250,6 +257,42 @@ impl Plan {
         Ok(plan)
     }
 
+    /// The credentials the flow's nodes name, each once: a node's own, and those of
+    /// the components an agentflow node configures inside it (`<param>Config`
+    /// objects, also in rows such as `agentTools`).
+    pub fn credential_ids(&self) -> Vec<&str> {
+        fn walk<'v>(key: &str, value: &'v Value, out: &mut Vec<&'v str>) {
+            match value {
+                Value::Object(map) => {
+                    if key.ends_with("Config")
+                        && let Some(id) = ["credential", "FLOWISE_CREDENTIAL_ID"]
+                            .iter()
+                            .filter_map(|k| map.get(*k).and_then(Value::as_str))
+                            .map(str::trim)
+                            .find(|id| !id.is_empty())
+                    {
+                        out.push(id);
+                    }
+                    map.iter().for_each(|(k, v)| walk(k, v, out));
+                }
+                Value::Array(items) => items.iter().for_each(|v| walk("", v, out)),
+                _ => {}
+            }
+        }
+        let mut ids = Vec::new();
+        for node in &self.graph.nodes {
+            if let Some(id) = &node.credential {
+                ids.push(id.as_str());
+            }
+            for (key, value) in &node.inputs {
+                walk(key, value, &mut ids);
+            }
+        }
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+
     /// Ids of the flow's vector store nodes, in flow order.
     pub fn vector_stores(&self) -> Vec<&str> {
         self.graph
@@ -280,8 +323,11 @@ impl Plan {
 
     /// The flow's only vector store, built (no loader read): what a search
     /// of it as a document store needs.
-    pub fn only_vector_store(&self) -> Result<VectorStoreSpec, FlowError> {
-        self.store_spec(self.store_node(None)?, &Overrides::default())
+    pub fn only_vector_store(
+        &self,
+        overrides: &Overrides<'_>,
+    ) -> Result<VectorStoreSpec, FlowError> {
+        self.store_spec(self.store_node(None)?, overrides)
     }
 
     fn store_spec(
@@ -967,6 +1013,7 @@ mod tests {
             .runnable(&Overrides {
                 values: Some(values),
                 allowed: HashSet::new(),
+                credentials: None,
             })
             .unwrap();
         assert_eq!(chain(&r).model.params.temperature, Some(0.1));
@@ -978,6 +1025,7 @@ mod tests {
             .runnable(&Overrides {
                 values: Some(secret),
                 allowed: HashSet::new(),
+                credentials: None,
             })
             .unwrap_err();
         assert_eq!(err.kind, super::super::FlowErrorKind::Forbidden);
@@ -987,6 +1035,7 @@ mod tests {
             .runnable(&Overrides {
                 values: Some(secret),
                 allowed,
+                credentials: None,
             })
             .unwrap();
         assert!(matches!(

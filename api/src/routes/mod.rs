@@ -9,6 +9,7 @@
 pub mod apikeys;
 pub mod artifacts;
 pub mod chatflows;
+pub mod credentials;
 pub mod executions;
 pub mod health;
 pub mod predictions;
@@ -60,6 +61,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .merge(health::router())
         .merge(apikeys::router())
         .merge(chatflows::router())
+        .merge(credentials::router())
         .merge(variables::router())
         .merge(tools::router())
         .merge(predictions::router())

@@ -13,8 +13,10 @@
 //! - [`triggers`]: cron and webhook triggers — definitions, schedule, firing,
 //!   webhook verification, Telegram, failure e-mail.
 //! - [`vectors`]: vector stores — upserts, and the searches runs make.
+//! - [`credentials`]: credentials sealed at rest and opened for the runs that use them.
 
 pub mod agentflow;
+pub mod credentials;
 pub mod prediction;
 pub mod subflow;
 pub mod triggers;
@@ -58,6 +60,8 @@ pub struct Services {
     pub replica_id: Uuid,
     /// Firings this replica is running (their leases are renewed).
     pub running: Arc<triggers::firing::RunningFirings>,
+    /// The keys credentials are sealed with.
+    pub keyring: Arc<crate::sealing::Keyring>,
 }
 
 impl Services {
@@ -67,6 +71,15 @@ impl Services {
         let embeddings =
             crate::retrieval::embed::Embeddings::new(http.clone(), config.models_dir());
         let indexes = Arc::new(vectors::IndexCache::new(config.store_cache_ttl()));
+        let keyring = crate::sealing::Keyring::load(
+            config.secret_key.as_ref().map(|k| k.0.as_str()),
+            config
+                .secret_key_previous
+                .as_ref()
+                .map_or("", |k| k.0.as_str()),
+            &config.data_dir,
+        )?;
+        let keyring = Arc::new(keyring);
         let plans: Arc<crate::flow::PlanCache> = Arc::default();
         let tools = ToolClients {
             web: WebClient::new(config.allow_private_requests.clone())?,
@@ -80,6 +93,7 @@ impl Services {
                 embeddings: embeddings.clone(),
                 indexes: Arc::clone(&indexes),
                 plans: Arc::clone(&plans),
+                keyring: Arc::clone(&keyring),
             }),
         };
         Ok(Services {
@@ -97,6 +111,7 @@ impl Services {
             mail_wake: Arc::default(),
             replica_id: Uuid::new_v4(),
             running: Arc::default(),
+            keyring,
         })
     }
 }

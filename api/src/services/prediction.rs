@@ -162,9 +162,17 @@ pub async fn start(
     let plan = state
         .plans
         .get(flow.id, flow.updated_date, &flow.flow_data)?;
+    let credentials = super::credentials::open_for_run(
+        &*state.store,
+        &state.keyring,
+        flow.workspace_id,
+        &plan.credential_ids(),
+    )
+    .await?;
     let overrides = Overrides {
         values: request.override_config.as_ref(),
         allowed: allowed_overrides(flow.api_config.as_deref()),
+        credentials: credentials.as_ref(),
     };
     let runnable = plan.runnable(&overrides)?;
     let chat_id = request
@@ -532,6 +540,8 @@ const PRIVATE_ENV: &[&str] = &[
     "ANTHROPIC_API_KEY",
     "MISTRAL_API_KEY",
     "AZURE_OPENAI_API_KEY",
+    "WEIR_SECRET_KEY",
+    "WEIR_SECRET_KEY_PREVIOUS",
 ];
 
 /// A variable's value: a `static` one as stored; a `runtime` one from the
@@ -643,6 +653,7 @@ mod tests {
         assert!(env_readable("HOME", "*"));
         assert!(!env_readable("DATABASE_URL", "*"));
         assert!(!env_readable("PY_TOOL_API_KEY", "PY_*"));
+        assert!(!env_readable("WEIR_SECRET_KEY", "*"));
     }
 
     #[test]

@@ -88,9 +88,17 @@ pub async fn upsert(
     let plan = state
         .plans
         .get(flow.id, flow.updated_date, &flow.flow_data)?;
+    let credentials = super::credentials::open_for_run(
+        &*state.store,
+        &state.keyring,
+        flow.workspace_id,
+        &plan.credential_ids(),
+    )
+    .await?;
     let overrides = Overrides {
         values: request.override_config.as_ref(),
         allowed: super::prediction::allowed_overrides(flow.api_config.as_deref()),
+        credentials: credentials.as_ref(),
     };
     let target = plan.upsert_target(request.stop_node_id.as_deref(), &overrides)?;
     let mut loaders = target.loaders;
@@ -467,6 +475,8 @@ pub struct VectorSearch {
     pub indexes: Arc<IndexCache>,
     /// Document stores are other chatflows: their plans, as predictions use them.
     pub plans: Arc<crate::flow::PlanCache>,
+    /// Opens the credentials a document store's embeddings name.
+    pub keyring: Arc<crate::sealing::Keyring>,
 }
 
 #[async_trait::async_trait]
@@ -557,7 +567,28 @@ impl VectorSearch {
                     flow.name, e.message
                 ))
             })?;
-        let store = plan.only_vector_store().map_err(|e| {
+        let credentials = super::credentials::open_for_run(
+            &*self.store,
+            &self.keyring,
+            flow.workspace_id,
+            &plan.credential_ids(),
+        )
+        .await
+        .map_err(|e| match e {
+            ServiceError::Invalid(why) => FlowError::failed(format!(
+                "document store '{}' ({chatflow}): {why}",
+                flow.name
+            )),
+            other => {
+                tracing::error!(error = %other, "cannot open a document store's credentials");
+                FlowError::failed("the document store's credentials could not be opened")
+            }
+        })?;
+        let overrides = Overrides {
+            credentials: credentials.as_ref(),
+            ..Overrides::default()
+        };
+        let store = plan.only_vector_store(&overrides).map_err(|e| {
             FlowError::failed(format!(
                 "document store '{}' ({chatflow}) must hold one vector store: {}",
                 flow.name, e.message

@@ -30,6 +30,7 @@ use uuid::Uuid;
 
 use super::group_commit::GroupCommit;
 use super::{ClaimPlanner, Listing, Store, StoreResult};
+use crate::domain::credential::SealedCredential;
 use crate::domain::time::{self, Timestamp};
 use crate::domain::vector::ChunkKey;
 use crate::domain::{
@@ -386,6 +387,56 @@ impl Store for CachedStore {
 
     async fn delete_variable(&self, workspace: Uuid, id: Uuid) -> StoreResult<bool> {
         self.inner.delete_variable(workspace, id).await
+    }
+
+    async fn create_credential(&self, credential: &SealedCredential) -> StoreResult<()> {
+        self.inner.create_credential(credential).await
+    }
+
+    async fn get_credential(
+        &self,
+        workspace: Uuid,
+        id: Uuid,
+    ) -> StoreResult<Option<SealedCredential>> {
+        self.inner.get_credential(workspace, id).await
+    }
+
+    async fn get_credentials(
+        &self,
+        workspace: Uuid,
+        ids: &[Uuid],
+    ) -> StoreResult<Vec<SealedCredential>> {
+        self.inner.get_credentials(workspace, ids).await
+    }
+
+    async fn list_credentials(
+        &self,
+        workspace: Uuid,
+        credential_name: Option<&str>,
+        page: Page,
+    ) -> StoreResult<Listing<SealedCredential>> {
+        self.inner
+            .list_credentials(workspace, credential_name, page)
+            .await
+    }
+
+    async fn update_credential(
+        &self,
+        credential: &SealedCredential,
+        read_data: &str,
+    ) -> StoreResult<bool> {
+        self.inner.update_credential(credential, read_data).await
+    }
+
+    async fn delete_credential(&self, workspace: Uuid, id: Uuid) -> StoreResult<bool> {
+        self.inner.delete_credential(workspace, id).await
+    }
+
+    async fn credentials_sealed_by_other_keys(
+        &self,
+        key_id: &str,
+    ) -> StoreResult<Vec<SealedCredential>> {
+        self.inner.credentials_sealed_by_other_keys(key_id).await
     }
 
     async fn create_tool(&self, workspace: Uuid, tool: NewTool) -> StoreResult<Tool> {

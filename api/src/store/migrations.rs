@@ -46,6 +46,11 @@ pub const SQLITE: &[Migration] = &[
         name: "agent_checkpoints",
         sql: include_str!("migrations/sqlite/0007_agent_checkpoints.sql"),
     },
+    Migration {
+        version: 8,
+        name: "credentials",
+        sql: include_str!("migrations/sqlite/0008_credentials.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -83,6 +88,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 7,
         name: "agent_checkpoints",
         sql: include_str!("migrations/postgres/0007_agent_checkpoints.sql"),
+    },
+    Migration {
+        version: 8,
+        name: "credentials",
+        sql: include_str!("migrations/postgres/0008_credentials.sql"),
     },
 ];
 

@@ -27,6 +27,7 @@ use async_trait::async_trait;
 use uuid::Uuid;
 
 use crate::config::StoreLocation;
+use crate::domain::credential::SealedCredential;
 use crate::domain::time::Timestamp;
 use crate::domain::{
     ApiKey, ChatMessageRecord, Chatflow, ChatflowPatch, ClaimPlan, Delivery, Execution,
@@ -205,6 +206,41 @@ pub trait Store: Send + Sync + 'static {
         patch: VariablePatch,
     ) -> StoreResult<Option<Variable>>;
     async fn delete_variable(&self, workspace: Uuid, id: Uuid) -> StoreResult<bool>;
+
+    // Credentials: sealed by the services; the store never sees a field's value.
+    async fn create_credential(&self, credential: &SealedCredential) -> StoreResult<()>;
+    async fn get_credential(
+        &self,
+        workspace: Uuid,
+        id: Uuid,
+    ) -> StoreResult<Option<SealedCredential>>;
+    /// Those of `ids` that are in the workspace (a prediction's in one query).
+    async fn get_credentials(
+        &self,
+        workspace: Uuid,
+        ids: &[Uuid],
+    ) -> StoreResult<Vec<SealedCredential>>;
+    /// Ordered by name; only those of type `credential_name` when given.
+    async fn list_credentials(
+        &self,
+        workspace: Uuid,
+        credential_name: Option<&str>,
+        page: Page,
+    ) -> StoreResult<Listing<SealedCredential>>;
+    /// Writes the name, type, sealed data and update time of `credential` if its
+    /// sealed data is still `read_data` (what the writer read): `false` when it is
+    /// gone or changed meanwhile.
+    async fn update_credential(
+        &self,
+        credential: &SealedCredential,
+        read_data: &str,
+    ) -> StoreResult<bool>;
+    async fn delete_credential(&self, workspace: Uuid, id: Uuid) -> StoreResult<bool>;
+    /// Every credential sealed by a key other than `key_id` (to reseal at start).
+    async fn credentials_sealed_by_other_keys(
+        &self,
+        key_id: &str,
+    ) -> StoreResult<Vec<SealedCredential>>;
 
     // Tools
     /// Stores a validated tool; a name taken in the workspace is a conflict.

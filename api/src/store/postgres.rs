@@ -18,6 +18,7 @@ use uuid::Uuid;
 
 use super::migrations::{self, Migration};
 use super::{ClaimPlanner, Listing, Store, StoreError, StoreResult, conflict_as};
+use crate::domain::credential::SealedCredential;
 use crate::domain::time::{self, Timestamp};
 use crate::domain::trigger::{self as trig, LEASE_EXPIRED, failure_mail};
 use crate::domain::vector::{ChunkKey, UpsertCounts, embedding_bytes, embedding_from_bytes};
@@ -133,11 +134,13 @@ impl PostgresStore {
         client.execute(&stmt, params).await.map_err(backend)
     }
 
+    /// A page of `page_sql` and the total of `count_sql`, both filtered by the
+    /// parameters `filter` (`$1`…); `page_sql` takes the limit and the offset after them.
     async fn list_page<T>(
         &self,
         count_sql: &str,
         page_sql: &str,
-        workspace: Uuid,
+        filter: &[&(dyn tokio_postgres::types::ToSql + Sync)],
         page: Page,
         map: fn(&Row) -> PgResult<T>,
     ) -> StoreResult<Listing<T>> {
@@ -152,9 +155,14 @@ impl PostgresStore {
         let limit = i64::from(page.limit);
         // Both queries go out together on the one connection (pipelined): one
         // round trip, not two.
+        let mut page_params = filter.to_vec();
+        page_params.extend([
+            &limit as &(dyn tokio_postgres::types::ToSql + Sync),
+            &offset,
+        ]);
         let (total, rows) = futures_util::future::try_join(
-            client.query_one(&count, &[&workspace]),
-            client.query(&stmt, &[&workspace, &limit, &offset]),
+            client.query_one(&count, filter),
+            client.query(&stmt, &page_params),
         )
         .await
         .map_err(backend)?;
@@ -498,6 +506,22 @@ fn variable_from_row(row: &Row) -> PgResult<Variable> {
     })
 }
 
+const CREDENTIAL_COLUMNS: &str =
+    "id, workspace_id, name, credential_name, key_id, sealed_data, created_at, updated_at";
+
+fn credential_from_row(row: &Row) -> PgResult<SealedCredential> {
+    Ok(SealedCredential {
+        id: row.try_get(0)?,
+        workspace_id: row.try_get(1)?,
+        name: row.try_get(2)?,
+        credential_name: row.try_get(3)?,
+        key_id: row.try_get(4)?,
+        data: row.try_get(5)?,
+        created_date: row.try_get(6)?,
+        updated_date: row.try_get(7)?,
+    })
+}
+
 const TOOL_COLUMNS: &str =
     "id, name, description, schema, code, requirements, created_at, updated_at";
 
@@ -758,7 +782,7 @@ impl Store for PostgresStore {
                 "SELECT {CHATFLOW_COLUMNS} FROM chatflows WHERE workspace_id = $1
                  ORDER BY updated_at DESC, id LIMIT $2 OFFSET $3"
             ),
-            workspace,
+            &[&workspace],
             page,
             chatflow_from_row,
         )
@@ -858,7 +882,7 @@ impl Store for PostgresStore {
                 "SELECT {VARIABLE_COLUMNS} FROM variables WHERE workspace_id = $1
                  ORDER BY name, id LIMIT $2 OFFSET $3"
             ),
-            workspace,
+            &[&workspace],
             page,
             variable_from_row,
         )
@@ -917,6 +941,118 @@ impl Store for PostgresStore {
         .map(|n| n > 0)
     }
 
+    async fn create_credential(&self, c: &SealedCredential) -> StoreResult<()> {
+        self.execute(
+            "INSERT INTO credentials (id, workspace_id, name, credential_name, key_id,
+                                      sealed_data, created_at, updated_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            &[
+                &c.id,
+                &c.workspace_id,
+                &c.name,
+                &c.credential_name,
+                &c.key_id,
+                &c.data,
+                &c.created_date,
+                &c.updated_date,
+            ],
+        )
+        .await
+        .map(drop)
+    }
+
+    async fn get_credential(
+        &self,
+        workspace: Uuid,
+        id: Uuid,
+    ) -> StoreResult<Option<SealedCredential>> {
+        self.query_opt(
+            &format!(
+                "SELECT {CREDENTIAL_COLUMNS} FROM credentials WHERE id = $1 AND workspace_id = $2"
+            ),
+            &[&id, &workspace],
+            credential_from_row,
+        )
+        .await
+    }
+
+    async fn get_credentials(
+        &self,
+        workspace: Uuid,
+        ids: &[Uuid],
+    ) -> StoreResult<Vec<SealedCredential>> {
+        self.query_all(
+            &format!(
+                "SELECT {CREDENTIAL_COLUMNS} FROM credentials
+                 WHERE workspace_id = $1 AND id = ANY($2)"
+            ),
+            &[&workspace, &ids],
+            credential_from_row,
+        )
+        .await
+    }
+
+    async fn list_credentials(
+        &self,
+        workspace: Uuid,
+        credential_name: Option<&str>,
+        page: Page,
+    ) -> StoreResult<Listing<SealedCredential>> {
+        let filter = "workspace_id = $1 AND ($2::TEXT IS NULL OR credential_name = $2)";
+        self.list_page(
+            &format!("SELECT COUNT(*) FROM credentials WHERE {filter}"),
+            &format!(
+                "SELECT {CREDENTIAL_COLUMNS} FROM credentials WHERE {filter}
+                 ORDER BY name, id LIMIT $3 OFFSET $4"
+            ),
+            &[&workspace, &credential_name],
+            page,
+            credential_from_row,
+        )
+        .await
+    }
+
+    async fn update_credential(&self, c: &SealedCredential, read_data: &str) -> StoreResult<bool> {
+        self.execute(
+            "UPDATE credentials SET name = $3, credential_name = $4, key_id = $5,
+                    sealed_data = $6, updated_at = $7
+             WHERE id = $1 AND workspace_id = $2 AND sealed_data = $8",
+            &[
+                &c.id,
+                &c.workspace_id,
+                &c.name,
+                &c.credential_name,
+                &c.key_id,
+                &c.data,
+                &c.updated_date,
+                &read_data,
+            ],
+        )
+        .await
+        .map(|n| n > 0)
+    }
+
+    async fn delete_credential(&self, workspace: Uuid, id: Uuid) -> StoreResult<bool> {
+        self.execute(
+            "DELETE FROM credentials WHERE id = $1 AND workspace_id = $2",
+            &[&id, &workspace],
+        )
+        .await
+        .map(|n| n > 0)
+    }
+
+    async fn credentials_sealed_by_other_keys(
+        &self,
+        key_id: &str,
+    ) -> StoreResult<Vec<SealedCredential>> {
+        self.query_all(
+            &format!("SELECT {CREDENTIAL_COLUMNS} FROM credentials WHERE key_id <> $1"),
+            &[&key_id],
+            credential_from_row,
+        )
+        .await
+    }
+
     async fn create_tool(&self, workspace: Uuid, tool: NewTool) -> StoreResult<Tool> {
         let conflict = tool::name_taken(&tool.name);
         let now = time::now();
@@ -966,7 +1102,7 @@ impl Store for PostgresStore {
                 "SELECT {TOOL_COLUMNS} FROM tools WHERE workspace_id = $1
                  ORDER BY name, id LIMIT $2 OFFSET $3"
             ),
-            workspace,
+            &[&workspace],
             page,
             tool_from_row,
         )
@@ -1263,7 +1399,7 @@ impl Store for PostgresStore {
                 "SELECT {TRIGGER_COLUMNS} FROM triggers WHERE workspace_id = $1
                  ORDER BY created_at DESC, id LIMIT $2 OFFSET $3"
             ),
-            workspace,
+            &[&workspace],
             page,
             trigger_from_row,
         )

@@ -18,6 +18,7 @@ use uuid::Uuid;
 
 use super::migrations::{self, Migration};
 use super::{ClaimPlanner, Listing, Store, StoreError, StoreResult, conflict_as};
+use crate::domain::credential::SealedCredential;
 use crate::domain::time::{self, Timestamp, from_millis, to_millis};
 use crate::domain::trigger::{self as trig, LEASE_EXPIRED, failure_mail};
 use crate::domain::vector::{ChunkKey, UpsertCounts, embedding_bytes, embedding_from_bytes};
@@ -306,6 +307,22 @@ fn get_chatflow(conn: &Connection, ws: Uuid, id: Uuid) -> rusqlite::Result<Optio
     .optional()
 }
 
+const CREDENTIAL_COLUMNS: &str =
+    "id, workspace_id, name, credential_name, key_id, sealed_data, created_at, updated_at";
+
+fn credential_from_row(row: &Row<'_>) -> rusqlite::Result<SealedCredential> {
+    Ok(SealedCredential {
+        id: uuid_at(row, 0)?,
+        workspace_id: uuid_at(row, 1)?,
+        name: row.get(2)?,
+        credential_name: row.get(3)?,
+        key_id: row.get(4)?,
+        data: row.get(5)?,
+        created_date: from_millis(row.get(6)?),
+        updated_date: from_millis(row.get(7)?),
+    })
+}
+
 fn get_variable(conn: &Connection, ws: Uuid, id: Uuid) -> rusqlite::Result<Option<Variable>> {
     conn.query_row(
         &format!("SELECT {VARIABLE_COLUMNS} FROM variables WHERE id = ?1 AND workspace_id = ?2"),
@@ -315,20 +332,24 @@ fn get_variable(conn: &Connection, ws: Uuid, id: Uuid) -> rusqlite::Result<Optio
     .optional()
 }
 
+/// A page of `page_sql` and the total of `count_sql`, both filtered by the
+/// parameters `filter` (`?1`…); `page_sql` takes the limit and the offset after them.
 fn list_page<T>(
     conn: &Connection,
     count_sql: &str,
     page_sql: &str,
-    ws: Uuid,
+    filter: &[&dyn rusqlite::ToSql],
     page: Page,
     map: fn(&Row<'_>) -> rusqlite::Result<T>,
 ) -> rusqlite::Result<Listing<T>> {
-    let ws = ws.to_string();
-    let total: i64 = conn.query_row(count_sql, [&ws], |r| r.get(0))?;
+    let total: i64 = conn.query_row(count_sql, filter, |r| r.get(0))?;
+    let limit = i64::from(page.limit);
     let offset = i64::try_from(page.offset()).unwrap_or(i64::MAX);
+    let mut page_params = filter.to_vec();
+    page_params.extend([&limit as &dyn rusqlite::ToSql, &offset]);
     let mut stmt = conn.prepare_cached(page_sql)?;
     let items = stmt
-        .query_map(params![ws, i64::from(page.limit), offset], map)?
+        .query_map(page_params.as_slice(), map)?
         .collect::<rusqlite::Result<Vec<T>>>()?;
     Ok(Listing {
         items,
@@ -701,7 +722,7 @@ impl Store for SqliteStore {
                     "SELECT {CHATFLOW_COLUMNS} FROM chatflows WHERE workspace_id = ?1
                      ORDER BY updated_at DESC, id LIMIT ?2 OFFSET ?3"
                 ),
-                workspace,
+                &[&workspace.to_string()],
                 page,
                 chatflow_from_row,
             )
@@ -791,7 +812,7 @@ impl Store for SqliteStore {
                     "SELECT {VARIABLE_COLUMNS} FROM variables WHERE workspace_id = ?1
                      ORDER BY name, id LIMIT ?2 OFFSET ?3"
                 ),
-                workspace,
+                &[&workspace.to_string()],
                 page,
                 variable_from_row,
             )
@@ -838,6 +859,142 @@ impl Store for SqliteStore {
                 params![id.to_string(), workspace.to_string()],
             )
             .map(|n| n > 0)
+        })
+        .await
+    }
+
+    async fn create_credential(&self, credential: &SealedCredential) -> StoreResult<()> {
+        let c = credential.clone();
+        self.call(move |conn| {
+            conn.execute(
+                "INSERT INTO credentials (id, workspace_id, name, credential_name, key_id,
+                                          sealed_data, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                params![
+                    c.id.to_string(),
+                    c.workspace_id.to_string(),
+                    c.name,
+                    c.credential_name,
+                    c.key_id,
+                    c.data,
+                    to_millis(&c.created_date),
+                    to_millis(&c.updated_date),
+                ],
+            )
+            .map(drop)
+        })
+        .await
+    }
+
+    async fn get_credential(
+        &self,
+        workspace: Uuid,
+        id: Uuid,
+    ) -> StoreResult<Option<SealedCredential>> {
+        self.read(move |conn| {
+            conn.query_row(
+                &format!(
+                    "SELECT {CREDENTIAL_COLUMNS} FROM credentials WHERE id = ?1 AND workspace_id = ?2"
+                ),
+                params![id.to_string(), workspace.to_string()],
+                credential_from_row,
+            )
+            .optional()
+        })
+        .await
+    }
+
+    async fn get_credentials(
+        &self,
+        workspace: Uuid,
+        ids: &[Uuid],
+    ) -> StoreResult<Vec<SealedCredential>> {
+        let ids = serde_json::Value::from(ids.iter().map(Uuid::to_string).collect::<Vec<_>>())
+            .to_string();
+        self.read(move |conn| {
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {CREDENTIAL_COLUMNS} FROM credentials
+                 WHERE workspace_id = ?1 AND id IN (SELECT value FROM json_each(?2))"
+            ))?;
+            stmt.query_map(params![workspace.to_string(), ids], credential_from_row)?
+                .collect()
+        })
+        .await
+    }
+
+    async fn list_credentials(
+        &self,
+        workspace: Uuid,
+        credential_name: Option<&str>,
+        page: Page,
+    ) -> StoreResult<Listing<SealedCredential>> {
+        let kind = credential_name.map(str::to_owned);
+        self.read(move |conn| {
+            let filter = "workspace_id = ?1 AND (?2 IS NULL OR credential_name = ?2)";
+            list_page(
+                conn,
+                &format!("SELECT COUNT(*) FROM credentials WHERE {filter}"),
+                &format!(
+                    "SELECT {CREDENTIAL_COLUMNS} FROM credentials WHERE {filter}
+                     ORDER BY name, id LIMIT ?3 OFFSET ?4"
+                ),
+                &[&workspace.to_string(), &kind],
+                page,
+                credential_from_row,
+            )
+        })
+        .await
+    }
+
+    async fn update_credential(
+        &self,
+        credential: &SealedCredential,
+        read_data: &str,
+    ) -> StoreResult<bool> {
+        let c = credential.clone();
+        let read_data = read_data.to_owned();
+        self.call(move |conn| {
+            conn.execute(
+                "UPDATE credentials SET name = ?3, credential_name = ?4, key_id = ?5,
+                        sealed_data = ?6, updated_at = ?7
+                 WHERE id = ?1 AND workspace_id = ?2 AND sealed_data = ?8",
+                params![
+                    c.id.to_string(),
+                    c.workspace_id.to_string(),
+                    c.name,
+                    c.credential_name,
+                    c.key_id,
+                    c.data,
+                    to_millis(&c.updated_date),
+                    read_data,
+                ],
+            )
+            .map(|n| n > 0)
+        })
+        .await
+    }
+
+    async fn delete_credential(&self, workspace: Uuid, id: Uuid) -> StoreResult<bool> {
+        self.call(move |conn| {
+            conn.execute(
+                "DELETE FROM credentials WHERE id = ?1 AND workspace_id = ?2",
+                params![id.to_string(), workspace.to_string()],
+            )
+            .map(|n| n > 0)
+        })
+        .await
+    }
+
+    async fn credentials_sealed_by_other_keys(
+        &self,
+        key_id: &str,
+    ) -> StoreResult<Vec<SealedCredential>> {
+        let key_id = key_id.to_owned();
+        self.read(move |conn| {
+            let mut stmt = conn.prepare(&format!(
+                "SELECT {CREDENTIAL_COLUMNS} FROM credentials WHERE key_id <> ?1"
+            ))?;
+            stmt.query_map([key_id], credential_from_row)?.collect()
         })
         .await
     }
@@ -890,7 +1047,7 @@ impl Store for SqliteStore {
                     "SELECT {TOOL_COLUMNS} FROM tools WHERE workspace_id = ?1
                      ORDER BY name, id LIMIT ?2 OFFSET ?3"
                 ),
-                workspace,
+                &[&workspace.to_string()],
                 page,
                 tool_from_row,
             )
@@ -1194,7 +1351,7 @@ impl Store for SqliteStore {
                     "SELECT {TRIGGER_COLUMNS} FROM triggers WHERE workspace_id = ?1
                      ORDER BY created_at DESC, id LIMIT ?2 OFFSET ?3"
                 ),
-                workspace,
+                &[&workspace.to_string()],
                 page,
                 trigger_from_row,
             )

@@ -12,7 +12,7 @@ use super::wiring::Wiring;
 use super::{DEFAULT_LOOP_COUNT, MAX_LOOP_COUNT};
 use crate::flow::FlowError;
 use crate::flow::component::{Component, ModelSpec, ToolKind, ToolSpec};
-use crate::flow::graph::{FlowGraph, FlowNode};
+use crate::flow::graph::{FlowGraph, FlowNode, credential_of};
 use crate::flow::node::build_node;
 use crate::flow::plan::Overrides;
 use crate::llm::Role;
@@ -313,11 +313,14 @@ impl Read<'_> {
         if name.trim().is_empty() {
             return Ok(None);
         }
-        let inputs = match self.value(&format!("{param}Config")) {
-            Some(Value::Object(config)) => clean_config(config, param),
-            _ => Map::new(),
+        let (inputs, credential) = match self.value(&format!("{param}Config")) {
+            Some(Value::Object(config)) => {
+                (clean_config(config, param), credential_of(None, config))
+            }
+            _ => (Map::new(), None),
         };
-        self.build_inner(param, name.trim(), inputs).map(Some)
+        self.build_inner(param, name.trim(), inputs, credential)
+            .map(Some)
     }
 
     fn build_inner(
@@ -325,12 +328,14 @@ impl Read<'_> {
         what: &str,
         name: &str,
         inputs: Map<String, Value>,
+        credential: Option<String>,
     ) -> Result<Component, FlowError> {
         let inner = FlowNode {
             id: self.node.id.clone(),
             name: name.to_owned(),
             label: self.node.label.clone(),
             inputs,
+            credential,
             parent: None,
         };
         if let Some(spec) = crate::flow::registry::spec(name) {
@@ -535,11 +540,13 @@ impl Read<'_> {
                     if name.trim().is_empty() {
                         continue;
                     }
-                    let config = match row.get("agentSelectedToolConfig") {
-                        Some(Value::Object(c)) => clean_config(c, "agentSelectedTool"),
-                        _ => Map::new(),
+                    let (config, credential) = match row.get("agentSelectedToolConfig") {
+                        Some(Value::Object(c)) => {
+                            (clean_config(c, "agentSelectedTool"), credential_of(None, c))
+                        }
+                        _ => (Map::new(), None),
                     };
-                    match self.build_inner("agentSelectedTool", name.trim(), config)? {
+                    match self.build_inner("agentSelectedTool", name.trim(), config, credential)? {
                         Component::Tool(tool) => {
                             tools.push(tool);
                             approval.push(matches!(

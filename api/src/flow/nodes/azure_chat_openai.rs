@@ -4,7 +4,7 @@
 //! a URL the node chose); deployment and API version come from the node or from
 //! `AZURE_OPENAI_API_DEPLOYMENT_NAME`, `AZURE_OPENAI_API_VERSION`.
 
-use super::{K, key_from, model_name, sampling, with_ignored};
+use super::{K, model_name, sampling, with_ignored};
 use crate::flow::FlowError;
 use crate::flow::component::{Component, ModelSpec, Provider};
 use crate::flow::node::{Build, Category, InputSpec, Node, NodeSpec, input, sensitive};
@@ -41,7 +41,7 @@ impl Node for AzureChatOpenAI {
     }
 
     fn build(&self, node: &Build<'_>) -> Result<Component, FlowError> {
-        let setting = |input: &str, env: &str| key_from(node, &[input], env);
+        let setting = |input: &str, env: &str| super::setting(node, &[input], env);
         let (base, key) = super::azure_endpoint(
             node,
             setting(

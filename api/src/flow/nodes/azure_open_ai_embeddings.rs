@@ -4,7 +4,7 @@
 //! `…_DEPLOYMENT_NAME`), the API version from the node or
 //! `AZURE_OPENAI_API_VERSION`.
 
-use super::{K, input, key_from};
+use super::{K, input};
 use crate::flow::FlowError;
 use crate::flow::component::{Component, EmbeddingsSpec};
 use crate::flow::node::{Build, Category, Node, NodeSpec, sensitive};
@@ -36,7 +36,7 @@ impl Node for AzureOpenAiEmbeddings {
     }
 
     fn build(&self, node: &Build<'_>) -> Result<Component, FlowError> {
-        let setting = |input: &str, env: &str| key_from(node, &[input], env);
+        let setting = |input: &str, env: &str| super::setting(node, &[input], env);
         let deployment = setting(
             "azureOpenAIApiDeploymentName",
             "AZURE_OPENAI_API_EMBEDDINGS_DEPLOYMENT_NAME",

@@ -1,10 +1,9 @@
 //! `chatAnthropic`: Anthropic's Messages API (`basePath` or `ANTHROPIC_BASE_URL`).
 
-use super::{K, key_from, model_name, sampling, with_ignored};
+use super::{ANTHROPIC, K, endpoint, model_name, sampling, with_ignored};
 use crate::flow::FlowError;
 use crate::flow::component::{Component, ModelSpec, Provider};
 use crate::flow::node::{Build, Category, InputSpec, Node, NodeSpec, input, sensitive};
-use crate::llm::anthropic;
 
 pub struct ChatAnthropic;
 
@@ -33,18 +32,14 @@ impl Node for ChatAnthropic {
     }
 
     fn build(&self, node: &Build<'_>) -> Result<Component, FlowError> {
+        let (base, api_key) = endpoint(node, &ANTHROPIC)?;
         Ok(Component::Model(ModelSpec {
             node_id: node.id().to_owned(),
             node_type: SPEC.name,
             params: sampling(node, &["maxTokensToSample", "maxTokens"], None)?,
             provider: Provider::Anthropic {
-                base: super::base_url(
-                    node,
-                    &["basePath"],
-                    Some("ANTHROPIC_BASE_URL"),
-                    anthropic::DEFAULT_BASE,
-                ),
-                api_key: key_from(node, &["anthropicApiKey"], "ANTHROPIC_API_KEY"),
+                base,
+                api_key,
                 model: model_name(node, "claude-3-5-haiku-latest"),
             },
         }))

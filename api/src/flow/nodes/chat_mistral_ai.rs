@@ -2,7 +2,7 @@
 //! (`overrideEndpoint` replaces the default base, key from the node or
 //! `MISTRAL_API_KEY`).
 
-use super::{K, key_from, model_name, sampling, with_ignored};
+use super::{K, MISTRAL, endpoint, model_name, sampling, with_ignored};
 use crate::flow::FlowError;
 use crate::flow::component::{Component, ModelSpec, Provider};
 use crate::flow::node::{Build, Category, InputSpec, Node, NodeSpec, input, sensitive};
@@ -10,7 +10,7 @@ use crate::llm::openai::Auth;
 
 pub struct ChatMistralAI;
 
-const DEFAULT_BASE: &str = "https://api.mistral.ai/v1";
+pub(super) const DEFAULT_BASE: &str = "https://api.mistral.ai/v1";
 
 const INPUTS: [InputSpec; 15] = with_ignored([
     input("modelName", K::Text),
@@ -36,17 +36,14 @@ impl Node for ChatMistralAI {
     }
 
     fn build(&self, node: &Build<'_>) -> Result<Component, FlowError> {
+        let (base, key) = endpoint(node, &MISTRAL)?;
         Ok(Component::Model(ModelSpec {
             node_id: node.id().to_owned(),
             node_type: SPEC.name,
             params: sampling(node, &["maxOutputTokens"], Some("randomSeed"))?,
             provider: Provider::OpenAi {
-                base: super::base_url(node, &["overrideEndpoint"], None, DEFAULT_BASE),
-                auth: Auth::Bearer(key_from(
-                    node,
-                    &["mistralAIAPIKey", "apiKey"],
-                    "MISTRAL_API_KEY",
-                )),
+                base,
+                auth: Auth::Bearer(key),
                 model: model_name(node, "mistral-small-latest"),
                 label: "Mistral AI",
             },

@@ -1,6 +1,6 @@
 //! `chatOpenAI`: OpenAI or any OpenAI-compatible server (`basePath`).
 
-use super::{K, key_from, model_name, sampling, with_ignored};
+use super::{K, OPENAI, endpoint, model_name, sampling, with_ignored};
 use crate::flow::FlowError;
 use crate::flow::component::{Component, ModelSpec, Provider};
 use crate::flow::node::{Build, Category, InputSpec, Node, NodeSpec, input, sensitive};
@@ -36,13 +36,14 @@ impl Node for ChatOpenAI {
     }
 
     fn build(&self, node: &Build<'_>) -> Result<Component, FlowError> {
+        let (base, key) = endpoint(node, &OPENAI)?;
         Ok(Component::Model(ModelSpec {
             node_id: node.id().to_owned(),
             node_type: SPEC.name,
             params: sampling(node, &["maxTokens"], Some("seed"))?,
             provider: Provider::OpenAi {
-                base: super::base_url(node, &["basePath", "basepath"], None, openai::DEFAULT_BASE),
-                auth: Auth::Bearer(key_from(node, &["openAIApiKey"], "OPENAI_API_KEY")),
+                base,
+                auth: Auth::Bearer(key),
                 model: model_name(node, "gpt-4o-mini"),
                 label: openai::PROVIDER,
             },

@@ -93,11 +93,131 @@ const AGENT_IGNORED: [InputSpec; 2] = [
     input("enableDetailedStreaming", K::Ignored),
 ];
 
-/// Reads the key from the node, else from the server's environment.
-fn key_from(node: &Build<'_>, inputs: &[&str], env: &str) -> Option<String> {
+/// Reads a setting from the node, else from the server's environment.
+fn setting(node: &Build<'_>, inputs: &[&str], env: &str) -> Option<String> {
     node.text_of(inputs)
         .map(str::to_owned)
         .or_else(|| std::env::var(env).ok().filter(|k| !k.is_empty()))
+}
+
+/// How a provider's node finds its endpoint and its key.
+struct ProviderEndpoint {
+    /// Inputs naming the base URL (the node's choice).
+    base_inputs: &'static [&'static str],
+    /// The server's setting of the base URL (its choice).
+    base_env: Option<&'static str>,
+    default_base: &'static str,
+    key_inputs: &'static [&'static str],
+    key_env: &'static str,
+    /// The provider's own host; its subdomains too, over https.
+    home: &'static str,
+}
+
+const OPENAI: ProviderEndpoint = ProviderEndpoint {
+    base_inputs: &["basePath", "basepath"],
+    base_env: None,
+    default_base: crate::llm::openai::DEFAULT_BASE,
+    key_inputs: &["openAIApiKey"],
+    key_env: "OPENAI_API_KEY",
+    home: "api.openai.com",
+};
+
+const ANTHROPIC: ProviderEndpoint = ProviderEndpoint {
+    base_inputs: &["basePath"],
+    base_env: Some("ANTHROPIC_BASE_URL"),
+    default_base: crate::llm::anthropic::DEFAULT_BASE,
+    key_inputs: &["anthropicApiKey"],
+    key_env: "ANTHROPIC_API_KEY",
+    home: "api.anthropic.com",
+};
+
+const MISTRAL: ProviderEndpoint = ProviderEndpoint {
+    base_inputs: &["overrideEndpoint"],
+    base_env: None,
+    default_base: chat_mistral_ai::DEFAULT_BASE,
+    key_inputs: &["mistralAIAPIKey", "apiKey"],
+    key_env: "MISTRAL_API_KEY",
+    home: "api.mistral.ai",
+};
+
+/// The base URL a provider node calls and the key it sends there.
+fn endpoint(
+    node: &Build<'_>,
+    provider: &ProviderEndpoint,
+) -> Result<(String, Option<String>), FlowError> {
+    let chosen = node.text_of(provider.base_inputs).is_some();
+    let base = base_url(
+        node,
+        provider.base_inputs,
+        provider.base_env,
+        provider.default_base,
+    );
+    let key = match node.text_of(provider.key_inputs) {
+        Some(own) => Some(own.to_owned()),
+        None => server_key(node, provider.key_env, &base, chosen, provider.home)?,
+    };
+    Ok((base, key))
+}
+
+/// The server's provider key (`env`) for a node that brings none of its own, if it
+/// may go to `url`. The same rule for every provider: the key goes where the server
+/// sends it (the node did not choose the endpoint: `chosen` false), to the
+/// provider's own host (`home` over https), or to a host the operator trusts with
+/// the provider keys (`PROVIDER_KEY_HOSTS`: `host` or `host:port`, comma separated).
+/// A flow author who points a node elsewhere brings the key for it; a node naming a
+/// credential never gets the server's.
+fn server_key(
+    node: &Build<'_>,
+    env: &str,
+    url: &str,
+    chosen: bool,
+    home: &str,
+) -> Result<Option<String>, FlowError> {
+    if node.uses_credential() {
+        return Ok(None);
+    }
+    let Some(key) = std::env::var(env).ok().filter(|k| !k.is_empty()) else {
+        return Ok(None);
+    };
+    if !chosen || may_receive_server_keys(url, home) {
+        return Ok(Some(key));
+    }
+    Err(node.invalid(format_args!(
+        "sends its requests to {} without a key of its own, and the server's {env} goes only \
+         to {home} and the hosts in PROVIDER_KEY_HOSTS: give the node its key or a credential",
+        host_of(url).unwrap_or_else(|| url.to_owned())
+    )))
+}
+
+/// `host:port` of a URL.
+fn host_of(url: &str) -> Option<String> {
+    let url = reqwest::Url::parse(url).ok()?;
+    Some(format!(
+        "{}:{}",
+        url.host_str()?.to_ascii_lowercase(),
+        url.port_or_known_default()?
+    ))
+}
+
+fn may_receive_server_keys(url: &str, home: &str) -> bool {
+    let Ok(parsed) = reqwest::Url::parse(url) else {
+        return false;
+    };
+    let Some(host) = parsed.host_str().map(str::to_ascii_lowercase) else {
+        return false;
+    };
+    if parsed.scheme() == "https" && (host == home || host.ends_with(&format!(".{home}"))) {
+        return true;
+    }
+    let Some(host_port) = host_of(url) else {
+        return false;
+    };
+    std::env::var("PROVIDER_KEY_HOSTS")
+        .unwrap_or_default()
+        .split(',')
+        .map(|h| h.trim().to_ascii_lowercase())
+        .filter(|h| !h.is_empty())
+        .any(|h| h == host || h == host_port)
 }
 
 /// A base URL from the node, the environment or the default, without trailing slash.
@@ -146,9 +266,9 @@ fn model_name(node: &Build<'_>, default: &str) -> String {
 /// from the server's environment, as LangChain reads it: `AZURE_OPENAI_BASE_PATH`
 /// (a root, as `basepath`), `AZURE_OPENAI_ENDPOINT` (`<endpoint>/openai/deployments/
 /// <deployment>`), `AZURE_OPENAI_API_INSTANCE_NAME`. The key: the node's
-/// `azureOpenAIApiKey`, else the server's `AZURE_OPENAI_API_KEY` — but never to a
-/// URL the node chose (`basePath`, `basepath`): a flow author pointing a node at a
-/// server of theirs must bring the key for it.
+/// `azureOpenAIApiKey` (or its credential's), else the server's
+/// `AZURE_OPENAI_API_KEY` as [`server_key`] allows: never to a URL the node chose
+/// (`basePath`, `basepath`) off Azure's hosts and `PROVIDER_KEY_HOSTS`.
 fn azure_endpoint(
     node: &Build<'_>,
     deployment: Option<String>,
@@ -178,24 +298,20 @@ fn azure_endpoint(
         ))
     };
     let node_key = node.text("azureOpenAIApiKey").map(str::to_owned);
-    let chosen = match (node.text("basePath"), node.text("basepath")) {
-        (Some(base), _) => Some(base.trim_end_matches('/').to_owned()),
-        (None, Some(base)) => Some(root(base)),
-        (None, None) => None,
+    let with_key = |url: String, chosen: bool| -> Result<(String, Option<String>), FlowError> {
+        let key = match &node_key {
+            Some(own) => Some(own.clone()),
+            None => server_key(node, "AZURE_OPENAI_API_KEY", &url, chosen, AZURE_HOME)?,
+        };
+        Ok((url, key))
     };
-    if let Some(url) = chosen {
-        if node_key.is_none() && env("AZURE_OPENAI_API_KEY").is_some() {
-            return Err(node.invalid(
-                "sets its own endpoint ('basePath' or 'basepath') but no 'azureOpenAIApiKey': \
-                 the server's AZURE_OPENAI_API_KEY is sent only to the endpoints the server's \
-                 own settings name",
-            ));
-        }
-        return Ok((url, node_key));
+    match (node.text("basePath"), node.text("basepath")) {
+        (Some(base), _) => return with_key(base.trim_end_matches('/').to_owned(), true),
+        (None, Some(base)) => return with_key(root(base), true),
+        (None, None) => {}
     }
-    let key = node_key.or_else(|| env("AZURE_OPENAI_API_KEY"));
     match (node.text("azureOpenAIApiInstanceName"), &deployment) {
-        (Some(instance), Some(d)) => return Ok((on_azure(instance, d)?, key)),
+        (Some(instance), Some(d)) => return with_key(on_azure(instance, d)?, false),
         (Some(_), None) => {
             return Err(node.invalid(format_args!(
                 "needs a deployment name ('azureOpenAIApiDeploymentName' or {deployment_env})"
@@ -204,7 +320,7 @@ fn azure_endpoint(
         (None, _) => {}
     }
     if let Some(base) = env("AZURE_OPENAI_BASE_PATH") {
-        return Ok((root(&base), key));
+        return with_key(root(&base), false);
     }
     let found = match (env("AZURE_OPENAI_ENDPOINT"), &deployment) {
         (Some(endpoint), Some(d)) => Some(format!(
@@ -223,5 +339,8 @@ fn azure_endpoint(
              and {deployment_env})"
         ))
     })?;
-    Ok((url, key))
+    with_key(url, false)
 }
+
+/// Azure OpenAI's hosts: `<instance>.openai.azure.com`.
+const AZURE_HOME: &str = "openai.azure.com";

@@ -1,7 +1,7 @@
 //! `openAIEmbeddings`: OpenAI's embeddings, or any OpenAI-compatible server's
 //! (`basepath`). The key comes from the node, else `OPENAI_API_KEY`.
 
-use super::{K, base_url, input, key_from, model_name};
+use super::{K, OPENAI, endpoint, input, model_name};
 use crate::flow::FlowError;
 use crate::flow::component::{Component, EmbeddingsSpec};
 use crate::flow::node::{Build, Category, Node, NodeSpec, sensitive};
@@ -33,9 +33,10 @@ impl Node for OpenAiEmbeddings {
     }
 
     fn build(&self, node: &Build<'_>) -> Result<Component, FlowError> {
+        let (base, key) = endpoint(node, &OPENAI)?;
         Ok(Component::Embeddings(EmbeddingsSpec::OpenAi {
-            base: base_url(node, &["basepath", "basePath"], None, openai::DEFAULT_BASE),
-            auth: Auth::Bearer(key_from(node, &["openAIApiKey"], "OPENAI_API_KEY")),
+            base,
+            auth: Auth::Bearer(key),
             model: model_name(node, "text-embedding-ada-002"),
             dimensions: dimensions(node)?,
             batch_size: node.count("batchSize", 512, 2048)? as usize,
