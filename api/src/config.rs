@@ -175,6 +175,24 @@ pub struct Config {
           value_parser = clap::value_parser!(u32).range(3..=3600), global = true)]
     pub trigger_lease_secs: u32,
 
+    /// Triggers one workspace may have; creating one more is a 409.
+    #[arg(long, env = "WORKSPACE_MAX_TRIGGERS", default_value_t = 100,
+          value_parser = clap::value_parser!(u64).range(1..), global = true)]
+    pub workspace_max_triggers: u64,
+
+    /// The shortest time between two firings of one cron trigger, in seconds; a
+    /// schedule that fires sooner after a firing is refused (400). 60 allows every
+    /// minute, the finest a 5-field expression gives.
+    #[arg(long, env = "TRIGGER_MIN_INTERVAL_SECS", default_value_t = 60,
+          value_parser = clap::value_parser!(u64).range(60..=86_400), global = true)]
+    pub trigger_min_interval_secs: u64,
+
+    /// Predictions one workspace may have running at once on this server (webhook
+    /// and cron firings included); more are answered 429 at once.
+    #[arg(long, env = "WORKSPACE_MAX_PREDICTIONS", default_value_t = 100,
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000), global = true)]
+    pub workspace_max_predictions: u64,
+
     /// Milliseconds an API key or a chatflow read from the store is reused before
     /// being read again. Changes made on this replica apply at once; this bounds
     /// how long another replica (or `weir keys revoke`) may still see the old one.

@@ -58,6 +58,7 @@ conformance!(
     webhook_claims_stop_at_max_executions,
     webhook_deliveries_are_replayed,
     webhook_addresses_are_unique,
+    triggers_per_workspace_are_bounded,
     vector_writes_are_atomic_versioned_and_scoped,
     executions_start_in_progress_and_are_updated,
     latest_execution_is_the_newest_of_its_session,
@@ -591,10 +592,13 @@ async fn setup(store: &dyn Store, kind: TriggerType, node: &str) -> Trigger {
     let ws = store.ensure_workspace("triggers").await.unwrap();
     let f = store.create_chatflow(flow(ws.id, "flow")).await.unwrap();
     store
-        .create_trigger(trigger(ws.id, f.id, kind, node))
+        .create_trigger(trigger(ws.id, f.id, kind, node), NO_LIMIT)
         .await
         .unwrap()
 }
+
+/// A workspace's trigger allowance no test reaches.
+const NO_LIMIT: u64 = u64::MAX;
 
 fn minutes(n: i64) -> chrono::TimeDelta {
     chrono::TimeDelta::minutes(n)
@@ -825,10 +829,62 @@ async fn webhook_addresses_are_unique(t: &common::TestStore) {
         "same",
     );
     assert!(
-        matches!(store.create_trigger(dup).await, Err(StoreError::Conflict(m)) if m.contains("same"))
+        matches!(store.create_trigger(dup, NO_LIMIT).await, Err(StoreError::Conflict(m)) if m.contains("same"))
     );
     let cron = trigger(tr.workspace_id, tr.chatflow_id, TriggerType::Cron, "same");
-    store.create_trigger(cron).await.unwrap();
+    let cron = store.create_trigger(cron, NO_LIMIT).await.unwrap();
+    // Another workspace may use the node id: each trigger keeps its id address, and
+    // the node id reaches the oldest webhook on it.
+    let other = store.ensure_workspace("other").await.unwrap();
+    let other_flow = store.create_chatflow(flow(other.id, "flow")).await.unwrap();
+    let mut theirs = trigger(other.id, other_flow.id, TriggerType::Webhook, "same");
+    theirs.created_date = tr.created_date + minutes(1);
+    let theirs = store.create_trigger(theirs, NO_LIMIT).await.unwrap();
+    let found = |address: String| async move {
+        store
+            .find_webhook_trigger(&address)
+            .await
+            .unwrap()
+            .map(|t| t.id)
+    };
+    assert_eq!(found("same".into()).await, Some(tr.id));
+    assert_eq!(found(tr.id.to_string()).await, Some(tr.id));
+    assert_eq!(found(theirs.id.to_string()).await, Some(theirs.id));
+    assert_eq!(found(cron.id.to_string()).await, None);
+    assert_eq!(found(uuid::Uuid::new_v4().to_string()).await, None);
+    assert_eq!(found("elsewhere".into()).await, None);
+}
+
+async fn triggers_per_workspace_are_bounded(t: &common::TestStore) {
+    let store: &dyn Store = &*t.store;
+    let first = setup(store, TriggerType::Cron, "n").await;
+    let next = || {
+        trigger(
+            first.workspace_id,
+            first.chatflow_id,
+            TriggerType::Cron,
+            "n",
+        )
+    };
+    store.create_trigger(next(), 2).await.unwrap();
+    assert!(matches!(
+        store.create_trigger(next(), 2).await,
+        Err(StoreError::Conflict(m)) if m.contains("WORKSPACE_MAX_TRIGGERS")
+    ));
+    let listed = store
+        .list_triggers(
+            first.workspace_id,
+            weir_api::domain::Page { page: 1, limit: 10 },
+        )
+        .await
+        .unwrap();
+    assert_eq!(listed.total, 2);
+    let other = store.ensure_workspace("other").await.unwrap();
+    let other_flow = store.create_chatflow(flow(other.id, "flow")).await.unwrap();
+    store
+        .create_trigger(trigger(other.id, other_flow.id, TriggerType::Cron, "n"), 1)
+        .await
+        .unwrap();
 }
 
 fn chunk(hash: &str, source: Option<&str>, text: &str, v: &[f32]) -> weir_api::domain::VectorChunk {

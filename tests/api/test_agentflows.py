@@ -1418,13 +1418,13 @@ def test_a_cron_trigger_runs_an_agentflow(make_weir, fake):
 # ------------------------------------------------------------------ webhook trigger
 
 def webhook_start(api, flow_data, start_id):
-    """A webhook trigger on the start node `start_id` of this agentflow (webhook
-    addresses are global: the start's id is unique). Returns (flow id, trigger)."""
+    """A webhook trigger on the start node `start_id` of this agentflow (a unique
+    id, so its node-id address is this trigger's too). Returns (flow id, trigger)."""
     flow = create(api, flow_data)
     r = api.post("/triggers", json={"name": "agentflow hook", "chatflowId": flow, "nodeId": start_id,
                                     "type": "webhook"})
     assert r.status_code == 201, r.text
-    assert r.json()["webhookUrl"].endswith(f"/api/v1/triggers/webhook/{start_id}")
+    assert r.json()["webhookUrl"].endswith(f"/api/v1/triggers/webhook/{r.json()['id']}")
     return flow, r.json()
 
 

@@ -267,16 +267,24 @@ pub fn failure_mail(
     })
 }
 
-/// The conflict of a webhook `nodeId` another webhook trigger already uses.
+/// The conflict of a webhook `nodeId` another webhook trigger of the workspace
+/// already uses.
 pub fn address_taken(node_id: &str) -> String {
+    format!("nodeId '{node_id}' already receives another webhook trigger of this workspace")
+}
+
+/// The conflict of a workspace that has as many triggers as it may.
+pub fn quota_reached(max: u64) -> String {
     format!(
-        "nodeId '{node_id}' already receives another webhook trigger (a webhook address must be unique)"
+        "the workspace has {max} triggers, the most it may have (WORKSPACE_MAX_TRIGGERS); \
+         delete one first"
     )
 }
 
-/// The full webhook address of a trigger on a server reached at `base`.
-pub fn webhook_url(base: &str, node_id: &str) -> String {
-    format!("{base}/api/v1/triggers/webhook/{node_id}")
+/// The full webhook address of a trigger on a server reached at `base`: its own
+/// id, which no other trigger can take.
+pub fn webhook_url(base: &str, trigger: Uuid) -> String {
+    format!("{base}/api/v1/triggers/webhook/{trigger}")
 }
 
 /// The error recorded for a firing whose replica stopped while running it.

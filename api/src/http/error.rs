@@ -172,6 +172,10 @@ impl From<ServiceError> for ApiError {
             ServiceError::Upstream(m) => ApiError::BadGateway(m),
             ServiceError::Unsupported(m) => ApiError::UnsupportedMediaType(m),
             ServiceError::Timeout(m) => ApiError::GatewayTimeout(m),
+            ServiceError::Busy(message) => ApiError::TooManyRequests {
+                message,
+                retry_after: 1,
+            },
             ServiceError::Flow(e) => e.into(),
             ServiceError::Store(e) => e.into(),
             ServiceError::Internal(m) => ApiError::Internal(m),

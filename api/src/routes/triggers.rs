@@ -1,7 +1,8 @@
 //! `/api/v1/triggers`: cron and webhook triggers of the caller's workspace — create,
 //! read, list (paginated, newest first, optionally with recent results), update,
 //! delete, their results, the schedule preview — and the webhook address
-//! `POST /api/v1/triggers/webhook/:nodeId`, which takes no API key.
+//! `POST /api/v1/triggers/webhook/:address` (the trigger's id, or a node id), which
+//! takes no API key.
 //!
 //! Handlers only shape: the rules live in `services::triggers`. `webhookSecret`
 //! and `webhookBotToken` are never returned; answers say whether they are set.
@@ -21,7 +22,7 @@ use crate::domain::trigger::webhook_url;
 use crate::domain::{Permission, Trigger, TriggerResult, TriggerType, time};
 use crate::http::AppState;
 use crate::http::auth::AuthUser;
-use crate::http::error::{ApiResult, ErrorBody};
+use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::{Json, Path, Query};
 use crate::http::pagination::{PageQuery, total_count};
 use crate::services::triggers::{self, TriggerFields, webhook};
@@ -73,7 +74,7 @@ fn view(trigger: Trigger, base: &str, recent_results: Option<Vec<TriggerResult>>
         webhook_secret_configured: trigger.webhook_secret.is_some(),
         webhook_bot_token_configured: trigger.webhook_bot_token.is_some(),
         webhook_url: (trigger.trigger_type == TriggerType::Webhook)
-            .then(|| webhook_url(base, &trigger.node_id)),
+            .then(|| webhook_url(base, trigger.id)),
         recent_results,
         trigger,
     }
@@ -323,10 +324,10 @@ async fn preview_schedule(
 /// first answer again without a second run.
 #[utoipa::path(
     post,
-    path = "/api/v1/triggers/webhook/{nodeId}",
+    path = "/api/v1/triggers/webhook/{address}",
     tag = "triggers",
     security(()),
-    params(("nodeId" = String, Path, description = "The trigger's nodeId")),
+    params(("address" = String, Path, description = "The trigger's id (its webhookUrl), or a node id: the oldest webhook trigger on that node")),
     request_body(content = Object, description = "Any JSON"),
     responses(
         (status = 200, description = "The chatflow's answer", body = Object),
@@ -341,10 +342,36 @@ async fn preview_schedule(
 )]
 async fn receive_webhook(
     State(state): State<AppState>,
-    Path(node_id): Path<String>,
+    Path(address): Path<String>,
     headers: HeaderMap,
-    body: axum::body::Bytes,
+    body: axum::body::Body,
 ) -> ApiResult<Response> {
+    // The address first: a call to none is answered before its body is read.
+    let trigger = webhook::find(&state, &address).await?;
+    let too_large = || {
+        ApiError::PayloadTooLarge(format!(
+            "a webhook body may have at most {} MiB",
+            webhook::MAX_BODY_BYTES / (1024 * 1024)
+        ))
+    };
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > webhook::MAX_BODY_BYTES as u64) {
+        return Err(too_large());
+    }
+    let body = axum::body::to_bytes(body, webhook::MAX_BODY_BYTES)
+        .await
+        .map_err(|e| {
+            if std::error::Error::source(&e)
+                .is_some_and(|s| s.is::<http_body_util::LengthLimitError>())
+            {
+                too_large()
+            } else {
+                ApiError::BadRequest(format!("the webhook body could not be read: {e}"))
+            }
+        })?;
     let headers = headers
         .iter()
         .filter_map(|(name, value)| {
@@ -354,12 +381,8 @@ async fn receive_webhook(
                 .map(|v| (name.as_str().to_owned(), v.to_owned()))
         })
         .collect();
-    let call = webhook::Call {
-        node_id,
-        headers,
-        body,
-    };
-    let answer = webhook::handle(&state, call).await?;
+    let call = webhook::Call { headers, body };
+    let answer = webhook::handle(&state, trigger, call).await?;
     let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::OK);
     Ok((status, axum::Json::<Value>(answer.body)).into_response())
 }

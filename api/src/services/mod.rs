@@ -14,9 +14,11 @@
 //!   webhook verification, Telegram, failure e-mail.
 //! - [`vectors`]: vector stores — upserts, and the searches runs make.
 //! - [`credentials`]: credentials sealed at rest and opened for the runs that use them.
+//! - [`in_flight`]: the bound on a workspace's predictions running at once.
 
 pub mod agentflow;
 pub mod credentials;
+pub mod in_flight;
 pub mod prediction;
 pub mod subflow;
 pub mod triggers;
@@ -62,6 +64,8 @@ pub struct Services {
     pub running: Arc<triggers::firing::RunningFirings>,
     /// The keys credentials are sealed with.
     pub keyring: Arc<crate::sealing::Keyring>,
+    /// Predictions running per workspace on this server.
+    pub in_flight: Arc<in_flight::InFlight>,
 }
 
 impl Services {
@@ -80,6 +84,7 @@ impl Services {
             &config.data_dir,
         )?;
         let keyring = Arc::new(keyring);
+        let in_flight = in_flight::InFlight::new(config.workspace_max_predictions);
         let plans: Arc<crate::flow::PlanCache> = Arc::default();
         let tools = ToolClients {
             web: WebClient::new(config.allow_private_requests.clone())?,
@@ -112,6 +117,7 @@ impl Services {
             replica_id: Uuid::new_v4(),
             running: Arc::default(),
             keyring,
+            in_flight,
         })
     }
 }
@@ -143,6 +149,9 @@ pub enum ServiceError {
     /// The run went over its time limit (504).
     #[error("{0}")]
     Timeout(String),
+    /// The workspace has as much running as it may; retry in a moment (429).
+    #[error("{0}")]
+    Busy(String),
     /// The chatflow could not be built or failed while running.
     #[error("{0}")]
     Flow(FlowError),

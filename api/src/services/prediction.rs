@@ -162,6 +162,17 @@ pub async fn start(
     let plan = state
         .plans
         .get(flow.id, flow.updated_date, &flow.flow_data)?;
+    // A flow another flow runs counts as part of its caller's prediction.
+    let permit = match request.depth {
+        0 => Some(state.in_flight.try_acquire(flow.workspace_id).ok_or_else(|| {
+            ServiceError::Busy(format!(
+                "the workspace has {} predictions running, the most this server runs at once \
+                 for one workspace (WORKSPACE_MAX_PREDICTIONS); retry when one has finished",
+                state.in_flight.limit()
+            ))
+        })?),
+        _ => None,
+    };
     let credentials = super::credentials::open_for_run(
         &*state.store,
         &state.keyring,
@@ -301,6 +312,7 @@ pub async fn start(
         chat_id: chat_id.clone(),
         session,
         env,
+        _permit: permit,
     };
     let task = tokio::spawn(task.run(tx)).abort_handle();
     Ok(Prediction {
@@ -324,6 +336,8 @@ struct RunTask {
     execution: Option<Uuid>,
     workspace_id: Uuid,
     depth: u32,
+    /// Counts the run against its workspace's bound until the task ends.
+    _permit: Option<super::in_flight::Permit>,
 }
 
 impl RunTask {

@@ -464,8 +464,12 @@ impl Store for CachedStore {
         self.inner.delete_tool(workspace, id).await
     }
 
-    async fn create_trigger(&self, trigger: Trigger) -> StoreResult<Trigger> {
-        self.inner.create_trigger(trigger).await
+    async fn create_trigger(
+        &self,
+        trigger: Trigger,
+        max_in_workspace: u64,
+    ) -> StoreResult<Trigger> {
+        self.inner.create_trigger(trigger, max_in_workspace).await
     }
 
     async fn get_trigger(&self, workspace: Uuid, id: Uuid) -> StoreResult<Option<Trigger>> {
@@ -484,8 +488,8 @@ impl Store for CachedStore {
         self.inner.delete_trigger(workspace, id).await
     }
 
-    async fn find_webhook_trigger(&self, node_id: &str) -> StoreResult<Option<Trigger>> {
-        self.inner.find_webhook_trigger(node_id).await
+    async fn find_webhook_trigger(&self, address: &str) -> StoreResult<Option<Trigger>> {
+        self.inner.find_webhook_trigger(address).await
     }
 
     async fn next_cron_due(&self) -> StoreResult<Option<Timestamp>> {

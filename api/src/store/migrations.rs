@@ -51,6 +51,11 @@ pub const SQLITE: &[Migration] = &[
         name: "credentials",
         sql: include_str!("migrations/sqlite/0008_credentials.sql"),
     },
+    Migration {
+        version: 9,
+        name: "webhook_addresses",
+        sql: include_str!("migrations/sqlite/0009_webhook_addresses.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -93,6 +98,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 8,
         name: "credentials",
         sql: include_str!("migrations/postgres/0008_credentials.sql"),
+    },
+    Migration {
+        version: 9,
+        name: "webhook_addresses",
+        sql: include_str!("migrations/postgres/0009_webhook_addresses.sql"),
     },
 ];
 

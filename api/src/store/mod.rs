@@ -258,9 +258,12 @@ pub trait Store: Send + Sync + 'static {
     async fn delete_tool(&self, workspace: Uuid, id: Uuid) -> StoreResult<bool>;
 
     // Triggers
-    /// Stores a new trigger (its id and times already set). A webhook `node_id`
-    /// another webhook trigger uses is a conflict.
-    async fn create_trigger(&self, trigger: Trigger) -> StoreResult<Trigger>;
+    /// Stores a new trigger (its id and times already set) if its workspace has
+    /// fewer than `max_in_workspace` triggers (counted and written atomically; a
+    /// conflict otherwise). A webhook `node_id` another webhook trigger of the
+    /// workspace uses is a conflict.
+    async fn create_trigger(&self, trigger: Trigger, max_in_workspace: u64)
+    -> StoreResult<Trigger>;
     async fn get_trigger(&self, workspace: Uuid, id: Uuid) -> StoreResult<Option<Trigger>>;
     /// Newest `createdDate` first.
     async fn list_triggers(&self, workspace: Uuid, page: Page) -> StoreResult<Listing<Trigger>>;
@@ -271,8 +274,9 @@ pub trait Store: Send + Sync + 'static {
     /// Deletes a trigger with its results, deliveries, outbox and firings (a
     /// claimed firing that has not started then never starts).
     async fn delete_trigger(&self, workspace: Uuid, id: Uuid) -> StoreResult<bool>;
-    /// The webhook trigger whose address is `node_id`.
-    async fn find_webhook_trigger(&self, node_id: &str) -> StoreResult<Option<Trigger>>;
+    /// The webhook trigger at `address`: the trigger of that id, else the oldest
+    /// webhook trigger on that node id.
+    async fn find_webhook_trigger(&self, address: &str) -> StoreResult<Option<Trigger>>;
     /// The earliest `nextExecution` of an enabled cron trigger.
     async fn next_cron_due(&self) -> StoreResult<Option<Timestamp>>;
     /// Claims up to `limit` enabled cron triggers due at `now`, in one transaction

@@ -1366,11 +1366,36 @@ impl Store for PostgresStore {
         Ok(u64::try_from(hits).unwrap_or(0))
     }
 
-    async fn create_trigger(&self, trigger: Trigger) -> StoreResult<Trigger> {
+    async fn create_trigger(
+        &self,
+        trigger: Trigger,
+        max_in_workspace: u64,
+    ) -> StoreResult<Trigger> {
         let conflict = trig::address_taken(&trigger.node_id);
-        let client = self.client().await?;
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        // Replicas creating in one workspace at once take turns here, so the
+        // count and the insert are one step.
+        tx.execute(
+            "SELECT pg_advisory_xact_lock(730197, hashtext($1::TEXT))",
+            &[&trigger.workspace_id.to_string()],
+        )
+        .await
+        .map_err(backend)?;
+        let count: i64 = tx
+            .query_one(
+                "SELECT COUNT(*) FROM triggers WHERE workspace_id = $1",
+                &[&trigger.workspace_id],
+            )
+            .await
+            .map_err(backend)?
+            .try_get(0)
+            .map_err(backend)?;
+        if u64::try_from(count).unwrap_or(0) >= max_in_workspace {
+            return Err(StoreError::Conflict(trig::quota_reached(max_in_workspace)));
+        }
         write_trigger(
-            &client,
+            &tx,
             &format!(
                 "INSERT INTO triggers ({TRIGGER_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8,
                    $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)"
@@ -1380,6 +1405,7 @@ impl Store for PostgresStore {
         .await
         .map_err(backend)
         .map_err(conflict_as(conflict))?;
+        tx.commit().await.map_err(backend)?;
         Ok(trigger)
     }
 
@@ -1449,12 +1475,26 @@ impl Store for PostgresStore {
         .map(|n| n > 0)
     }
 
-    async fn find_webhook_trigger(&self, node_id: &str) -> StoreResult<Option<Trigger>> {
+    async fn find_webhook_trigger(&self, address: &str) -> StoreResult<Option<Trigger>> {
+        if let Ok(id) = Uuid::parse_str(address)
+            && let Some(found) = self
+                .query_opt(
+                    &format!(
+                        "SELECT {TRIGGER_COLUMNS} FROM triggers WHERE id = $1 AND type = 'webhook'"
+                    ),
+                    &[&id],
+                    trigger_from_row,
+                )
+                .await?
+        {
+            return Ok(Some(found));
+        }
         self.query_opt(
             &format!(
-                "SELECT {TRIGGER_COLUMNS} FROM triggers WHERE node_id = $1 AND type = 'webhook'"
+                "SELECT {TRIGGER_COLUMNS} FROM triggers WHERE node_id = $1 AND type = 'webhook'
+                 ORDER BY created_at, id LIMIT 1"
             ),
-            &[&node_id],
+            &[&address],
             trigger_from_row,
         )
         .await

@@ -1311,21 +1311,36 @@ impl Store for SqliteStore {
         Ok(entry.2)
     }
 
-    async fn create_trigger(&self, trigger: Trigger) -> StoreResult<Trigger> {
+    async fn create_trigger(
+        &self,
+        trigger: Trigger,
+        max_in_workspace: u64,
+    ) -> StoreResult<Trigger> {
         let conflict = trig::address_taken(&trigger.node_id);
-        self.call(move |conn| {
-            write_trigger(
-                conn,
-                &format!(
-                    "INSERT INTO triggers ({TRIGGER_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,
-                       ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)"
-                ),
-                &trigger,
-            )?;
-            Ok(trigger)
-        })
-        .await
-        .map_err(conflict_as(conflict))
+        let created = self
+            .call(move |conn| {
+                // One writer: the count and the insert cannot interleave with another's.
+                let count: i64 = conn.query_row(
+                    "SELECT COUNT(*) FROM triggers WHERE workspace_id = ?1",
+                    [trigger.workspace_id.to_string()],
+                    |r| r.get(0),
+                )?;
+                if u64::try_from(count).unwrap_or(0) >= max_in_workspace {
+                    return Ok(None);
+                }
+                write_trigger(
+                    conn,
+                    &format!(
+                        "INSERT INTO triggers ({TRIGGER_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7,
+                           ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)"
+                    ),
+                    &trigger,
+                )?;
+                Ok(Some(trigger))
+            })
+            .await
+            .map_err(conflict_as(conflict))?;
+        created.ok_or_else(|| StoreError::Conflict(trig::quota_reached(max_in_workspace)))
     }
 
     async fn get_trigger(&self, workspace: Uuid, id: Uuid) -> StoreResult<Option<Trigger>> {
@@ -1407,14 +1422,30 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn find_webhook_trigger(&self, node_id: &str) -> StoreResult<Option<Trigger>> {
-        let node_id = node_id.to_owned();
+    async fn find_webhook_trigger(&self, address: &str) -> StoreResult<Option<Trigger>> {
+        let address = address.to_owned();
+        let id = Uuid::parse_str(&address).ok().map(|id| id.to_string());
         self.read(move |conn| {
+            if let Some(id) = id {
+                let found = conn
+                    .query_row(
+                        &format!(
+                            "SELECT {TRIGGER_COLUMNS} FROM triggers WHERE id = ?1 AND type = 'webhook'"
+                        ),
+                        [id],
+                        trigger_from_row,
+                    )
+                    .optional()?;
+                if found.is_some() {
+                    return Ok(found);
+                }
+            }
             conn.query_row(
                 &format!(
-                    "SELECT {TRIGGER_COLUMNS} FROM triggers WHERE node_id = ?1 AND type = 'webhook'"
+                    "SELECT {TRIGGER_COLUMNS} FROM triggers WHERE node_id = ?1 AND type = 'webhook'
+                     ORDER BY created_at, id LIMIT 1"
                 ),
-                [node_id],
+                [address],
                 trigger_from_row,
             )
             .optional()

@@ -325,11 +325,26 @@ fn settle_webhook_auth(trigger: &mut Trigger) -> ServiceResult<()> {
     }
 }
 
-fn schedule_of(trigger: &Trigger) -> ServiceResult<Option<Schedule>> {
+/// The trigger's schedule, if it fires no sooner after a firing than
+/// `min_interval_secs` (TRIGGER_MIN_INTERVAL_SECS).
+fn schedule_of(trigger: &Trigger, min_interval_secs: u64) -> ServiceResult<Option<Schedule>> {
     match (trigger.trigger_type, &trigger.cron_expression) {
-        (TriggerType::Cron, Some(expr)) => Schedule::parse(expr, Some(&trigger.timezone))
-            .map(Some)
-            .map_err(ServiceError::Invalid),
+        (TriggerType::Cron, Some(expr)) => {
+            let schedule =
+                Schedule::parse(expr, Some(&trigger.timezone)).map_err(ServiceError::Invalid)?;
+            // Every 5-field schedule keeps a minute between firings.
+            if min_interval_secs > 60
+                && let Some(gap) = schedule.shortest_gap(time::now())
+                && u64::try_from(gap.num_seconds()).unwrap_or(0) < min_interval_secs
+            {
+                return Err(ServiceError::Invalid(format!(
+                    "'{expr}' fires {} s after a firing at times; this server allows one firing \
+                     every {min_interval_secs} s at most (TRIGGER_MIN_INTERVAL_SECS)",
+                    gap.num_seconds()
+                )));
+            }
+            Ok(Some(schedule))
+        }
         (TriggerType::Cron, None) => Err(ServiceError::Missing("cronExpression")),
         (TriggerType::Webhook, Some(_)) => Err(ServiceError::Invalid(
             "'cronExpression' is for cron triggers".into(),
@@ -379,7 +394,7 @@ pub async fn create(
         created_date: now,
         updated_date: now,
     };
-    let schedule = schedule_of(&trigger)?;
+    let schedule = schedule_of(&trigger, services.config.trigger_min_interval_secs)?;
     settle_webhook_auth(&mut trigger)?;
     trigger.chatflow_id = check_target(services, workspace, &chatflow_id, &trigger.node_id).await?;
     if trigger.enabled
@@ -388,7 +403,11 @@ pub async fn create(
         trigger.next_execution = schedule.next_after(now);
     }
     let registered = telegram::sync_registration(services, None, &trigger).await?;
-    match services.store.create_trigger(trigger).await {
+    match services
+        .store
+        .create_trigger(trigger, services.config.workspace_max_triggers)
+        .await
+    {
         Ok(created) => {
             warn_if_no_smtp(services, &created);
             services.scheduler_wake.notify_one();
@@ -473,7 +492,7 @@ pub async fn update(
         }
         t.enabled = false;
     }
-    let schedule = schedule_of(&t)?;
+    let schedule = schedule_of(&t, services.config.trigger_min_interval_secs)?;
     settle_webhook_auth(&mut t)?;
     let now = time::now();
     let schedule_changed = t.cron_expression != before.cron_expression

@@ -37,6 +37,9 @@ const FIELD_NAMES: [&str; 5] = ["minute", "hour", "day-of-month", "month", "day-
 const MONTHS: [&str; 12] = [
     "JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC",
 ];
+/// Fire times [`Schedule::shortest_gap`] looks at: one more than a day's minutes.
+pub const GAP_WINDOW: usize = 1441;
+
 /// Days a month can have (February: 29, it does fire in leap years).
 const MONTH_DAYS: [u32; 12] = [31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
 
@@ -87,6 +90,14 @@ impl Schedule {
             .find_next_occurrence(&local, false)
             .ok()
             .map(|t: DateTime<Tz>| t.with_timezone(&Utc))
+    }
+
+    /// The shortest time between two of the next [`GAP_WINDOW`] fire times after
+    /// `after` (a day of minutes: every pattern of the minute and hour fields shows
+    /// in it); `None` when it fires at most once.
+    pub fn shortest_gap(&self, after: Timestamp) -> Option<chrono::Duration> {
+        let times = self.upcoming(after, GAP_WINDOW);
+        times.windows(2).map(|pair| pair[1] - pair[0]).min()
     }
 
     /// The next `count` fire times after `after`.
@@ -178,6 +189,21 @@ mod tests {
         DateTime::parse_from_rfc3339(s)
             .map(|t| t.with_timezone(&Utc))
             .unwrap_or_else(|e| panic!("{s}: {e}"))
+    }
+
+    #[test]
+    fn shortest_gap_finds_the_closest_two_firings() {
+        let gap = |expr: &str| {
+            Schedule::parse(expr, Some("Europe/Berlin"))
+                .unwrap()
+                .shortest_gap(utc("2026-03-28T12:00:00Z"))
+                .map(|d| d.num_seconds())
+        };
+        assert_eq!(gap("* * * * *"), Some(60));
+        assert_eq!(gap("*/5 * * * *"), Some(300));
+        assert_eq!(gap("0,1 * * * *"), Some(60));
+        assert_eq!(gap("0 9,17 * * *"), Some(8 * 3600));
+        assert_eq!(gap("0 0 1 1 *"), Some(365 * 86_400));
     }
 
     fn next(expr: &str, zone: &str, after: &str, n: usize) -> Vec<String> {

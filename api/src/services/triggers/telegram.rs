@@ -96,7 +96,7 @@ pub async fn sync_registration(
             token,
             "setWebhook",
             json!({
-                "url": webhook_url(public, &after.node_id),
+                "url": webhook_url(public, after.id),
                 "secret_token": after.webhook_secret,
                 "allowed_updates": ["message"],
             }),

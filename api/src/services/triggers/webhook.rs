@@ -1,7 +1,9 @@
-//! The webhook endpoint's logic: `POST /api/v1/triggers/webhook/:nodeId` runs the
+//! The webhook endpoint's logic: `POST /api/v1/triggers/webhook/:address` runs the
 //! trigger's chatflow synchronously with the call's JSON.
 //!
-//! [`handle`] finds the trigger by its address, verifies the call when the trigger
+//! [`find`] resolves the address — the trigger's id (what `webhookUrl` gives), or a
+//! node id, which reaches the oldest webhook trigger on that node — before the
+//! body is read. [`handle`] verifies the call when the trigger
 //! has a `webhookSecret` — GitHub's `X-Hub-Signature-256`, Standard Webhooks'
 //! `webhook-id`/`webhook-timestamp`/`webhook-signature`, or Telegram's
 //! `X-Telegram-Bot-Api-Secret-Token` — comparing in constant time over raw bytes,
@@ -44,7 +46,6 @@ const HIDDEN_HEADERS: [&str; 5] = [
 
 /// One incoming call: header names in lower case, the raw body.
 pub struct Call {
-    pub node_id: String,
     pub headers: Vec<(String, String)>,
     pub body: bytes::Bytes,
 }
@@ -74,15 +75,18 @@ impl Answer {
     }
 }
 
-/// Handles a call (see the module docs). `Err` is for calls that never reached a
-/// run: unknown address (404), failed verification (401), a body that is not
-/// JSON (400).
-pub async fn handle(services: &Services, call: Call) -> ServiceResult<Answer> {
-    let trigger = services
+/// The webhook trigger at `address` (404 when there is none).
+pub async fn find(services: &Services, address: &str) -> ServiceResult<Trigger> {
+    services
         .store
-        .find_webhook_trigger(&call.node_id)
+        .find_webhook_trigger(address)
         .await?
-        .ok_or(ServiceError::NotFound("webhook trigger"))?;
+        .ok_or(ServiceError::NotFound("webhook trigger"))
+}
+
+/// Handles a call to `trigger` (see the module docs). `Err` is for calls that
+/// never reached a run: failed verification (401), a body that is not JSON (400).
+pub async fn handle(services: &Services, trigger: Trigger, call: Call) -> ServiceResult<Answer> {
     verify(&trigger, &call, time::now()).map_err(ServiceError::Unauthorized)?;
     let body: Value = serde_json::from_slice(&call.body)
         .map_err(|e| ServiceError::Invalid(format!("the webhook body must be JSON: {e}")))?;
