@@ -13,10 +13,10 @@ use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetReques
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use utoipa_swagger_ui::SwaggerUi;
 
-use crate::http::cors;
 use crate::http::error::ApiError;
 use crate::http::listener::{EdgeLimits, serve_connections};
 use crate::http::{AppState, MAX_BODY_BYTES, REQUEST_ID, json_errors};
+use crate::http::{cors, observe};
 use crate::routes;
 use crate::services::triggers;
 
@@ -24,6 +24,9 @@ use crate::services::triggers;
 /// Swagger UI, and the edge middleware.
 pub fn router(state: AppState) -> Router {
     let (api, openapi) = routes::api().split_for_parts();
+    let api = api
+        .route("/metrics", axum::routing::get(observe::scrape))
+        .route_layer(middleware::from_fn(observe::mark_route));
     let cors = cors::layer(&state.config.cors_origins);
     let frame_ancestors = cors::frame_ancestors(&state.config.iframe_origins);
     api.merge(SwaggerUi::new("/api/v1/docs").url("/api/v1/openapi.json", openapi))
@@ -59,6 +62,7 @@ pub fn router(state: AppState) -> Router {
             }
         }))
         .layer(cors)
+        .layer(middleware::from_fn(observe::count))
         .with_state(state)
 }
 

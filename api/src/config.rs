@@ -68,6 +68,12 @@ pub struct Config {
           value_parser = parse_secret, global = true)]
     pub secret_key_previous: Option<Secret>,
 
+    /// The bearer token `GET /metrics` asks for (Prometheus' `authorization`
+    /// credentials). Unset: no metrics are served.
+    #[arg(long, env = "METRICS_TOKEN", hide_env_values = true,
+          value_parser = parse_secret, global = true)]
+    pub metrics_token: Option<Secret>,
+
     /// Server environment variables a workspace's `runtime` variables may read:
     /// comma-separated names, or prefixes ending in `*` (`TOOL_*`); `*` for all
     /// but weir's own secrets. Unset: none (tool code never sees the server's

@@ -20,6 +20,7 @@
 //! - [`sealing`]: the server's secret keys and what they seal (credentials at rest).
 //! - [`keys`]: operator actions on API keys (CLI and first-start bootstrap).
 //! - [`telemetry`]: logging setup.
+//! - [`metrics`]: the Prometheus metrics every layer records (`GET /metrics`).
 //!
 //! The binary (`main.rs`) only parses arguments and calls into this library, so the
 //! integration tests drive exactly the code the binary runs.
@@ -32,6 +33,7 @@ pub mod flow;
 pub mod http;
 pub mod keys;
 pub mod llm;
+pub mod metrics;
 pub mod ratelimit;
 pub mod retrieval;
 pub mod routes;

@@ -104,6 +104,11 @@ pub struct Config {
     #[arg(long, env = "PY_TOOL_API_KEY", hide_env_values = true)]
     pub api_key: Option<String>,
 
+    /// The bearer token `GET /metrics` asks for (not the API key: a scraper must not
+    /// be able to run code). Unset: no metrics are served.
+    #[arg(long, env = "PY_TOOL_METRICS_TOKEN", hide_env_values = true)]
+    pub metrics_token: Option<String>,
+
     /// Serve without `PY_TOOL_API_KEY` (a laptop, never a shared machine).
     #[arg(long, env = "PY_TOOL_INSECURE_NO_KEY", default_value = "0", value_parser = parse_flag)]
     pub insecure_no_key: bool,

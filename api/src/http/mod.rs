@@ -8,13 +8,15 @@
 //! the prediction throughput at `info`), a body-size limit, and a last guard
 //! ([`json_errors`]) that logs server errors with the request id and turns any
 //! non-JSON error answer produced by the framework into the `{"message"}` body every
-//! client can rely on.
+//! client can rely on. Outermost of all, [`observe::count`] records each answer
+//! in the metrics.
 
 pub mod auth;
 pub mod cors;
 pub mod error;
 pub mod extract;
 pub mod listener;
+pub mod observe;
 pub mod pagination;
 
 use axum::extract::Request;

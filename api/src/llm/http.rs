@@ -28,7 +28,11 @@ pub async fn send(
     endpoint: &str,
     request: reqwest::RequestBuilder,
 ) -> Result<reqwest::Response, LlmError> {
-    let response = request.send().await.map_err(|e| {
+    let started = std::time::Instant::now();
+    let sent = request.send().await;
+    let answered = sent.as_ref().is_ok_and(|r| r.status().is_success());
+    crate::metrics::metrics().provider_call(provider, answered, started.elapsed());
+    let response = sent.map_err(|e| {
         let why = if e.is_timeout() {
             "timed out".to_owned()
         } else if e.is_connect() {

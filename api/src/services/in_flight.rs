@@ -44,6 +44,7 @@ impl InFlight {
             return None;
         }
         *count += 1;
+        crate::metrics::metrics().in_flight.inc();
         Some(Permit {
             owner: Arc::clone(self),
             workspace,
@@ -53,6 +54,7 @@ impl InFlight {
 
 impl Drop for Permit {
     fn drop(&mut self) {
+        crate::metrics::metrics().in_flight.dec();
         let mut running = self.owner.running.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(count) = running.get_mut(&self.workspace) {
             *count = count.saturating_sub(1);

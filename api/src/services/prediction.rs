@@ -362,6 +362,16 @@ impl RunTask {
             limits: self.state.config.agentflow_limits(),
         };
         let result = run::run(&self.runnable, &self.input, &ctx, &out).await;
+        let chatflow = self.chatflow_id.to_string();
+        let metrics = crate::metrics::metrics();
+        match &result {
+            Ok(output) if output.agentflow.as_ref().is_some_and(|a| a.error.is_some()) => {
+                metrics.prediction(&chatflow, "error", output.tokens_streamed);
+            }
+            Ok(output) => metrics.prediction(&chatflow, "success", output.tokens_streamed),
+            Err(RunError::Flow(_)) => metrics.prediction(&chatflow, "error", 0),
+            Err(RunError::Cancelled) => metrics.prediction(&chatflow, "cancelled", 0),
+        }
         if let Some(id) = self.execution {
             let update = match &result {
                 Ok(output) => output.agentflow.as_ref().map(|a| ExecutionUpdate {
@@ -556,6 +566,7 @@ const PRIVATE_ENV: &[&str] = &[
     "AZURE_OPENAI_API_KEY",
     "WEIR_SECRET_KEY",
     "WEIR_SECRET_KEY_PREVIOUS",
+    "METRICS_TOKEN",
 ];
 
 /// A variable's value: a `static` one as stored; a `runtime` one from the

@@ -3,4 +3,5 @@
 //! errors into HTTP. Nothing below imports this floor.
 
 pub mod error;
+pub mod metrics;
 pub mod server;

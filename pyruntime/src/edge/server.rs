@@ -26,6 +26,7 @@ use tokio::net::TcpListener;
 use crate::analysis::py::{self, InterpreterInfo};
 use crate::config::Config;
 use crate::edge::error::{ApiError, Result};
+use crate::edge::metrics;
 use crate::isolation::cgroups::Cgroups;
 use crate::isolation::disk::Disk;
 use crate::isolation::network::Egress;
@@ -48,6 +49,8 @@ pub struct AppState {
     executor: Arc<Executor>,
     /// SHA-256 of `PY_TOOL_API_KEY`, compared in constant time; `None` = open.
     api_key_hash: Option<[u8; 32]>,
+    /// SHA-256 of `PY_TOOL_METRICS_TOKEN`; `None`: `/metrics` is off.
+    metrics_token_hash: Option<[u8; 32]>,
     python: Arc<InterpreterInfo>,
     max_mem: u64,
     max_timeout: u64,
@@ -307,6 +310,12 @@ async fn prepare(config: &Config) -> std::io::Result<AppState> {
     Ok(AppState {
         executor: Arc::new(Executor::new(venvs, artifacts, sandbox, config)),
         api_key_hash: config.key().map(|key| Sha256::digest(key).into()),
+        metrics_token_hash: config
+            .metrics_token
+            .as_deref()
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(|t| Sha256::digest(t).into()),
         python: Arc::new(python),
         max_mem: config.max_mem,
         max_timeout: config.max_timeout,
@@ -357,6 +366,7 @@ pub fn router(state: AppState) -> Router {
         ));
     Router::new()
         .route("/tools/health", get(health))
+        .route("/metrics", get(scrape))
         .merge(protected)
         .fallback(|| async { ApiError::NotFound("no such endpoint".to_owned()) })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
@@ -365,27 +375,80 @@ pub fn router(state: AppState) -> Router {
 }
 
 async fn require_api_key(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    if let Some(expected) = &state.api_key_hash {
-        let given = request
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|value| value.to_str().ok())
-            .and_then(|value| value.strip_prefix("Bearer "))
-            .map(|key| -> [u8; 32] { Sha256::digest(key.trim()).into() });
-        let ok = given.is_some_and(|given| bool::from(given.ct_eq(expected)));
-        if !ok {
-            return ApiError::Unauthorized.into_response();
-        }
+    if let Some(expected) = &state.api_key_hash
+        && !bearer_matches(&request, expected)
+    {
+        return ApiError::Unauthorized.into_response();
     }
     next.run(request).await
+}
+
+/// Whether the request's `Authorization: Bearer <token>` hashes to `expected`
+/// (compared in constant time).
+fn bearer_matches(request: &Request, expected: &[u8; 32]) -> bool {
+    request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Bearer "))
+        .map(|token| -> [u8; 32] { Sha256::digest(token.trim()).into() })
+        .is_some_and(|given| bool::from(given.ct_eq(expected)))
 }
 
 async fn execute_python(
     State(state): State<AppState>,
     body: std::result::Result<Json<ExecuteRequest>, JsonRejection>,
 ) -> Result<Json<ExecuteResponse>> {
-    let Json(request) = body?;
-    Ok(Json(state.executor.execute(request).await?))
+    let started = std::time::Instant::now();
+    let answer = match body {
+        Ok(Json(request)) => state
+            .executor
+            .execute(request)
+            .await
+            .map_err(ApiError::from),
+        Err(rejection) => Err(ApiError::from(rejection)),
+    };
+    let outcome = match &answer {
+        Ok(run) if run.timed_out => "timeout",
+        Ok(run) if run.success => "success",
+        Ok(_) => "error",
+        Err(e) if e.status_code().is_server_error() => "failed",
+        Err(_) => "refused",
+    };
+    metrics::metrics().run(outcome, started.elapsed());
+    answer.map(Json)
+}
+
+/// `GET /metrics`: the runtime's metrics, the gauges read now.
+async fn scrape(State(state): State<AppState>, request: Request) -> Result<Response> {
+    let Some(expected) = &state.metrics_token_hash else {
+        return Err(ApiError::NotFound(
+            "metrics are off: set PY_TOOL_METRICS_TOKEN and scrape with it as a bearer token"
+                .to_owned(),
+        ));
+    };
+    if !bearer_matches(&request, expected) {
+        return Err(ApiError::Unauthorized);
+    }
+    let m = metrics::metrics();
+    let (running, queued) = state.executor.admission().load();
+    m.running.set(i64::try_from(running).unwrap_or(i64::MAX));
+    m.queued.set(i64::try_from(queued).unwrap_or(i64::MAX));
+    m.zygotes
+        .set(i64::try_from(state.executor.sandbox().pool().len()).unwrap_or(i64::MAX));
+    for (layer, state) in state.isolation.all() {
+        m.layers
+            .get_or_create(&metrics::LayerLabels { layer })
+            .set(i64::from(state.state == LayerState::Enforced));
+    }
+    Ok((
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static(metrics::CONTENT_TYPE),
+        )],
+        m.encode(),
+    )
+        .into_response())
 }
 
 async fn install_packages(

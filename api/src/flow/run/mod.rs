@@ -107,6 +107,8 @@ pub struct RunOutput {
     pub json: Option<Value>,
     /// Where the session's next run begins (a sequential flow with agent memory).
     pub checkpoint: Option<Checkpoint>,
+    /// Answer tokens streamed to the caller.
+    pub tokens_streamed: u64,
 }
 
 /// A sequential flow's session as its last run left it (agent memory): kept
@@ -204,10 +206,12 @@ fn model_failed(spec: &ModelSpec, e: &LlmError) -> RunError {
 /// Where tokens go: the caller's channel, in the caller's event type.
 pub struct Tokens<'a, E> {
     events: &'a mpsc::Sender<E>,
+    sent: std::sync::atomic::AtomicU64,
 }
 
 impl<E: From<FlowEvent>> Tokens<'_, E> {
     pub async fn send(&self, token: String) -> Result<(), RunError> {
+        self.sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.events
             .send(FlowEvent::Token(token).into())
             .await
@@ -280,7 +284,21 @@ pub async fn run<E: From<FlowEvent> + Send>(
     ctx: &RunContext<'_>,
     events: &mpsc::Sender<E>,
 ) -> Result<RunOutput, RunError> {
-    let tokens = Tokens { events };
+    let tokens = Tokens {
+        events,
+        sent: std::sync::atomic::AtomicU64::new(0),
+    };
+    let mut output = answer(runnable, input, ctx, &tokens).await?;
+    output.tokens_streamed = tokens.sent.into_inner();
+    Ok(output)
+}
+
+async fn answer<E: From<FlowEvent> + Send>(
+    runnable: &Runnable,
+    input: &RunInput,
+    ctx: &RunContext<'_>,
+    tokens: &Tokens<'_, E>,
+) -> Result<RunOutput, RunError> {
     if let Some(denied) = moderate(runnable, input, ctx).await? {
         tokens.send(denied.clone()).await?;
         return Ok(RunOutput {
@@ -289,18 +307,18 @@ pub async fn run<E: From<FlowEvent> + Send>(
         });
     }
     match &runnable.answer {
-        Answer::Chain(chain) => chain::run(chain, input, ctx, &tokens).await,
-        Answer::Agent(spec) => agent::run(spec, input, ctx, &tokens).await,
+        Answer::Chain(chain) => chain::run(chain, input, ctx, tokens).await,
+        Answer::Agent(spec) => agent::run(spec, input, ctx, tokens).await,
         Answer::MultiAgent {
             supervisor,
             workers,
-        } => multiagent::run(supervisor, workers, input, ctx, &tokens).await,
-        Answer::Sequential(spec) => sequential::run(spec, input, ctx, &tokens).await,
-        Answer::Retrieval(chain) => retrieval::run(chain, input, ctx, &tokens).await,
+        } => multiagent::run(supervisor, workers, input, ctx, tokens).await,
+        Answer::Sequential(spec) => sequential::run(spec, input, ctx, tokens).await,
+        Answer::Retrieval(chain) => retrieval::run(chain, input, ctx, tokens).await,
         Answer::Agentflow(flow) => {
-            crate::flow::agentflow::exec::run(flow, input, ctx, &tokens).await
+            crate::flow::agentflow::exec::run(flow, input, ctx, tokens).await
         }
-        Answer::CsvAgent(spec) => csv_agent::run(spec, input, ctx, &tokens).await,
+        Answer::CsvAgent(spec) => csv_agent::run(spec, input, ctx, tokens).await,
     }
 }
 

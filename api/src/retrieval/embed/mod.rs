@@ -195,7 +195,14 @@ impl Embeddings {
             if let Some((name, value)) = &key {
                 request = request.header(*name, value);
             }
-            let response = match request.send().await {
+            let started = std::time::Instant::now();
+            let sent = request.send().await;
+            crate::metrics::metrics().provider_call(
+                provider,
+                sent.as_ref().is_ok_and(|r| r.status().is_success()),
+                started.elapsed(),
+            );
+            let response = match sent {
                 Ok(r) => r,
                 Err(e) => {
                     last = LlmError::new(format!(

@@ -99,6 +99,10 @@ pub async fn run_cron(services: Services, firing: Firing, started: time::Timesta
         chat_id: firing.trigger.chat_id_at(firing.scheduled_at),
         flow_vars: Map::new(),
     };
+    let lag = (started - firing.scheduled_at).to_std().unwrap_or_default();
+    crate::metrics::metrics()
+        .firing_lag_seconds
+        .observe(lag.as_secs_f64());
     let (outcome, _) = execute(&services, &firing, ask, started).await;
     match outcome {
         Outcome::Success(_) => {
@@ -163,6 +167,10 @@ pub async fn execute(
             }
         }
     };
+    crate::metrics::metrics().firing(
+        if firing.is_cron { "cron" } else { "webhook" },
+        matches!(outcome, Outcome::Success(_)),
+    );
     let now = started;
     let scheduled_at = firing.is_cron.then_some(firing.scheduled_at);
     let (result, mail) = match &outcome {

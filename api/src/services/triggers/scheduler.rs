@@ -90,6 +90,17 @@ pub fn plan(trigger: &Trigger, now: Timestamp) -> ClaimPlan {
     }
 }
 
+/// [`plan`], counting the runs it records as missed (`weir_trigger_missed_runs`).
+fn plan_counted(trigger: &Trigger, now: Timestamp) -> ClaimPlan {
+    let planned = plan(trigger, now);
+    if planned.missed > 0 {
+        crate::metrics::metrics()
+            .missed_runs
+            .inc_by(u64::try_from(planned.missed).unwrap_or(0));
+    }
+    planned
+}
+
 thread_local! {
     /// Schedules by (expression, zone): thousands of triggers due at once mostly
     /// share a few expressions, and parsing is the planner's largest cost.
@@ -140,7 +151,13 @@ pub async fn run(services: Services, cancel: CancellationToken, tracker: TaskTra
         loop {
             let claimed = services
                 .store
-                .claim_due_triggers(now, services.replica_id, now + lease, CLAIM_BATCH, plan)
+                .claim_due_triggers(
+                    now,
+                    services.replica_id,
+                    now + lease,
+                    CLAIM_BATCH,
+                    plan_counted,
+                )
                 .await;
             match claimed {
                 Ok(firings) => {

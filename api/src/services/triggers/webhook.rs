@@ -87,7 +87,10 @@ pub async fn find(services: &Services, address: &str) -> ServiceResult<Trigger> 
 /// Handles a call to `trigger` (see the module docs). `Err` is for calls that
 /// never reached a run: failed verification (401), a body that is not JSON (400).
 pub async fn handle(services: &Services, trigger: Trigger, call: Call) -> ServiceResult<Answer> {
-    verify(&trigger, &call, time::now()).map_err(ServiceError::Unauthorized)?;
+    verify(&trigger, &call, time::now()).map_err(|why| {
+        crate::metrics::metrics().webhook_rejected.inc();
+        ServiceError::Unauthorized(why)
+    })?;
     let body: Value = serde_json::from_slice(&call.body)
         .map_err(|e| ServiceError::Invalid(format!("the webhook body must be JSON: {e}")))?;
     let delivery = delivery_id(&trigger, &call, &body);

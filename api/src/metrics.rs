@@ -1,0 +1,268 @@
+//! The server's Prometheus metrics, served at `GET /metrics` (OpenMetrics text)
+//! behind `METRICS_TOKEN`.
+//!
+//! One process-wide set ([`metrics`]) that every layer records into without
+//! plumbing — the edge (requests by route and status, latency), the services
+//! (predictions and streamed tokens by chatflow, predictions in flight, trigger
+//! firings, their lag, missed runs, webhook verification failures) and the
+//! providers (calls, errors, latency by provider). Recording is a few atomic
+//! operations behind a label lookup; a scrape encodes what is there, with no
+//! store query.
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// What `GET /metrics` answers with.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    pub method: String,
+    pub route: String,
+    pub status: u16,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RouteLabels {
+    pub method: String,
+    pub route: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PredictionLabels {
+    pub chatflow: String,
+    pub outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ChatflowLabels {
+    pub chatflow: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ProviderLabels {
+    pub provider: String,
+    pub outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ProviderOnly {
+    pub provider: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FiringLabels {
+    pub kind: &'static str,
+    pub outcome: &'static str,
+}
+
+/// Every metric of the API server.
+pub struct Metrics {
+    registry: Registry,
+    pub requests: Family<RequestLabels, Counter>,
+    pub request_seconds: Family<RouteLabels, Histogram>,
+    pub predictions: Family<PredictionLabels, Counter>,
+    pub tokens: Family<ChatflowLabels, Counter>,
+    pub in_flight: Gauge,
+    pub provider_calls: Family<ProviderLabels, Counter>,
+    pub provider_seconds: Family<ProviderOnly, Histogram>,
+    pub firings: Family<FiringLabels, Counter>,
+    pub firing_lag_seconds: Histogram,
+    pub missed_runs: Counter,
+    pub webhook_rejected: Counter,
+}
+
+/// The process's metrics.
+pub fn metrics() -> &'static Metrics {
+    static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);
+    &METRICS
+}
+
+/// Seconds from 1 ms to about 65 s, doubling.
+fn latency() -> Histogram {
+    Histogram::new(exponential_buckets(0.001, 2.0, 17))
+}
+
+impl Metrics {
+    fn new() -> Self {
+        let mut registry = Registry::with_prefix("weir");
+        let requests = Family::<RequestLabels, Counter>::default();
+        registry.register(
+            "http_requests",
+            "HTTP requests answered, by method, route and status",
+            requests.clone(),
+        );
+        let request_seconds = Family::<RouteLabels, Histogram>::new_with_constructor(latency);
+        registry.register(
+            "http_request_duration_seconds",
+            "Time to answer an HTTP request (to its headers: a stream's body may last longer)",
+            request_seconds.clone(),
+        );
+        let predictions = Family::<PredictionLabels, Counter>::default();
+        registry.register(
+            "predictions",
+            "Predictions run, by chatflow and outcome (success, error, cancelled)",
+            predictions.clone(),
+        );
+        let tokens = Family::<ChatflowLabels, Counter>::default();
+        registry.register(
+            "prediction_tokens",
+            "Answer tokens streamed by the models, by chatflow",
+            tokens.clone(),
+        );
+        let in_flight = Gauge::default();
+        registry.register(
+            "predictions_in_flight",
+            "Predictions running now on this server",
+            in_flight.clone(),
+        );
+        let provider_calls = Family::<ProviderLabels, Counter>::default();
+        registry.register(
+            "provider_requests",
+            "Calls to model and embedding providers, by provider and outcome (ok, error)",
+            provider_calls.clone(),
+        );
+        let provider_seconds = Family::<ProviderOnly, Histogram>::new_with_constructor(latency);
+        registry.register(
+            "provider_request_duration_seconds",
+            "Time until a provider answered a call's headers",
+            provider_seconds.clone(),
+        );
+        let firings = Family::<FiringLabels, Counter>::default();
+        registry.register(
+            "trigger_firings",
+            "Trigger runs, by kind (cron, webhook) and outcome (success, failed)",
+            firings.clone(),
+        );
+        let firing_lag_seconds = latency();
+        registry.register(
+            "trigger_firing_lag_seconds",
+            "How late a cron firing started after its scheduled time",
+            firing_lag_seconds.clone(),
+        );
+        let missed_runs = Counter::default();
+        registry.register(
+            "trigger_missed_runs",
+            "Cron runs recorded as missed (the server was down at their time)",
+            missed_runs.clone(),
+        );
+        let webhook_rejected = Counter::default();
+        registry.register(
+            "webhook_verification_failures",
+            "Webhook calls refused for a missing or wrong signature",
+            webhook_rejected.clone(),
+        );
+        Metrics {
+            registry,
+            requests,
+            request_seconds,
+            predictions,
+            tokens,
+            in_flight,
+            provider_calls,
+            provider_seconds,
+            firings,
+            firing_lag_seconds,
+            missed_runs,
+            webhook_rejected,
+        }
+    }
+
+    /// The OpenMetrics text of every metric.
+    pub fn encode(&self) -> String {
+        let mut out = String::with_capacity(16 * 1024);
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+
+    /// One answered HTTP request.
+    pub fn request(&self, method: &str, route: &str, status: u16, took: Duration) {
+        self.requests
+            .get_or_create(&RequestLabels {
+                method: method.to_owned(),
+                route: route.to_owned(),
+                status,
+            })
+            .inc();
+        self.request_seconds
+            .get_or_create(&RouteLabels {
+                method: method.to_owned(),
+                route: route.to_owned(),
+            })
+            .observe(took.as_secs_f64());
+    }
+
+    /// One provider call, answered (`ok`) or not. `provider` as error messages
+    /// name it ("the OpenAI-compatible provider" is labelled without "the ").
+    pub fn provider_call(&self, provider: &str, ok: bool, took: Duration) {
+        let provider = provider.strip_prefix("the ").unwrap_or(provider);
+        self.provider_calls
+            .get_or_create(&ProviderLabels {
+                provider: provider.to_owned(),
+                outcome: if ok { "ok" } else { "error" },
+            })
+            .inc();
+        self.provider_seconds
+            .get_or_create(&ProviderOnly {
+                provider: provider.to_owned(),
+            })
+            .observe(took.as_secs_f64());
+    }
+
+    /// One finished prediction of `chatflow` and the tokens it streamed.
+    pub fn prediction(&self, chatflow: &str, outcome: &'static str, tokens: u64) {
+        self.predictions
+            .get_or_create(&PredictionLabels {
+                chatflow: chatflow.to_owned(),
+                outcome,
+            })
+            .inc();
+        if tokens > 0 {
+            self.tokens
+                .get_or_create(&ChatflowLabels {
+                    chatflow: chatflow.to_owned(),
+                })
+                .inc_by(tokens);
+        }
+    }
+
+    /// One trigger run.
+    pub fn firing(&self, kind: &'static str, success: bool) {
+        self.firings
+            .get_or_create(&FiringLabels {
+                kind,
+                outcome: if success { "success" } else { "failed" },
+            })
+            .inc();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encodes_what_was_recorded() {
+        let m = Metrics::new();
+        m.request("GET", "/api/v1/ping", 200, Duration::from_millis(3));
+        m.prediction("flow-1", "success", 12);
+        m.provider_call("OpenAI", false, Duration::from_millis(40));
+        let text = m.encode();
+        assert!(text.contains(
+            "weir_http_requests_total{method=\"GET\",route=\"/api/v1/ping\",status=\"200\"} 1"
+        ));
+        assert!(text.contains("weir_prediction_tokens_total{chatflow=\"flow-1\"} 12"));
+        assert!(
+            text.contains("weir_provider_requests_total{provider=\"OpenAI\",outcome=\"error\"} 1")
+        );
+        assert!(text.ends_with("# EOF\n"));
+    }
+}
