@@ -87,3 +87,17 @@ def test_insecure_no_key_serves_without_one(start_runtime):
     assert open_runtime.headers == {}
     response = call(open_runtime, "POST", "/tools/execute-python", json={"code": "result = 1"})
     assert response.status_code == 200, response.text
+
+
+def test_the_openapi_document_is_open_and_complete(secured):
+    """`/tools/openapi.json` needs no key (like /tools/health); scripts/fuzz checks the
+    server against it."""
+    r = call(secured, "GET", "/tools/openapi.json")
+    assert r.status_code == 200 and r.headers["content-type"] == "application/json"
+    doc = r.json()
+    assert doc["openapi"].startswith("3.1")
+    assert set(doc["paths"]) == {"/tools/health", "/tools/openapi.json", "/tools/execute-python",
+                                 "/tools/install-packages", "/tools/artifacts/{workspace_id}/{filename}",
+                                 "/metrics"}
+    statuses = set(doc["paths"]["/tools/execute-python"]["post"]["responses"])
+    assert {"200", "400", "401", "412", "413", "415", "429", "500"} <= statuses

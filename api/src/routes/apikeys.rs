@@ -10,7 +10,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use super::CommonErrors;
+use super::{BodyErrors, CommonErrors};
 use crate::domain::apikey::generate_key;
 use crate::domain::time::{self, Timestamp};
 use crate::domain::{ApiKey, NewApiKey, Permission};
@@ -95,7 +95,8 @@ async fn list_keys(auth: AuthUser, State(state): State<AppState>) -> ApiResult<J
     responses(
         (status = 201, description = "The new key, with its plaintext", body = CreatedKey),
         (status = 412, description = "keyName is missing", body = ErrorBody),
-        CommonErrors
+        CommonErrors,
+        BodyErrors
     )
 )]
 async fn create_key(

@@ -12,7 +12,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use super::{CommonErrors, JsonText};
+use super::{BodyErrors, CommonErrors, JsonText};
 use crate::domain::chatflow::{validate_config_object, validate_flow_data};
 use crate::domain::{Chatflow, ChatflowPatch, ChatflowType, NewChatflow, Permission, nullable};
 use crate::http::AppState;
@@ -151,7 +151,8 @@ async fn list_chatflows(
     responses(
         (status = 201, description = "The created chatflow", body = Chatflow),
         (status = 412, description = "A required field is missing", body = ErrorBody),
-        CommonErrors
+        CommonErrors,
+        BodyErrors
     )
 )]
 async fn create_chatflow(
@@ -216,7 +217,8 @@ async fn get_chatflow(
     responses(
         (status = 200, description = "The updated chatflow", body = Chatflow),
         (status = 404, description = "No such chatflow in this workspace", body = ErrorBody),
-        CommonErrors
+        CommonErrors,
+        BodyErrors
     )
 )]
 async fn update_chatflow(

@@ -13,7 +13,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use super::CommonErrors;
+use super::{BodyErrors, CommonErrors};
 use crate::domain::Permission;
 use crate::domain::credential::Credential;
 use crate::http::AppState;
@@ -106,7 +106,8 @@ async fn list_credentials(
     responses(
         (status = 201, description = "The created credential, its fields redacted", body = Credential),
         (status = 412, description = "A required field is missing", body = ErrorBody),
-        CommonErrors
+        CommonErrors,
+        BodyErrors
     )
 )]
 async fn create_credential(
@@ -151,7 +152,8 @@ async fn get_credential(
         (status = 200, description = "The updated credential, its fields redacted", body = Credential),
         (status = 404, description = "No such credential in this workspace", body = ErrorBody),
         (status = 409, description = "The credential changed during the update", body = ErrorBody),
-        CommonErrors
+        CommonErrors,
+        BodyErrors
     )
 )]
 async fn update_credential(

@@ -17,7 +17,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use super::CommonErrors;
+use super::{BodyErrors, CommonErrors};
 use crate::domain::time::Timestamp;
 use crate::domain::{Execution, ExecutionFilter, ExecutionState, ListedExecution, Permission};
 use crate::http::AppState;
@@ -209,7 +209,8 @@ async fn get_execution(
         (status = 200, description = "The updated execution", body = Execution),
         (status = 404, description = "No such execution in this workspace", body = ErrorBody),
         (status = 412, description = "isPublic is missing", body = ErrorBody),
-        CommonErrors
+        CommonErrors,
+        BodyErrors
     )
 )]
 async fn update_execution(
@@ -267,7 +268,8 @@ async fn delete_execution(
     request_body = DeleteExecutions,
     responses(
         (status = 200, description = "How many of the ids were deleted", body = Deleted),
-        CommonErrors
+        CommonErrors,
+        BodyErrors
     )
 )]
 async fn delete_executions(

@@ -100,6 +100,17 @@ impl utoipa::PartialSchema for JsonText {
 
 impl utoipa::ToSchema for JsonText {}
 
+/// Error answers of routes that read a JSON body, for the documentation.
+#[derive(utoipa::IntoResponses)]
+pub enum BodyErrors {
+    /// The body is over the size limit.
+    #[response(status = 413)]
+    PayloadTooLarge(ErrorBody),
+    /// A body sent without `Content-Type: application/json`.
+    #[response(status = 415)]
+    UnsupportedMediaType(ErrorBody),
+}
+
 /// Error answers shared by authenticated routes, for the documentation.
 #[derive(utoipa::IntoResponses)]
 pub enum CommonErrors {

@@ -15,7 +15,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use super::CommonErrors;
+use super::{BodyErrors, CommonErrors};
 use crate::domain::tool::{parse_schema, validate_requirement, validate_tool_name};
 use crate::domain::{NewTool, Permission, Tool, ToolField, ToolPatch, nullable};
 use crate::http::AppState;
@@ -114,7 +114,8 @@ async fn list_tools(
         (status = 201, description = "The created tool", body = Tool),
         (status = 409, description = "A tool of that name exists", body = ErrorBody),
         (status = 412, description = "A required field is missing", body = ErrorBody),
-        CommonErrors
+        CommonErrors,
+        BodyErrors
     )
 )]
 async fn create_tool(
@@ -172,7 +173,8 @@ async fn get_tool(
         (status = 200, description = "The updated tool", body = Tool),
         (status = 404, description = "No such tool in this workspace", body = ErrorBody),
         (status = 409, description = "A tool of that name exists", body = ErrorBody),
-        CommonErrors
+        CommonErrors,
+        BodyErrors
     )
 )]
 async fn update_tool(

@@ -17,7 +17,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use super::CommonErrors;
+use super::{BodyErrors, CommonErrors};
 use crate::domain::trigger::webhook_url;
 use crate::domain::{Permission, Trigger, TriggerResult, TriggerType, time};
 use crate::http::AppState;
@@ -144,7 +144,8 @@ async fn list_triggers(
         (status = 409, description = "The webhook nodeId is taken", body = ErrorBody),
         (status = 412, description = "A required field is missing", body = ErrorBody),
         (status = 502, description = "Telegram refused the webhook registration", body = ErrorBody),
-        CommonErrors
+        CommonErrors,
+        BodyErrors
     )
 )]
 async fn create_trigger(
@@ -197,7 +198,8 @@ async fn get_trigger(
         (status = 404, description = "No such trigger in this workspace", body = ErrorBody),
         (status = 409, description = "Conflict (webhook nodeId taken, maxExecutions reached)", body = ErrorBody),
         (status = 502, description = "Telegram refused the change", body = ErrorBody),
-        CommonErrors
+        CommonErrors,
+        BodyErrors
     )
 )]
 async fn update_trigger(
@@ -296,7 +298,8 @@ struct Preview {
     responses(
         (status = 200, description = "The next fire times", body = Preview),
         (status = 412, description = "cronExpression is missing", body = ErrorBody),
-        CommonErrors
+        CommonErrors,
+        BodyErrors
     )
 )]
 async fn preview_schedule(

@@ -10,7 +10,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use super::CommonErrors;
+use super::{BodyErrors, CommonErrors};
 use crate::domain::variable::validate_name;
 use crate::domain::{NewVariable, Permission, Variable, VariablePatch, VariableType};
 use crate::http::AppState;
@@ -84,7 +84,8 @@ async fn list_variables(
         (status = 201, description = "The created variable", body = Variable),
         (status = 409, description = "A variable of that name exists", body = ErrorBody),
         (status = 412, description = "A required field is missing", body = ErrorBody),
-        CommonErrors
+        CommonErrors,
+        BodyErrors
     )
 )]
 async fn create_variable(
@@ -140,7 +141,8 @@ async fn get_variable(
         (status = 200, description = "The updated variable", body = Variable),
         (status = 404, description = "No such variable in this workspace", body = ErrorBody),
         (status = 409, description = "A variable of that name exists", body = ErrorBody),
-        CommonErrors
+        CommonErrors,
+        BodyErrors
     )
 )]
 async fn update_variable(

@@ -366,6 +366,7 @@ pub fn router(state: AppState) -> Router {
         ));
     Router::new()
         .route("/tools/health", get(health))
+        .route("/tools/openapi.json", get(openapi))
         .route("/metrics", get(scrape))
         .merge(protected)
         .fallback(|| async { ApiError::NotFound("no such endpoint".to_owned()) })
@@ -417,6 +418,21 @@ async fn execute_python(
     };
     metrics::metrics().run(outcome, started.elapsed());
     answer.map(Json)
+}
+
+/// The OpenAPI document of every route and status (written by hand: the routes are
+/// few; `scripts/test` fuzzes the server against it with schemathesis).
+pub const OPENAPI: &str = include_str!("openapi.json");
+
+async fn openapi() -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        OPENAPI,
+    )
+        .into_response()
 }
 
 /// `GET /metrics`: the runtime's metrics, the gauges read now.
@@ -570,4 +586,31 @@ fn init_tracing() {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::OPENAPI;
+
+    #[test]
+    fn the_openapi_document_names_every_route() {
+        let doc: serde_json::Value = serde_json::from_str(OPENAPI).unwrap();
+        let paths: Vec<&str> = doc["paths"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        for route in [
+            "/tools/health",
+            "/tools/openapi.json",
+            "/tools/execute-python",
+            "/tools/install-packages",
+            "/tools/artifacts/{workspace_id}/{filename}",
+            "/metrics",
+        ] {
+            assert!(paths.contains(&route), "{route}");
+        }
+        assert_eq!(paths.len(), 6);
+    }
 }
