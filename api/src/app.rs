@@ -15,6 +15,7 @@ use utoipa_swagger_ui::SwaggerUi;
 
 use crate::http::error::ApiError;
 use crate::http::listener::{EdgeLimits, serve_connections};
+use crate::http::slow_body::{BodyTimeout, cut_slow_bodies};
 use crate::http::{AppState, MAX_BODY_BYTES, REQUEST_ID, json_errors};
 use crate::http::{cors, observe};
 use crate::routes;
@@ -35,6 +36,10 @@ pub fn router(state: AppState) -> Router {
             ApiError::MethodNotAllowed("method not allowed on this route".into())
         })
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(middleware::from_fn_with_state(
+            BodyTimeout(std::time::Duration::from_secs(state.config.body_timeout_secs)),
+            cut_slow_bodies,
+        ))
         .layer(middleware::from_fn(json_errors))
         .layer(PropagateRequestIdLayer::new(REQUEST_ID))
         .layer(

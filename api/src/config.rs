@@ -116,6 +116,17 @@ pub struct Config {
     )]
     pub header_timeout_secs: u64,
 
+    /// Seconds a request's body may take to arrive after its headers; a slower one is
+    /// answered 408 and its connection closed.
+    #[arg(
+        long,
+        env = "WEIR_BODY_TIMEOUT_SECS",
+        default_value_t = 60,
+        value_parser = clap::value_parser!(u64).range(1..=3600),
+        global = true
+    )]
+    pub body_timeout_secs: u64,
+
     /// Seconds in-flight requests get to finish after SIGTERM/Ctrl-C.
     #[arg(long, env = "SHUTDOWN_GRACE_SECS", default_value_t = 30, global = true)]
     pub shutdown_grace_secs: u64,

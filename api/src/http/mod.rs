@@ -8,8 +8,8 @@
 //! the prediction throughput at `info`), a body-size limit, and a last guard
 //! ([`json_errors`]) that logs server errors with the request id and turns any
 //! non-JSON error answer produced by the framework into the `{"message"}` body every
-//! client can rely on. Outermost of all, [`observe::count`] records each answer
-//! in the metrics.
+//! client can rely on. [`slow_body`] cuts bodies that do not arrive in time;
+//! outermost of all, [`observe::count`] records each answer in the metrics.
 
 pub mod auth;
 pub mod cors;
@@ -18,6 +18,7 @@ pub mod extract;
 pub mod listener;
 pub mod observe;
 pub mod pagination;
+pub mod slow_body;
 
 use axum::extract::Request;
 use axum::http::{HeaderName, StatusCode, header};
