@@ -166,13 +166,18 @@ async fn openapi_documents_every_route() {
         ("delete", "/api/v1/triggers/{id}"),
         ("get", "/api/v1/triggers/{id}/results"),
         ("post", "/api/v1/triggers/schedule-preview"),
-        ("post", "/api/v1/triggers/webhook/{nodeId}"),
+        ("post", "/api/v1/triggers/webhook/{address}"),
         ("get", "/api/v1/executions"),
         ("delete", "/api/v1/executions"),
         ("get", "/api/v1/executions/{id}"),
         ("put", "/api/v1/executions/{id}"),
         ("delete", "/api/v1/executions/{id}"),
         ("get", "/api/v1/public-executions/{id}"),
+        ("get", "/api/v1/credentials"),
+        ("post", "/api/v1/credentials"),
+        ("get", "/api/v1/credentials/{id}"),
+        ("put", "/api/v1/credentials/{id}"),
+        ("delete", "/api/v1/credentials/{id}"),
     ];
     let paths = doc["paths"].as_object().unwrap();
     for (method, path) in expected {

@@ -25,6 +25,15 @@ pub struct TestStore {
 }
 
 impl TestStore {
+    /// A directory of this store's own for the server's local state (its secret
+    /// key): never the working directory.
+    pub fn state_dir(&self) -> std::path::PathBuf {
+        match &self.dir {
+            Some(dir) => dir.path().join("state"),
+            None => std::env::temp_dir().join(format!("weir-test-{}", uuid::Uuid::new_v4())),
+        }
+    }
+
     /// A second handle on the same database, opened (and migrated) anew.
     pub async fn reopen(&self) -> Arc<dyn Store> {
         match (&self.dir, &self.pg_schema) {
@@ -113,7 +122,8 @@ pub async fn app() -> App {
     let admin = create("default", "admin", Permission::ALL.to_vec()).await;
     let reader = create("default", "reader", vec![Permission::ChatflowsRead]).await;
     let stranger = create("elsewhere", "x", Permission::ALL.to_vec()).await;
-    let config = Args::parse_from(["weir"]).config;
+    let mut config = Args::parse_from(["weir"]).config;
+    config.data_dir = store.state_dir();
     let state = AppState::new(store.store.clone(), config).unwrap_or_else(|e| panic!("{e}"));
     App {
         router: weir_api::router(state),
