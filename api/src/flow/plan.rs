@@ -20,7 +20,7 @@ use super::component::{
     ModerationSpec, PythonSource, RetrievalChainSpec, SeqStep, SupervisorSpec, ToolKind, ToolSpec,
     VectorStoreSpec, WorkerSpec,
 };
-use super::graph::{FlowGraph, FlowNode, references};
+use super::graph::{FlowGraph, FlowNode, credential_of, references};
 use super::node::{Category, InputKind, NodeSpec, build_node, unknown};
 use super::registry;
 
@@ -34,6 +34,38 @@ pub struct Plan {
     /// Whether answers can stream: not when the flow has an output parser
     /// (anywhere, as in Flowise), whose answer is whole JSON.
     streamable: bool,
+    /// The stored credentials the nodes name ([`credential_ids`]).
+    credential_ids: Vec<String>,
+}
+
+/// The credentials a graph's nodes name, each once: a node's own, and those of the
+/// components an agentflow node configures inside it (`<param>Config` objects, also
+/// in rows such as `agentTools`).
+fn credential_ids(graph: &FlowGraph) -> Vec<String> {
+    fn walk(key: &str, value: &Value, out: &mut Vec<String>) {
+        match value {
+            Value::Object(map) => {
+                if key.ends_with("Config")
+                    && let Some(id) = credential_of(None, map)
+                {
+                    out.push(id);
+                }
+                map.iter().for_each(|(k, v)| walk(k, v, out));
+            }
+            Value::Array(items) => items.iter().for_each(|v| walk("", v, out)),
+            _ => {}
+        }
+    }
+    let mut ids = Vec::new();
+    for node in &graph.nodes {
+        ids.extend(node.credential.clone());
+        for (key, value) in &node.inputs {
+            walk(key, value, &mut ids);
+        }
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    ids
 }
 
 /// Which nodes answer.
@@ -233,6 +265,7 @@ impl Plan {
         if graph.nodes.iter().any(|n| n.name == "startAgentflow") {
             let wiring = Arc::new(Wiring::build(&graph)?);
             let plan = Plan {
+                credential_ids: credential_ids(&graph),
                 graph,
                 shape: Shape::Agentflow(wiring),
                 streamable,
@@ -245,6 +278,7 @@ impl Plan {
         }
         let shape = shape(&graph)?;
         let plan = Plan {
+            credential_ids: credential_ids(&graph),
             graph,
             shape,
             streamable,
@@ -257,40 +291,9 @@ impl Plan {
         Ok(plan)
     }
 
-    /// The credentials the flow's nodes name, each once: a node's own, and those of
-    /// the components an agentflow node configures inside it (`<param>Config`
-    /// objects, also in rows such as `agentTools`).
-    pub fn credential_ids(&self) -> Vec<&str> {
-        fn walk<'v>(key: &str, value: &'v Value, out: &mut Vec<&'v str>) {
-            match value {
-                Value::Object(map) => {
-                    if key.ends_with("Config")
-                        && let Some(id) = ["credential", "FLOWISE_CREDENTIAL_ID"]
-                            .iter()
-                            .filter_map(|k| map.get(*k).and_then(Value::as_str))
-                            .map(str::trim)
-                            .find(|id| !id.is_empty())
-                    {
-                        out.push(id);
-                    }
-                    map.iter().for_each(|(k, v)| walk(k, v, out));
-                }
-                Value::Array(items) => items.iter().for_each(|v| walk("", v, out)),
-                _ => {}
-            }
-        }
-        let mut ids = Vec::new();
-        for node in &self.graph.nodes {
-            if let Some(id) = &node.credential {
-                ids.push(id.as_str());
-            }
-            for (key, value) in &node.inputs {
-                walk(key, value, &mut ids);
-            }
-        }
-        ids.sort_unstable();
-        ids.dedup();
-        ids
+    /// The credentials the flow's nodes name, each once (found at build).
+    pub fn credential_ids(&self) -> &[String] {
+        &self.credential_ids
     }
 
     /// Ids of the flow's vector store nodes, in flow order.

@@ -143,7 +143,7 @@ pub async fn open_for_run(
     store: &dyn Store,
     keyring: &Keyring,
     workspace: Uuid,
-    ids: &[&str],
+    ids: &[String],
 ) -> ServiceResult<Option<CredentialFields>> {
     if ids.is_empty() {
         return Ok(None);
@@ -159,17 +159,14 @@ pub async fn open_for_run(
         wanted.push(Uuid::parse_str(id).map_err(|_| not_here(id))?);
     }
     let found = store.get_credentials(workspace, &wanted).await?;
-    let mut fields = HashMap::with_capacity(found.len());
-    for record in &found {
-        fields.insert(record.id.to_string(), open(keyring, record)?);
-    }
-    // Ids are matched as the store wrote them (lowercase); the flow's spelling
-    // is what a node looks its credential up by.
+    // Keyed by the flow's spelling of the id: what a node looks its credential up by.
     let mut by_flow_id = HashMap::with_capacity(ids.len());
-    for id in ids {
-        let canonical = Uuid::parse_str(id).map_err(|_| not_here(id))?.to_string();
-        let opened = fields.get(&canonical).ok_or_else(|| not_here(id))?;
-        by_flow_id.insert((*id).to_owned(), opened.clone());
+    for (id, uuid) in ids.iter().zip(&wanted) {
+        let record = found
+            .iter()
+            .find(|r| r.id == *uuid)
+            .ok_or_else(|| not_here(id))?;
+        by_flow_id.insert(id.clone(), open(keyring, record)?);
     }
     Ok(Some(by_flow_id))
 }

@@ -177,7 +177,7 @@ pub async fn start(
         &*state.store,
         &state.keyring,
         flow.workspace_id,
-        &plan.credential_ids(),
+        plan.credential_ids(),
     )
     .await?;
     let overrides = Overrides {

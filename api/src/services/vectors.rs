@@ -92,7 +92,7 @@ pub async fn upsert(
         &*state.store,
         &state.keyring,
         flow.workspace_id,
-        &plan.credential_ids(),
+        plan.credential_ids(),
     )
     .await?;
     let overrides = Overrides {
@@ -571,7 +571,7 @@ impl VectorSearch {
             &*self.store,
             &self.keyring,
             flow.workspace_id,
-            &plan.credential_ids(),
+            plan.credential_ids(),
         )
         .await
         .map_err(|e| match e {
