@@ -156,6 +156,7 @@ async fn openapi_documents_every_route() {
         ("delete", "/api/v1/variables/{id}"),
         ("post", "/api/v1/prediction/{id}"),
         ("get", "/api/v1/chatflows-streaming/{id}"),
+        ("get", "/api/v1/public-chatbotConfig/{id}"),
         ("get", "/api/v1/chatmessage/{id}"),
         ("delete", "/api/v1/chatmessage/{id}"),
         ("get", "/api/v1/leads/{id}"),

@@ -387,6 +387,21 @@ impl Plan {
         self.streamable
     }
 
+    /// An agentflow's start node (its input type and form), if this is an agentflow.
+    pub fn agentflow_start(&self) -> Option<&FlowNode> {
+        match self.shape {
+            Shape::Agentflow(_) => self.graph.nodes.iter().find(|n| n.name == "startAgentflow"),
+            _ => None,
+        }
+    }
+
+    /// Whether files attached to a prediction go to a vector store for the chat
+    /// ([`Runnable::upload_store`]), with no request overrides.
+    pub fn takes_chat_files(&self) -> bool {
+        self.runnable(&Overrides::default())
+            .is_ok_and(|runnable| runnable.upload_store().is_some())
+    }
+
     pub fn runnable(&self, overrides: &Overrides<'_>) -> Result<Runnable, FlowError> {
         check_overrides(&self.graph, overrides)?;
         let mut runnable = self.answer(overrides)?;

@@ -1,5 +1,6 @@
 //! `POST /api/v1/prediction/:id` (JSON or multipart, answered as JSON or as a
-//! Flowise-compatible SSE stream), `GET /api/v1/chatflows-streaming/:id`, the
+//! Flowise-compatible SSE stream), `GET /api/v1/chatflows-streaming/:id` and
+//! `GET /api/v1/public-chatbotConfig/:id` (what Flowise's chat widget loads), the
 //! conversation messages (`/api/v1/chatmessage/:id`) and leads (`/api/v1/leads/:id`).
 //!
 //! Access to a prediction: a chatflow with `apikeyid` takes only that key; a
@@ -12,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{ConnectInfo, DefaultBodyLimit, FromRequest, Multipart, Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::Stream;
@@ -50,6 +51,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .merge(
             OpenApiRouter::new()
                 .routes(routes!(streaming_support))
+                .routes(routes!(public_chatbot_config))
                 .routes(routes!(list_messages, delete_messages))
                 .routes(routes!(list_leads)),
         )
@@ -331,6 +333,18 @@ async fn authorize(
     Ok(flow)
 }
 
+/// Refuses a page whose origin the chatflow's `chatbotConfig.allowedOrigins` leaves out.
+fn check_origin(flow: &Chatflow, headers: &HeaderMap) -> ApiResult<()> {
+    let origin = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok());
+    if cors::origin_allowed_by_chatflow(flow.chatbot_config.as_deref(), origin) {
+        Ok(())
+    } else {
+        Err(ApiError::Forbidden(
+            "This site is not allowed to access this chatbot".into(),
+        ))
+    }
+}
+
 /// Asks a chatflow a question.
 ///
 /// JSON (`application/json`) or multipart (`multipart/form-data`: files in
@@ -366,15 +380,7 @@ async fn create_prediction(
     };
     let request = Request::from_parts(parts, body);
     let flow = authorize(&state, id, auth.as_ref()).await?;
-    let origin = request
-        .headers()
-        .get(header::ORIGIN)
-        .and_then(|v| v.to_str().ok());
-    if !cors::origin_allowed_by_chatflow(flow.chatbot_config.as_deref(), origin) {
-        return Err(ApiError::Forbidden(
-            "This site is not allowed to access this chatbot".into(),
-        ));
-    }
+    check_origin(&flow, request.headers())?;
     if let Some(limit) = ratelimit::from_api_config(flow.api_config.as_deref()) {
         let who = caller(&request, auth.as_ref(), state.config.trust_proxy);
         ratelimit::check(&*state.store, &limit, flow.id, &who).await?;
@@ -590,6 +596,79 @@ async fn streaming_support(
         .get(flow.id, flow.updated_date, &flow.flow_data)
         .is_ok_and(|plan| plan.is_streamable());
     Ok(Json(StreamingSupport { is_streaming }))
+}
+
+/// The inputs of an agentflow's start node the chat widget reads to show its form.
+const START_FORM_INPUTS: [&str; 4] = [
+    "startInputType",
+    "formTitle",
+    "formDescription",
+    "formInputTypes",
+];
+
+/// What Flowise's chat widget loads before its first message: the chatflow's
+/// `chatbotConfig` (its look and texts), `uploads` (which files the chat takes) and,
+/// for an agentflow, `flowData` holding only its start node's form. Flowise sends the
+/// whole `flowData`, keys in node inputs included, to anyone; weir sends the form
+/// alone, and only to a caller who may run the chatflow (the prediction's rule).
+#[utoipa::path(
+    get,
+    path = "/api/v1/public-chatbotConfig/{id}",
+    tag = "predictions",
+    security((), ("bearer" = []), ("apiKey" = [])),
+    params(("id" = Uuid, Path, description = "Chatflow id")),
+    responses(
+        (status = 200, description = "The widget's configuration", body = Object),
+        (status = 404, description = "No such chatflow", body = ErrorBody),
+        CommonErrors
+    )
+)]
+async fn public_chatbot_config(
+    State(state): State<AppState>,
+    Path(id): Path<Uuid>,
+    request: Request,
+) -> ApiResult<axum::Json<Map<String, Value>>> {
+    let (parts, _) = request.into_parts();
+    let auth = match presented_key(&parts)? {
+        Some(key) => Some(AuthUser::authenticate(&state, &key).await?),
+        None => None,
+    };
+    let flow = authorize(&state, id, auth.as_ref()).await?;
+    check_origin(&flow, &parts.headers)?;
+    let mut config = flow
+        .chatbot_config
+        .as_deref()
+        .and_then(|text| serde_json::from_str::<Map<String, Value>>(text).ok())
+        .unwrap_or_default();
+    let plan = state
+        .plans
+        .get(flow.id, flow.updated_date, &flow.flow_data)
+        .ok();
+    let takes_files = plan.as_ref().is_some_and(|plan| plan.takes_chat_files());
+    config.insert(
+        "uploads".into(),
+        json!({
+            "isSpeechToTextEnabled": false,
+            "isImageUploadAllowed": false,
+            "isRAGFileUploadAllowed": takes_files,
+            "imgUploadSizeAndTypes": [],
+            "fileUploadSizeAndTypes": if takes_files {
+                json!([{"fileTypes": ["*"], "maxUploadSize": MAX_UPLOAD_BYTES / (1024 * 1024)}])
+            } else {
+                json!([])
+            },
+        }),
+    );
+    config.insert("isTTSEnabled".into(), Value::Bool(false));
+    if let Some(start) = plan.as_ref().and_then(|plan| plan.agentflow_start()) {
+        let inputs: Map<String, Value> = START_FORM_INPUTS
+            .iter()
+            .filter_map(|name| Some(((*name).to_owned(), start.inputs.get(*name)?.clone())))
+            .collect();
+        let flow_data = json!({"nodes": [{"id": start.id, "data": {"name": start.name, "inputs": inputs}}], "edges": []});
+        config.insert("flowData".into(), Value::String(flow_data.to_string()));
+    }
+    Ok(axum::Json(config))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]

@@ -1,0 +1,181 @@
+"""Flowise's chat embed on a page of another origin, in a real browser: headless
+Chromium (Debian's package, driven by Playwright) loads a page served from one
+origin with the `flowise-embed` widget (the npm package's published bundle, checked
+against its pinned digest) pointed at weir on another origin; the widget loads its
+configuration (`chatflows-streaming`, `public-chatbotConfig`), a message typed into
+it is sent as a streamed prediction, and the answer appears in the chat. Preflights
+and CORS headers are the browser's to check: any refusal fails the test.
+"""
+
+import hashlib
+import http.server
+import json
+import subprocess
+import tarfile
+import threading
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import sync_playwright
+
+import flows
+from fakes import FakeProviders
+from weir_harness import Api
+
+WIDGET = "flowise-embed@3.1.6"
+WIDGET_SHA256 = "4a8aa53c20cddb93cd00e838c3b97c82915730a5c8259c08d733df40defebffc"
+CHROMIUM = Path("/usr/bin/chromium")
+CACHE = Path(__file__).resolve().parent.parent / ".cache"
+
+
+@pytest.fixture(scope="module")
+def widget_js() -> Path:
+    """The widget's bundle (dist/web.js) from the npm package, fetched once."""
+    target = CACHE / "flowise-embed-3.1.6" / "web.js"
+    if not target.exists():
+        CACHE.mkdir(exist_ok=True)
+        packed = subprocess.run(["npm", "pack", WIDGET, "--silent", "--pack-destination", str(CACHE)],
+                                check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
+        tarball = CACHE / packed
+        digest = hashlib.sha256(tarball.read_bytes()).hexdigest()
+        assert digest == WIDGET_SHA256, f"{WIDGET} is not the package pinned here (sha256 {digest})"
+        with tarfile.open(tarball) as tar:
+            source = tar.extractfile("package/dist/web.js")
+            assert source is not None
+            target.parent.mkdir(exist_ok=True)
+            target.write_bytes(source.read())
+        tarball.unlink()
+    return target
+
+
+class Page:
+    """A web site on its own origin (another port of 127.0.0.1 than weir's) serving
+    one HTML page and the widget's script."""
+
+    def __init__(self, html: str, script: Path):
+        files = {"/": ("text/html", html.encode()), "/web.js": ("text/javascript", script.read_bytes())}
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                kind, body = files.get(self.path.split("?")[0], ("text/plain", b""))
+                self.send_response(200 if body else 404)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def embed_page(chatflow: str, api_host: str) -> str:
+    config = json.dumps({"chatflowid": chatflow, "apiHost": api_host})
+    return f"""<!doctype html>
+<html><head><meta charset="utf-8"><title>shop</title><link rel="icon" href="data:,"></head>
+<body>
+<flowise-fullchatbot></flowise-fullchatbot>
+<script type="module">
+  import Chatbot from "./web.js";
+  Chatbot.initFull({config});
+</script>
+</body></html>"""
+
+
+def test_the_flowise_embed_widget_chats_with_weir_from_another_origin(make_weir, widget_js):
+    assert CHROMIUM.exists(), "Chromium is missing: scripts/system-deps installs Debian's chromium"
+    fake = FakeProviders()
+    w = make_weir()
+    w.start()
+    api = Api(w.url, w.create_key(workspace="shop"))
+    flow_data = flows.conversation(flows.openai_model(fake.url), flows.buffer_memory())
+    created = api.post("/chatflows", json={"name": "shop assistant", "flowData": flow_data, "isPublic": True})
+    assert created.status_code == 201, created.text
+    flow = created.json()["id"]
+    page = Page(embed_page(flow, w.url), widget_js)
+    seen = {"requests": [], "responses": [], "refused": []}
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=[
+                "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync"])
+            tab = browser.new_page()
+            tab.on("request", lambda r: seen["requests"].append((r.method, r.url, r.post_data)))
+            tab.on("response", lambda r: seen["responses"].append((r.url, r.status, r.headers)))
+            tab.on("requestfailed", lambda r: seen["refused"].append((r.url, r.failure)))
+            tab.on("console", lambda m: m.type == "error" and seen["refused"].append((m.location.get("url"), m.text)))
+            tab.goto(page.url)
+
+            box = tab.get_by_placeholder("Type your question")
+            box.wait_for(timeout=20_000)
+            box.fill("Where is my parcel?")
+            box.press("Enter")
+            tab.get_by_text("Echo: Where is my parcel?").wait_for(timeout=30_000)
+            browser.close()
+    finally:
+        page.close()
+        fake.close()
+
+    assert seen["refused"] == [], seen["refused"]
+    prediction = [r for r in seen["requests"] if r[0] == "POST" and f"/api/v1/prediction/{flow}" in r[1]]
+    assert len(prediction) == 1 and json.loads(prediction[0][2])["streaming"] is True, prediction
+    answered = {url.split("/api/v1/")[-1]: (status, headers) for url, status, headers in seen["responses"]
+                if url.startswith(w.url)}
+    status, headers = answered[f"prediction/{flow}"]
+    assert status == 200 and headers["content-type"].startswith("text/event-stream"), (status, headers)
+    assert headers["access-control-allow-origin"] == page.url
+    assert answered[f"chatflows-streaming/{flow}"][0] == 200
+    assert answered[f"public-chatbotConfig/{flow}"][0] == 200
+    # The exchange is the chat's memory, as with any other client.
+    chat_id = json.loads(prediction[0][2])["chatId"]
+    stored = api.get(f"/chatmessage/{flow}", params={"chatId": chat_id}).json()
+    assert [m["content"] for m in stored] == ["Where is my parcel?", "Echo: Where is my parcel?"]
+
+
+def test_the_widget_configuration_follows_the_prediction_rule_and_shows_no_flow(server, api):
+    """`public-chatbotConfig`: the chatbotConfig with `uploads`; for an agentflow, the
+    start node's form and nothing else of the flow; only to callers who may run it."""
+    form = [{"type": "string", "name": "order", "label": "Order number"}]
+    start = flows.af_start(form=form, formTitle="Track an order")
+    secret_model = flows.af_openai("http://127.0.0.1:9", key="sk-very-secret")
+    llm = flows.af_llm("llmAgentflow_0", secret_model)
+    agentflow = flows.agentflow([start, llm], [(start["id"], llm["id"])])
+    created = api.post("/chatflows", json={"name": "tracker", "type": "AGENTFLOW", "flowData": agentflow,
+                                           "chatbotConfig": json.dumps({"welcomeMessage": "Track it"})})
+    assert created.status_code == 201, created.text
+    flow = created.json()["id"]
+
+    anonymous = Api(server.url, None)
+    assert anonymous.get(f"/public-chatbotConfig/{flow}").status_code == 401
+    config = api.get(f"/public-chatbotConfig/{flow}").json()
+    assert config["welcomeMessage"] == "Track it"
+    assert config["uploads"]["isRAGFileUploadAllowed"] is False and config["uploads"]["isImageUploadAllowed"] is False
+    shown = json.loads(config["flowData"])
+    assert [n["data"]["name"] for n in shown["nodes"]] == ["startAgentflow"]
+    assert shown["nodes"][0]["data"]["inputs"]["formInputTypes"] == form
+    assert "sk-very-secret" not in json.dumps(config)
+
+    assert api.put(f"/chatflows/{flow}", json={"isPublic": True}).status_code == 200
+    assert anonymous.get(f"/public-chatbotConfig/{flow}").json()["welcomeMessage"] == "Track it"
+    other = Api(server.url, server.create_key(workspace="someone-else"))
+    assert other.get(f"/public-chatbotConfig/{flow}").status_code == 200  # public: anyone
+    assert anonymous.get("/public-chatbotConfig/00000000-0000-4000-8000-000000000000").status_code == 404
+
+
+def test_the_widget_is_told_when_a_chat_takes_files(api):
+    embeddings = flows.local_embeddings()
+    store = flows.memory_vector_store([], embeddings, fileUpload=True)
+    model = flows.local_model()
+    flow_data = flows.rag(embeddings, store, model, flows.conversational_retrieval_qa_chain(model, store))
+    created = api.post("/chatflows", json={"name": "files", "flowData": flow_data})
+    assert created.status_code == 201, created.text
+    uploads = api.get(f"/public-chatbotConfig/{created.json()['id']}").json()["uploads"]
+    assert uploads["isRAGFileUploadAllowed"] is True
+    assert uploads["fileUploadSizeAndTypes"] == [{"fileTypes": ["*"], "maxUploadSize": 50}]
