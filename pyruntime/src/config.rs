@@ -98,6 +98,12 @@ pub struct Config {
     #[arg(long, env = "PY_TOOL_REQUIRE_ISOLATION", default_value = "0", value_parser = parse_flag)]
     pub require_isolation: bool,
 
+    /// Layers `PY_TOOL_REQUIRE_ISOLATION=1` lets be missing (comma list of `cgroups`,
+    /// `zygote`, `disk`: those the server alone applies). In a container without cgroup
+    /// delegation, `cgroups`: the container's own limits then bound all runs together.
+    #[arg(long, env = "PY_TOOL_OPTIONAL_LAYERS", default_value = "", value_parser = OptionalLayers::parse)]
+    pub optional_layers: OptionalLayers,
+
     /// Every endpoint except /tools/health requires `Authorization: Bearer <key>`.
     /// Required: the runtime refuses to start without one (tool code could otherwise call
     /// this server as any workspace) unless `PY_TOOL_INSECURE_NO_KEY=1`.
@@ -176,6 +182,43 @@ pub fn parse_flag(text: &str) -> Result<bool, String> {
     }
 }
 
+/// The isolation layers a required isolation may go without (`PY_TOOL_OPTIONAL_LAYERS`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OptionalLayers(Vec<&'static str>);
+
+impl OptionalLayers {
+    /// The layers the server alone applies: a run's own layers (namespaces, view,
+    /// identity, Landlock, seccomp, network) can never be optional.
+    pub const ALLOWED: [&'static str; 3] = ["cgroups", "zygote", "disk"];
+
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let mut names = Vec::new();
+        for name in text.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            let known = Self::ALLOWED
+                .iter()
+                .find(|allowed| allowed.eq_ignore_ascii_case(name))
+                .ok_or_else(|| {
+                    format!(
+                        "`{name}` cannot be optional: only {} can",
+                        Self::ALLOWED.join(", ")
+                    )
+                })?;
+            if !names.contains(known) {
+                names.push(*known);
+            }
+        }
+        Ok(Self(names))
+    }
+
+    pub fn contains(&self, layer: &str) -> bool {
+        self.0.contains(&layer)
+    }
+
+    pub fn names(&self) -> &[&'static str] {
+        &self.0
+    }
+}
+
 /// Parses a duration: seconds (`3600`) or a number with `s`, `m`, `h` or `d`.
 pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
     let text = text.trim();
@@ -251,6 +294,24 @@ mod tests {
         assert!(parse_mem_size("-5M").is_err());
         assert!(parse_mem_size("1.5G").is_err());
         assert!(parse_mem_size("99999999999T").is_err());
+    }
+
+    #[test]
+    fn only_the_servers_own_layers_may_be_optional() {
+        let parsed = OptionalLayers::parse(" cgroups, Disk,cgroups,, ").unwrap();
+        assert_eq!(parsed.names(), ["cgroups", "disk"]);
+        assert!(parsed.contains("cgroups") && !parsed.contains("zygote"));
+        assert_eq!(
+            OptionalLayers::parse("").unwrap(),
+            OptionalLayers::default()
+        );
+        for refused in ["seccomp", "network", "landlock", "namespaces", "everything"] {
+            let error = OptionalLayers::parse(refused).unwrap_err();
+            assert!(
+                error.contains(refused) && error.contains("cgroups, zygote, disk"),
+                "{error}"
+            );
+        }
     }
 
     #[test]

@@ -67,6 +67,8 @@ struct Isolation {
     /// The bound on the disk a run fills (`PY_TOOL_RUN_DISK`).
     disk: Layer,
     required: bool,
+    /// Layers `required` lets be missing (`PY_TOOL_OPTIONAL_LAYERS`).
+    optional: Vec<&'static str>,
     /// What runs reach (`deny` where `public` cannot work).
     network: NetworkMode,
     max_concurrency: usize,
@@ -252,6 +254,7 @@ async fn prepare(config: &Config) -> std::io::Result<AppState> {
             Err(layer) => layer.clone(),
         },
         required: config.require_isolation,
+        optional: config.optional_layers.names().to_vec(),
         network: sandbox.network(),
         max_concurrency: config.concurrency(),
         max_queue: config.queue(),
@@ -265,10 +268,9 @@ async fn prepare(config: &Config) -> std::io::Result<AppState> {
         }
     }
     if config.require_isolation
-        && let Some((name, layer)) = isolation
-            .all()
-            .into_iter()
-            .find(|(_, layer)| layer.state != LayerState::Enforced)
+        && let Some((name, layer)) = isolation.all().into_iter().find(|(name, layer)| {
+            layer.state != LayerState::Enforced && !config.optional_layers.contains(name)
+        })
     {
         return Err(std::io::Error::other(format!(
             "PY_TOOL_REQUIRE_ISOLATION=1 but the {name} layer is {:?}: {}",
@@ -541,6 +543,7 @@ async fn health(State(state): State<AppState>) -> Json<Value> {
         "load": {"running": running, "queued": queued},
         "isolation": {
             "required": isolation.required,
+            "optional": isolation.optional,
             "network": isolation.network.name(),
             "layers": layers,
             "childProcess": true,
