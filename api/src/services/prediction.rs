@@ -376,7 +376,13 @@ impl RunTask {
             let update = match &result {
                 Ok(output) => output.agentflow.as_ref().map(|a| ExecutionUpdate {
                     state: Some(a.status),
-                    execution_data: Some(Value::from(a.executed.clone()).to_string()),
+                    // Serialised in place (the items also go into the answer).
+                    execution_data: serde_json::to_string(&a.executed)
+                        .map_err(|e| {
+                            tracing::error!(execution = %id, error = %e,
+                                "cannot serialise the agentflow's executed items");
+                        })
+                        .ok(),
                     action: Some(a.action.as_ref().map(Value::to_string)),
                     ..ExecutionUpdate::default()
                 }),

@@ -2043,13 +2043,15 @@ impl Store for SqliteStore {
         self.call(move |conn| {
             // Through the chatflow's row: an execution is always of a chatflow of
             // its own workspace.
-            let n = conn.execute(
-                "INSERT INTO executions (id, workspace_id, agentflow_id, session_id, state,
-                                         execution_data, action, is_public, created_at,
-                                         updated_at, stopped_at)
-                 SELECT ?1, workspace_id, id, ?4, ?5, ?6, ?7, ?8, ?9, ?9, NULL
-                 FROM chatflows WHERE id = ?3 AND workspace_id = ?2",
-                params![
+            let n = conn
+                .prepare_cached(
+                    "INSERT INTO executions (id, workspace_id, agentflow_id, session_id, state,
+                                             execution_data, action, is_public, created_at,
+                                             updated_at, stopped_at)
+                     SELECT ?1, workspace_id, id, ?4, ?5, ?6, ?7, ?8, ?9, ?9, NULL
+                     FROM chatflows WHERE id = ?3 AND workspace_id = ?2",
+                )?
+                .execute(params![
                     created.id.to_string(),
                     created.workspace_id.to_string(),
                     created.agentflow_id.to_string(),
@@ -2059,8 +2061,7 @@ impl Store for SqliteStore {
                     created.action,
                     created.is_public,
                     to_millis(&created.created_date),
-                ],
-            )?;
+                ])?;
             Ok((n > 0).then_some(created))
         })
         .await?
