@@ -373,7 +373,9 @@ def test_a_fifo_planted_as_package_metadata_blocks_nothing(runtime, workspace):
 
 
 def test_a_pathological_body_is_a_400_and_does_not_slow_another_workspace(start_runtime):
-    server = start_runtime({"PY_TOOL_ANALYSIS_TIMEOUT": "2"})
+    # Half a second: the body below takes CPython's tokenizer and ast about two seconds
+    # here, and 2 s was once not enough to time it out on a quiet machine.
+    server = start_runtime({"PY_TOOL_ANALYSIS_TIMEOUT": "0.5"})
     # Just under 1 MiB, and seconds of CPython's tokenizer and ast (analysed elsewhere).
     hard = "f(" * 150 + ")" * 150 + "\n" + "y = [1, 2, 3]\n" * 70000
     assert len(hard) < 1 << 20
