@@ -685,8 +685,8 @@ class FakeSite:
     """A web site on a loopback address (any of 127.0.0.0/8): GET answers `body`
     (as `content_type`, text/plain by default), POST answers `posted: <request
     body>` as text/plain; with `redirect_to` every request is a 302
-    there; with `pages` ({path: html}), GET of such a path answers that HTML (other
-    paths 404). Records each request as (method, path, headers with lower-case names, body)."""
+    there; with `pages` ({path: html, or path: (content type, bytes)}), GET of such a
+    path answers it (other paths 404). Records each request as (method, path, headers with lower-case names, body)."""
 
     def __init__(self, host="127.0.0.1", body="hello from the site", redirect_to=None, pages=None,
                  content_type="text/plain; charset=utf-8"):
@@ -715,9 +715,10 @@ class FakeSite:
                     return
                 if site.pages is not None and method == "GET":
                     page = site.pages.get(self.path)
-                    payload = (page or "not found").encode()
+                    kind, payload = page if isinstance(page, tuple) else \
+                        ("text/html; charset=utf-8", (page or "not found").encode())
                     self.send_response(200 if page is not None else 404)
-                    self.send_header("Content-Type", "text/html; charset=utf-8")
+                    self.send_header("Content-Type", kind)
                     self.send_header("Content-Length", str(len(payload)))
                     self.end_headers()
                     self.wfile.write(payload)

@@ -8,18 +8,16 @@ and CORS headers are the browser's to check: any refusal fails the test.
 """
 
 import hashlib
-import http.server
 import json
 import subprocess
 import tarfile
-import threading
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import sync_playwright
 
 import flows
-from fakes import FakeProviders
+from fakes import FakeProviders, FakeSite
 from weir_harness import Api
 
 WIDGET = "flowise-embed@3.1.6"
@@ -48,34 +46,6 @@ def widget_js() -> Path:
     return target
 
 
-class Page:
-    """A web site on its own origin (another port of 127.0.0.1 than weir's) serving
-    one HTML page and the widget's script."""
-
-    def __init__(self, html: str, script: Path):
-        files = {"/": ("text/html", html.encode()), "/web.js": ("text/javascript", script.read_bytes())}
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_GET(self):
-                kind, body = files.get(self.path.split("?")[0], ("text/plain", b""))
-                self.send_response(200 if body else 404)
-                self.send_header("Content-Type", kind)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
-
-
 def embed_page(chatflow: str, api_host: str) -> str:
     config = json.dumps({"chatflowid": chatflow, "apiHost": api_host})
     return f"""<!doctype html>
@@ -99,7 +69,9 @@ def test_the_flowise_embed_widget_chats_with_weir_from_another_origin(make_weir,
     created = api.post("/chatflows", json={"name": "shop assistant", "flowData": flow_data, "isPublic": True})
     assert created.status_code == 201, created.text
     flow = created.json()["id"]
-    page = Page(embed_page(flow, w.url), widget_js)
+    # Another origin: another port of 127.0.0.1 than weir's.
+    page = FakeSite(pages={"/": embed_page(flow, w.url),
+                           "/web.js": ("text/javascript", widget_js.read_bytes())})
     seen = {"requests": [], "responses": [], "refused": []}
     try:
         with sync_playwright() as p:

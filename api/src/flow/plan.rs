@@ -36,6 +36,9 @@ pub struct Plan {
     streamable: bool,
     /// The stored credentials the nodes name ([`credential_ids`]).
     credential_ids: Vec<String>,
+    /// Whether files attached to a prediction go to a vector store for the chat
+    /// ([`Runnable::upload_store`] of the flow built without overrides).
+    takes_chat_files: bool,
 }
 
 /// The credentials a graph's nodes name, each once: a node's own, and those of the
@@ -262,31 +265,28 @@ impl Plan {
         let streamable = !graph.nodes.iter().any(|node| {
             registry::spec(&node.name).is_some_and(|spec| spec.category == Category::OutputParser)
         });
-        if graph.nodes.iter().any(|n| n.name == "startAgentflow") {
-            let wiring = Arc::new(Wiring::build(&graph)?);
-            let plan = Plan {
-                credential_ids: credential_ids(&graph),
-                graph,
-                shape: Shape::Agentflow(wiring),
-                streamable,
-            };
-            plan.runnable(&Overrides::default())?;
-            return Ok(plan);
-        }
-        for node in &graph.nodes {
-            validate_node(&graph, node)?;
-        }
-        let shape = shape(&graph)?;
-        let plan = Plan {
+        let shape = if graph.nodes.iter().any(|n| n.name == "startAgentflow") {
+            Shape::Agentflow(Arc::new(Wiring::build(&graph)?))
+        } else {
+            for node in &graph.nodes {
+                validate_node(&graph, node)?;
+            }
+            shape(&graph)?
+        };
+        let mut plan = Plan {
             credential_ids: credential_ids(&graph),
             graph,
             shape,
             streamable,
+            takes_chat_files: false,
         };
         // Building once without overrides finds what only building can (an agent
         // on a model that cannot call tools), at 400 like every other flaw.
         if !matches!(plan.shape, Shape::StoreOnly) {
-            plan.runnable(&Overrides::default())?;
+            plan.takes_chat_files = plan
+                .runnable(&Overrides::default())?
+                .upload_store()
+                .is_some();
         }
         Ok(plan)
     }
@@ -389,17 +389,15 @@ impl Plan {
 
     /// An agentflow's start node (its input type and form), if this is an agentflow.
     pub fn agentflow_start(&self) -> Option<&FlowNode> {
-        match self.shape {
-            Shape::Agentflow(_) => self.graph.nodes.iter().find(|n| n.name == "startAgentflow"),
+        match &self.shape {
+            Shape::Agentflow(wiring) => self.graph.node(&wiring.start),
             _ => None,
         }
     }
 
-    /// Whether files attached to a prediction go to a vector store for the chat
-    /// ([`Runnable::upload_store`]), with no request overrides.
+    /// Whether files attached to a prediction go to a vector store for the chat.
     pub fn takes_chat_files(&self) -> bool {
-        self.runnable(&Overrides::default())
-            .is_ok_and(|runnable| runnable.upload_store().is_some())
+        self.takes_chat_files
     }
 
     pub fn runnable(&self, overrides: &Overrides<'_>) -> Result<Runnable, FlowError> {

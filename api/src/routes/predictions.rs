@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{ConnectInfo, DefaultBodyLimit, FromRequest, Multipart, Request, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -297,6 +298,14 @@ fn caller(request: &Request, auth: Option<&AuthUser>, trust_proxy: bool) -> Stri
         .unwrap_or_else(|| "ip:unknown".to_owned())
 }
 
+/// The caller's key when one is presented (public chatflows take callers without one).
+async fn caller_key(state: &AppState, parts: &Parts) -> ApiResult<Option<AuthUser>> {
+    match presented_key(parts)? {
+        Some(key) => Ok(Some(AuthUser::authenticate(state, &key).await?)),
+        None => Ok(None),
+    }
+}
+
 /// The chatflow, if this caller may run it.
 async fn authorize(
     state: &AppState,
@@ -374,10 +383,7 @@ async fn create_prediction(
     request: Request,
 ) -> ApiResult<Response> {
     let (parts, body) = request.into_parts();
-    let auth = match presented_key(&parts)? {
-        Some(key) => Some(AuthUser::authenticate(&state, &key).await?),
-        None => None,
-    };
+    let auth = caller_key(&state, &parts).await?;
     let request = Request::from_parts(parts, body);
     let flow = authorize(&state, id, auth.as_ref()).await?;
     check_origin(&flow, request.headers())?;
@@ -629,10 +635,7 @@ async fn public_chatbot_config(
     request: Request,
 ) -> ApiResult<axum::Json<Map<String, Value>>> {
     let (parts, _) = request.into_parts();
-    let auth = match presented_key(&parts)? {
-        Some(key) => Some(AuthUser::authenticate(&state, &key).await?),
-        None => None,
-    };
+    let auth = caller_key(&state, &parts).await?;
     let flow = authorize(&state, id, auth.as_ref()).await?;
     check_origin(&flow, &parts.headers)?;
     let mut config = flow
