@@ -3,6 +3,7 @@
 
 mod common;
 
+use std::sync::Arc;
 use weir_api::domain::apikey::generate_key;
 use weir_api::domain::trigger::LEASE_EXPIRED;
 use weir_api::domain::{
@@ -12,7 +13,8 @@ use weir_api::domain::{
 use weir_api::domain::{Delivery, ResultStatus, Trigger, TriggerType, time};
 use weir_api::domain::{ExecutionFilter, ExecutionState, ExecutionUpdate, NewExecution};
 use weir_api::services::triggers::scheduler::plan;
-use weir_api::store::{Store, StoreError};
+
+use weir_api::store::{CachedStore, RunWrites, Store, StoreError};
 
 macro_rules! conformance {
     ($($case:ident),* $(,)?) => {
@@ -64,6 +66,8 @@ conformance!(
     latest_execution_is_the_newest_of_its_session,
     execution_listing_filters_and_pages_newest_first,
     executions_are_shared_and_deleted_per_workspace,
+    runs_are_written_together_each_all_or_none,
+    grouped_runs_keep_a_failing_run_apart,
 );
 
 fn flow(ws: uuid::Uuid, name: &str) -> NewChatflow {
@@ -1151,6 +1155,193 @@ async fn executions_start_in_progress_and_are_updated(t: &common::TestStore) {
         .await
         .unwrap();
     assert_eq!(missing, None);
+}
+
+fn finished(data: &str) -> ExecutionUpdate {
+    ExecutionUpdate {
+        state: Some(ExecutionState::Finished),
+        execution_data: Some(data.into()),
+        action: Some(None),
+        ..Default::default()
+    }
+}
+
+async fn runs_are_written_together_each_all_or_none(t: &common::TestStore) {
+    let store: &dyn Store = &*t.store;
+    let ws = store.ensure_workspace("runs").await.unwrap();
+    let f = store
+        .create_chatflow(flow(ws.id, "agent"))
+        .await
+        .unwrap()
+        .id;
+    let running = store
+        .create_execution(&new_execution(ws.id, f, "s1"))
+        .await
+        .unwrap();
+    let other_run = store
+        .create_execution(&new_execution(ws.id, f, "s5"))
+        .await
+        .unwrap();
+    let stopped_only = ExecutionUpdate {
+        state: Some(ExecutionState::InProgress),
+        only_from: Some(ExecutionState::Stopped),
+        ..Default::default()
+    };
+    let outcomes = store
+        .write_runs(vec![
+            // A run's end: its record and its messages.
+            RunWrites {
+                update_execution: Some((running.id, finished("[1]"))),
+                messages: vec![
+                    msg(f, "s1", MessageRole::User, "q"),
+                    msg(f, "s1", MessageRole::Api, "a"),
+                ],
+                ..Default::default()
+            },
+            // A run of a chatflow that is gone: nothing of it is stored.
+            RunWrites {
+                start_execution: Some(new_execution(ws.id, uuid::Uuid::new_v4(), "s2")),
+                messages: vec![msg(f, "s2", MessageRole::User, "lost")],
+                ..Default::default()
+            },
+            // A run's start.
+            RunWrites {
+                start_execution: Some(new_execution(ws.id, f, "s3")),
+                ..Default::default()
+            },
+            // An update that does not apply is no failure: the messages stay.
+            RunWrites {
+                update_execution: Some((running.id, stopped_only)),
+                messages: vec![msg(f, "s4", MessageRole::User, "kept")],
+                ..Default::default()
+            },
+            // A run whose messages cannot be stored: its update is undone.
+            RunWrites {
+                update_execution: Some((other_run.id, finished("[2]"))),
+                messages: vec![msg(uuid::Uuid::new_v4(), "s5", MessageRole::User, "x")],
+                ..Default::default()
+            },
+        ])
+        .await;
+    assert_eq!(outcomes.len(), 5);
+    let mut outcomes = outcomes.into_iter();
+    let ended = outcomes.next().unwrap().unwrap();
+    let updated = ended.updated.unwrap();
+    assert_eq!(
+        (updated.id, updated.state, updated.execution_data.as_str()),
+        (running.id, ExecutionState::Finished, "[1]")
+    );
+    assert_eq!(ended.started, None);
+    let texts: Vec<_> = ended.messages.iter().map(|m| m.content.as_str()).collect();
+    assert_eq!(texts, ["q", "a"]);
+    let err = outcomes.next().unwrap().unwrap_err();
+    assert!(matches!(err, StoreError::Conflict(_)), "{err}");
+    let started = outcomes.next().unwrap().unwrap().started.unwrap();
+    assert_eq!(
+        (started.state, started.session_id.as_str()),
+        (ExecutionState::InProgress, "s3")
+    );
+    let unapplied = outcomes.next().unwrap().unwrap();
+    assert_eq!(unapplied.updated, None);
+    assert_eq!(unapplied.messages.len(), 1);
+    assert!(outcomes.next().unwrap().is_err());
+    assert_eq!(
+        store.get_execution(ws.id, other_run.id).await.unwrap(),
+        Some(other_run)
+    );
+
+    assert_eq!(
+        store.get_execution(ws.id, running.id).await.unwrap(),
+        Some(updated)
+    );
+    assert_eq!(
+        store.latest_execution(f, "s3").await.unwrap(),
+        Some(started)
+    );
+    assert_eq!(store.latest_execution(f, "s2").await.unwrap(), None);
+    let stored = |chat: &'static str| store.list_chat_messages(f, Some(chat), None);
+    let texts = |m: Vec<weir_api::domain::ChatMessageRecord>| -> Vec<String> {
+        m.into_iter().map(|m| m.content).collect()
+    };
+    assert_eq!(texts(stored("s1").await.unwrap()), ["q", "a"]);
+    assert!(stored("s2").await.unwrap().is_empty());
+    assert_eq!(texts(stored("s4").await.unwrap()), ["kept"]);
+}
+
+/// Through the store the server uses (group commit): runs written at the same
+/// time are committed together, and the one that cannot be stored fails alone.
+async fn grouped_runs_keep_a_failing_run_apart(t: &common::TestStore) {
+    let store: Arc<dyn Store> = Arc::new(CachedStore::new(
+        Arc::clone(&t.store),
+        std::time::Duration::ZERO,
+    ));
+    let ws = store.ensure_workspace("grouped").await.unwrap();
+    let f = store
+        .create_chatflow(flow(ws.id, "agent"))
+        .await
+        .unwrap()
+        .id;
+    let runs = (0..40).map(|i| {
+        let store = Arc::clone(&store);
+        tokio::spawn(async move {
+            let session = format!("s{i}");
+            // Every tenth run names a chatflow that does not exist.
+            let agentflow = if i % 10 == 3 { uuid::Uuid::new_v4() } else { f };
+            let started = store
+                .create_execution(&new_execution(ws.id, agentflow, &session))
+                .await?;
+            let ended = store
+                .write_run(RunWrites {
+                    update_execution: Some((started.id, finished("[]"))),
+                    messages: vec![
+                        msg(f, &session, MessageRole::User, "q"),
+                        msg(f, &session, MessageRole::Api, "a"),
+                    ],
+                    ..Default::default()
+                })
+                .await?;
+            Ok::<_, StoreError>(ended)
+        })
+    });
+    let outcomes = futures_util::future::join_all(runs).await;
+    let mut failed = 0;
+    for (i, outcome) in outcomes.into_iter().enumerate() {
+        match outcome.unwrap() {
+            Ok(ended) => {
+                let updated = ended.updated.unwrap();
+                assert_eq!(updated.state, ExecutionState::Finished, "run {i}");
+                assert_eq!(ended.messages.len(), 2, "run {i}");
+            }
+            Err(err) => {
+                assert_eq!(i % 10, 3, "run {i} failed: {err}");
+                assert!(matches!(err, StoreError::Conflict(_)), "{err}");
+                failed += 1;
+            }
+        }
+    }
+    assert_eq!(failed, 4);
+    assert_eq!(
+        store.list_chat_messages(f, None, None).await.unwrap().len(),
+        72
+    );
+    let listed = store
+        .list_executions(
+            ws.id,
+            &ExecutionFilter::default(),
+            Page {
+                page: 1,
+                limit: 100,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(listed.total, 36);
+    assert!(
+        listed
+            .items
+            .iter()
+            .all(|e| e.execution.state == ExecutionState::Finished)
+    );
 }
 
 async fn latest_execution_is_the_newest_of_its_session(t: &common::TestStore) {

@@ -25,6 +25,7 @@ use crate::flow::run::{self, RunError};
 use crate::flow::tools::{FlowContext, ToolEnv};
 use crate::flow::{FlowError, FlowEvent, Overrides, RunContext, RunInput, RunOutput};
 use crate::llm::{ChatMessage, Role};
+use crate::store::RunWrites;
 
 /// Events between the run and the answer, buffered at most this many.
 const EVENT_BUFFER: usize = 64;
@@ -372,34 +373,19 @@ impl RunTask {
             Err(RunError::Flow(_)) => metrics.prediction(&chatflow, "error", 0),
             Err(RunError::Cancelled) => metrics.prediction(&chatflow, "cancelled", 0),
         }
-        if let Some(id) = self.execution {
-            let update = match &result {
-                Ok(output) => output.agentflow.as_ref().map(|a| ExecutionUpdate {
-                    state: Some(a.status),
-                    // Serialised in place (the items also go into the answer).
-                    execution_data: serde_json::to_string(&a.executed)
-                        .map_err(|e| {
-                            tracing::error!(execution = %id, error = %e,
-                                "cannot serialise the agentflow's executed items");
-                        })
-                        .ok(),
-                    action: Some(a.action.as_ref().map(Value::to_string)),
-                    ..ExecutionUpdate::default()
-                }),
-                Err(_) => Some(ExecutionUpdate {
-                    state: Some(ExecutionState::Terminated),
-                    ..ExecutionUpdate::default()
-                }),
-            };
-            if let Some(update) = update
-                && let Err(e) = self.state.store.update_execution(id, update).await
-            {
-                tracing::error!(execution = %id, error = %e, "cannot record the agentflow's execution");
-            }
-        }
-        if let Ok(output) = &result
-            && let Some(error) = output.agentflow.as_ref().and_then(|a| a.error.clone())
+        let mut execution_end = self.execution_end(&result);
+        let failed = match &result {
+            Ok(output) => output.agentflow.as_ref().and_then(|a| a.error.clone()),
+            Err(_) => None,
+        };
+        // A finished run's record is written with its messages (`remember`).
+        if (failed.is_some() || result.is_err())
+            && let Some((id, update)) = execution_end.take()
+            && let Err(e) = self.state.store.update_execution(id, update).await
         {
+            tracing::error!(execution = %id, error = %e, "cannot record the agentflow's execution");
+        }
+        if let Some(error) = failed {
             tracing::warn!(chatflow = %self.chatflow_id, error = %error, "agentflow run failed");
             let _ = out.send(PredictionEvent::Error(error)).await;
             return;
@@ -413,7 +399,7 @@ impl RunTask {
             tracing::error!(chatflow = %self.chatflow_id, error = %e, "cannot keep the agent checkpoint");
         }
         match result {
-            Ok(output) => match self.remember(&output).await {
+            Ok(output) => match self.remember(&output, execution_end).await {
                 Ok(message_id) => {
                     let result = PredictionResult {
                         text: output.text,
@@ -468,8 +454,41 @@ impl RunTask {
             .map_err(|e| e.to_string())
     }
 
-    /// Stores the question and the answer; returns the answer's message id.
-    async fn remember(&self, output: &RunOutput) -> Result<Uuid, crate::store::StoreError> {
+    /// How the run's execution record ends, for an agentflow run: its items,
+    /// state and pending action, or `TERMINATED` when the run did not finish.
+    fn execution_end(
+        &self,
+        result: &Result<RunOutput, RunError>,
+    ) -> Option<(Uuid, ExecutionUpdate)> {
+        let id = self.execution?;
+        let update = match result {
+            Ok(output) => output.agentflow.as_ref().map(|a| ExecutionUpdate {
+                state: Some(a.status),
+                // Serialised in place (the items also go into the answer).
+                execution_data: serde_json::to_string(&a.executed)
+                    .map_err(|e| {
+                        tracing::error!(execution = %id, error = %e,
+                            "cannot serialise the agentflow's executed items");
+                    })
+                    .ok(),
+                action: Some(a.action.as_ref().map(Value::to_string)),
+                ..ExecutionUpdate::default()
+            }),
+            Err(_) => Some(ExecutionUpdate {
+                state: Some(ExecutionState::Terminated),
+                ..ExecutionUpdate::default()
+            }),
+        };
+        update.map(|update| (id, update))
+    }
+
+    /// Stores the question and the answer, with the end of the run's execution
+    /// record when it has one (all in one write); returns the answer's message id.
+    async fn remember(
+        &self,
+        output: &RunOutput,
+        execution_end: Option<(Uuid, ExecutionUpdate)>,
+    ) -> Result<Uuid, crate::store::StoreError> {
         let message = |role, content: &str| NewChatMessage {
             chatflow_id: self.chatflow_id,
             chat_id: self.session.clone(),
@@ -485,15 +504,23 @@ impl RunTask {
                 .then(|| serde_json::to_string(&output.source_documents).unwrap_or_default()),
             ..message(MessageRole::Api, &output.text)
         };
-        let stored = self
-            .state
-            .store
-            .append_chat_messages(vec![
-                message(MessageRole::User, &self.input.question),
-                answer,
-            ])
-            .await?;
-        Ok(stored.last().map(|m| m.id).unwrap_or_else(Uuid::new_v4))
+        let ending = execution_end.as_ref().map(|(id, _)| *id);
+        let writes = RunWrites {
+            update_execution: execution_end,
+            messages: vec![message(MessageRole::User, &self.input.question), answer],
+            ..RunWrites::default()
+        };
+        let stored = self.state.store.write_run(writes).await?;
+        if let Some(id) = ending
+            && stored.updated.is_none()
+        {
+            tracing::warn!(execution = %id, "the agentflow's execution record was gone when its run ended");
+        }
+        Ok(stored
+            .messages
+            .last()
+            .map(|m| m.id)
+            .unwrap_or_else(Uuid::new_v4))
     }
 }
 

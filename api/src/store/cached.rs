@@ -3,7 +3,8 @@
 //!
 //! [`CachedStore`] wraps a [`Store`] and serves three reads from memory — API keys
 //! by hash, chatflows by id, pages of a workspace's chatflows — and sends
-//! conversation writes through [`GroupCommit`]. Everything else passes straight
+//! what runs write (conversation messages, execution records) through
+//! [`GroupCommit`]. Everything else passes straight
 //! through.
 //!
 //! The caches never weaken what a write promises:
@@ -29,16 +30,15 @@ use async_trait::async_trait;
 use uuid::Uuid;
 
 use super::group_commit::GroupCommit;
-use super::{ClaimPlanner, Listing, Store, StoreResult};
+use super::{ClaimPlanner, Listing, RunWrites, RunWritten, Store, StoreResult};
 use crate::domain::credential::SealedCredential;
 use crate::domain::time::{self, Timestamp};
 use crate::domain::vector::ChunkKey;
 use crate::domain::{
     ApiKey, ChatMessageRecord, Chatflow, ChatflowPatch, Delivery, Execution, ExecutionFilter,
-    ExecutionUpdate, Firing, Lead, ListedExecution, NewApiKey, NewChatMessage, NewChatflow,
-    NewExecution, NewMail, NewTool, NewTriggerResult, NewVariable, OutboxMail, Page, Tool,
-    ToolPatch, Trigger, TriggerResult, UpsertRecord, Variable, VariablePatch, VectorChunk,
-    VectorWrite, Workspace,
+    Firing, Lead, ListedExecution, NewApiKey, NewChatflow, NewMail, NewTool, NewTriggerResult,
+    NewVariable, OutboxMail, Page, Tool, ToolPatch, Trigger, TriggerResult, UpsertRecord, Variable,
+    VariablePatch, VectorChunk, VectorWrite, Workspace,
 };
 
 /// Entries each cache holds at most.
@@ -153,7 +153,8 @@ pub struct CachedStore {
     chatflows: TtlCache<Uuid, Arc<Chatflow>>,
     /// Pages of a workspace's chatflows, by (workspace, page, limit).
     listings: TtlCache<(Uuid, u32, u32), Arc<Listing<Chatflow>>>,
-    messages: GroupCommit,
+    /// Runs' messages and execution records, committed in groups.
+    writes: GroupCommit,
 }
 
 impl CachedStore {
@@ -161,7 +162,7 @@ impl CachedStore {
     /// group commit stays). Must be called inside the Tokio runtime.
     pub fn new(inner: Arc<dyn Store>, ttl: Duration) -> Self {
         CachedStore {
-            messages: GroupCommit::start(Arc::clone(&inner)),
+            writes: GroupCommit::start(Arc::clone(&inner)),
             inner,
             keys: TtlCache::new(ttl),
             chatflows: TtlCache::new(ttl),
@@ -302,11 +303,12 @@ impl Store for CachedStore {
             .await
     }
 
-    async fn append_chat_messages(
-        &self,
-        messages: Vec<NewChatMessage>,
-    ) -> StoreResult<Vec<ChatMessageRecord>> {
-        self.messages.append(messages).await
+    async fn write_runs(&self, runs: Vec<RunWrites>) -> Vec<StoreResult<RunWritten>> {
+        self.inner.write_runs(runs).await
+    }
+
+    async fn write_run(&self, writes: RunWrites) -> StoreResult<RunWritten> {
+        self.writes.write(writes).await
     }
 
     async fn list_chat_messages(
@@ -645,18 +647,6 @@ impl Store for CachedStore {
         limit: u32,
     ) -> StoreResult<Vec<UpsertRecord>> {
         self.inner.list_upsert_history(chatflow, limit).await
-    }
-
-    async fn create_execution(&self, execution: &NewExecution) -> StoreResult<Execution> {
-        self.inner.create_execution(execution).await
-    }
-
-    async fn update_execution(
-        &self,
-        id: Uuid,
-        update: ExecutionUpdate,
-    ) -> StoreResult<Option<Execution>> {
-        self.inner.update_execution(id, update).await
     }
 
     async fn get_execution(&self, workspace: Uuid, id: Uuid) -> StoreResult<Option<Execution>> {

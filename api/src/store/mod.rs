@@ -6,8 +6,9 @@
 //!   sharing one database.
 //!
 //! - [`CachedStore`] (`cached.rs`): the layer [`open`] puts in front of either —
-//!   API keys and chatflows cached with a bounded lifetime, conversation messages
-//!   committed in groups (`group_commit.rs`).
+//!   API keys and chatflows cached with a bounded lifetime, what runs write
+//!   (conversation messages, execution records) committed in groups
+//!   (`group_commit.rs`).
 //!
 //! SQL lives only in the two backends. Each backend embeds its numbered migrations
 //! (`migrations/<backend>/NNNN_name.sql`) and applies the missing ones at open.
@@ -44,7 +45,7 @@ pub use cached::CachedStore;
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     /// A uniqueness rule was broken; the text says which, in user terms.
     #[error("{0}")]
@@ -144,12 +145,32 @@ pub trait Store: Send + Sync + 'static {
     /// prediction path reads it on every request (see [`CachedStore`]).
     async fn find_chatflow(&self, id: Uuid) -> StoreResult<Option<Arc<Chatflow>>>;
 
-    // Conversation memory
+    // What runs write: conversation messages and execution records
+    /// Applies each run's writes (see [`RunWrites`]), all or none per run. The
+    /// runs share one transaction where they can; one run's failure is its own,
+    /// the others still commit. One outcome per run, in order.
+    async fn write_runs(&self, runs: Vec<RunWrites>) -> Vec<StoreResult<RunWritten>>;
+
+    /// One run's writes, all or none. [`CachedStore`] commits them together
+    /// with other runs' (`group_commit.rs`).
+    async fn write_run(&self, writes: RunWrites) -> StoreResult<RunWritten> {
+        self.write_runs(vec![writes])
+            .await
+            .pop()
+            .unwrap_or_else(|| Err(StoreError::Backend("the store answered no run".into())))
+    }
+
     /// Appends messages in order, all or none.
     async fn append_chat_messages(
         &self,
         messages: Vec<NewChatMessage>,
-    ) -> StoreResult<Vec<ChatMessageRecord>>;
+    ) -> StoreResult<Vec<ChatMessageRecord>> {
+        let writes = RunWrites {
+            messages,
+            ..RunWrites::default()
+        };
+        Ok(self.write_run(writes).await?.messages)
+    }
     /// Messages of a chatflow, oldest first; of one session when `chat_id` is given;
     /// only the last `last` when given.
     async fn list_chat_messages(
@@ -408,14 +429,29 @@ pub trait Store: Send + Sync + 'static {
 
     // Agentflow executions
     /// Starts an execution: `INPROGRESS`, `executionData` `"[]"`, not public.
-    async fn create_execution(&self, execution: &NewExecution) -> StoreResult<Execution>;
+    async fn create_execution(&self, execution: &NewExecution) -> StoreResult<Execution> {
+        let writes = RunWrites {
+            start_execution: Some(execution.clone()),
+            ..RunWrites::default()
+        };
+        self.write_run(writes)
+            .await?
+            .started
+            .ok_or_else(|| StoreError::Backend("the store started no execution".into()))
+    }
     /// Applies `update` (and moves `updatedDate` on) in one transaction; `None`
     /// when there is no such execution. Not scoped: the engine that runs it calls.
     async fn update_execution(
         &self,
         id: Uuid,
         update: ExecutionUpdate,
-    ) -> StoreResult<Option<Execution>>;
+    ) -> StoreResult<Option<Execution>> {
+        let writes = RunWrites {
+            update_execution: Some((id, update)),
+            ..RunWrites::default()
+        };
+        Ok(self.write_run(writes).await?.updated)
+    }
     async fn get_execution(&self, workspace: Uuid, id: Uuid) -> StoreResult<Option<Execution>>;
     /// The public execution of that id, whatever its workspace (read without a key).
     async fn find_public_execution(&self, id: Uuid) -> StoreResult<Option<Execution>>;
@@ -446,6 +482,30 @@ pub trait Store: Send + Sync + 'static {
     async fn delete_executions(&self, workspace: Uuid, ids: &[Uuid]) -> StoreResult<u64>;
 }
 
+/// What one run writes, applied all or none in this order: the execution it
+/// starts, the update of an execution, the conversation messages (in order).
+#[derive(Debug, Default)]
+pub struct RunWrites {
+    /// Started `INPROGRESS`, `executionData` `"[]"`, not public; a
+    /// [`StoreError::Conflict`] when the chatflow is not in the workspace.
+    pub start_execution: Option<NewExecution>,
+    /// Applied (moving `updatedDate` on) when the execution exists and the
+    /// update applies to it (see [`ExecutionUpdate::applies_to`]).
+    pub update_execution: Option<(Uuid, ExecutionUpdate)>,
+    pub messages: Vec<NewChatMessage>,
+}
+
+/// What [`RunWrites`] stored.
+#[derive(Debug, Default)]
+pub struct RunWritten {
+    /// The execution started, when one was asked for.
+    pub started: Option<Execution>,
+    /// The execution as updated; `None` when there was none to update or the
+    /// update did not apply.
+    pub updated: Option<Execution>,
+    pub messages: Vec<ChatMessageRecord>,
+}
+
 /// What [`Store::enable_pgvector`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Pgvector {
@@ -464,7 +524,7 @@ pub enum Pgvector {
 
 /// Opens the configured store, applies pending migrations, and puts the
 /// hot-path layer ([`CachedStore`]: caches living at most `cache_ttl`, group
-/// commit of conversation messages) in front of it.
+/// commit of runs' writes) in front of it.
 pub async fn open(
     location: &StoreLocation,
     cache_ttl: std::time::Duration,

@@ -17,20 +17,21 @@ use tokio_postgres::{NoTls, Row};
 use uuid::Uuid;
 
 use super::migrations::{self, Migration};
-use super::{ClaimPlanner, Listing, Store, StoreError, StoreResult, conflict_as};
+use super::{
+    ClaimPlanner, Listing, RunWrites, RunWritten, Store, StoreError, StoreResult, conflict_as,
+};
 use crate::domain::credential::SealedCredential;
 use crate::domain::time::{self, Timestamp};
 use crate::domain::trigger::{self as trig, LEASE_EXPIRED, failure_mail};
 use crate::domain::vector::{ChunkKey, UpsertCounts, embedding_bytes, embedding_from_bytes};
 use crate::domain::{
-    AgentflowRef, Execution, ExecutionFilter, ExecutionState, ExecutionUpdate, ListedExecution,
-    NewExecution,
+    AgentflowRef, Execution, ExecutionFilter, ExecutionState, ListedExecution, NewExecution,
 };
 use crate::domain::{
     ApiKey, ChatMessageRecord, Chatflow, ChatflowPatch, ChatflowType, Delivery, Firing, Lead,
-    MessageRole, NewApiKey, NewChatMessage, NewChatflow, NewMail, NewTool, NewTriggerResult,
-    NewVariable, OutboxMail, Page, Permission, ResultStatus, Tool, ToolPatch, Trigger,
-    TriggerResult, TriggerType, UpsertRecord, Variable, VariablePatch, VariableType, Workspace,
+    MessageRole, NewApiKey, NewChatflow, NewMail, NewTool, NewTriggerResult, NewVariable,
+    OutboxMail, Page, Permission, ResultStatus, Tool, ToolPatch, Trigger, TriggerResult,
+    TriggerType, UpsertRecord, Variable, VariablePatch, VariableType, Workspace,
 };
 use crate::domain::{VectorChunk, VectorWrite, execution, tool, variable};
 
@@ -132,6 +133,51 @@ impl PostgresStore {
         let client = self.client().await?;
         let stmt = client.prepare_cached(sql).await.map_err(backend)?;
         client.execute(&stmt, params).await.map_err(backend)
+    }
+
+    /// Applies the writes of `runs` in one transaction, all or none (a failing
+    /// run fails them all: [`Store::write_runs`] then writes each on its own).
+    /// Messages alone are one statement, atomic without a transaction.
+    async fn write_together(&self, runs: &[RunWrites]) -> StoreResult<Vec<RunWritten>> {
+        let now = time::now();
+        let mut written: Vec<RunWritten> = runs
+            .iter()
+            .map(|run| RunWritten {
+                // Time-ordered ids (v7): new rows land at the end of the id index,
+                // not on a random page of it, however large the table grows.
+                messages: run
+                    .messages
+                    .iter()
+                    .map(|m| m.clone().into_record(Uuid::now_v7(), now))
+                    .collect(),
+                ..RunWritten::default()
+            })
+            .collect();
+        let mut client = self.client().await?;
+        if runs
+            .iter()
+            .all(|run| run.start_execution.is_none() && run.update_execution.is_none())
+        {
+            insert_messages(&client, &written).await?;
+            return Ok(written);
+        }
+        let tx = client.transaction().await.map_err(backend)?;
+        for (run, written) in runs.iter().zip(&mut written) {
+            if let Some(execution) = &run.start_execution {
+                written.started = Some(start_execution(&tx, execution, now).await?);
+            }
+            if let Some((id, update)) = &run.update_execution
+                && let Some(mut found) = get_execution(&tx, None, *id, true).await?
+                && update.applies_to(&found)
+            {
+                update.clone().apply(&mut found, now);
+                write_execution(&tx, &found).await?;
+                written.updated = Some(found);
+            }
+        }
+        insert_messages(&tx, &written).await?;
+        tx.commit().await.map_err(backend)?;
+        Ok(written)
     }
 
     /// A page of `page_sql` and the total of `count_sql`, both filtered by the
@@ -1173,46 +1219,26 @@ impl Store for PostgresStore {
         .await
     }
 
-    async fn append_chat_messages(
-        &self,
-        messages: Vec<NewChatMessage>,
-    ) -> StoreResult<Vec<ChatMessageRecord>> {
-        let now = time::now();
-        // Time-ordered ids (v7): new rows land at the end of the id index, not
-        // on a random page of it, however large the table grows.
-        let records: Vec<ChatMessageRecord> = messages
-            .into_iter()
-            .map(|m| m.into_record(Uuid::now_v7(), now))
-            .collect();
-        // One statement (atomic on its own: one round trip, one commit); the
-        // ordinality keeps `seq` in the order given.
-        let column = |f: fn(&ChatMessageRecord) -> Option<&str>| -> Vec<Option<&str>> {
-            records.iter().map(f).collect()
-        };
-        let ids: Vec<Uuid> = records.iter().map(|r| r.id).collect();
-        let chatflows: Vec<Uuid> = records.iter().map(|r| r.chatflow_id).collect();
-        let chat_ids = column(|r| Some(r.chat_id.as_str()));
-        let roles = column(|r| Some(r.role.as_str()));
-        let contents = column(|r| Some(r.content.as_str()));
-        let sources = column(|r| r.source_documents.as_deref());
-        let tools = column(|r| r.used_tools.as_deref());
-        self.execute(
-            &format!(
-                "INSERT INTO chat_messages ({MESSAGE_COLUMNS})
-                 SELECT m.id, m.chatflow_id, m.chat_id, m.role, m.content, m.source_documents,
-                        m.used_tools, $8
-                 FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[],
-                             $6::text[], $7::text[])
-                      WITH ORDINALITY AS m(id, chatflow_id, chat_id, role, content,
-                                           source_documents, used_tools, ord)
-                 ORDER BY m.ord"
-            ),
-            &[
-                &ids, &chatflows, &chat_ids, &roles, &contents, &sources, &tools, &now,
-            ],
-        )
-        .await?;
-        Ok(records)
+    async fn write_runs(&self, runs: Vec<RunWrites>) -> Vec<StoreResult<RunWritten>> {
+        if runs.len() > 1 {
+            match self.write_together(&runs).await {
+                Ok(written) => return written.into_iter().map(Ok).collect(),
+                Err(e) => {
+                    tracing::warn!(runs = runs.len(), error = %e,
+                        "a group commit failed; writing each run on its own");
+                }
+            }
+        }
+        let mut outcomes = Vec::with_capacity(runs.len());
+        for run in &runs {
+            let written = self.write_together(std::slice::from_ref(run)).await;
+            outcomes.push(written.and_then(|mut written| {
+                written
+                    .pop()
+                    .ok_or_else(|| StoreError::Backend("no outcome for the run".into()))
+            }));
+        }
+        outcomes
     }
 
     async fn list_chat_messages(
@@ -2156,59 +2182,6 @@ impl Store for PostgresStore {
         .await
     }
 
-    async fn create_execution(&self, execution: &NewExecution) -> StoreResult<Execution> {
-        let created = execution
-            .clone()
-            .into_execution(Uuid::now_v7(), time::now());
-        // Through the chatflow's row: an execution is always of a chatflow of its
-        // own workspace.
-        let inserted = self
-            .execute(
-                "INSERT INTO executions (id, workspace_id, agentflow_id, session_id, state,
-                                         execution_data, action, is_public, created_at,
-                                         updated_at, stopped_at)
-                 SELECT $1, workspace_id, id, $4, $5, $6, $7, $8, $9, $9, NULL
-                 FROM chatflows WHERE id = $3 AND workspace_id = $2",
-                &[
-                    &created.id,
-                    &created.workspace_id,
-                    &created.agentflow_id,
-                    &created.session_id,
-                    &created.state.as_str(),
-                    &created.execution_data,
-                    &created.action,
-                    &created.is_public,
-                    &created.created_date,
-                ],
-            )
-            .await?;
-        if inserted == 0 {
-            return Err(StoreError::Conflict(execution::chatflow_missing(
-                created.agentflow_id,
-            )));
-        }
-        Ok(created)
-    }
-
-    async fn update_execution(
-        &self,
-        id: Uuid,
-        update: ExecutionUpdate,
-    ) -> StoreResult<Option<Execution>> {
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(backend)?;
-        let Some(mut found) = get_execution(&tx, None, id, true).await? else {
-            return Ok(None);
-        };
-        if !update.applies_to(&found) {
-            return Ok(None);
-        }
-        update.apply(&mut found, time::now());
-        write_execution(&tx, &found).await?;
-        tx.commit().await.map_err(backend)?;
-        Ok(Some(found))
-    }
-
     async fn get_execution(&self, workspace: Uuid, id: Uuid) -> StoreResult<Option<Execution>> {
         let client = self.client().await?;
         get_execution(&client, Some(workspace), id, false).await
@@ -2367,6 +2340,94 @@ impl<'a> FromSql<'a> for StoredState {
     fn accepts(ty: &Type) -> bool {
         <&str as FromSql>::accepts(ty)
     }
+}
+
+/// Inserts the messages of every run in `written`, in order, in one statement.
+async fn insert_messages(client: &impl GenericClient, written: &[RunWritten]) -> StoreResult<()> {
+    let records: Vec<&ChatMessageRecord> = written.iter().flat_map(|w| &w.messages).collect();
+    if records.is_empty() {
+        return Ok(());
+    }
+    let column = |f: fn(&ChatMessageRecord) -> Option<&str>| -> Vec<Option<&str>> {
+        records.iter().map(|r| f(r)).collect()
+    };
+    let ids: Vec<Uuid> = records.iter().map(|r| r.id).collect();
+    let chatflows: Vec<Uuid> = records.iter().map(|r| r.chatflow_id).collect();
+    let chat_ids = column(|r| Some(r.chat_id.as_str()));
+    let roles = column(|r| Some(r.role.as_str()));
+    let contents = column(|r| Some(r.content.as_str()));
+    let sources = column(|r| r.source_documents.as_deref());
+    let tools = column(|r| r.used_tools.as_deref());
+    let now = records[0].created_date;
+    // The ordinality keeps `seq` in the order given.
+    let stmt = client
+        .prepare_cached(&format!(
+            "INSERT INTO chat_messages ({MESSAGE_COLUMNS})
+             SELECT m.id, m.chatflow_id, m.chat_id, m.role, m.content, m.source_documents,
+                    m.used_tools, $8
+             FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[],
+                         $6::text[], $7::text[])
+                  WITH ORDINALITY AS m(id, chatflow_id, chat_id, role, content,
+                                       source_documents, used_tools, ord)
+             ORDER BY m.ord"
+        ))
+        .await
+        .map_err(backend)?;
+    client
+        .execute(
+            &stmt,
+            &[
+                &ids, &chatflows, &chat_ids, &roles, &contents, &sources, &tools, &now,
+            ],
+        )
+        .await
+        .map_err(backend)?;
+    Ok(())
+}
+
+/// Starts an execution of a chatflow of its own workspace (a conflict when the
+/// chatflow is not in it).
+async fn start_execution(
+    client: &impl GenericClient,
+    execution: &NewExecution,
+    now: Timestamp,
+) -> StoreResult<Execution> {
+    let created = execution.clone().into_execution(Uuid::now_v7(), now);
+    // Through the chatflow's row: an execution is always of a chatflow of its
+    // own workspace.
+    let stmt = client
+        .prepare_cached(
+            "INSERT INTO executions (id, workspace_id, agentflow_id, session_id, state,
+                                     execution_data, action, is_public, created_at,
+                                     updated_at, stopped_at)
+             SELECT $1, workspace_id, id, $4, $5, $6, $7, $8, $9, $9, NULL
+             FROM chatflows WHERE id = $3 AND workspace_id = $2",
+        )
+        .await
+        .map_err(backend)?;
+    let inserted = client
+        .execute(
+            &stmt,
+            &[
+                &created.id,
+                &created.workspace_id,
+                &created.agentflow_id,
+                &created.session_id,
+                &created.state.as_str(),
+                &created.execution_data,
+                &created.action,
+                &created.is_public,
+                &created.created_date,
+            ],
+        )
+        .await
+        .map_err(backend)?;
+    if inserted == 0 {
+        return Err(StoreError::Conflict(execution::chatflow_missing(
+            created.agentflow_id,
+        )));
+    }
+    Ok(created)
 }
 
 /// An execution by id, in `workspace` when one is given; locked for the rest of

@@ -17,20 +17,20 @@ use rusqlite::{Connection, ErrorCode, OptionalExtension, Row, params};
 use uuid::Uuid;
 
 use super::migrations::{self, Migration};
-use super::{ClaimPlanner, Listing, Store, StoreError, StoreResult, conflict_as};
+use super::{
+    ClaimPlanner, Listing, RunWrites, RunWritten, Store, StoreError, StoreResult, conflict_as,
+};
 use crate::domain::credential::SealedCredential;
 use crate::domain::time::{self, Timestamp, from_millis, to_millis};
 use crate::domain::trigger::{self as trig, LEASE_EXPIRED, failure_mail};
 use crate::domain::vector::{ChunkKey, UpsertCounts, embedding_bytes, embedding_from_bytes};
-use crate::domain::{
-    AgentflowRef, Execution, ExecutionFilter, ExecutionUpdate, ListedExecution, NewExecution,
-};
+use crate::domain::{AgentflowRef, Execution, ExecutionFilter, ListedExecution};
 use crate::domain::{
     ApiKey, ChatMessageRecord, Chatflow, ChatflowPatch, ChatflowType, Delivery, Firing, Lead,
-    MessageRole, NewApiKey, NewChatMessage, NewChatflow, NewMail, NewTool, NewTriggerResult,
-    NewVariable, OutboxMail, Page, Permission, ResultStatus, Tool, ToolPatch, Trigger,
-    TriggerResult, TriggerType, UpsertRecord, Variable, VariablePatch, VariableType, VectorChunk,
-    VectorWrite, Workspace,
+    MessageRole, NewApiKey, NewChatflow, NewMail, NewTool, NewTriggerResult, NewVariable,
+    OutboxMail, Page, Permission, ResultStatus, Tool, ToolPatch, Trigger, TriggerResult,
+    TriggerType, UpsertRecord, Variable, VariablePatch, VariableType, VectorChunk, VectorWrite,
+    Workspace,
 };
 use crate::domain::{execution, tool, variable};
 
@@ -1113,39 +1113,34 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn append_chat_messages(
-        &self,
-        messages: Vec<NewChatMessage>,
-    ) -> StoreResult<Vec<ChatMessageRecord>> {
-        self.call(move |conn| {
-            let tx = conn.transaction()?;
-            let now = time::now();
-            let mut records = Vec::with_capacity(messages.len());
-            {
-                let mut stmt = tx.prepare_cached(&format!(
-                    "INSERT INTO chat_messages ({MESSAGE_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
-                ))?;
-                for m in messages {
-                    // Time-ordered ids (v7): new rows land at the end of the id index, not
-                    // on a random page of it, however large the table grows.
-                    let r = m.into_record(Uuid::now_v7(), now);
-                    stmt.execute(params![
-                        r.id.to_string(),
-                        r.chatflow_id.to_string(),
-                        r.chat_id,
-                        r.role.as_str(),
-                        r.content,
-                        r.source_documents,
-                        r.used_tools,
-                        to_millis(&r.created_date),
-                    ])?;
-                    records.push(r);
+    async fn write_runs(&self, runs: Vec<RunWrites>) -> Vec<StoreResult<RunWritten>> {
+        let count = runs.len();
+        let outcome = self
+            .call(move |conn| {
+                let mut tx =
+                    conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+                let now = time::now();
+                let mut outcomes = Vec::with_capacity(runs.len());
+                for run in runs {
+                    // Each run in a savepoint of its own: a failing run is rolled
+                    // back alone (dropping the savepoint rolls it back).
+                    let savepoint = tx.savepoint()?;
+                    match write_run(&savepoint, run, now) {
+                        Ok(written) => {
+                            savepoint.commit()?;
+                            outcomes.push(Ok(written));
+                        }
+                        Err(e) => outcomes.push(Err(e)),
+                    }
                 }
-            }
-            tx.commit()?;
-            Ok(records)
-        })
-        .await
+                tx.commit()?;
+                Ok(outcomes)
+            })
+            .await;
+        match outcome {
+            Ok(outcomes) => outcomes,
+            Err(e) => (0..count).map(|_| Err(e.clone())).collect(),
+        }
     }
 
     async fn list_chat_messages(
@@ -2035,60 +2030,6 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn create_execution(&self, execution: &NewExecution) -> StoreResult<Execution> {
-        let agentflow = execution.agentflow_id;
-        let created = execution
-            .clone()
-            .into_execution(Uuid::now_v7(), time::now());
-        self.call(move |conn| {
-            // Through the chatflow's row: an execution is always of a chatflow of
-            // its own workspace.
-            let n = conn
-                .prepare_cached(
-                    "INSERT INTO executions (id, workspace_id, agentflow_id, session_id, state,
-                                             execution_data, action, is_public, created_at,
-                                             updated_at, stopped_at)
-                     SELECT ?1, workspace_id, id, ?4, ?5, ?6, ?7, ?8, ?9, ?9, NULL
-                     FROM chatflows WHERE id = ?3 AND workspace_id = ?2",
-                )?
-                .execute(params![
-                    created.id.to_string(),
-                    created.workspace_id.to_string(),
-                    created.agentflow_id.to_string(),
-                    created.session_id,
-                    created.state.as_str(),
-                    created.execution_data,
-                    created.action,
-                    created.is_public,
-                    to_millis(&created.created_date),
-                ])?;
-            Ok((n > 0).then_some(created))
-        })
-        .await?
-        .ok_or_else(|| StoreError::Conflict(execution::chatflow_missing(agentflow)))
-    }
-
-    async fn update_execution(
-        &self,
-        id: Uuid,
-        update: ExecutionUpdate,
-    ) -> StoreResult<Option<Execution>> {
-        self.call(move |conn| {
-            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            let Some(mut found) = get_execution(&tx, None, id)? else {
-                return Ok(None);
-            };
-            if !update.applies_to(&found) {
-                return Ok(None);
-            }
-            update.apply(&mut found, time::now());
-            write_execution(&tx, &found)?;
-            tx.commit()?;
-            Ok(Some(found))
-        })
-        .await
-    }
-
     async fn get_execution(&self, workspace: Uuid, id: Uuid) -> StoreResult<Option<Execution>> {
         self.read(move |conn| get_execution(conn, Some(workspace), id))
             .await
@@ -2233,6 +2174,77 @@ fn execution_from_row(row: &Row<'_>) -> rusqlite::Result<Execution> {
         updated_date: from_millis(row.get(9)?),
         stopped_date: row.get::<_, Option<i64>>(10)?.map(from_millis),
     })
+}
+
+/// Applies one run's writes (see [`RunWrites`]) inside the caller's transaction.
+fn write_run(conn: &Connection, run: RunWrites, now: Timestamp) -> StoreResult<RunWritten> {
+    let mut written = RunWritten::default();
+    if let Some(execution) = run.start_execution {
+        let agentflow = execution.agentflow_id;
+        let created = execution.into_execution(Uuid::now_v7(), now);
+        // Through the chatflow's row: an execution is always of a chatflow of
+        // its own workspace.
+        let inserted = conn
+            .prepare_cached(
+                "INSERT INTO executions (id, workspace_id, agentflow_id, session_id, state,
+                                         execution_data, action, is_public, created_at,
+                                         updated_at, stopped_at)
+                 SELECT ?1, workspace_id, id, ?4, ?5, ?6, ?7, ?8, ?9, ?9, NULL
+                 FROM chatflows WHERE id = ?3 AND workspace_id = ?2",
+            )
+            .and_then(|mut stmt| {
+                stmt.execute(params![
+                    created.id.to_string(),
+                    created.workspace_id.to_string(),
+                    created.agentflow_id.to_string(),
+                    created.session_id,
+                    created.state.as_str(),
+                    created.execution_data,
+                    created.action,
+                    created.is_public,
+                    to_millis(&created.created_date),
+                ])
+            })
+            .map_err(backend)?;
+        if inserted == 0 {
+            return Err(StoreError::Conflict(execution::chatflow_missing(agentflow)));
+        }
+        written.started = Some(created);
+    }
+    if let Some((id, update)) = run.update_execution {
+        let found = get_execution(conn, None, id).map_err(backend)?;
+        if let Some(mut found) = found.filter(|found| update.applies_to(found)) {
+            update.apply(&mut found, now);
+            write_execution(conn, &found).map_err(backend)?;
+            written.updated = Some(found);
+        }
+    }
+    if !run.messages.is_empty() {
+        let mut stmt = conn
+            .prepare_cached(&format!(
+                "INSERT INTO chat_messages ({MESSAGE_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
+            ))
+            .map_err(backend)?;
+        written.messages.reserve(run.messages.len());
+        for m in run.messages {
+            // Time-ordered ids (v7): new rows land at the end of the id index, not
+            // on a random page of it, however large the table grows.
+            let r = m.into_record(Uuid::now_v7(), now);
+            stmt.execute(params![
+                r.id.to_string(),
+                r.chatflow_id.to_string(),
+                r.chat_id,
+                r.role.as_str(),
+                r.content,
+                r.source_documents,
+                r.used_tools,
+                to_millis(&r.created_date),
+            ])
+            .map_err(backend)?;
+            written.messages.push(r);
+        }
+    }
+    Ok(written)
 }
 
 /// An execution by id, in `workspace` when one is given.
