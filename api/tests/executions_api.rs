@@ -33,11 +33,7 @@ async fn executions(app: &App, workspace: &str, name: &str, sessions: &[&str]) -
         .unwrap();
     let mut made = Vec::new();
     for session in sessions {
-        let new = NewExecution {
-            workspace_id: ws.id,
-            agentflow_id: flow.id,
-            session_id: (*session).into(),
-        };
+        let new = NewExecution::starting_now(ws.id, flow.id, (*session).into());
         made.push(store.create_execution(&new).await.unwrap());
         tokio::time::sleep(std::time::Duration::from_millis(3)).await;
     }

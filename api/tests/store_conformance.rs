@@ -1053,11 +1053,7 @@ async fn vector_writes_are_atomic_versioned_and_scoped(t: &common::TestStore) {
 }
 
 fn new_execution(ws: uuid::Uuid, flow: uuid::Uuid, session: &str) -> NewExecution {
-    NewExecution {
-        workspace_id: ws,
-        agentflow_id: flow,
-        session_id: session.into(),
-    }
+    NewExecution::starting_now(ws, flow, session.into())
 }
 
 /// Lets the clock move past the last millisecond written.

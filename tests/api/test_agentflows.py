@@ -18,6 +18,7 @@ last user message names."""
 import datetime
 import json
 import sqlite3
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -1171,6 +1172,39 @@ def test_executions_list_read_and_delete(server):
     assert_error(reader.get(f"/executions/{first['executionId']}"), 404)
     listing = reader.get("/executions", params={"agentflowId": flow}).json()
     assert listing["total"] == 1 and [e["id"] for e in listing["data"]] == [second["executionId"]]
+
+
+def test_a_long_run_is_listed_in_progress_until_it_ends(server, fake):
+    """A run still going after a moment is listed INPROGRESS (no items yet); its
+    end writes the same record. A short run's record is written once, at its end,
+    with the time the run started."""
+    workspace = f"ws-{nonce()}"
+    api = Api(server.url, server.create_key(workspace=workspace))
+    flow = create(api, chain(af_start(), llm(fake), af_reply(REPLY, "{{ llmAgentflow_0 }}")))
+    before = datetime.datetime.now(datetime.timezone.utc)
+    quick = ask(api, flow, "quick", chatId="quick")
+    answers = {}
+    worker = threading.Thread(target=lambda: answers.update(
+        slow=ask(api, flow, "take your time SLOWISH", chatId="slow")))
+    worker.start()
+    try:
+        running = wait_for(lambda: api.get("/executions", params={"sessionId": "slow"}).json()["data"],
+                           timeout=5, what="the slow run listed")
+        assert [(e["state"], e["executionData"]) for e in running] == [("INPROGRESS", "[]")]
+    finally:
+        worker.join(timeout=30)
+    slow = answers["slow"]
+    assert slow["text"].split() == ["tick"] * 10 and slow["executionId"] == running[0]["id"]
+    ended = api.get(f"/executions/{slow['executionId']}").json()
+    assert ended["state"] == "FINISHED" and ended["createdDate"] == running[0]["createdDate"]
+    assert ended["updatedDate"] > ended["createdDate"]
+    assert [i["nodeId"] for i in json.loads(ended["executionData"])] == [START, LLM, REPLY]
+
+    record = api.get(f"/executions/{quick['executionId']}").json()
+    assert record["state"] == "FINISHED" and record["sessionId"] == "quick"
+    started = datetime.datetime.fromisoformat(record["createdDate"].replace("Z", "+00:00"))
+    assert before - datetime.timedelta(seconds=1) <= started
+    assert record["createdDate"] <= record["updatedDate"]
 
 
 # ------------------------------------------------------------------ human input

@@ -138,9 +138,14 @@ fn strip_key(value: &mut serde_json::Value, key: &str) {
 /// What it takes to start an execution: it begins `INPROGRESS`, with data `"[]"`.
 #[derive(Debug, Clone)]
 pub struct NewExecution {
+    /// Chosen when the run starts (time-ordered), so that the record of a short
+    /// run can be written once, when it ends.
+    pub id: Uuid,
     pub workspace_id: Uuid,
     pub agentflow_id: Uuid,
     pub session_id: String,
+    /// When the run started.
+    pub created_date: Timestamp,
 }
 
 /// The `executionData` of an execution that has not run a node yet.
@@ -153,9 +158,20 @@ pub fn chatflow_missing(agentflow: Uuid) -> String {
 }
 
 impl NewExecution {
-    pub fn into_execution(self, id: Uuid, now: Timestamp) -> Execution {
+    /// A run of `agentflow` in `session` starting now.
+    pub fn starting_now(workspace_id: Uuid, agentflow_id: Uuid, session_id: String) -> Self {
+        NewExecution {
+            id: Uuid::now_v7(),
+            workspace_id,
+            agentflow_id,
+            session_id,
+            created_date: time::now(),
+        }
+    }
+
+    pub fn into_execution(self) -> Execution {
         Execution {
-            id,
+            id: self.id,
             workspace_id: self.workspace_id,
             agentflow_id: self.agentflow_id,
             session_id: self.session_id,
@@ -163,8 +179,8 @@ impl NewExecution {
             execution_data: EMPTY_DATA.to_owned(),
             action: None,
             is_public: false,
-            created_date: now,
-            updated_date: now,
+            created_date: self.created_date,
+            updated_date: self.created_date,
             stopped_date: None,
         }
     }
@@ -248,11 +264,13 @@ mod tests {
 
     fn sample() -> Execution {
         NewExecution {
+            id: Uuid::nil(),
             workspace_id: Uuid::nil(),
             agentflow_id: Uuid::nil(),
             session_id: "s".into(),
+            created_date: time::from_millis(1_700_000_000_000),
         }
-        .into_execution(Uuid::nil(), time::from_millis(1_700_000_000_000))
+        .into_execution()
     }
 
     #[test]

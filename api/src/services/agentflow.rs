@@ -1,7 +1,8 @@
 //! What a prediction on an agentflow needs from the store before it runs: its
-//! execution record (created, or — for a person's answer to a stopped run —
-//! taken up again), the state a persisting start carries over, the form a
-//! session filled before, and a webhook body as the form of a form start.
+//! execution record (a new one, written by the run — see [`Prepared::start`] —
+//! or, for a person's answer to a stopped run, the stopped one taken up again),
+//! the state a persisting start carries over, the form a session filled
+//! before, and a webhook body as the form of a form start.
 
 use serde_json::{Map, Value};
 use uuid::Uuid;
@@ -16,6 +17,9 @@ use crate::flow::agentflow::{AgentflowSpec, Resume, template::value_text};
 #[derive(Debug, Default)]
 pub struct Prepared {
     pub execution: Option<Uuid>,
+    /// The new execution record of the run, not written yet: the run writes it
+    /// with its end, or as `INPROGRESS` once it has run a while.
+    pub start: Option<NewExecution>,
     pub persisted_state: Option<Map<String, Value>>,
     pub resume: Option<Resume>,
 }
@@ -38,6 +42,7 @@ pub async fn prepare(
         }
         return Ok(Prepared {
             execution: Some(id),
+            start: None,
             persisted_state: None,
             resume: Some(going_on),
         });
@@ -77,15 +82,9 @@ pub async fn prepare(
             .collect::<Vec<_>>()
             .join("\n");
     }
-    let record = state
-        .store
-        .create_execution(&NewExecution {
-            workspace_id: flow.workspace_id,
-            agentflow_id: flow.id,
-            session_id: session.to_owned(),
-        })
-        .await?;
-    prepared.execution = Some(record.id);
+    let start = NewExecution::starting_now(flow.workspace_id, flow.id, session.to_owned());
+    prepared.execution = Some(start.id);
+    prepared.start = Some(start);
     Ok(prepared)
 }
 

@@ -17,7 +17,9 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::{ServiceError, ServiceResult, Services};
-use crate::domain::{Chatflow, ExecutionState, ExecutionUpdate, MessageRole, NewChatMessage};
+use crate::domain::{
+    Chatflow, ExecutionState, ExecutionUpdate, MessageRole, NewChatMessage, NewExecution,
+};
 use crate::domain::{Variable, VariableType};
 use crate::flow::plan::Runnable;
 pub use crate::flow::run::Progress;
@@ -29,6 +31,10 @@ use crate::store::RunWrites;
 
 /// Events between the run and the answer, buffered at most this many.
 const EVENT_BUFFER: usize = 64;
+/// How long an agentflow run goes before its execution is written as
+/// `INPROGRESS` (so the executions list shows it running); a run that ends
+/// sooner writes its record once, with its end.
+const RECORD_RUNNING_AFTER: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// A prior turn sent with the request.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
@@ -307,6 +313,7 @@ pub async fn start(
             resume: agentflow.resume,
         },
         execution: agentflow.execution,
+        execution_start: agentflow.start,
         workspace_id: flow.workspace_id,
         depth: request.depth,
         streaming: request.streaming,
@@ -335,6 +342,8 @@ struct RunTask {
     streaming: bool,
     /// The agentflow run's execution record.
     execution: Option<Uuid>,
+    /// That record when it is a new one, not written yet.
+    execution_start: Option<NewExecution>,
     workspace_id: Uuid,
     depth: u32,
     /// Counts the run against its workspace's bound until the task ends.
@@ -362,7 +371,27 @@ impl RunTask {
             flows: Some(&flows),
             limits: self.state.config.agentflow_limits(),
         };
-        let result = run::run(&self.runnable, &self.input, &ctx, &out).await;
+        let mut start = self.execution_start.take();
+        let running = run::run(&self.runnable, &self.input, &ctx, &out);
+        let result = match &start {
+            None => running.await,
+            Some(new) => {
+                // A short run's record is written once, with its end; a longer
+                // one is listed as `INPROGRESS` meanwhile.
+                tokio::pin!(running);
+                tokio::select! {
+                    result = &mut running => result,
+                    () = tokio::time::sleep(RECORD_RUNNING_AFTER) => {
+                        match self.state.store.create_execution(new).await {
+                            Ok(_) => start = None,
+                            Err(e) => tracing::error!(execution = %new.id, error = %e,
+                                "cannot record the agentflow's execution as running"),
+                        }
+                        running.await
+                    }
+                }
+            }
+        };
         let chatflow = self.chatflow_id.to_string();
         let metrics = crate::metrics::metrics();
         match &result {
@@ -373,15 +402,24 @@ impl RunTask {
             Err(RunError::Flow(_)) => metrics.prediction(&chatflow, "error", 0),
             Err(RunError::Cancelled) => metrics.prediction(&chatflow, "cancelled", 0),
         }
-        let mut execution_end = self.execution_end(&result);
+        // The run's execution record (its start when not written yet, its end).
+        let mut record = RunWrites {
+            start_execution: start,
+            update_execution: self.execution_end(&result),
+            ..RunWrites::default()
+        };
         let failed = match &result {
             Ok(output) => output.agentflow.as_ref().and_then(|a| a.error.clone()),
             Err(_) => None,
         };
         // A finished run's record is written with its messages (`remember`).
         if (failed.is_some() || result.is_err())
-            && let Some((id, update)) = execution_end.take()
-            && let Err(e) = self.state.store.update_execution(id, update).await
+            && let Some((id, _)) = record.update_execution
+            && let Err(e) = self
+                .state
+                .store
+                .write_run(std::mem::take(&mut record))
+                .await
         {
             tracing::error!(execution = %id, error = %e, "cannot record the agentflow's execution");
         }
@@ -399,7 +437,7 @@ impl RunTask {
             tracing::error!(chatflow = %self.chatflow_id, error = %e, "cannot keep the agent checkpoint");
         }
         match result {
-            Ok(output) => match self.remember(&output, execution_end).await {
+            Ok(output) => match self.remember(&output, record).await {
                 Ok(message_id) => {
                     let result = PredictionResult {
                         text: output.text,
@@ -482,12 +520,12 @@ impl RunTask {
         update.map(|update| (id, update))
     }
 
-    /// Stores the question and the answer, with the end of the run's execution
-    /// record when it has one (all in one write); returns the answer's message id.
+    /// Stores the question and the answer with the run's execution `record`
+    /// (all in one write); returns the answer's message id.
     async fn remember(
         &self,
         output: &RunOutput,
-        execution_end: Option<(Uuid, ExecutionUpdate)>,
+        mut record: RunWrites,
     ) -> Result<Uuid, crate::store::StoreError> {
         let message = |role, content: &str| NewChatMessage {
             chatflow_id: self.chatflow_id,
@@ -504,13 +542,9 @@ impl RunTask {
                 .then(|| serde_json::to_string(&output.source_documents).unwrap_or_default()),
             ..message(MessageRole::Api, &output.text)
         };
-        let ending = execution_end.as_ref().map(|(id, _)| *id);
-        let writes = RunWrites {
-            update_execution: execution_end,
-            messages: vec![message(MessageRole::User, &self.input.question), answer],
-            ..RunWrites::default()
-        };
-        let stored = self.state.store.write_run(writes).await?;
+        let ending = record.update_execution.as_ref().map(|(id, _)| *id);
+        record.messages = vec![message(MessageRole::User, &self.input.question), answer];
+        let stored = self.state.store.write_run(record).await?;
         if let Some(id) = ending
             && stored.updated.is_none()
         {

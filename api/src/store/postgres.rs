@@ -164,7 +164,7 @@ impl PostgresStore {
         let tx = client.transaction().await.map_err(backend)?;
         for (run, written) in runs.iter().zip(&mut written) {
             if let Some(execution) = &run.start_execution {
-                written.started = Some(start_execution(&tx, execution, now).await?);
+                written.started = Some(start_execution(&tx, execution).await?);
             }
             if let Some((id, update)) = &run.update_execution
                 && let Some(mut found) = get_execution(&tx, None, *id, true).await?
@@ -2390,9 +2390,8 @@ async fn insert_messages(client: &impl GenericClient, written: &[RunWritten]) ->
 async fn start_execution(
     client: &impl GenericClient,
     execution: &NewExecution,
-    now: Timestamp,
 ) -> StoreResult<Execution> {
-    let created = execution.clone().into_execution(Uuid::now_v7(), now);
+    let created = execution.clone().into_execution();
     // Through the chatflow's row: an execution is always of a chatflow of its
     // own workspace.
     let stmt = client

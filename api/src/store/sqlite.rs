@@ -2181,7 +2181,7 @@ fn write_run(conn: &Connection, run: RunWrites, now: Timestamp) -> StoreResult<R
     let mut written = RunWritten::default();
     if let Some(execution) = run.start_execution {
         let agentflow = execution.agentflow_id;
-        let created = execution.into_execution(Uuid::now_v7(), now);
+        let created = execution.into_execution();
         // Through the chatflow's row: an execution is always of a chatflow of
         // its own workspace.
         let inserted = conn
