@@ -1178,6 +1178,9 @@ async fn runs_are_written_together_each_all_or_none(t: &common::TestStore) {
         .create_execution(&new_execution(ws.id, f, "s5"))
         .await
         .unwrap();
+    let short_run = new_execution(ws.id, f, "s6");
+    let short_id = short_run.id;
+    tick().await;
     let stopped_only = ExecutionUpdate {
         state: Some(ExecutionState::InProgress),
         only_from: Some(ExecutionState::Stopped),
@@ -1217,9 +1220,15 @@ async fn runs_are_written_together_each_all_or_none(t: &common::TestStore) {
                 messages: vec![msg(uuid::Uuid::new_v4(), "s5", MessageRole::User, "x")],
                 ..Default::default()
             },
+            // A short run: its start and its end written together.
+            RunWrites {
+                start_execution: Some(short_run.clone()),
+                update_execution: Some((short_id, finished("[3]"))),
+                messages: vec![msg(f, "s6", MessageRole::User, "short")],
+            },
         ])
         .await;
-    assert_eq!(outcomes.len(), 5);
+    assert_eq!(outcomes.len(), 6);
     let mut outcomes = outcomes.into_iter();
     let ended = outcomes.next().unwrap().unwrap();
     let updated = ended.updated.unwrap();
@@ -1244,6 +1253,19 @@ async fn runs_are_written_together_each_all_or_none(t: &common::TestStore) {
     assert_eq!(
         store.get_execution(ws.id, other_run.id).await.unwrap(),
         Some(other_run)
+    );
+    let short = outcomes.next().unwrap().unwrap();
+    let ended = short.updated.unwrap();
+    assert_eq!(short.started.as_ref(), Some(&ended));
+    assert_eq!(
+        (ended.id, ended.state, ended.execution_data.as_str()),
+        (short_id, ExecutionState::Finished, "[3]")
+    );
+    assert_eq!(ended.created_date, short_run.created_date);
+    assert!(ended.updated_date > ended.created_date);
+    assert_eq!(
+        store.get_execution(ws.id, short_id).await.unwrap(),
+        Some(ended)
     );
 
     assert_eq!(

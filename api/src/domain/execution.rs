@@ -169,6 +169,25 @@ impl NewExecution {
         }
     }
 
+    /// The execution as first written. When `update` is of it (a run whose
+    /// start and end are written together) and applies, it is applied here
+    /// and taken, so that the record is inserted once, as the run ended; the
+    /// flag says so.
+    pub fn start(
+        self,
+        update: &mut Option<(Uuid, ExecutionUpdate)>,
+        now: Timestamp,
+    ) -> (Execution, bool) {
+        let mut execution = self.into_execution();
+        let ended =
+            update.take_if(|(id, update)| *id == execution.id && update.applies_to(&execution));
+        if let Some((_, update)) = ended {
+            update.apply(&mut execution, now);
+            return (execution, true);
+        }
+        (execution, false)
+    }
+
     pub fn into_execution(self) -> Execution {
         Execution {
             id: self.id,

@@ -8,13 +8,14 @@
 //! for one request, with `overrideConfig` applied.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use super::FlowError;
-use super::agentflow::{AgentflowSpec, Wiring, step::build_steps};
+use super::agentflow::step::{Step, build_steps};
+use super::agentflow::{AgentflowSpec, Wiring};
 use super::component::{
     AgentSpec, ChainSpec, Component, CsvAgentSpec, LoaderSpec, MemorySpec, ModelSpec,
     ModerationSpec, PythonSource, RetrievalChainSpec, SeqStep, SupervisorSpec, ToolKind, ToolSpec,
@@ -39,6 +40,9 @@ pub struct Plan {
     /// Whether files attached to a prediction go to a vector store for the chat
     /// ([`Runnable::upload_store`] of the flow built without overrides).
     takes_chat_files: bool,
+    /// An agentflow's steps as built without overrides and credentials: the
+    /// same for every request that sends none, so built once.
+    plain_steps: OnceLock<Arc<HashMap<String, Step>>>,
 }
 
 /// The credentials a graph's nodes name, each once: a node's own, and those of the
@@ -279,6 +283,7 @@ impl Plan {
             shape,
             streamable,
             takes_chat_files: false,
+            plain_steps: OnceLock::new(),
         };
         // Building once without overrides finds what only building can (an agent
         // on a model that cannot call tools), at 400 like every other flaw.
@@ -420,6 +425,26 @@ impl Plan {
         Ok(runnable)
     }
 
+    /// An agentflow's steps for a request: built for it when it brings
+    /// overrides or the flow names credentials, else the plan's shared ones.
+    fn agentflow_steps(
+        &self,
+        wiring: &Wiring,
+        overrides: &Overrides<'_>,
+    ) -> Result<Arc<HashMap<String, Step>>, FlowError> {
+        let plain = overrides.values.is_none_or(Map::is_empty)
+            && overrides.credentials.is_none()
+            && self.credential_ids.is_empty();
+        if !plain {
+            return Ok(Arc::new(build_steps(&self.graph, wiring, overrides)?));
+        }
+        if let Some(steps) = self.plain_steps.get() {
+            return Ok(Arc::clone(steps));
+        }
+        let steps = Arc::new(build_steps(&self.graph, wiring, overrides)?);
+        Ok(Arc::clone(self.plain_steps.get_or_init(|| steps)))
+    }
+
     /// The answering part of the runnable.
     fn answer(&self, overrides: &Overrides<'_>) -> Result<Runnable, FlowError> {
         let build = |id: &str| -> Result<Component, FlowError> {
@@ -503,7 +528,7 @@ impl Plan {
                     session_id: None,
                 }),
                 answer: Answer::Agentflow(AgentflowSpec {
-                    steps: build_steps(&self.graph, wiring, overrides)?,
+                    steps: self.agentflow_steps(wiring, overrides)?,
                     wiring: Arc::clone(wiring),
                 }),
             }),

@@ -24,9 +24,7 @@ use crate::domain::credential::SealedCredential;
 use crate::domain::time::{self, Timestamp};
 use crate::domain::trigger::{self as trig, LEASE_EXPIRED, failure_mail};
 use crate::domain::vector::{ChunkKey, UpsertCounts, embedding_bytes, embedding_from_bytes};
-use crate::domain::{
-    AgentflowRef, Execution, ExecutionFilter, ExecutionState, ListedExecution, NewExecution,
-};
+use crate::domain::{AgentflowRef, Execution, ExecutionFilter, ExecutionState, ListedExecution};
 use crate::domain::{
     ApiKey, ChatMessageRecord, Chatflow, ChatflowPatch, ChatflowType, Delivery, Firing, Lead,
     MessageRole, NewApiKey, NewChatflow, NewMail, NewTool, NewTriggerResult, NewVariable,
@@ -163,14 +161,19 @@ impl PostgresStore {
         }
         let tx = client.transaction().await.map_err(backend)?;
         for (run, written) in runs.iter().zip(&mut written) {
+            // Copied: the runs may still be written one by one if this fails.
+            let mut update = run.update_execution.clone();
             if let Some(execution) = &run.start_execution {
-                written.started = Some(start_execution(&tx, execution).await?);
+                let (created, ended) = execution.clone().start(&mut update, now);
+                start_execution(&tx, &created).await?;
+                written.updated = ended.then(|| created.clone());
+                written.started = Some(created);
             }
-            if let Some((id, update)) = &run.update_execution
-                && let Some(mut found) = get_execution(&tx, None, *id, true).await?
+            if let Some((id, update)) = update
+                && let Some(mut found) = get_execution(&tx, None, id, true).await?
                 && update.applies_to(&found)
             {
-                update.clone().apply(&mut found, now);
+                update.apply(&mut found, now);
                 write_execution(&tx, &found).await?;
                 written.updated = Some(found);
             }
@@ -2385,13 +2388,9 @@ async fn insert_messages(client: &impl GenericClient, written: &[RunWritten]) ->
     Ok(())
 }
 
-/// Starts an execution of a chatflow of its own workspace (a conflict when the
-/// chatflow is not in it).
-async fn start_execution(
-    client: &impl GenericClient,
-    execution: &NewExecution,
-) -> StoreResult<Execution> {
-    let created = execution.clone().into_execution();
+/// Inserts an execution of a chatflow of its own workspace (a conflict when
+/// the chatflow is not in it).
+async fn start_execution(client: &impl GenericClient, created: &Execution) -> StoreResult<()> {
     // Through the chatflow's row: an execution is always of a chatflow of its
     // own workspace.
     let stmt = client
@@ -2399,7 +2398,7 @@ async fn start_execution(
             "INSERT INTO executions (id, workspace_id, agentflow_id, session_id, state,
                                      execution_data, action, is_public, created_at,
                                      updated_at, stopped_at)
-             SELECT $1, workspace_id, id, $4, $5, $6, $7, $8, $9, $9, NULL
+             SELECT $1, workspace_id, id, $4, $5, $6, $7, $8, $9, $10, $11
              FROM chatflows WHERE id = $3 AND workspace_id = $2",
         )
         .await
@@ -2417,6 +2416,8 @@ async fn start_execution(
                 &created.action,
                 &created.is_public,
                 &created.created_date,
+                &created.updated_date,
+                &created.stopped_date,
             ],
         )
         .await
@@ -2426,7 +2427,7 @@ async fn start_execution(
             created.agentflow_id,
         )));
     }
-    Ok(created)
+    Ok(())
 }
 
 /// An execution by id, in `workspace` when one is given; locked for the rest of

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, TryLockError};
 
 use async_trait::async_trait;
+use rusqlite::config::DbConfig;
 use rusqlite::types::Value;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, Row, params};
 use uuid::Uuid;
@@ -75,6 +76,11 @@ impl SqliteStore {
                      PRAGMA busy_timeout = 5000;",
                 )
                 .map_err(backend)?;
+                // Plans that never look at bound values: otherwise a cached
+                // statement whose plan used one (a `LIMIT ?`) is compiled again
+                // every time it is bound, which is every time it runs.
+                conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
+                    .map_err(backend)?;
                 Ok::<_, StoreError>(conn)
             };
             let mut conn = open()?;
@@ -2179,9 +2185,10 @@ fn execution_from_row(row: &Row<'_>) -> rusqlite::Result<Execution> {
 /// Applies one run's writes (see [`RunWrites`]) inside the caller's transaction.
 fn write_run(conn: &Connection, run: RunWrites, now: Timestamp) -> StoreResult<RunWritten> {
     let mut written = RunWritten::default();
+    let mut update = run.update_execution;
     if let Some(execution) = run.start_execution {
         let agentflow = execution.agentflow_id;
-        let created = execution.into_execution();
+        let (created, ended) = execution.start(&mut update, now);
         // Through the chatflow's row: an execution is always of a chatflow of
         // its own workspace.
         let inserted = conn
@@ -2189,7 +2196,7 @@ fn write_run(conn: &Connection, run: RunWrites, now: Timestamp) -> StoreResult<R
                 "INSERT INTO executions (id, workspace_id, agentflow_id, session_id, state,
                                          execution_data, action, is_public, created_at,
                                          updated_at, stopped_at)
-                 SELECT ?1, workspace_id, id, ?4, ?5, ?6, ?7, ?8, ?9, ?9, NULL
+                 SELECT ?1, workspace_id, id, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11
                  FROM chatflows WHERE id = ?3 AND workspace_id = ?2",
             )
             .and_then(|mut stmt| {
@@ -2203,15 +2210,18 @@ fn write_run(conn: &Connection, run: RunWrites, now: Timestamp) -> StoreResult<R
                     created.action,
                     created.is_public,
                     to_millis(&created.created_date),
+                    to_millis(&created.updated_date),
+                    created.stopped_date.as_ref().map(to_millis),
                 ])
             })
             .map_err(backend)?;
         if inserted == 0 {
             return Err(StoreError::Conflict(execution::chatflow_missing(agentflow)));
         }
+        written.updated = ended.then(|| created.clone());
         written.started = Some(created);
     }
-    if let Some((id, update)) = run.update_execution {
+    if let Some((id, update)) = update {
         let found = get_execution(conn, None, id).map_err(backend)?;
         if let Some(mut found) = found.filter(|found| update.applies_to(found)) {
             update.apply(&mut found, now);

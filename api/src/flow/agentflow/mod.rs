@@ -80,7 +80,8 @@ pub const AGENT_MAX_ITERATIONS: u32 = 10;
 #[derive(Debug, Clone)]
 pub struct AgentflowSpec {
     pub wiring: Arc<Wiring>,
-    pub steps: HashMap<String, Step>,
+    /// Shared by the requests of a plan that bring no overrides.
+    pub steps: Arc<HashMap<String, Step>>,
 }
 
 impl PartialEq for AgentflowSpec {
