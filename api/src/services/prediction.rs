@@ -11,6 +11,7 @@
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 use utoipa::ToSchema;
@@ -103,9 +104,11 @@ pub struct PredictionResult {
     /// An agentflow run's execution record.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub execution_id: Option<Uuid>,
-    /// What each node of an agentflow did.
+    /// What each node of an agentflow did: the JSON text of the execution
+    /// record, serialised once for both.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub agent_flow_executed_data: Option<Vec<Value>>,
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub agent_flow_executed_data: Option<Box<RawValue>>,
     /// What a stopped agentflow run waits for (answer it with `humanInput`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub action: Option<Value>,
@@ -436,6 +439,7 @@ impl RunTask {
         {
             tracing::error!(chatflow = %self.chatflow_id, error = %e, "cannot keep the agent checkpoint");
         }
+        let executed = executed_text(&record);
         match result {
             Ok(output) => match self.remember(&output, record).await {
                 Ok(message_id) => {
@@ -456,7 +460,9 @@ impl RunTask {
                         artifacts: output.artifacts,
                         execution_id: self.execution,
                         action: output.agentflow.as_ref().and_then(|a| a.action.clone()),
-                        agent_flow_executed_data: output.agentflow.map(|a| a.executed),
+                        agent_flow_executed_data: output.agentflow.and_then(|a| {
+                            executed.or_else(|| serde_json::value::to_raw_value(&a.executed).ok())
+                        }),
                     };
                     let _ = out.send(PredictionEvent::Done(Box::new(result))).await;
                 }
@@ -556,6 +562,12 @@ impl RunTask {
             .map(|m| m.id)
             .unwrap_or_else(Uuid::new_v4))
     }
+}
+
+/// The executed items a run's record holds, as the answer's JSON.
+fn executed_text(record: &RunWrites) -> Option<Box<RawValue>> {
+    let (_, update) = record.update_execution.as_ref()?;
+    RawValue::from_string(update.execution_data.clone()?).ok()
 }
 
 /// What the run's tools need from the store: the workspace's stored tools it
