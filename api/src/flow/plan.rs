@@ -43,6 +43,9 @@ pub struct Plan {
     /// An agentflow's steps as built without overrides and credentials: the
     /// same for every request that sends none, so built once.
     plain_steps: OnceLock<Arc<HashMap<String, Step>>>,
+    /// Whether the flow's text mentions `chat_history` anywhere (an agentflow
+    /// then reads its session's history whatever its nodes are).
+    mentions_chat_history: bool,
 }
 
 /// The credentials a graph's nodes name, each once: a node's own, and those of the
@@ -284,6 +287,7 @@ impl Plan {
             streamable,
             takes_chat_files: false,
             plain_steps: OnceLock::new(),
+            mentions_chat_history: flow_data.contains("chat_history"),
         };
         // Building once without overrides finds what only building can (an agent
         // on a model that cannot call tools), at 400 like every other flaw.
@@ -519,19 +523,25 @@ impl Plan {
                  with POST /api/v1/vector/upsert/<chatflow id>, and connect a chain such as \
                  retrievalQAChain to ask it questions",
             )),
-            Shape::Agentflow(wiring) => Ok(Runnable {
-                moderation: Vec::new(),
-                // Every agentflow remembers its session: its nodes choose what to read.
-                memory: Some(MemorySpec {
-                    node_id: wiring.start.clone(),
-                    window: None,
-                    session_id: None,
-                }),
-                answer: Answer::Agentflow(AgentflowSpec {
+            Shape::Agentflow(wiring) => {
+                let spec = AgentflowSpec {
                     steps: self.agentflow_steps(wiring, overrides)?,
                     wiring: Arc::clone(wiring),
-                }),
-            }),
+                };
+                // Every agentflow's turns are stored; the session's history is
+                // read only for a run that uses it (its nodes choose what).
+                let memory =
+                    (self.mentions_chat_history || spec.reads_history()).then(|| MemorySpec {
+                        node_id: wiring.start.clone(),
+                        window: None,
+                        session_id: None,
+                    });
+                Ok(Runnable {
+                    moderation: Vec::new(),
+                    memory,
+                    answer: Answer::Agentflow(spec),
+                })
+            }
             Shape::Sequential(graph) => {
                 let mut steps = HashMap::with_capacity(graph.next.len());
                 let mut start = None;

@@ -99,6 +99,27 @@ impl AgentflowSpec {
         })
     }
 
+    /// Whether a run reads the session's earlier turns: a model node with
+    /// memory, or a node whose tools, person or flow see the conversation.
+    /// (`{{ chat_history }}` in a text is the plan's to see.)
+    pub fn reads_history(&self) -> bool {
+        self.steps.values().any(|s| match &s.kind {
+            StepKind::Llm(llm) => llm.talk.memory != step::Memory::Off,
+            StepKind::ConditionAgent(agent) => agent.memory,
+            StepKind::Agent(_)
+            | StepKind::Tool(_)
+            | StepKind::HumanInput(_)
+            | StepKind::ExecuteFlow(_) => true,
+            StepKind::Start(_)
+            | StepKind::Condition(_)
+            | StepKind::Loop(_)
+            | StepKind::Iteration { .. }
+            | StepKind::DirectReply { .. }
+            | StepKind::Http(_)
+            | StepKind::Retriever(_) => false,
+        })
+    }
+
     /// Every tool a node of the flow may call.
     pub fn tools(&self) -> impl Iterator<Item = &crate::flow::component::ToolSpec> {
         self.steps.values().flat_map(|s| match &s.kind {
