@@ -522,15 +522,24 @@ impl<'r, 'c, E: From<FlowEvent> + Send> Run<'r, 'c, E> {
         };
         let output = Value::Object(done.output);
         self.outputs.insert(id.to_owned(), output.clone());
-        let name = self.spec.wiring.name(id).to_owned();
-        self.executed.push(json!({
-            "nodeId": id,
-            "nodeLabel": self.spec.wiring.label(id),
-            "data": {"id": id, "name": name, "input": done.input, "output": output,
-                     "state": self.state},
-            "previousNodeIds": self.spec.wiring.previous(id),
-            "status": status,
-        }));
+        // Built by moving the parts in (`json!` would copy each through a serialiser).
+        let wiring = &self.spec.wiring;
+        let mut data = Map::new();
+        data.insert("id".into(), Value::from(id));
+        data.insert("name".into(), Value::from(wiring.name(id)));
+        data.insert("input".into(), done.input);
+        data.insert("output".into(), output);
+        data.insert("state".into(), Value::Object(self.state.clone()));
+        let mut item = Map::new();
+        item.insert("nodeId".into(), Value::from(id));
+        item.insert("nodeLabel".into(), Value::from(wiring.label(id)));
+        item.insert("data".into(), Value::Object(data));
+        item.insert(
+            "previousNodeIds".into(),
+            wiring.previous(id).iter().map(String::as_str).collect(),
+        );
+        item.insert("status".into(), Value::from(status));
+        self.executed.push(Value::Object(item));
         self.node_event(id, status, None).await?;
         self.executed_event().await?;
         if let Some(branch) = done.branch {

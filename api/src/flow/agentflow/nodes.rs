@@ -82,7 +82,10 @@ pub async fn run_step<E: From<FlowEvent>>(
             let mut output = Map::new();
             output.insert("conditions".into(), Value::Array(resolved));
             Ok(Done {
-                input: json!({"conditions": rows}),
+                input: object([(
+                    "conditions",
+                    rows.iter().cloned().map(Value::Object).collect(),
+                )]),
                 output,
                 branch: Some(branch),
                 ..Done::default()
@@ -156,7 +159,10 @@ pub async fn ask_human<E: From<FlowEvent>>(
     let mut output = Map::new();
     output.insert("content".into(), Value::from(description.clone()));
     Ok(Done {
-        input: json!({"messages": plain(&history), "humanInputEnableFeedback": human.feedback}),
+        input: object([
+            ("messages", Value::Array(plain(&history))),
+            ("humanInputEnableFeedback", Value::Bool(human.feedback)),
+        ]),
         output,
         chat: vec![ChatMessage::new(Role::Assistant, description)],
         pause: true,
@@ -356,7 +362,7 @@ async fn run_llm<E: From<FlowEvent>>(
     stream: Option<&Tokens<'_, E>>,
 ) -> Result<Done, RunError> {
     let messages = conversation(&llm.talk, seen, &llm.model, ctx).await?;
-    let input = json!({"messages": plain(&messages)});
+    let input = object([("messages", Value::Array(plain(&messages)))]);
     let model = ctx.model(&llm.model).await?;
     let mut output = Map::new();
     let content = if llm.structured.is_empty() {
@@ -567,7 +573,7 @@ async fn run_condition_agent(
     output.insert("conditions".into(), Value::Array(conditions));
     output.insert("content".into(), Value::from(said));
     Ok(Done {
-        input: json!({"messages": plain(&messages)}),
+        input: object([("messages", Value::Array(plain(&messages)))]),
         output,
         branch: Some(branch),
         ..Done::default()
@@ -848,6 +854,17 @@ fn resolve_cell(seen: &Seen<'_>, value: Option<&Value>) -> Value {
         Some(other) => other.clone(),
         None => Value::Null,
     }
+}
+
+/// A JSON object of these entries, the values moved in (`json!` would copy
+/// each through a serialiser).
+fn object<const N: usize>(entries: [(&str, Value); N]) -> Value {
+    Value::Object(
+        entries
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect(),
+    )
 }
 
 /// Messages as Flowise records a node's input: `{role, content}`.
