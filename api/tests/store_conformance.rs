@@ -67,6 +67,7 @@ conformance!(
     execution_listing_filters_and_pages_newest_first,
     executions_are_shared_and_deleted_per_workspace,
     runs_are_written_together_each_all_or_none,
+    a_start_written_again_with_its_end_updates_the_record,
     grouped_runs_keep_a_failing_run_apart,
 );
 
@@ -1284,6 +1285,49 @@ async fn runs_are_written_together_each_all_or_none(t: &common::TestStore) {
     assert_eq!(texts(stored("s1").await.unwrap()), ["q", "a"]);
     assert!(stored("s2").await.unwrap().is_empty());
     assert_eq!(texts(stored("s4").await.unwrap()), ["kept"]);
+}
+
+/// A run whose early start was stored though its writer could not know it
+/// writes the start again with its end: the record ends, sharing kept.
+async fn a_start_written_again_with_its_end_updates_the_record(t: &common::TestStore) {
+    let store: &dyn Store = &*t.store;
+    let ws = store.ensure_workspace("again").await.unwrap();
+    let f = store
+        .create_chatflow(flow(ws.id, "agent"))
+        .await
+        .unwrap()
+        .id;
+    let new = new_execution(ws.id, f, "s");
+    let early = store.create_execution(&new).await.unwrap();
+    store
+        .set_execution_public(ws.id, early.id, true)
+        .await
+        .unwrap();
+    tick().await;
+    let ended = store
+        .write_run(RunWrites {
+            start_execution: Some(new),
+            update_execution: Some((early.id, finished("[1]"))),
+            messages: vec![msg(f, "s", MessageRole::User, "q")],
+        })
+        .await
+        .unwrap();
+    let updated = ended.updated.unwrap();
+    assert_eq!(
+        (
+            updated.state,
+            updated.execution_data.as_str(),
+            updated.is_public
+        ),
+        (ExecutionState::Finished, "[1]", true)
+    );
+    assert_eq!(updated.created_date, early.created_date);
+    assert_eq!(ended.started.map(|s| s.id), Some(early.id));
+    assert_eq!(
+        store.get_execution(ws.id, early.id).await.unwrap(),
+        Some(updated)
+    );
+    assert_eq!(ended.messages.len(), 1);
 }
 
 /// Through the store the server uses (group commit): runs written at the same

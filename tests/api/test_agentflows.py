@@ -1174,6 +1174,28 @@ def test_executions_list_read_and_delete(server):
     assert listing["total"] == 1 and [e["id"] for e in listing["data"]] == [second["executionId"]]
 
 
+def test_a_run_whose_messages_cannot_be_stored_still_records_its_execution(server, fake):
+    """PostgreSQL refuses a NUL character in text: the turn cannot be stored, the
+    answer says so (500), and the run's execution is recorded all the same (its
+    items hold the character escaped). SQLite stores the turn."""
+    workspace = f"ws-{nonce()}"
+    api = Api(server.url, server.create_key(workspace=workspace))
+    flow = create(api, chain(af_start(), llm(fake), af_reply(REPLY, "{{ llmAgentflow_0 }}")))
+    r = post(api, flow, {"question": "nul \u0000 here", "chatId": "nul"})
+    records = api.get("/executions", params={"sessionId": "nul"}).json()["data"]
+    assert [e["state"] for e in records] == ["FINISHED"]
+    items = json.loads(api.get(f"/executions/{records[0]['id']}").json()["executionData"])
+    assert items[-1]["data"]["output"]["content"] == "Echo: nul \u0000 here"
+    stored = api.get(f"/chatmessage/{flow}", params={"chatId": "nul"}).json()
+    if server.backend == "postgres":
+        assert_error(r, 500, "could not be stored")
+        assert stored == []
+    else:
+        assert r.status_code == 200, r.text
+        assert r.json()["executionId"] == records[0]["id"]
+        assert [m["content"] for m in stored] == ["nul \u0000 here", "Echo: nul \u0000 here"]
+
+
 def test_a_long_run_is_listed_in_progress_until_it_ends(server, fake):
     """A run still going after a moment is listed INPROGRESS (no items yet); its
     end writes the same record. A short run's record is written once, at its end,

@@ -25,6 +25,14 @@ use super::graph::{FlowGraph, FlowNode, credential_of, references};
 use super::node::{Category, InputKind, NodeSpec, build_node, unknown};
 use super::registry;
 
+/// Whether a flow's text names the session's history in any spelling a
+/// template reads (`chat_history`, `$flow.chatHistory`, the editor's escaped
+/// `chat\_history`).
+fn mentions_chat_history(flow_data: &str) -> bool {
+    let text = flow_data.replace('\\', "");
+    text.contains("chat_history") || text.contains("chatHistory")
+}
+
 /// Keys of `overrideConfig` that are request settings, not node inputs.
 const REQUEST_KEYS: &[&str] = &["sessionId", "chatId"];
 
@@ -287,7 +295,7 @@ impl Plan {
             streamable,
             takes_chat_files: false,
             plain_steps: OnceLock::new(),
-            mentions_chat_history: flow_data.contains("chat_history"),
+            mentions_chat_history: mentions_chat_history(flow_data),
         };
         // Building once without overrides finds what only building can (an agent
         // on a model that cannot call tools), at 400 like every other flaw.
@@ -906,6 +914,18 @@ mod tests {
     use crate::flow::component::{ChainKind, Provider};
     use crate::llm::openai::Auth;
     use serde_json::json;
+
+    #[test]
+    fn the_history_is_found_in_every_spelling_a_template_reads() {
+        for text in [
+            r#"{"m": "{{ chat_history }}"}"#,
+            r#"{"m": "{{ chat\\_history }}"}"#,
+            r#"{"m": "{{ $flow.chatHistory }}"}"#,
+        ] {
+            assert!(mentions_chat_history(text), "{text}");
+        }
+        assert!(!mentions_chat_history(r#"{"m": "{{ question }}"}"#));
+    }
 
     fn node(id: &str, name: &str, inputs: Value) -> Value {
         json!({"id": id, "data": {"id": id, "name": name, "inputs": inputs}})

@@ -9,6 +9,7 @@
 //! run whose client went away stores nothing.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -385,12 +386,21 @@ impl RunTask {
                 tokio::select! {
                     result = &mut running => result,
                     () = tokio::time::sleep(RECORD_RUNNING_AFTER) => {
-                        match self.state.store.create_execution(new).await {
-                            Ok(_) => start = None,
-                            Err(e) => tracing::error!(execution = %new.id, error = %e,
+                        // Written beside the run, which goes on meanwhile; its end
+                        // is written after this.
+                        let store = Arc::clone(&self.state.store);
+                        let (id, new) = (new.id, new.clone());
+                        let recording =
+                            tokio::spawn(async move { store.create_execution(&new).await });
+                        let result = running.await;
+                        match recording.await {
+                            Ok(Ok(_)) => start = None,
+                            Ok(Err(e)) => tracing::error!(execution = %id, error = %e,
                                 "cannot record the agentflow's execution as running"),
+                            Err(e) => tracing::error!(execution = %id, error = %e,
+                                "the task recording the agentflow's execution as running failed"),
                         }
-                        running.await
+                        result
                     }
                 }
             }
@@ -549,8 +559,27 @@ impl RunTask {
             ..message(MessageRole::Api, &output.text)
         };
         let ending = record.update_execution.as_ref().map(|(id, _)| *id);
+        // The record alone, should the messages be refused with it.
+        let record_alone = ending.map(|_| RunWrites {
+            start_execution: record.start_execution.clone(),
+            update_execution: record.update_execution.clone(),
+            messages: Vec::new(),
+        });
         record.messages = vec![message(MessageRole::User, &self.input.question), answer];
-        let stored = self.state.store.write_run(record).await?;
+        let stored = match self.state.store.write_run(record).await {
+            Ok(stored) => stored,
+            Err(e) => {
+                if let (Some(id), Some(alone)) = (ending, record_alone) {
+                    match self.state.store.write_run(alone).await {
+                        Ok(_) => tracing::warn!(execution = %id, error = %e,
+                            "the run's messages could not be stored; its execution is recorded"),
+                        Err(again) => tracing::error!(execution = %id, error = %again,
+                            "cannot record the agentflow's execution"),
+                    }
+                }
+                return Err(e);
+            }
+        };
         if let Some(id) = ending
             && stored.updated.is_none()
         {

@@ -484,7 +484,7 @@ pub trait Store: Send + Sync + 'static {
 
 /// What one run writes, applied all or none in this order: the execution it
 /// starts, the update of an execution, the conversation messages (in order).
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct RunWrites {
     /// Started `INPROGRESS`, `executionData` `"[]"`, not public; a
     /// [`StoreError::Conflict`] when the chatflow is not in the workspace.

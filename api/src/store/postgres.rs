@@ -24,7 +24,9 @@ use crate::domain::credential::SealedCredential;
 use crate::domain::time::{self, Timestamp};
 use crate::domain::trigger::{self as trig, LEASE_EXPIRED, failure_mail};
 use crate::domain::vector::{ChunkKey, UpsertCounts, embedding_bytes, embedding_from_bytes};
-use crate::domain::{AgentflowRef, Execution, ExecutionFilter, ExecutionState, ListedExecution};
+use crate::domain::{
+    AgentflowRef, Execution, ExecutionFilter, ExecutionState, ExecutionUpdate, ListedExecution,
+};
 use crate::domain::{
     ApiKey, ChatMessageRecord, Chatflow, ChatflowPatch, ChatflowType, Delivery, Firing, Lead,
     MessageRole, NewApiKey, NewChatflow, NewMail, NewTool, NewTriggerResult, NewVariable,
@@ -165,9 +167,22 @@ impl PostgresStore {
             let mut update = run.update_execution.clone();
             if let Some(execution) = &run.start_execution {
                 let (created, ended) = execution.clone().start(&mut update, now);
-                start_execution(&tx, &created).await?;
-                written.updated = ended.then(|| created.clone());
-                written.started = Some(created);
+                if start_execution(&tx, &created).await? {
+                    written.updated = ended.then(|| created.clone());
+                    written.started = Some(created);
+                } else {
+                    // Already there (a start whose writer could not know it was
+                    // stored, written again with the run's end), or no such chatflow.
+                    let existing = get_execution(&tx, None, created.id, true)
+                        .await?
+                        .ok_or_else(|| {
+                            StoreError::Conflict(execution::chatflow_missing(created.agentflow_id))
+                        })?;
+                    if ended {
+                        update = Some((created.id, ExecutionUpdate::ending_as(created)));
+                    }
+                    written.started = Some(existing);
+                }
             }
             if let Some((id, update)) = update
                 && let Some(mut found) = get_execution(&tx, None, id, true).await?
@@ -2388,9 +2403,9 @@ async fn insert_messages(client: &impl GenericClient, written: &[RunWritten]) ->
     Ok(())
 }
 
-/// Inserts an execution of a chatflow of its own workspace (a conflict when
-/// the chatflow is not in it).
-async fn start_execution(client: &impl GenericClient, created: &Execution) -> StoreResult<()> {
+/// Inserts an execution of a chatflow of its own workspace; `false` when none
+/// was (the chatflow is not in it, or the record is there already).
+async fn start_execution(client: &impl GenericClient, created: &Execution) -> StoreResult<bool> {
     // Through the chatflow's row: an execution is always of a chatflow of its
     // own workspace.
     let stmt = client
@@ -2399,7 +2414,8 @@ async fn start_execution(client: &impl GenericClient, created: &Execution) -> St
                                      execution_data, action, is_public, created_at,
                                      updated_at, stopped_at)
              SELECT $1, workspace_id, id, $4, $5, $6, $7, $8, $9, $10, $11
-             FROM chatflows WHERE id = $3 AND workspace_id = $2",
+             FROM chatflows WHERE id = $3 AND workspace_id = $2
+             ON CONFLICT (id) DO NOTHING",
         )
         .await
         .map_err(backend)?;
@@ -2422,12 +2438,7 @@ async fn start_execution(client: &impl GenericClient, created: &Execution) -> St
         )
         .await
         .map_err(backend)?;
-    if inserted == 0 {
-        return Err(StoreError::Conflict(execution::chatflow_missing(
-            created.agentflow_id,
-        )));
-    }
-    Ok(())
+    Ok(inserted > 0)
 }
 
 /// An execution by id, in `workspace` when one is given; locked for the rest of

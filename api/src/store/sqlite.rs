@@ -25,7 +25,7 @@ use crate::domain::credential::SealedCredential;
 use crate::domain::time::{self, Timestamp, from_millis, to_millis};
 use crate::domain::trigger::{self as trig, LEASE_EXPIRED, failure_mail};
 use crate::domain::vector::{ChunkKey, UpsertCounts, embedding_bytes, embedding_from_bytes};
-use crate::domain::{AgentflowRef, Execution, ExecutionFilter, ListedExecution};
+use crate::domain::{AgentflowRef, Execution, ExecutionFilter, ExecutionUpdate, ListedExecution};
 use crate::domain::{
     ApiKey, ChatMessageRecord, Chatflow, ChatflowPatch, ChatflowType, Delivery, Firing, Lead,
     MessageRole, NewApiKey, NewChatflow, NewMail, NewTool, NewTriggerResult, NewVariable,
@@ -1130,13 +1130,18 @@ impl Store for SqliteStore {
                 for run in runs {
                     // Each run in a savepoint of its own: a failing run is rolled
                     // back alone (dropping the savepoint rolls it back).
-                    let savepoint = tx.savepoint()?;
+                    let mut savepoint = tx.savepoint()?;
                     match write_run(&savepoint, run, now) {
                         Ok(written) => {
                             savepoint.commit()?;
                             outcomes.push(Ok(written));
                         }
-                        Err(e) => outcomes.push(Err(e)),
+                        Err(e) => {
+                            // Should SQLite have rolled the whole transaction
+                            // back, this fails and so does the batch.
+                            savepoint.rollback()?;
+                            outcomes.push(Err(e));
+                        }
                     }
                 }
                 tx.commit()?;
@@ -2197,7 +2202,8 @@ fn write_run(conn: &Connection, run: RunWrites, now: Timestamp) -> StoreResult<R
                                          execution_data, action, is_public, created_at,
                                          updated_at, stopped_at)
                  SELECT ?1, workspace_id, id, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11
-                 FROM chatflows WHERE id = ?3 AND workspace_id = ?2",
+                 FROM chatflows WHERE id = ?3 AND workspace_id = ?2
+                 ON CONFLICT (id) DO NOTHING",
             )
             .and_then(|mut stmt| {
                 stmt.execute(params![
@@ -2215,11 +2221,20 @@ fn write_run(conn: &Connection, run: RunWrites, now: Timestamp) -> StoreResult<R
                 ])
             })
             .map_err(backend)?;
-        if inserted == 0 {
-            return Err(StoreError::Conflict(execution::chatflow_missing(agentflow)));
+        if inserted > 0 {
+            written.updated = ended.then(|| created.clone());
+            written.started = Some(created);
+        } else {
+            // Already there (a start whose writer could not know it was
+            // stored, written again with the run's end), or no such chatflow.
+            let existing = get_execution(conn, None, created.id)
+                .map_err(backend)?
+                .ok_or_else(|| StoreError::Conflict(execution::chatflow_missing(agentflow)))?;
+            if ended {
+                update = Some((created.id, ExecutionUpdate::ending_as(created)));
+            }
+            written.started = Some(existing);
         }
-        written.updated = ended.then(|| created.clone());
-        written.started = Some(created);
     }
     if let Some((id, update)) = update {
         let found = get_execution(conn, None, id).map_err(backend)?;
