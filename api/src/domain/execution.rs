@@ -221,18 +221,6 @@ pub struct ExecutionUpdate {
 }
 
 impl ExecutionUpdate {
-    /// The update that makes a record end as `ended` says (its state, items,
-    /// action and stop), leaving what others may have changed (sharing) alone.
-    pub fn ending_as(ended: Execution) -> Self {
-        ExecutionUpdate {
-            state: Some(ended.state),
-            execution_data: Some(ended.execution_data),
-            action: Some(ended.action),
-            stopped_date: ended.stopped_date,
-            only_from: None,
-        }
-    }
-
     /// Whether the update may change `execution` (see `only_from`).
     pub fn applies_to(&self, execution: &Execution) -> bool {
         self.only_from.is_none_or(|state| state == execution.state)

@@ -426,15 +426,8 @@ impl RunTask {
             Err(_) => None,
         };
         // A finished run's record is written with its messages (`remember`).
-        if (failed.is_some() || result.is_err())
-            && let Some((id, _)) = record.update_execution
-            && let Err(e) = self
-                .state
-                .store
-                .write_run(std::mem::take(&mut record))
-                .await
-        {
-            tracing::error!(execution = %id, error = %e, "cannot record the agentflow's execution");
+        if failed.is_some() || result.is_err() {
+            self.write_record(std::mem::take(&mut record)).await;
         }
         if let Some(error) = failed {
             tracing::warn!(chatflow = %self.chatflow_id, error = %error, "agentflow run failed");
@@ -536,6 +529,21 @@ impl RunTask {
         update.map(|update| (id, update))
     }
 
+    /// Writes the run's execution `record` without messages; whether it was
+    /// written. A failure is logged, naming the execution: no one else sees it.
+    async fn write_record(&self, record: RunWrites) -> bool {
+        let Some((id, _)) = record.update_execution else {
+            return false;
+        };
+        match self.state.store.write_run(record).await {
+            Ok(_) => true,
+            Err(e) => {
+                tracing::error!(execution = %id, error = %e, "cannot record the agentflow's execution");
+                false
+            }
+        }
+    }
+
     /// Stores the question and the answer with the run's execution `record`
     /// (all in one write); returns the answer's message id.
     async fn remember(
@@ -569,13 +577,11 @@ impl RunTask {
         let stored = match self.state.store.write_run(record).await {
             Ok(stored) => stored,
             Err(e) => {
-                if let (Some(id), Some(alone)) = (ending, record_alone) {
-                    match self.state.store.write_run(alone).await {
-                        Ok(_) => tracing::warn!(execution = %id, error = %e,
-                            "the run's messages could not be stored; its execution is recorded"),
-                        Err(again) => tracing::error!(execution = %id, error = %again,
-                            "cannot record the agentflow's execution"),
-                    }
+                if let (Some(id), Some(alone)) = (ending, record_alone)
+                    && self.write_record(alone).await
+                {
+                    tracing::warn!(execution = %id, error = %e,
+                        "the run's messages could not be stored; its execution is recorded");
                 }
                 return Err(e);
             }

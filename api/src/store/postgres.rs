@@ -24,9 +24,7 @@ use crate::domain::credential::SealedCredential;
 use crate::domain::time::{self, Timestamp};
 use crate::domain::trigger::{self as trig, LEASE_EXPIRED, failure_mail};
 use crate::domain::vector::{ChunkKey, UpsertCounts, embedding_bytes, embedding_from_bytes};
-use crate::domain::{
-    AgentflowRef, Execution, ExecutionFilter, ExecutionState, ExecutionUpdate, ListedExecution,
-};
+use crate::domain::{AgentflowRef, Execution, ExecutionFilter, ExecutionState, ListedExecution};
 use crate::domain::{
     ApiKey, ChatMessageRecord, Chatflow, ChatflowPatch, ChatflowType, Delivery, Firing, Lead,
     MessageRole, NewApiKey, NewChatflow, NewMail, NewTool, NewTriggerResult, NewVariable,
@@ -167,22 +165,9 @@ impl PostgresStore {
             let mut update = run.update_execution.clone();
             if let Some(execution) = &run.start_execution {
                 let (created, ended) = execution.clone().start(&mut update, now);
-                if start_execution(&tx, &created).await? {
-                    written.updated = ended.then(|| created.clone());
-                    written.started = Some(created);
-                } else {
-                    // Already there (a start whose writer could not know it was
-                    // stored, written again with the run's end), or no such chatflow.
-                    let existing = get_execution(&tx, None, created.id, true)
-                        .await?
-                        .ok_or_else(|| {
-                            StoreError::Conflict(execution::chatflow_missing(created.agentflow_id))
-                        })?;
-                    if ended {
-                        update = Some((created.id, ExecutionUpdate::ending_as(created)));
-                    }
-                    written.started = Some(existing);
-                }
+                let stored = start_execution(&tx, &created).await?;
+                written.updated = ended.then(|| stored.clone());
+                written.started = Some(stored);
             }
             if let Some((id, update)) = update
                 && let Some(mut found) = get_execution(&tx, None, id, true).await?
@@ -2403,24 +2388,33 @@ async fn insert_messages(client: &impl GenericClient, written: &[RunWritten]) ->
     Ok(())
 }
 
-/// Inserts an execution of a chatflow of its own workspace; `false` when none
-/// was (the chatflow is not in it, or the record is there already).
-async fn start_execution(client: &impl GenericClient, created: &Execution) -> StoreResult<bool> {
+/// Inserts an execution of a chatflow of its own workspace (a conflict when
+/// the chatflow is not in it) and returns it as stored. A record already there
+/// (a start whose writer could not know it was stored, written again with the
+/// run's end) takes the run's fields; its sharing stays.
+async fn start_execution(
+    client: &impl GenericClient,
+    created: &Execution,
+) -> StoreResult<Execution> {
     // Through the chatflow's row: an execution is always of a chatflow of its
     // own workspace.
     let stmt = client
-        .prepare_cached(
-            "INSERT INTO executions (id, workspace_id, agentflow_id, session_id, state,
-                                     execution_data, action, is_public, created_at,
-                                     updated_at, stopped_at)
+        .prepare_cached(&format!(
+            "INSERT INTO executions AS e (id, workspace_id, agentflow_id, session_id, state,
+                                          execution_data, action, is_public, created_at,
+                                          updated_at, stopped_at)
              SELECT $1, workspace_id, id, $4, $5, $6, $7, $8, $9, $10, $11
              FROM chatflows WHERE id = $3 AND workspace_id = $2
-             ON CONFLICT (id) DO NOTHING",
-        )
+             ON CONFLICT (id) DO UPDATE SET
+                 state = EXCLUDED.state, execution_data = EXCLUDED.execution_data,
+                 action = EXCLUDED.action, updated_at = EXCLUDED.updated_at,
+                 stopped_at = EXCLUDED.stopped_at
+             RETURNING {EXECUTION_COLUMNS}"
+        ))
         .await
         .map_err(backend)?;
-    let inserted = client
-        .execute(
+    let stored = client
+        .query_opt(
             &stmt,
             &[
                 &created.id,
@@ -2437,8 +2431,9 @@ async fn start_execution(client: &impl GenericClient, created: &Execution) -> St
             ],
         )
         .await
-        .map_err(backend)?;
-    Ok(inserted > 0)
+        .map_err(backend)?
+        .ok_or_else(|| StoreError::Conflict(execution::chatflow_missing(created.agentflow_id)))?;
+    execution_from_row(&stored).map_err(backend)
 }
 
 /// An execution by id, in `workspace` when one is given; locked for the rest of

@@ -25,7 +25,7 @@ use crate::domain::credential::SealedCredential;
 use crate::domain::time::{self, Timestamp, from_millis, to_millis};
 use crate::domain::trigger::{self as trig, LEASE_EXPIRED, failure_mail};
 use crate::domain::vector::{ChunkKey, UpsertCounts, embedding_bytes, embedding_from_bytes};
-use crate::domain::{AgentflowRef, Execution, ExecutionFilter, ExecutionUpdate, ListedExecution};
+use crate::domain::{AgentflowRef, Execution, ExecutionFilter, ListedExecution};
 use crate::domain::{
     ApiKey, ChatMessageRecord, Chatflow, ChatflowPatch, ChatflowType, Delivery, Firing, Lead,
     MessageRole, NewApiKey, NewChatflow, NewMail, NewTool, NewTriggerResult, NewVariable,
@@ -2195,46 +2195,46 @@ fn write_run(conn: &Connection, run: RunWrites, now: Timestamp) -> StoreResult<R
         let agentflow = execution.agentflow_id;
         let (created, ended) = execution.start(&mut update, now);
         // Through the chatflow's row: an execution is always of a chatflow of
-        // its own workspace.
-        let inserted = conn
+        // its own workspace. A record already there (a start whose writer could
+        // not know it was stored, written again with the run's end) takes the
+        // run's fields; its sharing stays. Columns returned as EXECUTION_COLUMNS.
+        let stored = conn
             .prepare_cached(
                 "INSERT INTO executions (id, workspace_id, agentflow_id, session_id, state,
                                          execution_data, action, is_public, created_at,
                                          updated_at, stopped_at)
                  SELECT ?1, workspace_id, id, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11
                  FROM chatflows WHERE id = ?3 AND workspace_id = ?2
-                 ON CONFLICT (id) DO NOTHING",
+                 ON CONFLICT (id) DO UPDATE SET
+                     state = excluded.state, execution_data = excluded.execution_data,
+                     action = excluded.action, updated_at = excluded.updated_at,
+                     stopped_at = excluded.stopped_at
+                 RETURNING id, workspace_id, agentflow_id, session_id, state, execution_data,
+                           action, is_public, created_at, updated_at, stopped_at",
             )
             .and_then(|mut stmt| {
-                stmt.execute(params![
-                    created.id.to_string(),
-                    created.workspace_id.to_string(),
-                    created.agentflow_id.to_string(),
-                    created.session_id,
-                    created.state.as_str(),
-                    created.execution_data,
-                    created.action,
-                    created.is_public,
-                    to_millis(&created.created_date),
-                    to_millis(&created.updated_date),
-                    created.stopped_date.as_ref().map(to_millis),
-                ])
+                stmt.query_row(
+                    params![
+                        created.id.to_string(),
+                        created.workspace_id.to_string(),
+                        created.agentflow_id.to_string(),
+                        created.session_id,
+                        created.state.as_str(),
+                        created.execution_data,
+                        created.action,
+                        created.is_public,
+                        to_millis(&created.created_date),
+                        to_millis(&created.updated_date),
+                        created.stopped_date.as_ref().map(to_millis),
+                    ],
+                    execution_from_row,
+                )
+                .optional()
             })
-            .map_err(backend)?;
-        if inserted > 0 {
-            written.updated = ended.then(|| created.clone());
-            written.started = Some(created);
-        } else {
-            // Already there (a start whose writer could not know it was
-            // stored, written again with the run's end), or no such chatflow.
-            let existing = get_execution(conn, None, created.id)
-                .map_err(backend)?
-                .ok_or_else(|| StoreError::Conflict(execution::chatflow_missing(agentflow)))?;
-            if ended {
-                update = Some((created.id, ExecutionUpdate::ending_as(created)));
-            }
-            written.started = Some(existing);
-        }
+            .map_err(backend)?
+            .ok_or_else(|| StoreError::Conflict(execution::chatflow_missing(agentflow)))?;
+        written.updated = ended.then(|| stored.clone());
+        written.started = Some(stored);
     }
     if let Some((id, update)) = update {
         let found = get_execution(conn, None, id).map_err(backend)?;
