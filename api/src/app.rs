@@ -58,13 +58,13 @@ pub fn router(state: AppState) -> Router {
         )
         .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
         .layer(middleware::map_response(move |mut response: axum::response::Response| {
-            let policy = frame_ancestors.clone();
-            async move {
-                response
-                    .headers_mut()
-                    .insert(axum::http::header::CONTENT_SECURITY_POLICY, policy);
-                response
-            }
+            let headers = response.headers_mut();
+            let policy = cors::add_frame_ancestors(
+                headers.get(axum::http::header::CONTENT_SECURITY_POLICY),
+                &frame_ancestors,
+            );
+            headers.insert(axum::http::header::CONTENT_SECURITY_POLICY, policy);
+            async move { response }
         }))
         .layer(cors)
         .layer(middleware::from_fn(observe::count))
@@ -83,6 +83,10 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let cancel = CancellationToken::new();
     let background = triggers::start_background(&state, cancel.child_token());
+    background.spawn(crate::services::uploads::run_sweeper(
+        std::sync::Arc::clone(&state.uploads),
+        cancel.child_token(),
+    ));
     let stopping = Arc::new(tokio::sync::Notify::new());
     let signal = {
         let stopping = Arc::clone(&stopping);

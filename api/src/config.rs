@@ -143,6 +143,16 @@ pub struct Config {
     #[arg(long, env = "IFRAME_ORIGINS", default_value = "*", global = true)]
     pub iframe_origins: String,
 
+    /// Serve HTML, SVG and XML artifacts inline (still under `Content-Security-Policy:
+    /// sandbox`) instead of as downloads.
+    #[arg(
+        long,
+        env = "ARTIFACTS_INLINE_HTML",
+        default_value_t = false,
+        global = true
+    )]
+    pub artifacts_inline_html: bool,
+
     /// Trust `X-Forwarded-For` to name the client (only behind a proxy you run).
     #[arg(long, env = "TRUST_PROXY", default_value_t = false, global = true)]
     pub trust_proxy: bool,
@@ -209,6 +219,17 @@ pub struct Config {
     #[arg(long, env = "WORKSPACE_MAX_PREDICTIONS", default_value_t = 100,
           value_parser = clap::value_parser!(u64).range(1..=1_000_000), global = true)]
     pub workspace_max_predictions: u64,
+
+    /// Bytes of chat uploads one workspace keeps on this server; a question whose
+    /// files would go over is answered 413.
+    #[arg(long, env = "WORKSPACE_UPLOAD_QUOTA", default_value_t = 1024 * 1024 * 1024,
+          value_parser = clap::value_parser!(u64).range(1..), global = true)]
+    pub workspace_upload_quota: u64,
+
+    /// Days a chat's uploaded files are kept (a sweeper removes older ones hourly).
+    #[arg(long, env = "UPLOAD_TTL_DAYS", default_value_t = 30,
+          value_parser = clap::value_parser!(u32).range(1..=36_500), global = true)]
+    pub upload_ttl_days: u32,
 
     /// Milliseconds an API key or a chatflow read from the store is reused before
     /// being read again. Changes made on this replica apply at once; this bounds

@@ -176,6 +176,14 @@ async fn serve(config: Config, store: Arc<dyn weir_api::Store>) -> Result<(), St
         ),
         Err(e) => tracing::error!(error = %e, "cannot reseal credentials"),
     }
+    match weir_api::services::triggers::secrets::reseal_all(&state).await {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(
+            triggers = n,
+            "sealed trigger secrets with the current WEIR_SECRET_KEY"
+        ),
+        Err(e) => tracing::error!(error = %e, "cannot seal trigger secrets"),
+    }
     // The runtime may start after us (or not at all if no flow uses Python tools).
     let runtime = state.tools.runtime.clone();
     tokio::spawn(async move {

@@ -60,6 +60,7 @@ conformance!(
     webhook_claims_stop_at_max_executions,
     webhook_deliveries_are_replayed,
     webhook_addresses_are_unique,
+    trigger_secrets_are_replaced_only_as_read,
     triggers_per_workspace_are_bounded,
     vector_writes_are_atomic_versioned_and_scoped,
     executions_start_in_progress_and_are_updated,
@@ -781,7 +782,9 @@ async fn webhook_claims_stop_at_max_executions(t: &common::TestStore) {
             .unwrap()
             .is_none()
     );
-    let found = store.find_webhook_trigger("hook").await.unwrap().unwrap();
+    let found = store.find_webhook_triggers("hook").await.unwrap();
+    assert_eq!(found.len(), 1);
+    let found = &found[0];
     assert_eq!(found.execution_count, 1);
     assert!(!found.enabled);
 }
@@ -839,7 +842,7 @@ async fn webhook_addresses_are_unique(t: &common::TestStore) {
     let cron = trigger(tr.workspace_id, tr.chatflow_id, TriggerType::Cron, "same");
     let cron = store.create_trigger(cron, NO_LIMIT).await.unwrap();
     // Another workspace may use the node id: each trigger keeps its id address, and
-    // the node id reaches the oldest webhook on it.
+    // the node id names both (oldest first), so the service can refuse the alias.
     let other = store.ensure_workspace("other").await.unwrap();
     let other_flow = store.create_chatflow(flow(other.id, "flow")).await.unwrap();
     let mut theirs = trigger(other.id, other_flow.id, TriggerType::Webhook, "same");
@@ -847,17 +850,61 @@ async fn webhook_addresses_are_unique(t: &common::TestStore) {
     let theirs = store.create_trigger(theirs, NO_LIMIT).await.unwrap();
     let found = |address: String| async move {
         store
-            .find_webhook_trigger(&address)
+            .find_webhook_triggers(&address)
             .await
             .unwrap()
+            .into_iter()
             .map(|t| t.id)
+            .collect::<Vec<_>>()
     };
-    assert_eq!(found("same".into()).await, Some(tr.id));
-    assert_eq!(found(tr.id.to_string()).await, Some(tr.id));
-    assert_eq!(found(theirs.id.to_string()).await, Some(theirs.id));
-    assert_eq!(found(cron.id.to_string()).await, None);
-    assert_eq!(found(uuid::Uuid::new_v4().to_string()).await, None);
-    assert_eq!(found("elsewhere".into()).await, None);
+    assert_eq!(found("same".into()).await, vec![tr.id, theirs.id]);
+    assert_eq!(found(tr.id.to_string()).await, vec![tr.id]);
+    assert_eq!(found(theirs.id.to_string()).await, vec![theirs.id]);
+    assert_eq!(found(cron.id.to_string()).await, Vec::<uuid::Uuid>::new());
+    assert_eq!(
+        found(uuid::Uuid::new_v4().to_string()).await,
+        Vec::<uuid::Uuid>::new()
+    );
+    assert_eq!(found("elsewhere".into()).await, Vec::<uuid::Uuid>::new());
+    store.delete_trigger(other.id, theirs.id).await.unwrap();
+    assert_eq!(found("same".into()).await, vec![tr.id]);
+}
+
+async fn trigger_secrets_are_replaced_only_as_read(t: &common::TestStore) {
+    let store: &dyn Store = &*t.store;
+    let ws = store.ensure_workspace("secrets").await.unwrap();
+    let f = store.create_chatflow(flow(ws.id, "flow")).await.unwrap();
+    let mut with_secret = trigger(ws.id, f.id, TriggerType::Webhook, "signed");
+    with_secret.webhook_secret = Some("plain".into());
+    let stored = store.create_trigger(with_secret, NO_LIMIT).await.unwrap();
+    let plain = setup(store, TriggerType::Webhook, "unsigned").await;
+    let listed: Vec<_> = store
+        .triggers_with_secrets()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.id)
+        .collect();
+    assert!(listed.contains(&stored.id) && !listed.contains(&plain.id));
+    let mut sealed = stored.clone();
+    sealed.webhook_secret = Some("sealed:k:abc".into());
+    sealed.webhook_bot_token = Some("sealed:k:def".into());
+    assert!(
+        store
+            .replace_trigger_secrets(&stored, &sealed)
+            .await
+            .unwrap()
+    );
+    // Read before that change: no longer what is stored.
+    assert!(
+        !store
+            .replace_trigger_secrets(&stored, &sealed)
+            .await
+            .unwrap()
+    );
+    let now = store.get_trigger(ws.id, stored.id).await.unwrap().unwrap();
+    assert_eq!(now.webhook_secret.as_deref(), Some("sealed:k:abc"));
+    assert_eq!(now.webhook_bot_token.as_deref(), Some("sealed:k:def"));
 }
 
 async fn triggers_per_workspace_are_bounded(t: &common::TestStore) {

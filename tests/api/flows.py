@@ -663,3 +663,16 @@ def af_human_input(node_id, description="", model=None, prompt="", feedback=True
         values = {"humanInputDescriptionType": "dynamic", **model, "humanInputModelPrompt": prompt}
     values["humanInputEnableFeedback"] = feedback
     return af_node(node_id, "humanInputAgentflow", values, label, len(HUMAN_OUTPUTS))
+
+
+def chat_files_qa(base):
+    """A retrieval chain on the fake at `base` whose store takes the chat's files
+    (`fileUpload`): the flow that keeps a prediction's uploads."""
+    splitter = character_splitter(200, 0, "\n\n")
+    own = plain_text("The canteen serves soup on Mondays.", splitter)
+    loader = text_file(splitter=splitter, node_id="textFile_0")
+    embeddings = openai_embeddings(base)
+    store = faiss_store([own, loader], embeddings, fileUpload=True)
+    model = openai_model(base)
+    chain = conversational_retrieval_qa_chain(model, store, returnSourceDocuments=True)
+    return rag(splitter, own, loader, embeddings, store, model, chain)

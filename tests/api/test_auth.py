@@ -104,6 +104,24 @@ def test_rest_key_creation_validates(server, api):
     assert default["permissions"] == ["chatflows:read"]
 
 
+def test_a_key_manages_only_keys_it_could_have_minted(server, api):
+    """A key holding apikeys:manage alone cannot revoke the workspace's full key (or
+    any key holding a permission it lacks); it may revoke keys within its own."""
+    workspace = next(k["workspace"] for k in api.get("/apikey").json())
+    full_id = next(k["id"] for k in api.get("/apikey").json())
+    manager = api.with_key(server.create_key("apikeys:manage", workspace=workspace))
+    reader = api.post("/apikey", json={"keyName": "reader", "permissions": ["chatflows:read"]}).json()
+    for wider in (full_id, reader["id"]):
+        assert_error(manager.delete(f"/apikey/{wider}"), 403, "cannot revoke")
+    assert api.get("/chatflows").status_code == 200
+    assert api.with_key(reader["apiKey"]).get("/chatflows").status_code == 200
+    peer = manager.post("/apikey", json={"keyName": "peer", "permissions": ["apikeys:manage"]}).json()
+    assert manager.delete(f"/apikey/{peer['id']}").status_code == 204
+    assert_error(api.with_key(peer["apiKey"]).get("/apikey"), 401)
+    # The full key may revoke any key of its workspace.
+    assert api.delete(f"/apikey/{reader['id']}").status_code == 204
+
+
 def test_key_use_is_recorded(server, api):
     import time
     api.get("/chatflows")

@@ -6,7 +6,11 @@ WEIR_SECRET_KEY or a generated key file) and opened only for the runs whose node
 name them (`data.credential`, the `FLOWISE_CREDENTIAL_ID` input, or inside an
 agentflow node's model config). A server's own provider keys (OPENAI_API_KEY, ...)
 go only to that provider's host, the server's own base settings, or the hosts in
-PROVIDER_KEY_HOSTS — never where a flow author points a node."""
+PROVIDER_KEY_HOSTS — never where a flow author points a node. A credential goes to
+its provider's host, the hosts on the credential itself (`allowedHosts`, set only
+with credentials:write) and PROVIDER_KEY_HOSTS; a flow naming one is saved only by a
+key holding credentials:read, and refused at save and at run when a node points the
+credential anywhere else."""
 
 import base64
 import json
@@ -48,9 +52,11 @@ def api(keyed) -> Api:
     return Api(keyed.url, keyed.create_key(workspace=f"ws-{nonce()}"))
 
 
-def create_credential(api, key=GOOD_KEY, kind="openAIApi", field="openAIApiKey", **more) -> dict:
+def create_credential(api, key=GOOD_KEY, kind="openAIApi", field="openAIApiKey", allowed_hosts=("127.0.0.1",),
+                      **more) -> dict:
+    """A credential the fake providers (on loopback) may receive unless `allowed_hosts` says otherwise."""
     r = api.post("/credentials", json={"name": "My key", "credentialName": kind,
-                                       "plainDataObj": {field: key, **more}})
+                                       "plainDataObj": {field: key, **more}, "allowedHosts": list(allowed_hosts)})
     assert r.status_code == 201, r.text
     return r.json()
 
@@ -69,8 +75,9 @@ def keyless_openai(fake, credential=None, how="data"):
 def test_fields_are_write_only(api):
     created = create_credential(api, key=SECRET, kind="openAIApi", field="openAIApiKey")
     assert SECRET not in json.dumps(created)
-    assert {k: created[k] for k in ("name", "credentialName", "plainDataObj")} == {
-        "name": "My key", "credentialName": "openAIApi", "plainDataObj": {"openAIApiKey": REDACTED}}
+    assert {k: created[k] for k in ("name", "credentialName", "plainDataObj", "allowedHosts")} == {
+        "name": "My key", "credentialName": "openAIApi", "plainDataObj": {"openAIApiKey": REDACTED},
+        "allowedHosts": ["127.0.0.1"]}
     assert created["createdDate"].endswith("Z") and uuid.UUID(created["id"])
     one = api.get(f"/credentials/{created['id']}")
     assert one.status_code == 200 and SECRET not in one.text
@@ -110,6 +117,8 @@ def test_bad_writes_are_refused_and_change_nothing(api):
                                                 "plainDataObj": {"k": "v" * 70_000}}), 400, "KiB")
     assert_error(api.post("/credentials", json={"name": "x", "credentialName": "openAIApi",
                                                 "plainDataObj": "sk-1"}), 400)
+    assert_error(api.post("/credentials", json={"name": "x", "credentialName": "openAIApi",
+                                                "allowedHosts": ["https://gateway.example/v1"]}), 400, "allowedHosts")
     assert api.get("/credentials").json() == []
     created = create_credential(api)
     assert_error(api.put(f"/credentials/{created['id']}", json={"plainDataObj": {"other": REDACTED}}), 400)
@@ -207,8 +216,9 @@ def test_provider_key_hosts_lets_the_operator_trust_a_host(make_weir, fake):
     question = f"trusted host {nonce()}"
     assert ask(api, create_flow(api, keyless_openai(fake)), question)["text"] == f"Echo: {question}"
     assert fake.last_request("/chat/completions")[1]["authorization"] == f"Bearer {GOOD_KEY}"
-    # A node naming a credential uses that credential's fields, never the server's key.
-    cred = create_credential(api, key="sk-from-credential")
+    # A node naming a credential uses that credential's fields, never the server's key;
+    # PROVIDER_KEY_HOSTS lets it reach the operator's host without allowedHosts.
+    cred = create_credential(api, key="sk-from-credential", allowed_hosts=())
     predict(api, create_flow(api, keyless_openai(fake, cred["id"])), "credential first")
     assert fake.last_request("/chat/completions")[1]["authorization"] == "Bearer sk-from-credential"
 
@@ -265,3 +275,61 @@ def test_rotating_the_secret_key(make_weir, fake):
     w.env["WEIR_SECRET_KEY"] = "too-short"
     with pytest.raises(AssertionError, match="WEIR_SECRET_KEY"):
         w.start()
+
+
+def openai_to(base, credential):
+    model = flows.openai_model(base, key="")
+    model["data"]["credential"] = credential
+    return flows.conversation(model)
+
+
+def test_a_credential_goes_only_where_it_may(keyed, api, fake):
+    """A flow author with a key of their own in the workspace tries to have a stored
+    credential sent to a server they run (a loopback recorder): refused at save and
+    at run, and the recorder never sees a request."""
+    recorder = FakeProviders()
+    try:
+        here = recorder.url.split("//")[1]
+        cred = create_credential(api, allowed_hosts=[fake.url.split("//")[1]])
+        workspace = api.get("/apikey").json()[0]["workspace"]
+        author = api.with_key(keyed.create_key("chatflows:read", "chatflows:write", "predictions:create",
+                                               workspace=workspace))
+        # Naming a stored credential needs a key that may see credentials.
+        assert_error(author.post("/chatflows", json={"name": "f", "flowData": openai_to(fake.url, cred["id"])}),
+                     403, "credentials:read")
+        author = api.with_key(keyed.create_key("chatflows:read", "chatflows:write", "predictions:create",
+                                               "credentials:read", workspace=workspace))
+        # Pointed at the recorder: refused at save, naming the rule.
+        body = assert_error(author.post("/chatflows", json={"name": "f", "flowData": openai_to(recorder.url, cred["id"])}),
+                            400, "allowedHosts")
+        assert here in body["message"] and GOOD_KEY not in body["message"]
+        # Inside an agentflow node's model config too.
+        model = flows.af_model("llmModel", flows.node("chatOpenAI_0", "chatOpenAI", {
+            "modelName": "gpt-test", "basePath": f"{recorder.url}/v1", "FLOWISE_CREDENTIAL_ID": cred["id"]}))
+        agentflow = flows.agentflow([flows.af_start(), flows.af_llm("llmAgentflow_0", model)],
+                                    [("startAgentflow_0", "llmAgentflow_0")])
+        assert_error(author.post("/chatflows", json={"name": "f", "flowData": agentflow, "type": "AGENTFLOW"}),
+                     400, "allowedHosts")
+        # Updating a saved flow to point there is refused the same way.
+        flow = create_flow(author, openai_to(fake.url, cred["id"]))
+        assert_error(author.put(f"/chatflows/{flow}", json={"flowData": openai_to(recorder.url, cred["id"])}), 400)
+        question = f"allowed {nonce()}"
+        assert ask(author, flow, question)["text"] == f"Echo: {question}"
+        assert fake.last_request("/chat/completions")[1]["authorization"] == f"Bearer {GOOD_KEY}"
+
+        # At run: a flow saved while the credential allowed the recorder, then narrowed.
+        api.put(f"/credentials/{cred['id']}", json={"allowedHosts": [here]})
+        moved = create_flow(author, openai_to(recorder.url, cred["id"]))
+        api.put(f"/credentials/{cred['id']}", json={"allowedHosts": []})
+        assert_error(predict(author, moved, "now"), 400, "allowedHosts")
+        # Nor through an override the chatflow allows.
+        api.put(f"/credentials/{cred['id']}", json={"allowedHosts": [fake.url.split("//")[1]]})
+        allowing = create_flow(api, openai_to(fake.url, cred["id"]),
+                               apiConfig=json.dumps({"overrideConfig": {"allow": ["basePath"]}}))
+        assert_error(predict(author, allowing, "hi", overrideConfig={"basePath": f"{recorder.url}/v1"}),
+                     400, "allowedHosts")
+        assert recorder.requests == []
+        # Only credentials:write changes where a credential may go.
+        assert_error(author.put(f"/credentials/{cred['id']}", json={"allowedHosts": [here]}), 403, "credentials:write")
+    finally:
+        recorder.close()

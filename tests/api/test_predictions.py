@@ -228,13 +228,46 @@ def api_workspace(api):
     return next(k["workspace"] for k in api.get("/apikey").json())
 
 
-def test_streaming_support_needs_no_key(api, fake):
+def test_streaming_support_tells_nothing_about_other_callers_flows(server, api, fake):
+    """Flowise's clients ask without their key. A caller who may run the chatflow
+    (anyone for a public one) gets the flow's answer; everyone else gets the answer
+    an unknown id gets, so the route is no existence oracle across workspaces."""
+    def streaming(flow, key=None):
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        r = requests.get(f"{api.url}/api/v1/chatflows-streaming/{flow}", headers=headers, timeout=5)
+        assert r.status_code == 200, r.text
+        return r.json()
+
     flow = create_flow(api, flows.conversation(flows.openai_model(fake.url)))
-    r = requests.get(f"{api.url}/api/v1/chatflows-streaming/{flow}", timeout=5)
-    assert r.status_code == 200 and r.json() == {"isStreaming": True}
+    public = create_flow(api, flows.conversation(flows.openai_model(fake.url)), isPublic=True)
+    assert streaming(public) == {"isStreaming": True}
+    assert streaming(flow, api.key) == {"isStreaming": True}
     broken = create_flow(api, flows.graph([flows.node("toolAgent_0", "toolAgent", {})]))
-    assert requests.get(f"{api.url}/api/v1/chatflows-streaming/{broken}", timeout=5).json() == {"isStreaming": False}
-    assert_error(requests.get(f"{api.url}/api/v1/chatflows-streaming/{uuid.uuid4()}", timeout=5), 404)
+    assert streaming(broken, api.key) == {"isStreaming": False}
+    public_broken = create_flow(api, flows.graph([flows.node("toolAgent_0", "toolAgent", {})]), isPublic=True)
+    assert streaming(public_broken) == {"isStreaming": False}
+    # A private flow that cannot stream, asked by anyone who may not run it, reads like
+    # an id that does not exist.
+    unknown = streaming(uuid.uuid4())
+    stranger = server.create_key(workspace="streaming-stranger")
+    reader = server.create_key("chatflows:read", workspace=api_workspace(api))
+    for key in (None, stranger, reader):
+        assert streaming(broken, key) == unknown
+    only = api.post("/apikey", json={"keyName": "only", "permissions": ["predictions:create"]}).json()
+    pinned = create_flow(api, flows.graph([flows.node("toolAgent_0", "toolAgent", {})]), apikeyid=only["id"])
+    assert streaming(pinned, only["apiKey"]) == {"isStreaming": False}
+    assert streaming(pinned, api.key) == unknown
+    assert_error(requests.get(f"{api.url}/api/v1/chatflows-streaming/{flow}",
+                              headers={"Authorization": "Bearer weir_bad"}, timeout=5), 401)
+
+
+def test_a_bound_key_still_needs_predictions_create(api, fake):
+    """apikeyid narrows who may run a chatflow; it grants nothing the key lacks."""
+    reader = api.post("/apikey", json={"keyName": "reader", "permissions": ["chatflows:read"]}).json()
+    pinned = create_flow(api, flows.conversation(flows.openai_model(fake.url)), apikeyid=reader["id"])
+    before = fake.count("/chat/completions")
+    assert_error(predict(api, pinned, "x", key=reader["apiKey"]), 403, "predictions:create")
+    assert fake.count("/chat/completions") == before
 
 
 def test_multipart_with_files(server, api, fake):
@@ -246,9 +279,8 @@ def test_multipart_with_files(server, api, fake):
     assert r.status_code == 200, r.text
     assert r.json()["text"] == "Echo: with files" and r.json()["chatId"] == "mp-1"
     assert fake.last("/chat/completions")["temperature"] == 0.2
-    kept = list((server.data_dir / "uploads" / flow / "mp-1").iterdir())
-    assert sorted(p.read_bytes() for p in kept) == [b"a,b", b"hello file"]
-    assert all(".." not in p.name and "/" not in p.name for p in kept)
+    # The flow takes no files: they are read for the question and never kept.
+    assert not [p for p in (server.data_dir / "uploads").rglob("*") if flow in str(p)]
     r = api.post(f"/prediction/{flow}", data={"question": "streamed", "streaming": "true"},
                  files=[("files", ("a.txt", b"x", "text/plain"))], stream=True)
     assert [e for e, _ in sse_events(r)][-2:] == ["metadata", "end"]
@@ -265,13 +297,14 @@ def test_too_large_uploads_are_413_and_too_many_files_400(api, fake):
 
 def test_json_uploads_as_data_urls(server, api, fake):
     import base64
-    flow = create_flow(api, flows.conversation(flows.openai_model(fake.url)))
+    flow = create_flow(api, flows.chat_files_qa(fake.url))
     data = "data:text/plain;base64," + base64.b64encode(b"inline file").decode()
     uploads = [{"data": data, "type": "file", "name": "inline.txt", "mime": "text/plain"},
                {"data": "http://169.254.169.254/latest", "type": "url", "name": "remote", "mime": "text/html"}]
     r = predict(api, flow, "json files", chatId="ju-1", uploads=uploads)
     assert r.status_code == 200, r.text
-    kept = list((server.data_dir / "uploads" / flow / "ju-1").iterdir())
+    workspace = api.get(f"/chatflows/{flow}").json()["workspaceId"]
+    kept = list((server.data_dir / "uploads" / workspace / flow / "ju-1").iterdir())
     assert [p.read_bytes() for p in kept] == [b"inline file"], "url uploads are never fetched"
     assert_error(predict(api, flow, "x", uploads=[{"data": "data:text/plain;base64,@@@", "type": "file", "name": "bad"}]), 400, "bad")
     assert_error(predict(api, flow, "x", uploads=[{"data": "plain text", "type": "file", "name": "raw"}]), 400, "data URL")

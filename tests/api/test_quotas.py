@@ -150,14 +150,63 @@ def test_webhook_addresses_are_per_trigger(make_weir, fake):
         assert r.status_code == 200, r.text
         [result] = api.get(f"/triggers/{trigger['id']}/results").json()
         assert result["status"] == "success" and result["input"] == json.dumps(question, separators=(",", ":"))
-    # The node id still reaches a webhook (the oldest on it), as before.
+    # A node id two triggers share reaches neither (a 409 naming the id form).
     r = requests.post(f"{w.url}/api/v1/triggers/webhook/conversationChain_0", json={"n": 1}, timeout=30)
-    assert r.status_code == 200
-    assert len(apis[0].get(f"/triggers/{made[0]['id']}/results").json()) == 2
-    # Deleting a trigger frees its id address only.
+    assert_error(r, 409, "/api/v1/triggers/webhook/<triggerId>")
+    assert all(len(api.get(f"/triggers/{t['id']}/results").json()) == 1 for api, t in zip(apis, made))
+    # Deleting a trigger frees its id address; the node id then names one trigger again.
     assert apis[0].delete(f"/triggers/{made[0]['id']}").status_code == 204
     assert_error(requests.post(made[0]["webhookUrl"], json={}, timeout=30), 404)
     assert requests.post(made[1]["webhookUrl"], json={}, timeout=30).status_code == 200
+    r = requests.post(f"{w.url}/api/v1/triggers/webhook/conversationChain_0", json={"n": 2}, timeout=30)
+    assert r.status_code == 200, r.text
+    assert len(apis[1].get(f"/triggers/{made[1]['id']}/results").json()) == 3
+
+
+@pytest.mark.parametrize("backend", backends())
+@pytest.mark.parametrize("attacker_first", [True, False])
+def test_a_shared_node_id_never_reaches_another_workspaces_trigger(make_weir, fake, backend, attacker_first):
+    """Workspace B puts a webhook on the node id every Flowise export has, before or
+    after workspace A, with a secret or a disabled one: A's node-id calls never run
+    B's flow, and B never reads A's body or headers."""
+    w = make_weir(backend)
+    w.start()
+    victim, attacker = (Api(w.url, w.create_key(workspace=name)) for name in ("victim", "attacker"))
+    alias = f"{w.url}/api/v1/triggers/webhook/conversationChain_0"
+
+    def make(api, system, **extra):
+        flow_id = create_flow(api, flows.conversation(flows.openai_model(fake.url), system=system))
+        r = api.post("/triggers", json={**hook(flow_id), **extra})
+        assert r.status_code == 201, r.text
+        return r.json()
+
+    def results(api, trigger):
+        return api.get(f"/triggers/{trigger['id']}/results").json()
+
+    if attacker_first:
+        # A disabled trigger alone is never reached through the alias.
+        theirs = make(attacker, "attacker", enabled=False)
+        assert_error(requests.post(alias, json={"secret": "x"}, timeout=30), 404)
+        assert attacker.put(f"/triggers/{theirs['id']}", json={"enabled": True}).status_code == 200
+        mine = make(victim, "victim")
+    else:
+        mine = make(victim, "victim")
+        # Alone on the node id, the alias reaches the victim's own trigger.
+        assert requests.post(alias, json={"n": 0}, timeout=30).status_code == 200
+        theirs = make(attacker, "attacker", webhookSecret="attacker-secret")
+    secret = nonce()
+    r = requests.post(alias, json={"secret": secret}, headers={"X-Custom": secret}, timeout=30)
+    assert_error(r, 409, "/api/v1/triggers/webhook/<triggerId>")
+    assert results(attacker, theirs) == []
+    assert fake.bodies("/chat/completions", secret) == []
+    # Disabling one does not make the alias unambiguous again.
+    assert attacker.put(f"/triggers/{theirs['id']}", json={"enabled": False}).status_code == 200
+    assert_error(requests.post(alias, json={"secret": secret}, timeout=30), 409)
+    # The victim's own address always works, and only the victim sees the call.
+    r = requests.post(mine["webhookUrl"], json={"secret": secret}, timeout=30)
+    assert r.status_code == 200, r.text
+    assert [x["input"] for x in results(victim, mine)][0] == json.dumps({"secret": secret}, separators=(",", ":"))
+    assert results(attacker, theirs) == []
 
 
 def test_an_unknown_address_is_refused_before_its_body(make_weir, fake):

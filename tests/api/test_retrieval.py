@@ -865,7 +865,7 @@ def check_chat_uploads(api, fake, store):
     history = api.get(f"/upsert-history/{flow}").json()
     assert [(h["numAdded"], h["numSkipped"]) for h in history] == [(1, 0), (1, 0)]
 
-    # Without fileUpload, attached files are kept but not searched.
+    # Without fileUpload, attached files are neither kept nor searched.
     plain = create_flow(api, qa_flow(fake, [splitter, own, loader], store=store))
     r = api.post(f"/prediction/{plain}", data={"question": "What is the locker code?", "chatId": mine},
                  files=[("files", ("lockers.txt", fact.encode(), "text/plain"))])

@@ -222,12 +222,14 @@ def test_webhook_runs_the_flow_and_records_results(api, fake):
     # The second call reaches maxExecutions: the trigger disables itself.
     assert post_hook(api, node_id, {"n": 2}).status_code == 200
     assert api.get(f"/triggers/{t['id']}").json()["enabled"] is False
-    assert_error(post_hook(api, node_id, {"n": 3}), 409, "maxExecutions")
+    assert_error(post_hook(api, t["id"], {"n": 3}), 409, "maxExecutions")
+    # The node-id alias never reaches a disabled trigger.
+    assert_error(post_hook(api, node_id, {"n": 3}), 404)
     assert_error(api.put(f"/triggers/{t['id']}", json={"enabled": True}), 409, "maxExecutions")
     r = api.put(f"/triggers/{t['id']}", json={"enabled": True, "maxExecutions": 10})
     assert r.status_code == 200 and r.json()["enabled"] is True
     assert api.put(f"/triggers/{t['id']}", json={"enabled": False}).status_code == 200
-    assert_error(post_hook(api, node_id, {"n": 4}), 409, "disabled")
+    assert_error(post_hook(api, t["id"], {"n": 4}), 409, "disabled")
 
     listed = api.get("/triggers", params={"includeResults": "true"}).json()
     mine = next(x for x in listed if x["id"] == t["id"])
@@ -313,6 +315,52 @@ def test_github_signatures_and_replays(api, fake):
     assert fake.count("/chat/completions") == calls + 1
     assert len(api.get(f"/triggers/{t['id']}/results").json()) == 1
     assert api.get(f"/triggers/{t['id']}").json()["executionCount"] == 1
+
+
+def test_webhook_secrets_are_sealed_at_rest_migrated_and_rotated(make_weir, fake):
+    """A webhook secret is stored sealed (like credentials); one an earlier version
+    stored in plain text is sealed in place at start; WEIR_SECRET_KEY_PREVIOUS
+    rotates it with the credentials."""
+    old_key, new_key = "cd" * 32, "ef" * 32
+    w = make_weir()
+    w.env["WEIR_SECRET_KEY"] = old_key
+    w.start()
+    api = Api(w.url, w.create_key())
+    flow_id, node_id = unique_node(api, fake)
+    secret = f"hook-secret-{uuid.uuid4().hex}"
+    t = api.post("/triggers", json=webhook_body(flow_id, node_id, webhookSecret=secret)).json()
+    body = b'{"sealed":true}'
+
+    def call(api, key):
+        return post_hook(api, t["id"], data=body, headers={"X-Hub-Signature-256": github_signature(key, body)})
+
+    assert call(api, secret).status_code == 200
+    w.stop()
+
+    def stored():
+        return b"".join(p.read_bytes() for p in w.data_dir.glob("weir.db*"))
+
+    assert secret.encode() not in stored()
+    # As an earlier version left it: in plain text.
+    legacy = f"legacy-secret-{uuid.uuid4().hex}"
+    db = sqlite3.connect(w.data_dir / "weir.db")
+    with db:
+        db.execute("UPDATE triggers SET webhook_secret = ? WHERE id = ?", (legacy, t["id"]))
+    db.close()
+    api = Api(w.start().url, api.key)
+    assert "sealed trigger secrets" in w.logs()
+    assert call(api, legacy).status_code == 200
+    w.stop()
+    assert legacy.encode() not in stored()
+    # Rotated: the new key with the old one as previous reseals it; then the old can go.
+    w.env.update(WEIR_SECRET_KEY=new_key, WEIR_SECRET_KEY_PREVIOUS=old_key)
+    api = Api(w.start().url, api.key)
+    assert call(api, legacy).status_code == 200
+    w.stop()
+    del w.env["WEIR_SECRET_KEY_PREVIOUS"]
+    api = Api(w.start().url, api.key)
+    assert call(api, legacy).status_code == 200
+    assert secret not in w.logs() and legacy not in w.logs()
 
 
 def test_standard_webhooks_signatures(api, fake):

@@ -63,8 +63,14 @@ def test_the_right_key_is_accepted(secured):
     assert response.json()["result"] == 42
 
 
-def test_health_stays_open(secured):
-    assert call(secured, "GET", "/tools/health").status_code == 200
+def test_health_stays_open_and_shows_details_only_with_the_key(secured):
+    """Liveness for anyone; paths, interpreter, load and isolation only with the key."""
+    anonymous = call(secured, "GET", "/tools/health")
+    assert anonymous.status_code == 200 and anonymous.json() == {"status": "ok"}
+    wrong = call(secured, "GET", "/tools/health", headers={"Authorization": "Bearer nope"})
+    assert wrong.json() == {"status": "ok"}
+    keyed = call(secured, "GET", "/tools/health", headers={"Authorization": f"Bearer {KEY}"}).json()
+    assert keyed["status"] == "ok" and {"python", "uv", "load", "isolation"} <= set(keyed)
 
 
 def test_without_a_key_the_runtime_refuses_to_start(binary, tmp_path):

@@ -51,6 +51,9 @@ def test_only_the_metrics_token_opens_it(start_runtime):
     r = requests.post(runtime.url + "/tools/execute-python", json={"code": "result = 1"},
                       headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30)
     assert r.status_code == 401
+    # The token shows /tools/health's details, as the API key does.
+    health = requests.get(runtime.url + "/tools/health", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30)
+    assert "isolation" in health.json()
     # Without the setting there are no metrics.
     plain = start_runtime()
     r = scrape(plain)

@@ -38,9 +38,25 @@ pub struct SealedCredential {
     pub data: String,
     pub created_date: Timestamp,
     pub updated_date: Timestamp,
+    /// Hosts (`host` or `host:port`, lower case) the fields may be sent to besides
+    /// the provider's own (see `flow::destination`).
+    pub allowed_hosts: Vec<String>,
 }
 
 impl SealedCredential {
+    /// `allowed_hosts` as its column holds it: comma-separated.
+    pub fn hosts_column(&self) -> String {
+        self.allowed_hosts.join(",")
+    }
+
+    pub fn hosts_from_column(column: &str) -> Vec<String> {
+        column
+            .split(',')
+            .filter(|h| !h.is_empty())
+            .map(str::to_owned)
+            .collect()
+    }
+
     /// What the sealing binds the fields to: a sealed value opens only for its own
     /// record in its own workspace.
     pub fn context(&self) -> String {
@@ -59,6 +75,8 @@ pub struct Credential {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub plain_data_obj: Option<Map<String, Value>>,
+    /// Hosts besides the provider's own that the fields may be sent to.
+    pub allowed_hosts: Vec<String>,
     #[serde(serialize_with = "time::serialize")]
     #[schema(value_type = String, format = DateTime)]
     pub created_date: Timestamp,
@@ -79,10 +97,49 @@ impl Credential {
                     .map(|k| (k.clone(), Value::from(REDACTED)))
                     .collect()
             }),
+            allowed_hosts: sealed.allowed_hosts.clone(),
             created_date: sealed.created_date,
             updated_date: sealed.updated_date,
         }
     }
+}
+
+/// At most this many `allowedHosts`.
+pub const MAX_ALLOWED_HOSTS: usize = 20;
+
+/// `allowedHosts` as written: each `host` or `host:port` (no scheme, path or
+/// wildcard), lower-cased, duplicates dropped.
+pub fn validate_allowed_hosts(hosts: Vec<String>) -> Result<Vec<String>, String> {
+    if hosts.len() > MAX_ALLOWED_HOSTS {
+        return Err(format!(
+            "'allowedHosts' may list at most {MAX_ALLOWED_HOSTS} hosts"
+        ));
+    }
+    let mut out: Vec<String> = Vec::with_capacity(hosts.len());
+    for host in hosts {
+        let host = host.trim().to_ascii_lowercase();
+        let (name, port) = match host.rsplit_once(':') {
+            Some((name, port)) => (name, Some(port)),
+            None => (host.as_str(), None),
+        };
+        let name_ok = !name.is_empty()
+            && name.len() <= 253
+            && (name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.')
+                || (name.starts_with('[') && name.ends_with(']')));
+        let port_ok = port.is_none_or(|p| p.parse::<u16>().is_ok_and(|p| p > 0));
+        if !name_ok || !port_ok {
+            return Err(format!(
+                "'allowedHosts' entries must be 'host' or 'host:port' (no scheme or path): \
+                 '{host}' is not"
+            ));
+        }
+        if !out.contains(&host) {
+            out.push(host);
+        }
+    }
+    Ok(out)
 }
 
 /// A display name: 1 to [`MAX_NAME`] characters once trimmed.
@@ -174,6 +231,30 @@ mod tests {
 
     fn map(v: Value) -> Map<String, Value> {
         v.as_object().cloned().unwrap()
+    }
+
+    #[test]
+    fn allowed_hosts_are_hosts_and_ports() {
+        assert_eq!(
+            validate_allowed_hosts(vec![
+                " Gateway.Example:8443 ".into(),
+                "gateway.example:8443".into(),
+                "10.0.0.5".into(),
+                "[::1]:8080".into(),
+            ])
+            .unwrap(),
+            vec!["gateway.example:8443", "10.0.0.5", "[::1]:8080"]
+        );
+        for bad in [
+            "https://x.example",
+            "x.example/v1",
+            "",
+            "x.example:0",
+            "x.example:99999",
+            "*.example",
+        ] {
+            assert!(validate_allowed_hosts(vec![bad.into()]).is_err(), "{bad}");
+        }
     }
 
     #[test]

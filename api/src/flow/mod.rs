@@ -6,6 +6,7 @@
 //!   inputs, what it produces, how it is built) — its docs say how to add one.
 //! - [`nodes`]: one module per node type; [`registry`] lists them.
 //! - [`component`]: what nodes build (models, prompts, memories, tools, agents).
+//! - [`destination`]: where keys may be sent (provider keys, credentials).
 //! - [`plan`]: a validated graph ([`Plan`]), cached per chatflow version, and the
 //!   [`Runnable`] built from it for one request (overrides applied).
 //! - [`run`]: executes a runnable — chains, agents, multi-agent and sequential
@@ -18,6 +19,7 @@
 
 pub mod agentflow;
 pub mod component;
+pub mod destination;
 pub mod graph;
 pub mod node;
 pub mod nodes;
@@ -33,7 +35,7 @@ use std::sync::{Arc, Mutex};
 
 use uuid::Uuid;
 
-pub use plan::{CredentialFields, Overrides, Plan, Runnable};
+pub use plan::{CredentialFields, OpenedCredential, Overrides, Plan, Runnable};
 pub use run::{FlowEvent, RunContext, RunInput, RunOutput};
 
 use crate::domain::time::Timestamp;

@@ -82,6 +82,9 @@ pub struct InputSpec {
     /// `apiConfig.overrideConfig.allow` lists them (a public chatflow's caller must
     /// not redirect requests or run code of its own).
     pub sensitive: bool,
+    /// A URL the node sends requests (and its credential's keys) to: checked
+    /// against where the node's credential may go (`flow::destination`).
+    pub endpoint: bool,
 }
 
 pub const fn input(name: &'static str, kind: InputKind) -> InputSpec {
@@ -90,6 +93,15 @@ pub const fn input(name: &'static str, kind: InputKind) -> InputSpec {
         kind,
         required: false,
         sensitive: false,
+        endpoint: false,
+    }
+}
+
+/// A URL input: sensitive, and where the node's credential would go.
+pub const fn endpoint_url(name: &'static str) -> InputSpec {
+    InputSpec {
+        endpoint: true,
+        ..sensitive(name, InputKind::Text)
     }
 }
 
@@ -158,16 +170,25 @@ pub struct Build<'a> {
 }
 
 impl<'a> Build<'a> {
-    pub fn new(graph: &'a FlowGraph, node: &'a FlowNode, overrides: &'a Overrides<'a>) -> Self {
+    /// The node's inputs for this request. A node naming a credential has it
+    /// checked against the endpoints the node chose (`flow::destination`) before
+    /// the credential's fields fill its blank inputs (as Flowise reads them: the
+    /// node's input when set, else the credential's field of that name).
+    pub fn new(
+        graph: &'a FlowGraph,
+        node: &'a FlowNode,
+        overrides: &'a Overrides<'a>,
+    ) -> Result<Self, FlowError> {
         let mut inputs = effective_inputs(graph, node, overrides);
-        // As Flowise reads a credential: the node's input when set, else the
-        // credential's field of that name.
-        if let Some(fields) = node
+        if let Some((id, opened)) = node
             .credential
             .as_deref()
-            .and_then(|id| overrides.credentials?.get(id))
+            .and_then(|id| Some((id, overrides.credentials?.get(id)?)))
         {
-            for (name, value) in fields {
+            if let Some(spec) = super::registry::spec(&node.name) {
+                super::destination::check_node(spec, &node.id, &inputs, opened.policy(id))?;
+            }
+            for (name, value) in &opened.fields {
                 let blank = inputs
                     .get(name)
                     .is_none_or(|v| v.is_null() || v.as_str().is_some_and(|s| s.trim().is_empty()));
@@ -176,12 +197,12 @@ impl<'a> Build<'a> {
                 }
             }
         }
-        Build {
+        Ok(Build {
             graph,
             node,
             inputs,
             overrides,
-        }
+        })
     }
 
     /// Whether the node names a stored credential: then it brings its own keys,
@@ -408,7 +429,7 @@ pub fn build_node(
     overrides: &Overrides<'_>,
 ) -> Result<Component, FlowError> {
     let kind = super::registry::node(&node.name).ok_or_else(|| unknown(node))?;
-    kind.build(&Build::new(graph, node, overrides))
+    kind.build(&Build::new(graph, node, overrides)?)
 }
 
 pub fn unknown(node: &FlowNode) -> FlowError {

@@ -21,7 +21,7 @@ use super::component::{
     ModerationSpec, PythonSource, RetrievalChainSpec, SeqStep, SupervisorSpec, ToolKind, ToolSpec,
     VectorStoreSpec, WorkerSpec,
 };
-use super::graph::{FlowGraph, FlowNode, credential_of, references};
+use super::graph::{FlowGraph, FlowNode, references};
 use super::node::{Category, InputKind, NodeSpec, build_node, unknown};
 use super::registry;
 
@@ -56,31 +56,12 @@ pub struct Plan {
     mentions_chat_history: bool,
 }
 
-/// The credentials a graph's nodes name, each once: a node's own, and those of the
-/// components an agentflow node configures inside it (`<param>Config` objects, also
-/// in rows such as `agentTools`).
+/// The credentials a graph's nodes name, each once ([`super::destination::credential_uses`]).
 fn credential_ids(graph: &FlowGraph) -> Vec<String> {
-    fn walk(key: &str, value: &Value, out: &mut Vec<String>) {
-        match value {
-            Value::Object(map) => {
-                if key.ends_with("Config")
-                    && let Some(id) = credential_of(None, map)
-                {
-                    out.push(id);
-                }
-                map.iter().for_each(|(k, v)| walk(k, v, out));
-            }
-            Value::Array(items) => items.iter().for_each(|v| walk("", v, out)),
-            _ => {}
-        }
-    }
-    let mut ids = Vec::new();
-    for node in &graph.nodes {
-        ids.extend(node.credential.clone());
-        for (key, value) in &node.inputs {
-            walk(key, value, &mut ids);
-        }
-    }
+    let mut ids: Vec<String> = super::destination::credential_uses(graph)
+        .into_iter()
+        .map(|used| used.credential)
+        .collect();
     ids.sort_unstable();
     ids.dedup();
     ids
@@ -133,8 +114,27 @@ pub struct Overrides<'a> {
     pub credentials: Option<&'a CredentialFields>,
 }
 
-/// Opened credentials: id → fields.
-pub type CredentialFields = HashMap<String, Map<String, Value>>;
+/// A credential opened for a run: its type, where it may go, its fields.
+#[derive(Debug, Clone)]
+pub struct OpenedCredential {
+    /// Flowise's credential type (`openAIApi`).
+    pub kind: String,
+    pub allowed_hosts: Vec<String>,
+    pub fields: Map<String, Value>,
+}
+
+impl OpenedCredential {
+    pub fn policy<'a>(&'a self, id: &'a str) -> super::destination::CredentialPolicy<'a> {
+        super::destination::CredentialPolicy {
+            id,
+            kind: &self.kind,
+            allowed_hosts: &self.allowed_hosts,
+        }
+    }
+}
+
+/// Opened credentials, keyed by the id as the flow spells it.
+pub type CredentialFields = HashMap<String, OpenedCredential>;
 
 /// Everything one request runs.
 #[derive(Debug, Clone, PartialEq)]
@@ -334,7 +334,7 @@ impl Plan {
     ) -> Result<UpsertTarget, FlowError> {
         check_overrides(&self.graph, overrides)?;
         let node = self.store_node(stop_node_id)?;
-        let build = super::node::Build::new(&self.graph, node, overrides);
+        let build = super::node::Build::new(&self.graph, node, overrides)?;
         Ok(UpsertTarget {
             store: self.store_spec(node, overrides)?,
             loaders: build.loaders("document")?,
@@ -427,7 +427,7 @@ impl Plan {
             Shape::StoreOnly | Shape::Agentflow(_) => None,
         };
         if let Some(node) = answering.and_then(|id| self.graph.node(id)) {
-            let build = super::node::Build::new(&self.graph, node, overrides);
+            let build = super::node::Build::new(&self.graph, node, overrides)?;
             for component in build.anchors("inputModeration")? {
                 if let Component::Moderation(check) = component {
                     runnable.moderation.push(check);

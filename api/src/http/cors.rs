@@ -58,6 +58,24 @@ pub fn frame_ancestors(iframe_origins: &str) -> HeaderValue {
         .unwrap_or_else(|_| HeaderValue::from_static("frame-ancestors 'none'"))
 }
 
+/// `frame_ancestors` added to the policy a handler already set (an artifact's
+/// `sandbox`), or alone when it set none: the handler's directives must survive the
+/// global layer, or an HTML artifact would run script on weir's origin.
+pub fn add_frame_ancestors(
+    existing: Option<&HeaderValue>,
+    frame_ancestors: &HeaderValue,
+) -> HeaderValue {
+    let Some(existing) = existing.filter(|v| !v.is_empty()) else {
+        return frame_ancestors.clone();
+    };
+    let mut joined = Vec::with_capacity(existing.len() + 2 + frame_ancestors.len());
+    joined.extend_from_slice(existing.as_bytes());
+    joined.extend_from_slice(b"; ");
+    joined.extend_from_slice(frame_ancestors.as_bytes());
+    // Both parts are valid header bytes, so the joined value is too.
+    HeaderValue::from_bytes(&joined).unwrap_or_else(|_| existing.clone())
+}
+
 /// The origins of a list setting, trimmed, without a trailing slash, empty ones dropped.
 fn origins(setting: &str) -> Vec<String> {
     setting
@@ -117,6 +135,16 @@ mod tests {
             Some("https://x.example")
         ));
         assert!(origin_allowed_by_chatflow(None, Some("https://x.example")));
+    }
+
+    #[test]
+    fn a_handlers_policy_keeps_its_directives() {
+        let ancestors = frame_ancestors("*");
+        assert_eq!(add_frame_ancestors(None, &ancestors), "frame-ancestors *");
+        assert_eq!(
+            add_frame_ancestors(Some(&HeaderValue::from_static("sandbox")), &ancestors),
+            "sandbox; frame-ancestors *"
+        );
     }
 
     #[test]

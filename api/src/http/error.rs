@@ -171,6 +171,7 @@ impl From<ServiceError> for ApiError {
             ServiceError::Unauthorized(m) => ApiError::Unauthorized(m),
             ServiceError::Upstream(m) => ApiError::BadGateway(m),
             ServiceError::Unsupported(m) => ApiError::UnsupportedMediaType(m),
+            ServiceError::TooLarge(m) => ApiError::PayloadTooLarge(m),
             ServiceError::Timeout(m) => ApiError::GatewayTimeout(m),
             ServiceError::Busy(message) => ApiError::TooManyRequests {
                 message,

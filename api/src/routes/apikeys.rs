@@ -145,7 +145,9 @@ async fn create_key(
     ))
 }
 
-/// Revokes a key of the workspace; it stops working at once.
+/// Revokes a key of the workspace; it stops working at once. A key may revoke
+/// only keys it could have minted: one holding a permission the caller lacks is
+/// a 403 (an `apikeys:manage`-only key cannot take the workspace's full key away).
 #[utoipa::path(
     delete,
     path = "/api/v1/apikey/{id}",
@@ -153,6 +155,7 @@ async fn create_key(
     params(("id" = Uuid, Path, description = "Key id")),
     responses(
         (status = 204, description = "Revoked"),
+        (status = 403, description = "The key holds a permission the caller lacks", body = ErrorBody),
         (status = 404, description = "No such key in this workspace", body = ErrorBody),
         CommonErrors
     )
@@ -163,6 +166,19 @@ async fn delete_key(
     Path(id): Path<Uuid>,
 ) -> ApiResult<StatusCode> {
     auth.require(Permission::ApikeysManage)?;
+    // Permissions of a stored key never change, so checking before deleting is not racy.
+    let target = state
+        .store
+        .list_api_keys(Some(auth.workspace()))
+        .await?
+        .into_iter()
+        .find(|k| k.id == id)
+        .ok_or_else(|| ApiError::not_found("API key"))?;
+    if let Some(p) = target.permissions.iter().find(|p| !auth.key.has(**p)) {
+        return Err(ApiError::Forbidden(format!(
+            "cannot revoke a key holding '{p}': this API key does not hold it"
+        )));
+    }
     if state
         .store
         .delete_api_key(Some(auth.workspace()), id)

@@ -2,6 +2,13 @@
 //! streamed from the Python tool runtime with weir's own key check, so clients
 //! never reach (or learn the address of) the runtime. A key of another
 //! workspace gets 404, like every other resource.
+//!
+//! Artifacts are written by user code, so they are untrusted content on weir's own
+//! origin: every one is served with `Content-Security-Policy: sandbox` (no script,
+//! no same-origin access; the edge layer adds `frame-ancestors` to it) and
+//! `X-Content-Type-Options: nosniff`, and the types a browser would render as an
+//! active document (HTML, SVG, XML) are downloads unless `ARTIFACTS_INLINE_HTML`
+//! is set.
 
 use axum::body::Body;
 use axum::extract::State;
@@ -73,16 +80,91 @@ async fn get_artifact(
         .unwrap_or(HeaderValue::from_static("application/octet-stream"));
     let mut response = Response::new(Body::from_stream(upstream.bytes_stream()));
     let headers = response.headers_mut();
+    let active = is_active_document(&content_type);
     headers.insert(header::CONTENT_TYPE, content_type);
     headers.insert(
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );
-    // An HTML artifact cannot script weir's origin.
     headers.insert(
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static("sandbox"),
     );
+    if active && !state.config.artifacts_inline_html {
+        headers.insert(header::CONTENT_DISPOSITION, attachment(&filename));
+    }
     *response.status_mut() = StatusCode::OK;
     Ok(response)
+}
+
+/// Whether a browser would render `content_type` as a document that can run script.
+fn is_active_document(content_type: &HeaderValue) -> bool {
+    let essence = content_type
+        .to_str()
+        .unwrap_or("")
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    matches!(
+        essence.as_str(),
+        "text/html" | "application/xhtml+xml" | "text/xml" | "application/xml" | "text/xsl"
+    ) || essence.ends_with("+xml")
+}
+
+/// `Content-Disposition: attachment` with the file name (characters a quoted
+/// string cannot carry as they are replaced by `_`).
+fn attachment(filename: &str) -> HeaderValue {
+    let safe: String = filename
+        .chars()
+        .map(|c| {
+            if c.is_ascii_graphic() && c != '"' && c != '\\' || c == ' ' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    HeaderValue::from_str(&format!("attachment; filename=\"{safe}\""))
+        .unwrap_or(HeaderValue::from_static("attachment"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn documents_that_can_script_are_recognised() {
+        for active in [
+            "text/html; charset=utf-8",
+            "TEXT/HTML",
+            "image/svg+xml",
+            "application/xhtml+xml",
+            "text/xml",
+        ] {
+            assert!(
+                is_active_document(&HeaderValue::from_static(active)),
+                "{active}"
+            );
+        }
+        for passive in ["text/csv", "image/png", "application/json", "text/plain"] {
+            assert!(
+                !is_active_document(&HeaderValue::from_static(passive)),
+                "{passive}"
+            );
+        }
+    }
+
+    #[test]
+    fn attachment_names_are_quoted_safely() {
+        assert_eq!(
+            attachment("report.html"),
+            "attachment; filename=\"report.html\""
+        );
+        assert_eq!(
+            attachment("a\"b\u{e9}.svg"),
+            "attachment; filename=\"a_b_.svg\""
+        );
+    }
 }

@@ -20,6 +20,7 @@ use crate::http::auth::AuthUser;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::{Json, Path, Query, required};
 use crate::http::pagination::{PageQuery, total_count};
+use crate::services::credentials;
 use crate::store::Listing;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -53,7 +54,8 @@ struct ChatflowBody {
 
 impl ChatflowBody {
     /// Validates every given field into a patch.
-    async fn into_patch(self, state: &AppState, workspace: Uuid) -> ApiResult<ChatflowPatch> {
+    async fn into_patch(self, state: &AppState, auth: &AuthUser) -> ApiResult<ChatflowPatch> {
+        let workspace = auth.workspace();
         let name = self.name.map(|n| n.trim().to_owned());
         if name.as_deref() == Some("") {
             return Err(ApiError::BadRequest("'name' must not be empty".into()));
@@ -61,6 +63,13 @@ impl ChatflowBody {
         let flow_data = self.flow_data.map(|t| t.0);
         if let Some(text) = &flow_data {
             validate_flow_data(text).map_err(ApiError::BadRequest)?;
+            credentials::check_saved_flow(
+                &*state.store,
+                workspace,
+                text,
+                auth.key.has(Permission::CredentialsRead),
+            )
+            .await?;
         }
         let config = |field: &str, value: Option<Option<JsonText>>| -> ApiResult<_> {
             let value = value.map(|v| v.map(|t| t.0));
@@ -164,7 +173,7 @@ async fn create_chatflow(
     let workspace = auth.workspace();
     required(body.name.as_ref(), "name")?;
     required(body.flow_data.as_ref(), "flowData")?;
-    let patch = body.into_patch(&state, workspace).await?;
+    let patch = body.into_patch(&state, &auth).await?;
     let flow = NewChatflow {
         workspace_id: workspace,
         name: required(patch.name, "name")?,
@@ -228,7 +237,7 @@ async fn update_chatflow(
     Json(body): Json<ChatflowBody>,
 ) -> ApiResult<Json<Chatflow>> {
     auth.require(Permission::ChatflowsWrite)?;
-    let patch = body.into_patch(&state, auth.workspace()).await?;
+    let patch = body.into_patch(&state, &auth).await?;
     state
         .store
         .update_chatflow(auth.workspace(), id, patch)
@@ -256,6 +265,7 @@ async fn delete_chatflow(
 ) -> ApiResult<StatusCode> {
     auth.require(Permission::ChatflowsWrite)?;
     if state.store.delete_chatflow(auth.workspace(), id).await? {
+        state.uploads.forget(auth.workspace(), id, None).await;
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(ApiError::not_found("chatflow"))

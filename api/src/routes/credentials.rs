@@ -45,6 +45,9 @@ struct CredentialBody {
     /// valued `null` or `""` is removed.
     #[schema(value_type = Option<Object>)]
     plain_data_obj: Option<Map<String, Value>>,
+    /// Hosts (`host` or `host:port`) besides the provider's own that nodes may send
+    /// the fields to: a gateway or a self-hosted model server. Replaces the list.
+    allowed_hosts: Option<Vec<String>>,
 }
 
 impl From<CredentialBody> for CredentialWrite {
@@ -53,6 +56,7 @@ impl From<CredentialBody> for CredentialWrite {
             name: body.name,
             credential_name: body.credential_name,
             plain_data_obj: body.plain_data_obj,
+            allowed_hosts: body.allowed_hosts,
         }
     }
 }

@@ -325,6 +325,8 @@ async fn authorize(
                 "this chatflow accepts only the API key assigned to it".into(),
             ));
         }
+        // Binding narrows who may run the flow; it grants nothing the key lacks.
+        auth.require(Permission::PredictionsCreate)?;
         return Ok(flow);
     }
     if flow.is_public {
@@ -574,29 +576,37 @@ struct StreamingSupport {
     is_streaming: bool,
 }
 
-/// Whether a chatflow can stream its answers (needs no API key; Flowise clients
-/// ask before predicting).
+/// Whether a chatflow can stream its answers. Flowise's clients ask before
+/// predicting, without their key, so a caller who may not run the chatflow — and
+/// one asking about an id that does not exist — gets the same answer as for a
+/// flow that streams, `{"isStreaming": true}`: the route tells nobody which
+/// chatflows exist. A caller who may run it (the prediction's rule: anyone for a
+/// public chatflow) gets the flow's own answer.
 #[utoipa::path(
     get,
     path = "/api/v1/chatflows-streaming/{id}",
     tag = "predictions",
-    security(()),
+    security((), ("bearer" = []), ("apiKey" = [])),
     params(("id" = Uuid, Path, description = "Chatflow id")),
     responses(
-        (status = 200, description = "Whether answers can stream", body = StreamingSupport),
-        (status = 404, description = "No such chatflow", body = ErrorBody),
+        (status = 200, description = "Whether answers can stream (true for a chatflow this caller may not run, or none)", body = StreamingSupport),
         CommonErrors
     )
 )]
 async fn streaming_support(
     State(state): State<AppState>,
     Path(id): Path<Uuid>,
+    request: Request,
 ) -> ApiResult<Json<StreamingSupport>> {
-    let flow = state
-        .store
-        .find_chatflow(id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("chatflow"))?;
+    let (parts, _) = request.into_parts();
+    let auth = caller_key(&state, &parts).await?;
+    let flow = match authorize(&state, id, auth.as_ref()).await {
+        Ok(flow) => flow,
+        Err(ApiError::NotFound(_) | ApiError::Unauthorized(_) | ApiError::Forbidden(_)) => {
+            return Ok(Json(StreamingSupport { is_streaming: true }));
+        }
+        Err(other) => return Err(other),
+    };
     let is_streaming = state
         .plans
         .get(flow.id, flow.updated_date, &flow.flow_data)
@@ -752,6 +762,11 @@ async fn delete_messages(
         .store
         .delete_chat_messages(flow.id, query.session())
         .await?;
+    // The chat's files go with it.
+    state
+        .uploads
+        .forget(flow.workspace_id, flow.id, query.session())
+        .await;
     Ok(StatusCode::NO_CONTENT)
 }
 

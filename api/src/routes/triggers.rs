@@ -330,14 +330,14 @@ async fn preview_schedule(
     path = "/api/v1/triggers/webhook/{address}",
     tag = "triggers",
     security(()),
-    params(("address" = String, Path, description = "The trigger's id (its webhookUrl), or a node id: the oldest webhook trigger on that node")),
+    params(("address" = String, Path, description = "The trigger's id (its webhookUrl), or a node id: the one enabled webhook trigger on that node when no other trigger shares it")),
     request_body(content = Object, description = "Any JSON"),
     responses(
         (status = 200, description = "The chatflow's answer", body = Object),
         (status = 400, description = "The body is not JSON", body = ErrorBody),
         (status = 401, description = "Missing or wrong signature", body = ErrorBody),
         (status = 404, description = "No webhook trigger at this address", body = ErrorBody),
-        (status = 409, description = "The trigger is disabled or reached maxExecutions", body = ErrorBody),
+        (status = 409, description = "The trigger is disabled or reached maxExecutions, or the node id is shared by several triggers", body = ErrorBody),
         (status = 413, description = "Body over 16 MiB", body = ErrorBody),
         (status = 500, description = "The chatflow failed", body = ErrorBody),
         (status = 504, description = "The run went over the trigger's timeout", body = ErrorBody)

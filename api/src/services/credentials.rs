@@ -16,7 +16,8 @@ use crate::domain::credential::{
     self, Credential, Fields, SealedCredential, validate_credential_name, validate_name,
 };
 use crate::domain::{Page, time};
-use crate::flow::CredentialFields;
+use crate::flow::graph::FlowGraph;
+use crate::flow::{CredentialFields, FlowError, OpenedCredential, destination};
 use crate::sealing::Keyring;
 use crate::store::{Listing, Store};
 
@@ -26,6 +27,7 @@ pub struct CredentialWrite {
     pub name: Option<String>,
     pub credential_name: Option<String>,
     pub plain_data_obj: Option<Map<String, Value>>,
+    pub allowed_hosts: Option<Vec<String>>,
 }
 
 pub async fn create(
@@ -42,6 +44,8 @@ pub async fn create(
     let mut fields = Fields::new();
     credential::apply_fields(&mut fields, write.plain_data_obj.unwrap_or_default())
         .map_err(ServiceError::Invalid)?;
+    let allowed_hosts = credential::validate_allowed_hosts(write.allowed_hosts.unwrap_or_default())
+        .map_err(ServiceError::Invalid)?;
     let now = time::now();
     let mut record = SealedCredential {
         id: Uuid::new_v4(),
@@ -52,6 +56,7 @@ pub async fn create(
         data: String::new(),
         created_date: now,
         updated_date: now,
+        allowed_hosts,
     };
     seal_into(&state.keyring, &mut record, &fields)?;
     state.store.create_credential(&record).await?;
@@ -115,6 +120,10 @@ pub async fn update(
     if let Some(update) = write.plain_data_obj {
         credential::apply_fields(&mut fields, update).map_err(ServiceError::Invalid)?;
     }
+    if let Some(hosts) = write.allowed_hosts {
+        record.allowed_hosts =
+            credential::validate_allowed_hosts(hosts).map_err(ServiceError::Invalid)?;
+    }
     record.updated_date = time::now();
     seal_into(&state.keyring, &mut record, &fields)?;
     if state.store.update_credential(&record, &read_data).await? {
@@ -166,9 +175,60 @@ pub async fn open_for_run(
             .iter()
             .find(|r| r.id == *uuid)
             .ok_or_else(|| not_here(id))?;
-        by_flow_id.insert(id.clone(), open(keyring, record)?);
+        by_flow_id.insert(
+            id.clone(),
+            OpenedCredential {
+                kind: record.credential_name.clone(),
+                allowed_hosts: record.allowed_hosts.clone(),
+                fields: open(keyring, record)?,
+            },
+        );
     }
     Ok(Some(by_flow_id))
+}
+
+/// Checks a flow being saved in `workspace`: naming a credential the workspace has needs
+/// `may_name_credentials` (the caller's `credentials:read`: a key that cannot see
+/// the workspace's credentials cannot put them to use), and every node that names
+/// one must keep it on the hosts it may go to (`flow::destination`). A `flow_data`
+/// that is not a readable graph names nothing here; the run reports it.
+pub async fn check_saved_flow(
+    store: &dyn Store,
+    workspace: Uuid,
+    flow_data: &str,
+    may_name_credentials: bool,
+) -> ServiceResult<()> {
+    let Ok(graph) = FlowGraph::parse(flow_data) else {
+        return Ok(());
+    };
+    let uses = destination::credential_uses(&graph);
+    if uses.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<Uuid> = uses
+        .iter()
+        .filter_map(|used| Uuid::parse_str(&used.credential).ok())
+        .collect();
+    let stored = store.get_credentials(workspace, &ids).await?;
+    if stored.is_empty() {
+        // Ids of credentials the workspace does not have (an export from elsewhere)
+        // reach nothing; the run refuses them.
+        return Ok(());
+    }
+    if !may_name_credentials {
+        return Err(ServiceError::Flow(FlowError::forbidden(
+            "this flow names stored credentials: saving it needs the 'credentials:read' permission",
+        )));
+    }
+    destination::check_saved(&graph, |id| {
+        let id = Uuid::parse_str(id).ok()?;
+        let found = stored.iter().find(|c| c.id == id)?;
+        Some((
+            found.credential_name.as_str(),
+            found.allowed_hosts.as_slice(),
+        ))
+    })
+    .map_err(ServiceError::Flow)
 }
 
 /// Reseals every credential sealed by a previous key under the current one.

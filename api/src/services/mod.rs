@@ -15,6 +15,7 @@
 //! - [`vectors`]: vector stores — upserts, and the searches runs make.
 //! - [`credentials`]: credentials sealed at rest and opened for the runs that use them.
 //! - [`in_flight`]: the bound on a workspace's predictions running at once.
+//! - [`uploads`]: the files chats bring, kept within a quota and swept.
 
 pub mod agentflow;
 pub mod credentials;
@@ -22,6 +23,7 @@ pub mod in_flight;
 pub mod prediction;
 pub mod subflow;
 pub mod triggers;
+pub mod uploads;
 pub mod vectors;
 
 use std::sync::Arc;
@@ -66,6 +68,8 @@ pub struct Services {
     pub keyring: Arc<crate::sealing::Keyring>,
     /// Predictions running per workspace on this server.
     pub in_flight: Arc<in_flight::InFlight>,
+    /// The files chats brought, kept for the flows that take them.
+    pub uploads: Arc<uploads::Uploads>,
 }
 
 impl Services {
@@ -86,6 +90,11 @@ impl Services {
         let keyring = Arc::new(keyring);
         let in_flight = in_flight::InFlight::new(config.workspace_max_predictions);
         let plans: Arc<crate::flow::PlanCache> = Arc::default();
+        let uploads = Arc::new(uploads::Uploads::new(
+            config.data_dir.join("uploads"),
+            config.workspace_upload_quota,
+            std::time::Duration::from_secs(u64::from(config.upload_ttl_days) * 86_400),
+        ));
         let tools = ToolClients {
             web: WebClient::new(config.allow_private_requests.clone())?,
             runtime: RuntimeClient::new(
@@ -118,6 +127,7 @@ impl Services {
             running: Arc::default(),
             keyring,
             in_flight,
+            uploads,
         })
     }
 }
@@ -149,6 +159,9 @@ pub enum ServiceError {
     /// The run went over its time limit (504).
     #[error("{0}")]
     Timeout(String),
+    /// More than a limit allows to be kept (413).
+    #[error("{0}")]
+    TooLarge(String),
     /// The workspace has as much running as it may; retry in a moment (429).
     #[error("{0}")]
     Busy(String),

@@ -8,7 +8,6 @@
 //! when the run completes, so the next question of the session remembers them; a
 //! run whose client went away stores nothing.
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -263,8 +262,14 @@ pub async fn start(
     if !request.uploads.is_empty()
         && let Some(store) = runnable.upload_store()
     {
+        // Kept (within the workspace's quota) before anything is indexed, so a
+        // question over the quota leaves nothing behind.
+        state
+            .uploads
+            .keep(flow.workspace_id, flow.id, &session, &request.uploads)
+            .await?;
         // The chat's files are searchable from its first question on.
-        let files = request.uploads.clone();
+        let files = std::mem::take(&mut request.uploads);
         super::vectors::upsert(
             state,
             flow,
@@ -278,17 +283,8 @@ pub async fn start(
         )
         .await?;
     }
-    if !request.uploads.is_empty() {
-        let dir = state
-            .config
-            .data_dir
-            .join("uploads")
-            .join(flow.id.to_string())
-            .join(safe_segment(&chat_id));
-        save_uploads(&dir, std::mem::take(&mut request.uploads))
-            .await
-            .map_err(|e| ServiceError::Internal(format!("cannot keep uploaded files: {e}")))?;
-    }
+    // A flow that takes no files reads nothing of them and keeps nothing.
+    request.uploads.clear();
 
     let agentflow = match runnable.agentflow() {
         Some(agentflow) => {
@@ -738,50 +734,9 @@ pub(crate) fn allowed_overrides(api_config: Option<&str>) -> std::collections::H
         .unwrap_or_default()
 }
 
-/// A path segment made only of safe characters.
-fn safe_segment(text: &str) -> String {
-    let cleaned: String = text
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(128)
-        .collect();
-    match cleaned.trim_matches('.') {
-        "" => "_".to_owned(),
-        s => s.to_owned(),
-    }
-}
-
-async fn save_uploads(dir: &Path, uploads: Vec<Upload>) -> std::io::Result<Vec<PathBuf>> {
-    tokio::fs::create_dir_all(dir).await?;
-    let mut saved = Vec::with_capacity(uploads.len());
-    for upload in uploads {
-        let path = dir.join(format!(
-            "{}-{}",
-            Uuid::new_v4().simple(),
-            safe_segment(&upload.name)
-        ));
-        tokio::fs::write(&path, &upload.bytes).await?;
-        saved.push(path);
-    }
-    Ok(saved)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn segments_are_safe() {
-        assert_eq!(safe_segment("../../etc/passwd"), "_.._etc_passwd");
-        assert_eq!(safe_segment(".."), "_");
-        assert_eq!(safe_segment("report 2024.pdf"), "report_2024.pdf");
-    }
 
     #[test]
     fn runtime_variables_read_only_what_the_server_allows() {

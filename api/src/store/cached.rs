@@ -490,8 +490,16 @@ impl Store for CachedStore {
         self.inner.delete_trigger(workspace, id).await
     }
 
-    async fn find_webhook_trigger(&self, address: &str) -> StoreResult<Option<Trigger>> {
-        self.inner.find_webhook_trigger(address).await
+    async fn find_webhook_triggers(&self, address: &str) -> StoreResult<Vec<Trigger>> {
+        self.inner.find_webhook_triggers(address).await
+    }
+
+    async fn triggers_with_secrets(&self) -> StoreResult<Vec<Trigger>> {
+        self.inner.triggers_with_secrets().await
+    }
+
+    async fn replace_trigger_secrets(&self, old: &Trigger, new: &Trigger) -> StoreResult<bool> {
+        self.inner.replace_trigger_secrets(old, new).await
     }
 
     async fn next_cron_due(&self) -> StoreResult<Option<Timestamp>> {

@@ -56,6 +56,11 @@ pub const SQLITE: &[Migration] = &[
         name: "webhook_addresses",
         sql: include_str!("migrations/sqlite/0009_webhook_addresses.sql"),
     },
+    Migration {
+        version: 10,
+        name: "credential_hosts",
+        sql: include_str!("migrations/sqlite/0010_credential_hosts.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -103,6 +108,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 9,
         name: "webhook_addresses",
         sql: include_str!("migrations/postgres/0009_webhook_addresses.sql"),
+    },
+    Migration {
+        version: 10,
+        name: "credential_hosts",
+        sql: include_str!("migrations/postgres/0010_credential_hosts.sql"),
     },
 ];
 

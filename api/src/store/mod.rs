@@ -295,9 +295,16 @@ pub trait Store: Send + Sync + 'static {
     /// Deletes a trigger with its results, deliveries, outbox and firings (a
     /// claimed firing that has not started then never starts).
     async fn delete_trigger(&self, workspace: Uuid, id: Uuid) -> StoreResult<bool>;
-    /// The webhook trigger at `address`: the trigger of that id, else the oldest
-    /// webhook trigger on that node id.
-    async fn find_webhook_trigger(&self, address: &str) -> StoreResult<Option<Trigger>>;
+    /// The webhook triggers `address` names: the one of that id, else the two
+    /// oldest webhook triggers (of any workspace, enabled or not) on that node id,
+    /// so the caller can tell a unique node id from a shared one.
+    async fn find_webhook_triggers(&self, address: &str) -> StoreResult<Vec<Trigger>>;
+    /// Every trigger with a webhook secret or a bot token (any workspace): what
+    /// resealing at start reads.
+    async fn triggers_with_secrets(&self) -> StoreResult<Vec<Trigger>>;
+    /// Writes `new`'s webhook secret and bot token if the stored ones are still
+    /// `old`'s (`false` when they changed meanwhile, or the trigger is gone).
+    async fn replace_trigger_secrets(&self, old: &Trigger, new: &Trigger) -> StoreResult<bool>;
     /// The earliest `nextExecution` of an enabled cron trigger.
     async fn next_cron_due(&self) -> StoreResult<Option<Timestamp>>;
     /// Claims up to `limit` enabled cron triggers due at `now`, in one transaction

@@ -555,8 +555,7 @@ fn variable_from_row(row: &Row) -> PgResult<Variable> {
     })
 }
 
-const CREDENTIAL_COLUMNS: &str =
-    "id, workspace_id, name, credential_name, key_id, sealed_data, created_at, updated_at";
+const CREDENTIAL_COLUMNS: &str = "id, workspace_id, name, credential_name, key_id, sealed_data, created_at, updated_at, allowed_hosts";
 
 fn credential_from_row(row: &Row) -> PgResult<SealedCredential> {
     Ok(SealedCredential {
@@ -568,6 +567,7 @@ fn credential_from_row(row: &Row) -> PgResult<SealedCredential> {
         data: row.try_get(5)?,
         created_date: row.try_get(6)?,
         updated_date: row.try_get(7)?,
+        allowed_hosts: SealedCredential::hosts_from_column(&row.try_get::<_, String>(8)?),
     })
 }
 
@@ -993,8 +993,8 @@ impl Store for PostgresStore {
     async fn create_credential(&self, c: &SealedCredential) -> StoreResult<()> {
         self.execute(
             "INSERT INTO credentials (id, workspace_id, name, credential_name, key_id,
-                                      sealed_data, created_at, updated_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                                      sealed_data, created_at, updated_at, allowed_hosts)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
             &[
                 &c.id,
                 &c.workspace_id,
@@ -1004,6 +1004,7 @@ impl Store for PostgresStore {
                 &c.data,
                 &c.created_date,
                 &c.updated_date,
+                &c.hosts_column(),
             ],
         )
         .await
@@ -1064,7 +1065,7 @@ impl Store for PostgresStore {
     async fn update_credential(&self, c: &SealedCredential, read_data: &str) -> StoreResult<bool> {
         self.execute(
             "UPDATE credentials SET name = $3, credential_name = $4, key_id = $5,
-                    sealed_data = $6, updated_at = $7
+                    sealed_data = $6, updated_at = $7, allowed_hosts = $9
              WHERE id = $1 AND workspace_id = $2 AND sealed_data = $8",
             &[
                 &c.id,
@@ -1075,6 +1076,7 @@ impl Store for PostgresStore {
                 &c.data,
                 &c.updated_date,
                 &read_data,
+                &c.hosts_column(),
             ],
         )
         .await
@@ -1504,7 +1506,7 @@ impl Store for PostgresStore {
         .map(|n| n > 0)
     }
 
-    async fn find_webhook_trigger(&self, address: &str) -> StoreResult<Option<Trigger>> {
+    async fn find_webhook_triggers(&self, address: &str) -> StoreResult<Vec<Trigger>> {
         if let Ok(id) = Uuid::parse_str(address)
             && let Some(found) = self
                 .query_opt(
@@ -1516,17 +1518,46 @@ impl Store for PostgresStore {
                 )
                 .await?
         {
-            return Ok(Some(found));
+            return Ok(vec![found]);
         }
-        self.query_opt(
+        self.query_all(
             &format!(
                 "SELECT {TRIGGER_COLUMNS} FROM triggers WHERE node_id = $1 AND type = 'webhook'
-                 ORDER BY created_at, id LIMIT 1"
+                 ORDER BY created_at, id LIMIT 2"
             ),
             &[&address],
             trigger_from_row,
         )
         .await
+    }
+
+    async fn triggers_with_secrets(&self) -> StoreResult<Vec<Trigger>> {
+        self.query_all(
+            &format!(
+                "SELECT {TRIGGER_COLUMNS} FROM triggers
+                 WHERE webhook_secret IS NOT NULL OR webhook_bot_token IS NOT NULL"
+            ),
+            &[],
+            trigger_from_row,
+        )
+        .await
+    }
+
+    async fn replace_trigger_secrets(&self, old: &Trigger, new: &Trigger) -> StoreResult<bool> {
+        self.execute(
+            "UPDATE triggers SET webhook_secret = $2, webhook_bot_token = $3
+             WHERE id = $1 AND webhook_secret IS NOT DISTINCT FROM $4
+               AND webhook_bot_token IS NOT DISTINCT FROM $5",
+            &[
+                &old.id,
+                &new.webhook_secret,
+                &new.webhook_bot_token,
+                &old.webhook_secret,
+                &old.webhook_bot_token,
+            ],
+        )
+        .await
+        .map(|n| n > 0)
     }
 
     async fn next_cron_due(&self) -> StoreResult<Option<Timestamp>> {

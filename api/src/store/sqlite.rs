@@ -313,8 +313,7 @@ fn get_chatflow(conn: &Connection, ws: Uuid, id: Uuid) -> rusqlite::Result<Optio
     .optional()
 }
 
-const CREDENTIAL_COLUMNS: &str =
-    "id, workspace_id, name, credential_name, key_id, sealed_data, created_at, updated_at";
+const CREDENTIAL_COLUMNS: &str = "id, workspace_id, name, credential_name, key_id, sealed_data, created_at, updated_at, allowed_hosts";
 
 fn credential_from_row(row: &Row<'_>) -> rusqlite::Result<SealedCredential> {
     Ok(SealedCredential {
@@ -326,6 +325,7 @@ fn credential_from_row(row: &Row<'_>) -> rusqlite::Result<SealedCredential> {
         data: row.get(5)?,
         created_date: from_millis(row.get(6)?),
         updated_date: from_millis(row.get(7)?),
+        allowed_hosts: SealedCredential::hosts_from_column(&row.get::<_, String>(8)?),
     })
 }
 
@@ -874,8 +874,8 @@ impl Store for SqliteStore {
         self.call(move |conn| {
             conn.execute(
                 "INSERT INTO credentials (id, workspace_id, name, credential_name, key_id,
-                                          sealed_data, created_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                                          sealed_data, created_at, updated_at, allowed_hosts)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
                 params![
                     c.id.to_string(),
                     c.workspace_id.to_string(),
@@ -885,6 +885,7 @@ impl Store for SqliteStore {
                     c.data,
                     to_millis(&c.created_date),
                     to_millis(&c.updated_date),
+                    c.hosts_column(),
                 ],
             )
             .map(drop)
@@ -962,7 +963,7 @@ impl Store for SqliteStore {
         self.call(move |conn| {
             conn.execute(
                 "UPDATE credentials SET name = ?3, credential_name = ?4, key_id = ?5,
-                        sealed_data = ?6, updated_at = ?7
+                        sealed_data = ?6, updated_at = ?7, allowed_hosts = ?9
                  WHERE id = ?1 AND workspace_id = ?2 AND sealed_data = ?8",
                 params![
                     c.id.to_string(),
@@ -973,6 +974,7 @@ impl Store for SqliteStore {
                     c.data,
                     to_millis(&c.updated_date),
                     read_data,
+                    c.hosts_column(),
                 ],
             )
             .map(|n| n > 0)
@@ -1428,7 +1430,7 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn find_webhook_trigger(&self, address: &str) -> StoreResult<Option<Trigger>> {
+    async fn find_webhook_triggers(&self, address: &str) -> StoreResult<Vec<Trigger>> {
         let address = address.to_owned();
         let id = Uuid::parse_str(&address).ok().map(|id| id.to_string());
         self.read(move |conn| {
@@ -1442,19 +1444,41 @@ impl Store for SqliteStore {
                         trigger_from_row,
                     )
                     .optional()?;
-                if found.is_some() {
-                    return Ok(found);
+                if let Some(found) = found {
+                    return Ok(vec![found]);
                 }
             }
-            conn.query_row(
-                &format!(
-                    "SELECT {TRIGGER_COLUMNS} FROM triggers WHERE node_id = ?1 AND type = 'webhook'
-                     ORDER BY created_at, id LIMIT 1"
-                ),
-                [address],
-                trigger_from_row,
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {TRIGGER_COLUMNS} FROM triggers WHERE node_id = ?1 AND type = 'webhook'
+                 ORDER BY created_at, id LIMIT 2"
+            ))?;
+            stmt.query_map([address], trigger_from_row)?.collect()
+        })
+        .await
+    }
+
+    async fn triggers_with_secrets(&self) -> StoreResult<Vec<Trigger>> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare(&format!(
+                "SELECT {TRIGGER_COLUMNS} FROM triggers
+                 WHERE webhook_secret IS NOT NULL OR webhook_bot_token IS NOT NULL"
+            ))?;
+            stmt.query_map([], trigger_from_row)?.collect()
+        })
+        .await
+    }
+
+    async fn replace_trigger_secrets(&self, old: &Trigger, new: &Trigger) -> StoreResult<bool> {
+        let id = old.id.to_string();
+        let (old_secret, old_token) = (old.webhook_secret.clone(), old.webhook_bot_token.clone());
+        let (secret, token) = (new.webhook_secret.clone(), new.webhook_bot_token.clone());
+        self.call(move |conn| {
+            conn.execute(
+                "UPDATE triggers SET webhook_secret = ?2, webhook_bot_token = ?3
+                 WHERE id = ?1 AND webhook_secret IS ?4 AND webhook_bot_token IS ?5",
+                params![id, secret, token, old_secret, old_token],
             )
-            .optional()
+            .map(|n| n > 0)
         })
         .await
     }

@@ -5,7 +5,7 @@
 //! stopping when `shutdown` resolves; tests call it). Handlers only extract, call the
 //! `Executor` or `Artifacts`, and serialise. When `PY_TOOL_API_KEY` is set, a middleware
 //! checks `Authorization: Bearer` in constant time before any body is read; /tools/health
-//! stays open. axum's plain-text rejections and fallbacks become JSON `ApiError`s.
+//! stays open for liveness and shows its details only with the key or the metrics token. axum's plain-text rejections and fallbacks become JSON `ApiError`s.
 
 use std::future::{Future, IntoFuture};
 use std::net::SocketAddr;
@@ -508,7 +508,21 @@ async fn get_artifact(
         .into_response())
 }
 
-async fn health(State(state): State<AppState>) -> Json<Value> {
+/// Liveness for anyone (`{"status": "ok"}`: what container health checks need);
+/// the details — paths, the interpreter, load, limits and isolation layers — only
+/// to a caller presenting the API key or the metrics token, since they map the
+/// host for an attacker.
+async fn health(State(state): State<AppState>, request: Request) -> Json<Value> {
+    let trusted = match &state.api_key_hash {
+        Some(key) => bearer_matches(&request, key),
+        None => true,
+    } || state
+        .metrics_token_hash
+        .as_ref()
+        .is_some_and(|token| bearer_matches(&request, token));
+    if !trusted {
+        return Json(json!({"status": "ok"}));
+    }
     let uv = match state.executor.venvs().installer() {
         Installer::Uv { path, version } => json!({
             "available": true,

@@ -7,7 +7,9 @@
 use super::{K, model_name, sampling, with_ignored};
 use crate::flow::FlowError;
 use crate::flow::component::{Component, ModelSpec, Provider};
-use crate::flow::node::{Build, Category, InputSpec, Node, NodeSpec, input, sensitive};
+use crate::flow::node::{
+    Build, Category, InputSpec, Node, NodeSpec, endpoint_url, input, sensitive,
+};
 use crate::llm::openai::Auth;
 
 pub struct AzureChatOpenAI;
@@ -19,8 +21,8 @@ const INPUTS: [InputSpec; 18] = with_ignored([
     input("temperature", K::Number),
     input("maxTokens", K::Integer),
     input("topP", K::Number),
-    sensitive("basePath", K::Text),
-    sensitive("basepath", K::Text),
+    endpoint_url("basePath"),
+    endpoint_url("basepath"),
     sensitive("azureOpenAIApiKey", K::Text),
     sensitive("azureOpenAIApiInstanceName", K::Text),
     sensitive("azureOpenAIApiDeploymentName", K::Text),

@@ -7,7 +7,7 @@
 use super::{K, input};
 use crate::flow::FlowError;
 use crate::flow::component::{Component, EmbeddingsSpec};
-use crate::flow::node::{Build, Category, Node, NodeSpec, sensitive};
+use crate::flow::node::{Build, Category, Node, NodeSpec, endpoint_url, sensitive};
 use crate::llm::openai::Auth;
 
 pub struct AzureOpenAiEmbeddings;
@@ -18,8 +18,8 @@ static SPEC: NodeSpec = NodeSpec {
     inputs: &[
         input("modelName", K::Text),
         input("batchSize", K::Integer),
-        sensitive("basePath", K::Text),
-        sensitive("basepath", K::Text),
+        endpoint_url("basePath"),
+        endpoint_url("basepath"),
         sensitive("azureOpenAIApiKey", K::Text),
         sensitive("azureOpenAIApiInstanceName", K::Text),
         sensitive("azureOpenAIApiDeploymentName", K::Text),

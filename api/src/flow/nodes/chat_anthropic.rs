@@ -3,7 +3,9 @@
 use super::{ANTHROPIC, K, endpoint, model_name, sampling, with_ignored};
 use crate::flow::FlowError;
 use crate::flow::component::{Component, ModelSpec, Provider};
-use crate::flow::node::{Build, Category, InputSpec, Node, NodeSpec, input, sensitive};
+use crate::flow::node::{
+    Build, Category, InputSpec, Node, NodeSpec, endpoint_url, input, sensitive,
+};
 
 pub struct ChatAnthropic;
 
@@ -15,7 +17,7 @@ const INPUTS: [InputSpec; 16] = with_ignored([
     input("topP", K::Number),
     input("topK", K::Ignored),
     sensitive("anthropicApiKey", K::Text),
-    sensitive("basePath", K::Text),
+    endpoint_url("basePath"),
     input("extendedThinking", K::Ignored),
     input("budgetTokens", K::Ignored),
 ]);

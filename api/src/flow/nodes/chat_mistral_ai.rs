@@ -5,7 +5,9 @@
 use super::{K, MISTRAL, endpoint, model_name, sampling, with_ignored};
 use crate::flow::FlowError;
 use crate::flow::component::{Component, ModelSpec, Provider};
-use crate::flow::node::{Build, Category, InputSpec, Node, NodeSpec, input, sensitive};
+use crate::flow::node::{
+    Build, Category, InputSpec, Node, NodeSpec, endpoint_url, input, sensitive,
+};
 use crate::llm::openai::Auth;
 
 pub struct ChatMistralAI;
@@ -19,7 +21,7 @@ const INPUTS: [InputSpec; 15] = with_ignored([
     input("topP", K::Number),
     input("randomSeed", K::Integer),
     input("safeMode", K::Ignored),
-    sensitive("overrideEndpoint", K::Text),
+    endpoint_url("overrideEndpoint"),
     sensitive("mistralAIAPIKey", K::Text),
     sensitive("apiKey", K::Text),
 ]);

@@ -3,13 +3,13 @@
 use super::{K, model_name, sampling, with_ignored};
 use crate::flow::FlowError;
 use crate::flow::component::{Component, ModelSpec, Provider};
-use crate::flow::node::{Build, Category, InputSpec, Node, NodeSpec, input, sensitive};
+use crate::flow::node::{Build, Category, InputSpec, Node, NodeSpec, endpoint_url, input};
 use crate::llm::ollama;
 
 pub struct ChatOllama;
 
 const INPUTS: [InputSpec; 17] = with_ignored([
-    sensitive("baseUrl", K::Text),
+    endpoint_url("baseUrl"),
     input("modelName", K::Text),
     input("temperature", K::Number),
     input("topP", K::Number),

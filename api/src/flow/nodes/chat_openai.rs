@@ -3,7 +3,9 @@
 use super::{K, OPENAI, endpoint, model_name, sampling, with_ignored};
 use crate::flow::FlowError;
 use crate::flow::component::{Component, ModelSpec, Provider};
-use crate::flow::node::{Build, Category, InputSpec, Node, NodeSpec, input, sensitive};
+use crate::flow::node::{
+    Build, Category, InputSpec, Node, NodeSpec, endpoint_url, input, sensitive,
+};
 use crate::llm::openai::{self, Auth};
 
 pub struct ChatOpenAI;
@@ -14,8 +16,8 @@ const INPUTS: [InputSpec; 19] = with_ignored([
     input("maxTokens", K::Integer),
     input("topP", K::Number),
     input("seed", K::Integer),
-    sensitive("basePath", K::Text),
-    sensitive("basepath", K::Text),
+    endpoint_url("basePath"),
+    endpoint_url("basepath"),
     sensitive("openAIApiKey", K::Text),
     sensitive("baseOptions", K::Json),
     sensitive("proxyUrl", K::Ignored),

@@ -9,7 +9,7 @@ use super::documents::{self, LOADER_COMMON};
 use super::{K, input};
 use crate::flow::FlowError;
 use crate::flow::component::Component;
-use crate::flow::node::{Build, Category, InputSpec, Node, NodeSpec, concat, sensitive};
+use crate::flow::node::{Build, Category, InputSpec, Node, NodeSpec, concat, endpoint_url};
 use crate::retrieval::load::{LoaderKind, html};
 
 pub struct CheerioWebScraper;
@@ -20,7 +20,7 @@ pub const MAX_CRAWL_PAGES: usize = 100;
 const INPUTS: [InputSpec; 8] = concat(
     [
         // The server fetches it: a caller may not point it elsewhere.
-        sensitive("url", K::Text),
+        endpoint_url("url"),
         input("selector", K::Text),
         input("relativeLinksMethod", K::Text),
         input("limit", K::Integer),

@@ -3,7 +3,7 @@
 use super::{K, input};
 use crate::flow::FlowError;
 use crate::flow::component::{Component, EmbeddingsSpec};
-use crate::flow::node::{Build, Category, InputSpec, Node, NodeSpec, sensitive};
+use crate::flow::node::{Build, Category, InputSpec, Node, NodeSpec, endpoint_url, sensitive};
 use crate::llm::openai::Auth;
 
 pub struct LocalAiEmbeddings;
@@ -14,7 +14,7 @@ static SPEC: NodeSpec = NodeSpec {
     inputs: &[
         InputSpec {
             required: true,
-            ..sensitive("basePath", K::Text)
+            ..endpoint_url("basePath")
         },
         input("modelName", K::Text),
         sensitive("localAIApiKey", K::Text),

@@ -65,6 +65,7 @@ pub mod tool_agent;
 pub mod worker;
 
 use super::FlowError;
+use super::destination::{host_of, may_receive_keys};
 use super::node::{Build, InputKind as K, InputSpec, input};
 use crate::llm::SamplingParams;
 
@@ -179,7 +180,7 @@ fn server_key(
     let Some(key) = std::env::var(env).ok().filter(|k| !k.is_empty()) else {
         return Ok(None);
     };
-    if !chosen || may_receive_server_keys(url, home) {
+    if !chosen || may_receive_keys(url, Some(home), &[]) {
         return Ok(Some(key));
     }
     Err(node.invalid(format_args!(
@@ -187,37 +188,6 @@ fn server_key(
          to {home} and the hosts in PROVIDER_KEY_HOSTS: give the node its key or a credential",
         host_of(url).unwrap_or_else(|| url.to_owned())
     )))
-}
-
-/// `host:port` of a URL.
-fn host_of(url: &str) -> Option<String> {
-    let url = reqwest::Url::parse(url).ok()?;
-    Some(format!(
-        "{}:{}",
-        url.host_str()?.to_ascii_lowercase(),
-        url.port_or_known_default()?
-    ))
-}
-
-fn may_receive_server_keys(url: &str, home: &str) -> bool {
-    let Ok(parsed) = reqwest::Url::parse(url) else {
-        return false;
-    };
-    let Some(host) = parsed.host_str().map(str::to_ascii_lowercase) else {
-        return false;
-    };
-    if parsed.scheme() == "https" && (host == home || host.ends_with(&format!(".{home}"))) {
-        return true;
-    }
-    let Some(host_port) = host_of(url) else {
-        return false;
-    };
-    std::env::var("PROVIDER_KEY_HOSTS")
-        .unwrap_or_default()
-        .split(',')
-        .map(|h| h.trim().to_ascii_lowercase())
-        .filter(|h| !h.is_empty())
-        .any(|h| h == host || h == host_port)
 }
 
 /// A base URL from the node, the environment or the default, without trailing slash.

@@ -3,7 +3,7 @@
 use super::{K, base_url, input};
 use crate::flow::FlowError;
 use crate::flow::component::{Component, EmbeddingsSpec};
-use crate::flow::node::{Build, Category, Node, NodeSpec, required, sensitive};
+use crate::flow::node::{Build, Category, Node, NodeSpec, endpoint_url, required};
 
 pub struct OllamaEmbedding;
 
@@ -11,7 +11,7 @@ static SPEC: NodeSpec = NodeSpec {
     name: "ollamaEmbedding",
     category: Category::Embeddings,
     inputs: &[
-        sensitive("baseUrl", K::Text),
+        endpoint_url("baseUrl"),
         required("modelName", K::Text),
         input("batchSize", K::Integer),
         input("numGpu", K::Ignored),

@@ -4,7 +4,7 @@
 use super::{K, OPENAI, endpoint, input, model_name};
 use crate::flow::FlowError;
 use crate::flow::component::{Component, EmbeddingsSpec};
-use crate::flow::node::{Build, Category, Node, NodeSpec, sensitive};
+use crate::flow::node::{Build, Category, Node, NodeSpec, endpoint_url, sensitive};
 use crate::llm::openai::{self, Auth};
 
 pub struct OpenAiEmbeddings;
@@ -17,8 +17,8 @@ static SPEC: NodeSpec = NodeSpec {
         input("dimensions", K::Integer),
         input("batchSize", K::Integer),
         input("stripNewLines", K::Boolean),
-        sensitive("basepath", K::Text),
-        sensitive("basePath", K::Text),
+        endpoint_url("basepath"),
+        endpoint_url("basePath"),
         sensitive("openAIApiKey", K::Text),
         input("credential", K::Ignored),
         input("timeout", K::Ignored),

@@ -3,7 +3,9 @@
 
 use crate::flow::FlowError;
 use crate::flow::component::{Component, HttpMethod, RequestTool, ToolKind, ToolSpec};
-use crate::flow::node::{Build, Category, InputKind as K, Node, NodeSpec, input, sensitive};
+use crate::flow::node::{
+    Build, Category, InputKind as K, Node, NodeSpec, endpoint_url, input, sensitive,
+};
 
 pub struct RequestsGet;
 
@@ -13,7 +15,7 @@ static SPEC: NodeSpec = NodeSpec {
     name: "requestsGet",
     category: Category::Tool,
     inputs: &[
-        sensitive("url", K::Text),
+        endpoint_url("url"),
         input("description", K::Text),
         sensitive("headers", K::Json),
         sensitive("requestsGetUrl", K::Text),

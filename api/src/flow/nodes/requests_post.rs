@@ -5,7 +5,9 @@ use serde_json::Map;
 
 use crate::flow::FlowError;
 use crate::flow::component::{Component, HttpMethod, RequestTool, ToolKind, ToolSpec};
-use crate::flow::node::{Build, Category, InputKind as K, Node, NodeSpec, input, sensitive};
+use crate::flow::node::{
+    Build, Category, InputKind as K, Node, NodeSpec, endpoint_url, input, sensitive,
+};
 
 pub struct RequestsPost;
 
@@ -18,7 +20,7 @@ static SPEC: NodeSpec = NodeSpec {
     name: "requestsPost",
     category: Category::Tool,
     inputs: &[
-        sensitive("url", K::Text),
+        endpoint_url("url"),
         sensitive("body", K::Json),
         input("description", K::Text),
         sensitive("headers", K::Json),

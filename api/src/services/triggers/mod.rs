@@ -12,6 +12,7 @@
 //! - [`webhook`]: the webhook endpoint's logic: signatures (GitHub, Standard
 //!   Webhooks, Telegram's secret token), replay protection, the synchronous run.
 //! - [`telegram`]: the Bot API calls (setWebhook, deleteWebhook, sendMessage).
+//! - [`secrets`]: webhook secrets and bot tokens sealed at rest.
 //! - [`mail`]: the failure-mail sender draining the outbox over SMTP.
 //!
 //! An update is one statement: no firing ever sees it half applied. A firing reads
@@ -22,6 +23,7 @@ pub mod firing;
 pub mod mail;
 pub mod schedule;
 pub mod scheduler;
+pub mod secrets;
 pub mod telegram;
 pub mod webhook;
 
@@ -106,12 +108,14 @@ pub fn start_background(services: &Services, cancel: CancellationToken) -> TaskT
     tracker
 }
 
+/// A trigger of the workspace, its secrets opened.
 pub async fn get(services: &Services, workspace: Uuid, id: Uuid) -> ServiceResult<Trigger> {
-    services
+    let stored = services
         .store
         .get_trigger(workspace, id)
         .await?
-        .ok_or(ServiceError::NotFound("trigger"))
+        .ok_or(ServiceError::NotFound("trigger"))?;
+    secrets::open(&services.keyring, stored)
 }
 
 pub async fn list(
@@ -403,15 +407,16 @@ pub async fn create(
         trigger.next_execution = schedule.next_after(now);
     }
     let registered = telegram::sync_registration(services, None, &trigger).await?;
+    let stored = secrets::seal(&services.keyring, &trigger)?;
     match services
         .store
-        .create_trigger(trigger, services.config.workspace_max_triggers)
+        .create_trigger(stored, services.config.workspace_max_triggers)
         .await
     {
         Ok(created) => {
             warn_if_no_smtp(services, &created);
             services.scheduler_wake.notify_one();
-            Ok(created)
+            secrets::open(&services.keyring, created)
         }
         Err(e) => {
             if let Some(trigger) = registered {
@@ -508,7 +513,11 @@ pub async fn update(
     };
     t.updated_date = now;
     telegram::sync_registration(services, Some(&before), &t).await?;
-    if !services.store.update_trigger(&t).await? {
+    if !services
+        .store
+        .update_trigger(&secrets::seal(&services.keyring, &t)?)
+        .await?
+    {
         return Err(ServiceError::NotFound("trigger"));
     }
     warn_if_no_smtp(services, &t);

@@ -1,9 +1,14 @@
 //! The webhook endpoint's logic: `POST /api/v1/triggers/webhook/:address` runs the
 //! trigger's chatflow synchronously with the call's JSON.
 //!
-//! [`find`] resolves the address — the trigger's id (what `webhookUrl` gives), or a
-//! node id, which reaches the oldest webhook trigger on that node — before the
-//! body is read. [`handle`] verifies the call when the trigger
+//! [`find`] resolves the address before the body is read. The trigger's id (what
+//! `webhookUrl` gives) is the canonical address and a capability. The node id is
+//! an alias kept for integrations written against the spec's address: it reaches a
+//! trigger only when exactly one webhook trigger in the whole store (every
+//! workspace, enabled or not) carries that node id and that trigger is enabled; a
+//! node id two triggers share is a 409 naming the id form, so one workspace can
+//! never receive calls meant for another's trigger on a common node id
+//! (`conversationChain_0` is in every Flowise export). [`handle`] verifies the call when the trigger
 //! has a `webhookSecret` — GitHub's `X-Hub-Signature-256`, Standard Webhooks'
 //! `webhook-id`/`webhook-timestamp`/`webhook-signature`, or Telegram's
 //! `X-Telegram-Bot-Api-Secret-Token` — comparing in constant time over raw bytes,
@@ -75,13 +80,26 @@ impl Answer {
     }
 }
 
-/// The webhook trigger at `address` (404 when there is none).
+/// The webhook trigger at `address` (see the module docs): 404 when there is
+/// none, or when a node id names a disabled trigger; 409 when a node id is shared.
 pub async fn find(services: &Services, address: &str) -> ServiceResult<Trigger> {
-    services
-        .store
-        .find_webhook_trigger(address)
-        .await?
-        .ok_or(ServiceError::NotFound("webhook trigger"))
+    let mut found = services.store.find_webhook_triggers(address).await?;
+    let by_id = found
+        .first()
+        .is_some_and(|t| Some(t.id) == uuid::Uuid::parse_str(address).ok());
+    let trigger = match found.len() {
+        _ if by_id => found.swap_remove(0),
+        0 => return Err(ServiceError::NotFound("webhook trigger")),
+        1 if found[0].enabled => found.swap_remove(0),
+        1 => return Err(ServiceError::NotFound("webhook trigger")),
+        _ => {
+            return Err(ServiceError::Conflict(format!(
+                "more than one webhook trigger is on node '{address}': call the trigger's own \
+                 address, /api/v1/triggers/webhook/<triggerId> (its webhookUrl)"
+            )));
+        }
+    };
+    super::secrets::open(&services.keyring, trigger)
 }
 
 /// Handles a call to `trigger` (see the module docs). `Err` is for calls that

@@ -1,0 +1,204 @@
+//! A webhook trigger's secrets at rest: its `webhookSecret` and its Telegram bot
+//! token are stored sealed with the server's key, like credentials
+//! (`crate::sealing`), each bound to its trigger and field.
+//!
+//! The store holds `sealed:<keyId>:<data>`; everything above it works with the
+//! plain values: [`seal`] before a trigger is written, [`open`] after one is read
+//! where its secrets are used. [`reseal_all`] runs at start: it seals values
+//! stored in plain text by earlier versions (migrated in place) and moves values
+//! sealed by a previous key (`WEIR_SECRET_KEY_PREVIOUS`) to the current one.
+
+use super::super::{ServiceError, ServiceResult, Services};
+use crate::domain::Trigger;
+use crate::sealing::Keyring;
+
+const PREFIX: &str = "sealed:";
+
+/// The fields sealed, by the name that binds each value to its field.
+#[derive(Clone, Copy)]
+enum Field {
+    Secret,
+    BotToken,
+}
+
+impl Field {
+    fn context(self, trigger: &Trigger) -> String {
+        let name = match self {
+            Field::Secret => "webhookSecret",
+            Field::BotToken => "webhookBotToken",
+        };
+        format!("trigger/{}/{}/{name}", trigger.workspace_id, trigger.id)
+    }
+}
+
+/// The stored form of `plain`.
+fn seal_value(
+    keyring: &Keyring,
+    trigger: &Trigger,
+    field: Field,
+    plain: &str,
+) -> ServiceResult<String> {
+    let sealed = keyring
+        .seal(plain.as_bytes(), &field.context(trigger))
+        .map_err(ServiceError::Internal)?;
+    Ok(format!("{PREFIX}{}:{}", sealed.key_id, sealed.data))
+}
+
+/// The plain value of a stored one, and whether it was sealed by the current key
+/// (`false` for plain text left by an earlier version, or an older key).
+fn open_value(
+    keyring: &Keyring,
+    trigger: &Trigger,
+    field: Field,
+    stored: &str,
+) -> ServiceResult<(String, bool)> {
+    let Some((key_id, data)) = stored
+        .strip_prefix(PREFIX)
+        .and_then(|rest| rest.split_once(':'))
+    else {
+        return Ok((stored.to_owned(), false));
+    };
+    let plain = keyring
+        .open(key_id, data, &field.context(trigger))
+        .map_err(|e| {
+            ServiceError::Internal(format!(
+                "a secret of trigger {} cannot be opened: {e}",
+                trigger.id
+            ))
+        })?;
+    let plain = String::from_utf8(plain).map_err(|_| {
+        ServiceError::Internal(format!(
+            "a secret of trigger {} opened to something that is not text",
+            trigger.id
+        ))
+    })?;
+    Ok((plain, key_id == keyring.current_id()))
+}
+
+/// `trigger` as the store keeps it: its secrets sealed.
+pub fn seal(keyring: &Keyring, trigger: &Trigger) -> ServiceResult<Trigger> {
+    let mut stored = trigger.clone();
+    if let Some(secret) = &trigger.webhook_secret {
+        stored.webhook_secret = Some(seal_value(keyring, trigger, Field::Secret, secret)?);
+    }
+    if let Some(token) = &trigger.webhook_bot_token {
+        stored.webhook_bot_token = Some(seal_value(keyring, trigger, Field::BotToken, token)?);
+    }
+    Ok(stored)
+}
+
+/// `stored` with its secrets opened.
+pub fn open(keyring: &Keyring, mut stored: Trigger) -> ServiceResult<Trigger> {
+    if let Some(secret) = stored.webhook_secret.take() {
+        stored.webhook_secret = Some(open_value(keyring, &stored, Field::Secret, &secret)?.0);
+    }
+    if let Some(token) = stored.webhook_bot_token.take() {
+        stored.webhook_bot_token = Some(open_value(keyring, &stored, Field::BotToken, &token)?.0);
+    }
+    Ok(stored)
+}
+
+/// Seals every trigger secret stored in plain text and reseals those sealed by a
+/// previous key. Returns how many triggers changed; one whose secrets do not open
+/// is left as it is (and said in the log), so a wrong setting loses nothing.
+pub async fn reseal_all(services: &Services) -> ServiceResult<usize> {
+    let keyring = &services.keyring;
+    let mut moved = 0;
+    for stored in services.store.triggers_with_secrets().await? {
+        let mut current = true;
+        let mut plain = stored.clone();
+        for (field, value) in [
+            (Field::Secret, &mut plain.webhook_secret),
+            (Field::BotToken, &mut plain.webhook_bot_token),
+        ] {
+            let Some(text) = value.take() else { continue };
+            match open_value(keyring, &stored, field, &text) {
+                Ok((opened, sealed_now)) => {
+                    current &= sealed_now;
+                    *value = Some(opened);
+                }
+                Err(e) => {
+                    tracing::error!(trigger = %stored.id, workspace = %stored.workspace_id,
+                        "cannot reseal a trigger's secrets: {e}");
+                    current = true;
+                    break;
+                }
+            }
+        }
+        if current {
+            continue;
+        }
+        let resealed = seal(keyring, &plain)?;
+        if services
+            .store
+            .replace_trigger_secrets(&stored, &resealed)
+            .await?
+        {
+            moved += 1;
+        }
+    }
+    Ok(moved)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::{TriggerType, time};
+    use uuid::Uuid;
+
+    fn trigger() -> Trigger {
+        let now = time::now();
+        Trigger {
+            id: Uuid::new_v4(),
+            workspace_id: Uuid::new_v4(),
+            name: "t".into(),
+            chatflow_id: Uuid::new_v4(),
+            node_id: "n".into(),
+            trigger_type: TriggerType::Webhook,
+            cron_expression: None,
+            timezone: "UTC".into(),
+            enabled: true,
+            webhook_platform: Some("telegram".into()),
+            webhook_secret: Some("s3cret".into()),
+            webhook_bot_token: Some("123:token".into()),
+            trigger_message: None,
+            execution_count: 0,
+            max_executions: None,
+            timeout: 30,
+            last_executed: None,
+            next_execution: None,
+            notification_email: None,
+            created_date: now,
+            updated_date: now,
+        }
+    }
+
+    #[test]
+    fn secrets_are_sealed_per_trigger_and_field() {
+        let keyring = Keyring::with_key([7; 32]);
+        let plain = trigger();
+        let stored = seal(&keyring, &plain).unwrap();
+        let secret = stored.webhook_secret.as_deref().unwrap();
+        assert!(secret.starts_with(PREFIX) && !secret.contains("s3cret"));
+        assert!(
+            !stored
+                .webhook_bot_token
+                .as_deref()
+                .unwrap()
+                .contains("token")
+        );
+        let opened = open(&keyring, stored.clone()).unwrap();
+        assert_eq!(opened.webhook_secret, plain.webhook_secret);
+        assert_eq!(opened.webhook_bot_token, plain.webhook_bot_token);
+        // A value moved to another field or trigger does not open.
+        let mut swapped = stored.clone();
+        swapped.webhook_secret = stored.webhook_bot_token.clone();
+        assert!(open(&keyring, swapped).is_err());
+        let mut elsewhere = stored;
+        elsewhere.id = Uuid::new_v4();
+        assert!(open(&keyring, elsewhere).is_err());
+        // Plain text from an earlier version reads as it is, and is not current.
+        let (legacy, current) = open_value(&keyring, &plain, Field::Secret, "old-plain").unwrap();
+        assert_eq!((legacy.as_str(), current), ("old-plain", false));
+    }
+}
