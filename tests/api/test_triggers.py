@@ -360,6 +360,15 @@ def test_webhook_secrets_are_sealed_at_rest_migrated_and_rotated(make_weir, fake
     del w.env["WEIR_SECRET_KEY_PREVIOUS"]
     api = Api(w.start().url, api.key)
     assert call(api, legacy).status_code == 200
+    w.stop()
+    # A key change without the previous one: the trigger can still be read and
+    # deleted; updating it says why it cannot; its calls fail without running.
+    w.env["WEIR_SECRET_KEY"] = "01" * 32
+    api = Api(w.start().url, api.key)
+    assert api.get(f"/triggers/{t['id']}").json()["webhookSecretConfigured"] is True
+    assert_error(api.put(f"/triggers/{t['id']}", json={"name": "renamed"}), 409, "WEIR_SECRET_KEY_PREVIOUS")
+    assert_error(call(api, legacy), 500)
+    assert api.delete(f"/triggers/{t['id']}").status_code == 204
     assert secret not in w.logs() and legacy not in w.logs()
 
 
@@ -410,6 +419,10 @@ def test_telegram_bot(make_weir, fake, telegram, backend):
     assert registered["allowed_updates"] == ["message"]
     secret = registered["secret_token"]
     assert re.match(r"^[A-Za-z0-9_-]{1,256}$", secret)
+    if backend == "sqlite":
+        # Sealed at rest: neither the bot token nor the generated secret is stored as it is.
+        stored = b"".join(p.read_bytes() for p in w.data_dir.glob("weir.db*"))
+        assert b"123:ABC" not in stored and secret.encode() not in stored
 
     update = {"update_id": 1001, "message": {"message_id": 5, "text": "hello bot", "chat": {"id": 777}}}
     assert_error(post_hook(api, node_id, update), 401)

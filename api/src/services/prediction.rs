@@ -264,13 +264,13 @@ pub async fn start(
     {
         // Kept (within the workspace's quota) before anything is indexed, so a
         // question over the quota leaves nothing behind.
-        state
+        let kept = state
             .uploads
             .keep(flow.workspace_id, flow.id, &session, &request.uploads)
             .await?;
         // The chat's files are searchable from its first question on.
         let files = std::mem::take(&mut request.uploads);
-        super::vectors::upsert(
+        let indexed = super::vectors::upsert(
             state,
             flow,
             super::vectors::UpsertRequest {
@@ -281,7 +281,11 @@ pub async fn start(
                 chat_id: Some(session.clone()),
             },
         )
-        .await?;
+        .await;
+        if let Err(e) = indexed {
+            state.uploads.discard(&kept).await;
+            return Err(e);
+        }
     }
     // A flow that takes no files reads nothing of them and keeps nothing.
     request.uploads.clear();

@@ -50,16 +50,17 @@ impl Uploads {
         self.workspace_dir(workspace).join(flow.to_string())
     }
 
-    /// Keeps a chat's files, within the workspace's quota.
+    /// Keeps a chat's files, within the workspace's quota; returns where they went
+    /// (for [`Uploads::discard`] when the question then fails).
     pub async fn keep(
         &self,
         workspace: Uuid,
         flow: Uuid,
         chat: &str,
         files: &[Upload],
-    ) -> ServiceResult<()> {
+    ) -> ServiceResult<Vec<PathBuf>> {
         if files.is_empty() {
-            return Ok(());
+            return Ok(Vec::new());
         }
         let turn = {
             let mut turns = self
@@ -83,13 +84,21 @@ impl Uploads {
             )));
         }
         let dir = self.flow_dir(workspace, flow).join(safe_segment(chat));
-        let written = write_all(&dir, files).await;
-        if let Err(e) = written {
-            return Err(ServiceError::Internal(format!(
-                "cannot keep uploaded files: {e}"
-            )));
+        write_all(&dir, files)
+            .await
+            .map_err(|e| ServiceError::Internal(format!("cannot keep uploaded files: {e}")))
+    }
+
+    /// Removes files [`Uploads::keep`] wrote for a question that then failed, so a
+    /// failing question takes none of the quota.
+    pub async fn discard(&self, kept: &[PathBuf]) {
+        for path in kept {
+            if let Err(e) = tokio::fs::remove_file(path).await
+                && e.kind() != std::io::ErrorKind::NotFound
+            {
+                tracing::error!(file = %path.display(), error = %e, "cannot remove an uploaded file");
+            }
         }
-        Ok(())
     }
 
     /// Removes a chatflow's files: one chat's, or every chat's.
@@ -132,7 +141,7 @@ pub async fn run_sweeper(uploads: Arc<Uploads>, cancel: CancellationToken) {
     }
 }
 
-async fn write_all(dir: &Path, files: &[Upload]) -> std::io::Result<()> {
+async fn write_all(dir: &Path, files: &[Upload]) -> std::io::Result<Vec<PathBuf>> {
     tokio::fs::create_dir_all(dir).await?;
     let mut written = Vec::with_capacity(files.len());
     for file in files {
@@ -150,7 +159,7 @@ async fn write_all(dir: &Path, files: &[Upload]) -> std::io::Result<()> {
         }
         written.push(path);
     }
-    Ok(())
+    Ok(written)
 }
 
 /// Bytes of the files under `dir` (0 when it does not exist).
@@ -272,6 +281,12 @@ mod tests {
             .await
             .unwrap();
         uploads.forget(ws, flow, Some("c1")).await;
+        assert_eq!(bytes_under(&root.path().join(ws.to_string())), 0);
+        let kept = uploads
+            .keep(ws, flow, "c3", &[file("d.txt", 40)])
+            .await
+            .unwrap();
+        uploads.discard(&kept).await;
         assert_eq!(bytes_under(&root.path().join(ws.to_string())), 0);
         uploads
             .keep(ws, flow, "c2", &[file("b.txt", 100)])

@@ -18,7 +18,7 @@ static SPEC: NodeSpec = NodeSpec {
         endpoint_url("url"),
         input("description", K::Text),
         sensitive("headers", K::Json),
-        sensitive("requestsGetUrl", K::Text),
+        endpoint_url("requestsGetUrl"),
         input("requestsGetName", K::Text),
         input("requestsGetDescription", K::Text),
         sensitive("requestsGetHeaders", K::Json),

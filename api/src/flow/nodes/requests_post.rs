@@ -24,7 +24,7 @@ static SPEC: NodeSpec = NodeSpec {
         sensitive("body", K::Json),
         input("description", K::Text),
         sensitive("headers", K::Json),
-        sensitive("requestsPostUrl", K::Text),
+        endpoint_url("requestsPostUrl"),
         input("requestsPostName", K::Text),
         input("requestsPostDescription", K::Text),
         sensitive("requestsPostHeaders", K::Json),

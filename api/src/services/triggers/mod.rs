@@ -108,14 +108,28 @@ pub fn start_background(services: &Services, cancel: CancellationToken) -> TaskT
     tracker
 }
 
-/// A trigger of the workspace, its secrets opened.
+/// A trigger of the workspace as stored (its secrets sealed: views show only
+/// whether they are set, so reading never depends on the key that sealed them).
 pub async fn get(services: &Services, workspace: Uuid, id: Uuid) -> ServiceResult<Trigger> {
-    let stored = services
+    services
         .store
         .get_trigger(workspace, id)
         .await?
-        .ok_or(ServiceError::NotFound("trigger"))?;
-    secrets::open(&services.keyring, stored)
+        .ok_or(ServiceError::NotFound("trigger"))
+}
+
+/// A trigger of the workspace with its secrets opened, for a change that uses them.
+async fn get_opened(services: &Services, workspace: Uuid, id: Uuid) -> ServiceResult<Trigger> {
+    let stored = get(services, workspace, id).await?;
+    secrets::open(&services.keyring, stored).map_err(|e| {
+        tracing::error!(trigger = %id, "{e}");
+        ServiceError::Conflict(
+            "this trigger's webhookSecret or webhookBotToken does not open with the server's \
+             keys (was WEIR_SECRET_KEY changed without WEIR_SECRET_KEY_PREVIOUS?); delete the \
+             trigger and create it again"
+                .into(),
+        )
+    })
 }
 
 pub async fn list(
@@ -433,7 +447,7 @@ pub async fn update(
     id: Uuid,
     fields: TriggerFields,
 ) -> ServiceResult<Trigger> {
-    let before = get(services, workspace, id).await?;
+    let before = get_opened(services, workspace, id).await?;
     let mut t = before.clone();
     if let Some(kind) = &fields.trigger_type
         && TriggerType::parse(kind) != Some(t.trigger_type)
@@ -526,12 +540,16 @@ pub async fn update(
 }
 
 pub async fn remove(services: &Services, workspace: Uuid, id: Uuid) -> ServiceResult<()> {
-    let trigger = get(services, workspace, id).await?;
+    let stored = get(services, workspace, id).await?;
     if !services.store.delete_trigger(workspace, id).await? {
         return Err(ServiceError::NotFound("trigger"));
     }
-    if trigger.enabled {
-        telegram::unregister_quietly(services, &trigger).await;
+    if stored.enabled && stored.webhook_bot_token.is_some() {
+        // A token that no longer opens cannot unregister the bot; the trigger goes anyway.
+        match secrets::open(&services.keyring, stored) {
+            Ok(trigger) => telegram::unregister_quietly(services, &trigger).await,
+            Err(e) => tracing::warn!(trigger = %id, "cannot unregister the Telegram bot: {e}"),
+        }
     }
     services.scheduler_wake.notify_one();
     Ok(())

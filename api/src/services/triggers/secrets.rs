@@ -52,10 +52,7 @@ fn open_value(
     field: Field,
     stored: &str,
 ) -> ServiceResult<(String, bool)> {
-    let Some((key_id, data)) = stored
-        .strip_prefix(PREFIX)
-        .and_then(|rest| rest.split_once(':'))
-    else {
+    let Some((key_id, data)) = sealed_parts(stored) else {
         return Ok((stored.to_owned(), false));
     };
     let plain = keyring
@@ -73,6 +70,19 @@ fn open_value(
         ))
     })?;
     Ok((plain, key_id == keyring.current_id()))
+}
+
+/// The key id and data of a stored value in the sealed form: `sealed:`, the key
+/// id (16 hex digits), `:`, base64. Anything else is plain text an earlier version
+/// stored, even when it happens to start with `sealed:`.
+fn sealed_parts(stored: &str) -> Option<(&str, &str)> {
+    let (key_id, data) = stored.strip_prefix(PREFIX)?.split_once(':')?;
+    let key_id_ok = key_id.len() == 16 && key_id.bytes().all(|b| b.is_ascii_hexdigit());
+    let data_ok = !data.is_empty()
+        && data
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='));
+    (key_id_ok && data_ok).then_some((key_id, data))
 }
 
 /// `trigger` as the store keeps it: its secrets sealed.
