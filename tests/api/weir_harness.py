@@ -52,6 +52,10 @@ class Weir:
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_", "PORT", "HOST"))}
         self.env.update(WEIR_DATA_DIR=str(tmp), HOST="127.0.0.1", LOG_LEVEL="info")
         self.env.setdefault("WEIR_MODELS_DIR", str(MODELS_DIR))
+        # What a test leaves running when its server stops (a stream, a cancelled
+        # provider call) gets 5 s, so a clean stop fits the 15 s `stop` allows; a
+        # hang past the grace still fails there.
+        self.env.setdefault("SHUTDOWN_GRACE_SECS", "5")
         self.schema = None
         if backend == "postgres":
             self.schema = f"weir_py_{uuid.uuid4().hex[:16]}"
@@ -98,7 +102,8 @@ class Weir:
                 return self.proc.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
-                raise AssertionError("weir serve did not stop within 15 s of SIGTERM")
+                tail = "\n".join(self.logs().splitlines()[-15:])
+                raise AssertionError(f"weir serve did not stop within 15 s of SIGTERM; its log ends:\n{tail}")
         return self.proc.returncode if self.proc else 0
 
     def cleanup(self) -> None:
