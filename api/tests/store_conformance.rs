@@ -877,15 +877,18 @@ async fn trigger_secrets_are_replaced_only_as_read(t: &common::TestStore) {
     let mut with_secret = trigger(ws.id, f.id, TriggerType::Webhook, "signed");
     with_secret.webhook_secret = Some("plain".into());
     let stored = store.create_trigger(with_secret, NO_LIMIT).await.unwrap();
-    let plain = setup(store, TriggerType::Webhook, "unsigned").await;
-    let listed: Vec<_> = store
-        .triggers_with_secrets()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|t| t.id)
-        .collect();
-    assert!(listed.contains(&stored.id) && !listed.contains(&plain.id));
+    // A trigger without secrets is never listed.
+    setup(store, TriggerType::Webhook, "unsigned").await;
+    let listed = |prefix: &'static str| async move {
+        store
+            .triggers_with_secrets_not_sealed_by(prefix)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|t| t.id)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(listed("sealed:k:").await, vec![stored.id]);
     let mut sealed = stored.clone();
     sealed.webhook_secret = Some("sealed:k:abc".into());
     sealed.webhook_bot_token = Some("sealed:k:def".into());
@@ -903,6 +906,9 @@ async fn trigger_secrets_are_replaced_only_as_read(t: &common::TestStore) {
             .unwrap()
     );
     let now = store.get_trigger(ws.id, stored.id).await.unwrap().unwrap();
+    // Sealed by the current key: nothing to move; by another: listed.
+    assert_eq!(listed("sealed:k:").await, Vec::<uuid::Uuid>::new());
+    assert_eq!(listed("sealed:j:").await, vec![stored.id]);
     assert_eq!(now.webhook_secret.as_deref(), Some("sealed:k:abc"));
     assert_eq!(now.webhook_bot_token.as_deref(), Some("sealed:k:def"));
 }

@@ -43,7 +43,10 @@ pub fn provider_home(kind: &str) -> Option<&'static str> {
 
 /// `host:port` of a URL, lower case.
 pub fn host_of(url: &str) -> Option<String> {
-    let url = reqwest::Url::parse(url).ok()?;
+    host_port(&reqwest::Url::parse(url).ok()?)
+}
+
+fn host_port(url: &reqwest::Url) -> Option<String> {
     Some(format!(
         "{}:{}",
         url.host_str()?.to_ascii_lowercase(),
@@ -66,7 +69,7 @@ pub fn may_receive_keys(url: &str, home: Option<&str>, extra: &[String]) -> bool
     {
         return true;
     }
-    let Some(host_port) = host_of(url) else {
+    let Some(host_port) = host_port(&parsed) else {
         return false;
     };
     let listed = |h: &str| h == host || h == host_port;

@@ -23,6 +23,7 @@ use crate::http::AppState;
 use crate::http::auth::AuthUser;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::Path;
+use crate::services::uploads::safe_segment;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(get_artifact))
@@ -113,19 +114,10 @@ fn is_active_document(content_type: &HeaderValue) -> bool {
     ) || essence.ends_with("+xml")
 }
 
-/// `Content-Disposition: attachment` with the file name (characters a quoted
-/// string cannot carry as they are replaced by `_`).
+/// `Content-Disposition: attachment` with the file name, made of the characters a
+/// quoted header value carries safely (uploads' path-segment rule).
 fn attachment(filename: &str) -> HeaderValue {
-    let safe: String = filename
-        .chars()
-        .map(|c| {
-            if c.is_ascii_graphic() && c != '"' && c != '\\' || c == ' ' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    let safe = safe_segment(filename);
     HeaderValue::from_str(&format!("attachment; filename=\"{safe}\""))
         .unwrap_or(HeaderValue::from_static("attachment"))
 }

@@ -494,8 +494,13 @@ impl Store for CachedStore {
         self.inner.find_webhook_triggers(address).await
     }
 
-    async fn triggers_with_secrets(&self) -> StoreResult<Vec<Trigger>> {
-        self.inner.triggers_with_secrets().await
+    async fn triggers_with_secrets_not_sealed_by(
+        &self,
+        sealed_prefix: &str,
+    ) -> StoreResult<Vec<Trigger>> {
+        self.inner
+            .triggers_with_secrets_not_sealed_by(sealed_prefix)
+            .await
     }
 
     async fn replace_trigger_secrets(&self, old: &Trigger, new: &Trigger) -> StoreResult<bool> {

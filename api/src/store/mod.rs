@@ -299,9 +299,13 @@ pub trait Store: Send + Sync + 'static {
     /// oldest webhook triggers (of any workspace, enabled or not) on that node id,
     /// so the caller can tell a unique node id from a shared one.
     async fn find_webhook_triggers(&self, address: &str) -> StoreResult<Vec<Trigger>>;
-    /// Every trigger with a webhook secret or a bot token (any workspace): what
-    /// resealing at start reads.
-    async fn triggers_with_secrets(&self) -> StoreResult<Vec<Trigger>>;
+    /// Every trigger (any workspace) with a webhook secret or a bot token that does
+    /// not start with `sealed_prefix` (`sealed:<current key id>:`): what resealing
+    /// at start has to move.
+    async fn triggers_with_secrets_not_sealed_by(
+        &self,
+        sealed_prefix: &str,
+    ) -> StoreResult<Vec<Trigger>>;
     /// Writes `new`'s webhook secret and bot token if the stored ones are still
     /// `old`'s (`false` when they changed meanwhile, or the trigger is gone).
     async fn replace_trigger_secrets(&self, old: &Trigger, new: &Trigger) -> StoreResult<bool>;

@@ -1531,13 +1531,17 @@ impl Store for PostgresStore {
         .await
     }
 
-    async fn triggers_with_secrets(&self) -> StoreResult<Vec<Trigger>> {
+    async fn triggers_with_secrets_not_sealed_by(
+        &self,
+        sealed_prefix: &str,
+    ) -> StoreResult<Vec<Trigger>> {
         self.query_all(
             &format!(
                 "SELECT {TRIGGER_COLUMNS} FROM triggers
-                 WHERE webhook_secret IS NOT NULL OR webhook_bot_token IS NOT NULL"
+                 WHERE NOT starts_with(webhook_secret, $1)
+                    OR NOT starts_with(webhook_bot_token, $1)"
             ),
-            &[],
+            &[&sealed_prefix],
             trigger_from_row,
         )
         .await

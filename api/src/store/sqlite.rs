@@ -1457,13 +1457,19 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn triggers_with_secrets(&self) -> StoreResult<Vec<Trigger>> {
-        self.read(|conn| {
+    async fn triggers_with_secrets_not_sealed_by(
+        &self,
+        sealed_prefix: &str,
+    ) -> StoreResult<Vec<Trigger>> {
+        let prefix = sealed_prefix.to_owned();
+        self.read(move |conn| {
+            // A NULL field compares as NULL: only set values are looked at.
             let mut stmt = conn.prepare(&format!(
                 "SELECT {TRIGGER_COLUMNS} FROM triggers
-                 WHERE webhook_secret IS NOT NULL OR webhook_bot_token IS NOT NULL"
+                 WHERE substr(webhook_secret, 1, length(?1)) <> ?1
+                    OR substr(webhook_bot_token, 1, length(?1)) <> ?1"
             ))?;
-            stmt.query_map([], trigger_from_row)?.collect()
+            stmt.query_map([prefix], trigger_from_row)?.collect()
         })
         .await
     }

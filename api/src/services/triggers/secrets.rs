@@ -44,16 +44,16 @@ fn seal_value(
     Ok(format!("{PREFIX}{}:{}", sealed.key_id, sealed.data))
 }
 
-/// The plain value of a stored one, and whether it was sealed by the current key
-/// (`false` for plain text left by an earlier version, or an older key).
+/// The plain value of a stored one (plain text left by an earlier version reads
+/// as it is).
 fn open_value(
     keyring: &Keyring,
     trigger: &Trigger,
     field: Field,
     stored: &str,
-) -> ServiceResult<(String, bool)> {
+) -> ServiceResult<String> {
     let Some((key_id, data)) = sealed_parts(stored) else {
-        return Ok((stored.to_owned(), false));
+        return Ok(stored.to_owned());
     };
     let plain = keyring
         .open(key_id, data, &field.context(trigger))
@@ -69,7 +69,7 @@ fn open_value(
             trigger.id
         ))
     })?;
-    Ok((plain, key_id == keyring.current_id()))
+    Ok(plain)
 }
 
 /// The key id and data of a stored value in the sealed form: `sealed:`, the key
@@ -100,44 +100,35 @@ pub fn seal(keyring: &Keyring, trigger: &Trigger) -> ServiceResult<Trigger> {
 /// `stored` with its secrets opened.
 pub fn open(keyring: &Keyring, mut stored: Trigger) -> ServiceResult<Trigger> {
     if let Some(secret) = stored.webhook_secret.take() {
-        stored.webhook_secret = Some(open_value(keyring, &stored, Field::Secret, &secret)?.0);
+        stored.webhook_secret = Some(open_value(keyring, &stored, Field::Secret, &secret)?);
     }
     if let Some(token) = stored.webhook_bot_token.take() {
-        stored.webhook_bot_token = Some(open_value(keyring, &stored, Field::BotToken, &token)?.0);
+        stored.webhook_bot_token = Some(open_value(keyring, &stored, Field::BotToken, &token)?);
     }
     Ok(stored)
 }
 
 /// Seals every trigger secret stored in plain text and reseals those sealed by a
-/// previous key. Returns how many triggers changed; one whose secrets do not open
-/// is left as it is (and said in the log), so a wrong setting loses nothing.
+/// previous key (the store lists only triggers holding such a value). Returns how
+/// many triggers changed; one whose secrets do not open is left as it is (and said
+/// in the log), so a wrong setting loses nothing.
 pub async fn reseal_all(services: &Services) -> ServiceResult<usize> {
     let keyring = &services.keyring;
+    let current = format!("{PREFIX}{}:", keyring.current_id());
     let mut moved = 0;
-    for stored in services.store.triggers_with_secrets().await? {
-        let mut current = true;
-        let mut plain = stored.clone();
-        for (field, value) in [
-            (Field::Secret, &mut plain.webhook_secret),
-            (Field::BotToken, &mut plain.webhook_bot_token),
-        ] {
-            let Some(text) = value.take() else { continue };
-            match open_value(keyring, &stored, field, &text) {
-                Ok((opened, sealed_now)) => {
-                    current &= sealed_now;
-                    *value = Some(opened);
-                }
-                Err(e) => {
-                    tracing::error!(trigger = %stored.id, workspace = %stored.workspace_id,
-                        "cannot reseal a trigger's secrets: {e}");
-                    current = true;
-                    break;
-                }
+    for stored in services
+        .store
+        .triggers_with_secrets_not_sealed_by(&current)
+        .await?
+    {
+        let plain = match open(keyring, stored.clone()) {
+            Ok(plain) => plain,
+            Err(e) => {
+                tracing::error!(trigger = %stored.id, workspace = %stored.workspace_id,
+                    "cannot reseal a trigger's secrets: {e}");
+                continue;
             }
-        }
-        if current {
-            continue;
-        }
+        };
         let resealed = seal(keyring, &plain)?;
         if services
             .store
@@ -207,8 +198,17 @@ mod tests {
         let mut elsewhere = stored;
         elsewhere.id = Uuid::new_v4();
         assert!(open(&keyring, elsewhere).is_err());
-        // Plain text from an earlier version reads as it is, and is not current.
-        let (legacy, current) = open_value(&keyring, &plain, Field::Secret, "old-plain").unwrap();
-        assert_eq!((legacy.as_str(), current), ("old-plain", false));
+        // Plain text from an earlier version reads as it is, even when it looks a
+        // little like the sealed form.
+        for old in [
+            "old-plain",
+            "sealed:my:own-secret",
+            "sealed:0123456789abcdef:not base64!",
+        ] {
+            assert_eq!(
+                open_value(&keyring, &plain, Field::Secret, old).unwrap(),
+                old
+            );
+        }
     }
 }
