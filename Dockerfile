@@ -81,7 +81,7 @@ ENV PY_TOOL_HOST=0.0.0.0 \
     PY_TOOL_ARTIFACTS=/var/lib/weir-pyruntime/artifacts \
     PY_TOOL_UV=/usr/local/bin/uv
 # Root of the container's own user namespace: every isolation layer needs it (see
-# README "Containers"); run the container with a user namespace (Podman rootless,
+# docs/deployment.md "The images"); run the container with a user namespace (Podman rootless,
 # Docker userns-remap, Kubernetes hostUsers: false) so that it is no one on the host.
 # hadolint ignore=DL3002
 USER root

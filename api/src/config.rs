@@ -86,7 +86,7 @@ pub struct Config {
     /// through a public chatflow).
     #[arg(long, env = "ALLOW_PRIVATE_REQUESTS", default_value = "",
           value_parser = parse_address_policy, global = true)]
-    pub allow_private_requests: crate::flow::tools::web::AddressPolicy,
+    pub allow_private_requests: crate::netguard::AddressPolicy,
 
     /// Log line format.
     #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
@@ -299,16 +299,6 @@ impl Config {
             .unwrap_or_else(|| self.data_dir.join("models"))
     }
 
-    /// The agentflow executor's limits, as configured.
-    pub fn agentflow_limits(&self) -> crate::flow::agentflow::Limits {
-        crate::flow::agentflow::Limits {
-            max_node_runs: self.agentflow_max_node_runs as usize,
-            max_iteration_items: self.agentflow_max_iteration_items as usize,
-            max_flow_depth: self.agentflow_max_flow_depth,
-            run_timeout: std::time::Duration::from_secs(self.agentflow_timeout_secs),
-        }
-    }
-
     pub fn store_cache_ttl(&self) -> std::time::Duration {
         std::time::Duration::from_millis(self.store_cache_ttl_ms)
     }
@@ -374,8 +364,8 @@ fn parse_secret(value: &str) -> Result<Secret, String> {
     Ok(Secret(value.to_owned()))
 }
 
-fn parse_address_policy(value: &str) -> Result<crate::flow::tools::web::AddressPolicy, String> {
-    crate::flow::tools::web::AddressPolicy::parse(value)
+fn parse_address_policy(value: &str) -> Result<crate::netguard::AddressPolicy, String> {
+    crate::netguard::AddressPolicy::parse(value)
 }
 
 fn parse_smtp_url(value: &str) -> Result<String, String> {

@@ -18,9 +18,13 @@
 //!   webhooks, Telegram, failure e-mail), called by routes and background loops.
 //! - [`ratelimit`]: per-chatflow rate limits counted in the store.
 //! - [`sealing`]: the server's secret keys and what they seal (credentials at rest).
+//! - [`netguard`]: which addresses outbound requests may reach (the SSRF guard).
 //! - [`keys`]: operator actions on API keys (CLI and first-start bootstrap).
 //! - [`telemetry`]: logging setup.
 //! - [`metrics`]: the Prometheus metrics every layer records (`GET /metrics`).
+//!
+//! The modules are built in floors, each importing only from those below it
+//! (docs/architecture.md; `tests/floors.rs` enforces it).
 //!
 //! The binary (`main.rs`) only parses arguments and calls into this library, so the
 //! integration tests drive exactly the code the binary runs.
@@ -34,6 +38,7 @@ pub mod http;
 pub mod keys;
 pub mod llm;
 pub mod metrics;
+pub mod netguard;
 pub mod ratelimit;
 pub mod retrieval;
 pub mod routes;

@@ -1,5 +1,5 @@
 """Client helpers of the engine tests: create a chatflow, ask it in JSON or SSE,
-and check an SSE answer against the contract (README "Predictions")."""
+and check an SSE answer against the contract (docs/api.md "Predictions")."""
 
 import json
 import uuid

@@ -53,7 +53,7 @@ def test_cli_revoked_key_stops_working(server, api):
     assert client.get("/chatflows").status_code == 200
     server.cli("keys", "revoke", key_id)
     # Revoked from another process: the running server stops accepting it within
-    # STORE_CACHE_TTL_MS (1 s by default; README "Caching and durability").
+    # STORE_CACHE_TTL_MS (1 s by default; docs/api.md "Caching and durability").
     deadline = time.monotonic() + 2.5
     while client.get("/chatflows").status_code != 401:
         assert time.monotonic() < deadline, "the revoked key still works after the cache bound"

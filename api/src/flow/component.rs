@@ -7,6 +7,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
+use super::FlowError;
 use crate::domain::tool::ToolField;
 use crate::llm::SamplingParams;
 pub use crate::retrieval::embed::EmbeddingsSpec;
@@ -63,27 +64,7 @@ pub struct ModerationSpec {
     pub model: Option<ModelSpec>,
 }
 
-/// Which provider a chat model node talks to, with its endpoint and key.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Provider {
-    OpenAi {
-        base: String,
-        auth: crate::llm::openai::Auth,
-        model: String,
-        /// Who this is in error messages (`the OpenAI-compatible provider`, `Mistral AI`).
-        label: &'static str,
-    },
-    Anthropic {
-        base: String,
-        api_key: Option<String>,
-        model: String,
-    },
-    Ollama {
-        base: String,
-        model: String,
-    },
-    Local,
-}
+pub use crate::llm::connect::Provider;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelSpec {
@@ -297,7 +278,7 @@ pub struct SeqConditionAgent {
     /// Its name, prompts and model, read as an LLM step's.
     pub step: SeqAgent,
     /// `conditionAgentStructuredOutput`: the model answers with these keys.
-    pub structured: Vec<crate::flow::agentflow::step::OutputField>,
+    pub structured: Vec<OutputField>,
     pub rows: Vec<ConditionRow>,
 }
 
@@ -389,4 +370,88 @@ pub struct RetrievalChainSpec {
     pub rephrase_prompt: String,
     pub response_prompt: String,
     pub return_sources: bool,
+}
+
+/// One key of `llmStructuredOutput`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutputField {
+    pub key: String,
+    pub kind: FieldKind,
+    pub description: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum FieldKind {
+    String,
+    StringArray,
+    Number,
+    Boolean,
+    Enum(Vec<String>),
+    /// An array of objects with these properties (Flowise's `jsonSchema`).
+    JsonArray(Map<String, Value>),
+}
+
+/// Structured output rows (`{key, type, enumValues, jsonSchema, description}`)
+/// as fields. Types as agentflows write them (`stringArray`) or as sequential
+/// agents do (`String Array`); rows without a key are skipped.
+pub fn output_fields(
+    rows: &[Map<String, Value>],
+    invalid: impl Fn(String) -> FlowError,
+) -> Result<Vec<OutputField>, FlowError> {
+    let mut fields = Vec::new();
+    for row in rows {
+        let key = cell(row.get("key"));
+        let key = key.trim();
+        if key.is_empty() {
+            continue;
+        }
+        let kind_name = cell(row.get("type")).to_ascii_lowercase().replace(' ', "");
+        let kind = match kind_name.as_str() {
+            "string" | "" => FieldKind::String,
+            "stringarray" => FieldKind::StringArray,
+            "number" => FieldKind::Number,
+            "boolean" => FieldKind::Boolean,
+            "enum" => FieldKind::Enum(
+                cell(row.get("enumValues"))
+                    .split(',')
+                    .map(|v| v.trim().to_owned())
+                    .filter(|v| !v.is_empty())
+                    .collect(),
+            ),
+            "jsonarray" => match serde_json::from_str::<Value>(&cell(row.get("jsonSchema"))) {
+                Ok(Value::Object(properties)) => FieldKind::JsonArray(properties),
+                _ => {
+                    return Err(invalid(format!(
+                        "structured output key '{key}' needs a JSON object schema"
+                    )));
+                }
+            },
+            _ => {
+                return Err(invalid(format!(
+                    "structured output key '{key}' has an unknown type '{}'",
+                    cell(row.get("type"))
+                )));
+            }
+        };
+        if matches!(&kind, FieldKind::Enum(values) if values.is_empty()) {
+            return Err(invalid(format!(
+                "structured output key '{key}' is an enum without values"
+            )));
+        }
+        fields.push(OutputField {
+            key: key.to_owned(),
+            kind,
+            description: cell(row.get("description")),
+        });
+    }
+    Ok(fields)
+}
+
+/// A row's cell as text (numbers and booleans as written).
+pub fn cell(value: Option<&Value>) -> String {
+    match value {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Null) | None => String::new(),
+        Some(other) => other.to_string(),
+    }
 }

@@ -16,7 +16,7 @@ use serde_json::{Map, Value};
 
 use super::FlowError;
 use super::graph::{FlowGraph, credential_of};
-use super::node::NodeSpec;
+use super::spec::NodeSpec;
 
 /// What a destination check needs of a credential: its kind and its own hosts.
 #[derive(Debug, Clone, Copy)]
@@ -185,13 +185,13 @@ pub fn credential_uses(graph: &FlowGraph) -> Vec<CredentialUse<'_>> {
 /// Credentials the workspace does not have are left to the run, which refuses them.
 pub fn check_saved<'p>(
     graph: &FlowGraph,
+    spec_of: impl Fn(&str) -> Option<&'static NodeSpec>,
     stored: impl Fn(&str) -> Option<(&'p str, &'p [String])>,
 ) -> Result<(), FlowError> {
     for used in credential_uses(graph) {
-        let (Some((kind, allowed_hosts)), Some(spec)) = (
-            stored(&used.credential),
-            super::registry::spec(used.node_type),
-        ) else {
+        let (Some((kind, allowed_hosts)), Some(spec)) =
+            (stored(&used.credential), spec_of(used.node_type))
+        else {
             continue;
         };
         let policy = CredentialPolicy {
@@ -261,14 +261,14 @@ mod tests {
         let none: &[String] = &[];
         let only =
             |wanted: &'static str| move |id: &str| (id == wanted).then_some(("openAIApi", none));
-        let err = check_saved(&graph, only("c1")).unwrap_err();
+        let err = check_saved(&graph, crate::flow::registry::spec, only("c1")).unwrap_err();
         assert!(err.message.contains("127.0.0.1:9") && err.message.contains("allowedHosts"));
-        let err = check_saved(&graph, only("c2")).unwrap_err();
+        let err = check_saved(&graph, crate::flow::registry::spec, only("c2")).unwrap_err();
         assert!(err.message.contains("x.example:80"), "{}", err.message);
-        assert!(check_saved(&graph, |_| None).is_ok());
+        assert!(check_saved(&graph, crate::flow::registry::spec, |_| None).is_ok());
         let allowed = ["127.0.0.1:9".to_owned()];
         assert!(
-            check_saved(&graph, |id| (id == "c1")
+            check_saved(&graph, crate::flow::registry::spec, |id| (id == "c1")
                 .then_some(("openAIApi", &allowed[..])))
             .is_ok()
         );

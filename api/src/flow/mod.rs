@@ -18,16 +18,20 @@
 //! and non-streaming share one path.
 
 pub mod agentflow;
+pub mod chatflow;
 pub mod component;
 pub mod destination;
+pub mod engine;
 pub mod graph;
 pub mod node;
 pub mod nodes;
 pub mod output_parser;
+pub mod overrides;
 pub mod plan;
 pub mod prompt;
 pub mod registry;
-pub mod run;
+pub mod runtime;
+pub mod spec;
 pub mod tools;
 
 use std::collections::HashMap;
@@ -35,8 +39,9 @@ use std::sync::{Arc, Mutex};
 
 use uuid::Uuid;
 
-pub use plan::{CredentialFields, OpenedCredential, Overrides, Plan, Runnable};
-pub use run::{FlowEvent, RunContext, RunInput, RunOutput};
+pub use overrides::{CredentialFields, OpenedCredential, Overrides};
+pub use plan::{Plan, Runnable};
+pub use runtime::{FlowEvent, RunContext, RunInput, RunOutput};
 
 use crate::domain::time::Timestamp;
 

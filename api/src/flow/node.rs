@@ -6,6 +6,9 @@
 //! request's overrides and builds the nodes its anchors reference. Components
 //! are plain data (specs); running them is `run`'s business.
 //!
+//! The declarations themselves live in [`super::spec`] (re-exported here for
+//! the node modules); [`super::registry`] lists the node types and builds one.
+//!
 //! To add a node: write `nodes/<name>.rs` with a unit struct implementing
 //! [`Node`], and list it in `registry::NODES`. Validation (unknown or misplaced
 //! inputs, required ones, anchor categories) and overrides come for free.
@@ -21,136 +24,15 @@ use super::component::{
 };
 use super::graph::{FlowGraph, FlowNode, reference, references};
 use super::output_parser::OutputParserSpec;
-use super::plan::Overrides;
+use super::overrides::Overrides;
 
-/// What a node produces, i.e. what another node's anchor may accept.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Category {
-    ChatModel,
-    Prompt,
-    Chain,
-    Memory,
-    Tool,
-    Agent,
-    /// A multi-agent supervisor (its workers point at it).
-    Supervisor,
-    Worker,
-    /// A step of a sequential-agents graph.
-    Sequential,
-    Embeddings,
-    TextSplitter,
-    DocumentLoader,
-    /// A vector store node: a retriever and a vector store at once, as in Flowise.
-    VectorStore,
-    /// A check of the question before the flow runs (`inputModeration`).
-    Moderation,
-    /// Turns a chain's answer into JSON (`outputParser`).
-    OutputParser,
-    /// Anchors weir accepts but does not run.
-    Unsupported,
-}
+pub use super::spec::{
+    Category, InputKind, InputSpec, NodeSpec, concat, endpoint_url, input, required, sensitive,
+};
 
-impl Category {
-    /// Whether a node of this category can be the flow's answer.
-    pub fn answers(self) -> bool {
-        matches!(self, Category::Chain | Category::Agent)
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum InputKind {
-    Text,
-    Number,
-    Integer,
-    Boolean,
-    /// JSON text or a JSON value (promptValues, baseOptions, schemas).
-    Json,
-    /// A reference `{{nodeId.data.instance}}` to a node of that category.
-    Anchor(Category),
-    /// A list of references.
-    Anchors(Category),
-    /// Known from Flowise, without effect in weir.
-    Ignored,
-}
-
-#[derive(Debug, Clone, Copy)]
-pub struct InputSpec {
-    pub name: &'static str,
-    pub kind: InputKind,
-    pub required: bool,
-    /// Keys, endpoints and tool code: not overridable unless
-    /// `apiConfig.overrideConfig.allow` lists them (a public chatflow's caller must
-    /// not redirect requests or run code of its own).
-    pub sensitive: bool,
-    /// A URL the node sends requests (and its credential's keys) to: checked
-    /// against where the node's credential may go (`flow::destination`).
-    pub endpoint: bool,
-}
-
-pub const fn input(name: &'static str, kind: InputKind) -> InputSpec {
-    InputSpec {
-        name,
-        kind,
-        required: false,
-        sensitive: false,
-        endpoint: false,
-    }
-}
-
-/// A URL input: sensitive, and where the node's credential would go.
-pub const fn endpoint_url(name: &'static str) -> InputSpec {
-    InputSpec {
-        endpoint: true,
-        ..sensitive(name, InputKind::Text)
-    }
-}
-
-pub const fn required(name: &'static str, kind: InputKind) -> InputSpec {
-    InputSpec {
-        required: true,
-        ..input(name, kind)
-    }
-}
-
-pub const fn sensitive(name: &'static str, kind: InputKind) -> InputSpec {
-    InputSpec {
-        sensitive: true,
-        ..input(name, kind)
-    }
-}
-
-/// `a` then `b`, in a constant (declared inputs shared by several node types).
-/// `M` must be `N + K`; a wrong length fails to compile.
-pub const fn concat<const N: usize, const K: usize, const M: usize>(
-    a: [InputSpec; N],
-    b: [InputSpec; K],
-) -> [InputSpec; M] {
-    assert!(N + K == M, "concat: the output length must be the sum");
-    let mut out = [input("", InputKind::Ignored); M];
-    let mut i = 0;
-    while i < N {
-        out[i] = a[i];
-        i += 1;
-    }
-    while i < M {
-        out[i] = b[i - N];
-        i += 1;
-    }
-    out
-}
-
-pub struct NodeSpec {
-    /// The node type as Flowise names it: `chatOpenAI`.
-    pub name: &'static str,
-    pub category: Category,
-    pub inputs: &'static [InputSpec],
-}
-
-impl NodeSpec {
-    pub fn input(&self, name: &str) -> Option<&InputSpec> {
-        self.inputs.iter().find(|i| i.name == name)
-    }
-}
+/// Finds a node type by its name: the registry's lookup, handed to [`Build`]
+/// (the registry lists the node modules, which build on this one).
+pub type NodeTypes = fn(&str) -> Option<&'static dyn Node>;
 
 /// A node type.
 pub trait Node: Sync {
@@ -163,6 +45,7 @@ pub trait Node: Sync {
 /// One node being built: its inputs with the request's overrides applied, and
 /// the way to the nodes it references.
 pub struct Build<'a> {
+    types: NodeTypes,
     graph: &'a FlowGraph,
     node: &'a FlowNode,
     inputs: Cow<'a, Map<String, Value>>,
@@ -175,17 +58,22 @@ impl<'a> Build<'a> {
     /// the credential's fields fill its blank inputs (as Flowise reads them: the
     /// node's input when set, else the credential's field of that name).
     pub fn new(
+        types: NodeTypes,
         graph: &'a FlowGraph,
         node: &'a FlowNode,
         overrides: &'a Overrides<'a>,
     ) -> Result<Self, FlowError> {
-        let mut inputs = effective_inputs(graph, node, overrides);
+        let spec = types(&node.name).map(|t| t.spec());
+        let mut inputs = match spec {
+            Some(spec) => effective_inputs(spec, graph, node, overrides),
+            None => Cow::Borrowed(&node.inputs),
+        };
         if let Some((id, opened)) = node
             .credential
             .as_deref()
             .and_then(|id| Some((id, overrides.credentials?.get(id)?)))
         {
-            if let Some(spec) = super::registry::spec(&node.name) {
+            if let Some(spec) = spec {
                 super::destination::check_node(spec, &node.id, &inputs, opened.policy(id))?;
             }
             for (name, value) in &opened.fields {
@@ -198,6 +86,7 @@ impl<'a> Build<'a> {
             }
         }
         Ok(Build {
+            types,
             graph,
             node,
             inputs,
@@ -336,7 +225,8 @@ impl<'a> Build<'a> {
                 "refers to a node '{id}' that is not in the flow"
             ))
         })?;
-        build_node(self.graph, target, self.overrides)
+        let kind = (self.types)(&target.name).ok_or_else(|| unknown(target))?;
+        kind.build(&Build::new(self.types, self.graph, target, self.overrides)?)
     }
 
     pub fn model(&self, name: &str) -> Result<Option<ModelSpec>, FlowError> {
@@ -422,34 +312,15 @@ impl<'a> Build<'a> {
     }
 }
 
-/// Builds one node with the request's overrides.
-pub fn build_node(
-    graph: &FlowGraph,
-    node: &FlowNode,
-    overrides: &Overrides<'_>,
-) -> Result<Component, FlowError> {
-    let kind = super::registry::node(&node.name).ok_or_else(|| unknown(node))?;
-    kind.build(&Build::new(graph, node, overrides)?)
-}
-
-pub fn unknown(node: &FlowNode) -> FlowError {
-    FlowError::invalid(format!(
-        "node {} is of type '{}', which weir does not implement",
-        node.id, node.name
-    ))
-}
-
 /// A node's inputs with the request's overrides applied: a plain value applies to
 /// every node declaring that input; an object keyed by node ids targets nodes.
 fn effective_inputs<'n>(
+    spec: &NodeSpec,
     graph: &FlowGraph,
     node: &'n FlowNode,
     overrides: &Overrides<'_>,
 ) -> Cow<'n, Map<String, Value>> {
     let Some(values) = overrides.values else {
-        return Cow::Borrowed(&node.inputs);
-    };
-    let Some(spec) = super::registry::spec(&node.name) else {
         return Cow::Borrowed(&node.inputs);
     };
     let mut inputs = Cow::Borrowed(&node.inputs);
@@ -477,4 +348,12 @@ fn effective_inputs<'n>(
         inputs.to_mut().insert(key.clone(), new);
     }
     inputs
+}
+
+/// The error for a node whose type weir does not implement.
+pub fn unknown(node: &FlowNode) -> FlowError {
+    FlowError::invalid(format!(
+        "node {} is of type '{}', which weir does not implement",
+        node.id, node.name
+    ))
 }

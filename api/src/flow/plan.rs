@@ -7,7 +7,7 @@
 //! from its `seqStart`. [`Plan::runnable`] then builds that answer's components
 //! for one request, with `overrideConfig` applied.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
 use serde_json::{Map, Value};
@@ -22,8 +22,10 @@ use super::component::{
     VectorStoreSpec, WorkerSpec,
 };
 use super::graph::{FlowGraph, FlowNode, references};
-use super::node::{Category, InputKind, NodeSpec, build_node, unknown};
+use super::node::{Category, InputKind, NodeSpec, unknown};
+use super::overrides::{Overrides, not_overridable};
 use super::registry;
+use super::registry::build_node;
 
 /// Whether a flow's text names the session's history in any spelling a
 /// template reads (`chat_history`, `$flow.chatHistory`, the editor's escaped
@@ -101,40 +103,6 @@ pub struct SeqGraph {
     /// applied in this order.
     pub order: HashMap<String, usize>,
 }
-
-/// What a request brings to building the flow's components: its `overrideConfig`,
-/// what the chatflow allows of it, and the fields of the credentials its nodes name.
-#[derive(Debug, Default)]
-pub struct Overrides<'a> {
-    pub values: Option<&'a Map<String, Value>>,
-    /// Sensitive inputs the chatflow's `apiConfig.overrideConfig.allow` lists.
-    pub allowed: HashSet<String>,
-    /// The opened credentials ([`Plan::credential_ids`]); `None` while the plan is
-    /// checked, when a node naming a credential is taken to bring its own keys.
-    pub credentials: Option<&'a CredentialFields>,
-}
-
-/// A credential opened for a run: its type, where it may go, its fields.
-#[derive(Debug, Clone)]
-pub struct OpenedCredential {
-    /// Flowise's credential type (`openAIApi`).
-    pub kind: String,
-    pub allowed_hosts: Vec<String>,
-    pub fields: Map<String, Value>,
-}
-
-impl OpenedCredential {
-    pub fn policy<'a>(&'a self, id: &'a str) -> super::destination::CredentialPolicy<'a> {
-        super::destination::CredentialPolicy {
-            id,
-            kind: &self.kind,
-            allowed_hosts: &self.allowed_hosts,
-        }
-    }
-}
-
-/// Opened credentials, keyed by the id as the flow spells it.
-pub type CredentialFields = HashMap<String, OpenedCredential>;
 
 /// Everything one request runs.
 #[derive(Debug, Clone, PartialEq)]
@@ -334,7 +302,7 @@ impl Plan {
     ) -> Result<UpsertTarget, FlowError> {
         check_overrides(&self.graph, overrides)?;
         let node = self.store_node(stop_node_id)?;
-        let build = super::node::Build::new(&self.graph, node, overrides)?;
+        let build = super::node::Build::new(registry::node, &self.graph, node, overrides)?;
         Ok(UpsertTarget {
             store: self.store_spec(node, overrides)?,
             loaders: build.loaders("document")?,
@@ -427,7 +395,7 @@ impl Plan {
             Shape::StoreOnly | Shape::Agentflow(_) => None,
         };
         if let Some(node) = answering.and_then(|id| self.graph.node(id)) {
-            let build = super::node::Build::new(&self.graph, node, overrides)?;
+            let build = super::node::Build::new(registry::node, &self.graph, node, overrides)?;
             for component in build.anchors("inputModeration")? {
                 if let Component::Moderation(check) = component {
                     runnable.moderation.push(check);
@@ -883,33 +851,10 @@ fn check_overrides(graph: &FlowGraph, overrides: &Overrides<'_>) -> Result<(), F
     Ok(())
 }
 
-/// Refuses overrides of a component built inside another node (an agentflow
-/// node's model or tool) that touch its keys, endpoints or code, unless the
-/// chatflow allows them — the same rule as for the flow's own nodes.
-pub(crate) fn check_inner_overrides(
-    spec: &NodeSpec,
-    overrides: &Overrides<'_>,
-) -> Result<(), FlowError> {
-    let Some(values) = overrides.values else {
-        return Ok(());
-    };
-    for key in values.keys() {
-        if spec.input(key).is_some_and(|i| i.sensitive) && !overrides.allowed.contains(key) {
-            return Err(not_overridable(key));
-        }
-    }
-    Ok(())
-}
-
-fn not_overridable(key: &str) -> FlowError {
-    FlowError::forbidden(format!(
-        "overrideConfig.{key} is not allowed: it is a key, an endpoint or tool code; the \
-         chatflow's apiConfig.overrideConfig.allow must list it"
-    ))
-}
-
 #[cfg(test)]
 mod tests {
+    use std::collections::HashSet;
+
     use super::*;
     use crate::flow::component::{ChainKind, Provider};
     use crate::llm::openai::Auth;

@@ -6,6 +6,15 @@
 
 use serde_json::{Map, Value};
 
+/// LangChain's QA prompt ("stuff" chain).
+pub const QA_PROMPT: &str = "Use the following pieces of context to answer the question at the end. If you don't know the answer, just say that you don't know, don't try to make up an answer.\n\n{context}\n\nQuestion: {question}\nHelpful Answer:";
+
+/// Flowise's default `rephrasePrompt`.
+pub const REPHRASE_PROMPT: &str = "Given the following conversation and a follow up question, rephrase the follow up question to be a standalone question.\n\nChat History:\n{chat_history}\nFollow Up Input: {question}\nStandalone Question:";
+
+/// Flowise's default `responsePrompt`.
+pub const RESPONSE_PROMPT: &str = "I want you to act as a document that I am having a conversation with. Your name is \"AI Assistant\". Using the provided context, answer the user's question to the best of your ability using the resources provided.\nIf there is nothing in the context relevant to the question at hand, just say \"Hmm, I'm not sure\" and stop after that. Refuse to answer any question not about the info. Never break character.\n------------\n{context}\n------------\nREMEMBER: If there is no relevant information within the context, just say \"Hmm, I'm not sure\". Don't try to make up an answer. Never break character.";
+
 /// Fills `template`.
 pub fn format(
     template: &str,

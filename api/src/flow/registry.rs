@@ -5,8 +5,12 @@
 //! proxy settings); those are declared [`InputKind::Ignored`](super::node::InputKind)
 //! so real exports load, while an input nobody declared is a 400 naming node and input.
 
-use super::node::{Node, NodeSpec};
+use super::FlowError;
+use super::component::Component;
+use super::graph::{FlowGraph, FlowNode};
+use super::node::{Build, Node, NodeSpec, unknown};
 use super::nodes::*;
+use super::overrides::Overrides;
 
 pub static NODES: &[&dyn Node] = &[
     // Chat models
@@ -91,6 +95,16 @@ pub fn node(name: &str) -> Option<&'static dyn Node> {
 
 pub fn spec(name: &str) -> Option<&'static NodeSpec> {
     node(name).map(|n| n.spec())
+}
+
+/// Builds one node with the request's overrides.
+pub fn build_node(
+    graph: &FlowGraph,
+    node: &FlowNode,
+    overrides: &Overrides<'_>,
+) -> Result<Component, FlowError> {
+    let kind = self::node(&node.name).ok_or_else(|| unknown(node))?;
+    kind.build(&Build::new(self::node, graph, node, overrides)?)
 }
 
 #[cfg(test)]

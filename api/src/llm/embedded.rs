@@ -14,9 +14,9 @@ use async_trait::async_trait;
 use futures_util::StreamExt;
 use tokio::sync::{OnceCell, Semaphore, mpsc};
 
+use super::connect::LocalModels;
 use super::local::LocalModel;
 use super::{ChatModel, ChatRequest, Delta, DeltaStream, LlmError};
-use crate::flow::run::LocalModels;
 
 /// The directory `scripts/fetch-models` fills, inside the models dir.
 pub const SMOLLM2_DIR: &str = "smollm2";

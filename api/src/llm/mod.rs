@@ -168,6 +168,7 @@ impl fmt::Display for LlmError {
 impl std::error::Error for LlmError {}
 
 pub mod anthropic;
+pub mod connect;
 pub mod embedded;
 pub mod http;
 pub mod ollama;

@@ -2,7 +2,7 @@
 //! delete) and `/api/v1/public-executions/:id`, a shared execution read without a
 //! key. Executions are made by the engine as agentflows run, never here.
 //!
-//! Where weir differs from Flowise (README "Executions"): an unknown `state`
+//! Where weir differs from Flowise (docs/api.md "Executions"): an unknown `state`
 //! filter or a date that does not parse is a 400 (Flowise ignores an unknown
 //! state); an unknown id is a 404 (Flowise answers 500); only
 //! `isPublic` may be changed; listings page like every other weir list (default

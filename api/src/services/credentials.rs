@@ -220,7 +220,7 @@ pub async fn check_saved_flow(
             "this flow names stored credentials: saving it needs the 'credentials:read' permission",
         )));
     }
-    destination::check_saved(&graph, |id| {
+    destination::check_saved(&graph, crate::flow::registry::spec, |id| {
         let id = Uuid::parse_str(id).ok()?;
         let found = stored.iter().find(|c| c.id == id)?;
         Some((

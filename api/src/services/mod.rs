@@ -17,11 +17,9 @@
 //! - [`in_flight`]: the bound on a workspace's predictions running at once.
 //! - [`uploads`]: the files chats bring, kept within a quota and swept.
 
-pub mod agentflow;
 pub mod credentials;
 pub mod in_flight;
 pub mod prediction;
-pub mod subflow;
 pub mod triggers;
 pub mod uploads;
 pub mod vectors;
@@ -32,11 +30,11 @@ use tokio::sync::Notify;
 use uuid::Uuid;
 
 use crate::config::Config;
-use crate::flow::run::Models;
 use crate::flow::tools::ToolClients;
 use crate::flow::tools::python::RuntimeClient;
 use crate::flow::tools::web::WebClient;
 use crate::flow::{FlowError, PlanCache};
+use crate::llm::connect::Models;
 use crate::store::{Store, StoreError};
 
 /// What every service call can reach; cheap to clone.

@@ -18,8 +18,8 @@ use std::time::{Duration, SystemTime};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use super::prediction::Upload;
 use super::{ServiceError, ServiceResult};
+use crate::retrieval::load::FileData as Upload;
 
 /// How often the sweeper looks for expired files.
 const SWEEP_EVERY: Duration = Duration::from_secs(3600);

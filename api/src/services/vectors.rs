@@ -97,7 +97,7 @@ pub async fn upsert(
     .await?;
     let overrides = Overrides {
         values: request.override_config.as_ref(),
-        allowed: super::prediction::allowed_overrides(flow.api_config.as_deref()),
+        allowed: crate::flow::overrides::allowed_overrides(flow.api_config.as_deref()),
         credentials: credentials.as_ref(),
     };
     let target = plan.upsert_target(request.stop_node_id.as_deref(), &overrides)?;

@@ -9,12 +9,12 @@
 
 use serde_json::{Map, Value, json};
 
-use super::Resume;
-use super::nodes::{Done, Seen, answer_chat, conversation, plain, structured, update_state};
+use super::nodes::{Done, Seen, answer_chat, conversation, plain, update_state};
 use super::step::Agent;
 use crate::flow::FlowError;
-use crate::flow::run::agent::{LoopOutput, call_tools, run_guarded_loop};
-use crate::flow::run::{FlowEvent, RunContext, RunError, Tokens};
+use crate::flow::runtime::structured::structured;
+use crate::flow::runtime::tool_loop::{LoopOutput, call_tools, run_guarded_loop};
+use crate::flow::runtime::{FlowEvent, Resume, RunContext, RunError, Tokens};
 use crate::flow::tools;
 use crate::llm::{ChatMessage, Role};
 

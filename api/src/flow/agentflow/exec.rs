@@ -8,7 +8,7 @@
 //! item's `output.content`.
 //!
 //! A run takes at most its limits' node runs, and runs for at most their time
-//! ([`super::Limits`]): past either it stops and says so (a 200 answer, status
+//! ([`crate::flow::runtime::Limits`]): past either it stops and says so (a 200 answer, status
 //! `TERMINATED` or `TIMEOUT`).
 
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -22,24 +22,10 @@ use super::step::StepKind;
 use super::template::{Scope, value_text};
 use crate::domain::ExecutionState;
 use crate::flow::FlowError;
-use crate::flow::run::{FlowEvent, Progress, RunContext, RunError, RunInput, RunOutput, Tokens};
+use crate::flow::runtime::{
+    FlowEvent, Outcome, Progress, Resume, RunContext, RunError, RunInput, RunOutput, Tokens,
+};
 use crate::llm::{ChatMessage, Role};
-
-/// What a run did.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Outcome {
-    /// `agentFlowExecutedData`.
-    pub executed: Vec<Value>,
-    /// `FINISHED`, `STOPPED` (waiting for a person), `TERMINATED` (a limit
-    /// stopped it) or `ERROR`.
-    pub status: ExecutionState,
-    /// The flow state at the end.
-    pub state: Map<String, Value>,
-    /// Why the run failed (status `ERROR`): the message names the node.
-    pub error: Option<String>,
-    /// What a stopped run waits for (Flowise's `action`).
-    pub action: Option<Value>,
-}
 
 pub async fn run<E: From<FlowEvent> + Send>(
     spec: &AgentflowSpec,
@@ -152,13 +138,13 @@ struct Run<'r, 'c, E> {
     /// What the run stopped to wait for.
     action: Option<Value>,
     /// A person's answer to the human input node the run goes on from.
-    answered: Option<&'r crate::flow::agentflow::Resume>,
+    answered: Option<&'r Resume>,
 }
 
 impl<'r, 'c, E: From<FlowEvent> + Send> Run<'r, 'c, E> {
     /// Takes up a stopped run: its items (but the waiting node's), its state
     /// and its nodes' outputs; returns the node to go on from.
-    fn resume_from(&mut self, resume: &'r crate::flow::agentflow::Resume) -> String {
+    fn resume_from(&mut self, resume: &'r Resume) -> String {
         self.executed = resume
             .executed
             .iter()

@@ -30,49 +30,13 @@ pub mod wiring;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use serde_json::Value;
-
 pub use step::{Step, StepKind};
 pub use wiring::Wiring;
 
-/// Node executions one run takes at most (Flowise's `MAX_ITERATIONS`), unless
-/// configured (`AGENTFLOW_MAX_NODE_RUNS`).
-pub const MAX_NODE_RUNS: usize = 1000;
 /// How often a loop node may send the run back, when it does not say.
 pub const DEFAULT_LOOP_COUNT: u32 = 5;
 /// The most a loop node may ask for.
 pub const MAX_LOOP_COUNT: u32 = 100;
-/// Items one iteration node runs its block for at most, unless configured
-/// (`AGENTFLOW_MAX_ITERATION_ITEMS`).
-pub const MAX_ITERATION_ITEMS: usize = 1000;
-/// How deep `executeFlowAgentflow` calls may nest (a flow calling a flow that
-/// calls a flow ...); the call past it fails, so a cycle of flows ends. Unless
-/// configured (`AGENTFLOW_MAX_FLOW_DEPTH`).
-pub const MAX_FLOW_DEPTH: u32 = 5;
-/// How long one run may take, unless configured (`AGENTFLOW_TIMEOUT_SECS`).
-pub const RUN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
-
-/// The limits that keep an agentflow run from running away (the server's
-/// settings; the constants above are their defaults).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    pub max_node_runs: usize,
-    pub max_iteration_items: usize,
-    pub max_flow_depth: u32,
-    /// The whole run, its waits for models and tools included.
-    pub run_timeout: std::time::Duration,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            max_node_runs: MAX_NODE_RUNS,
-            max_iteration_items: MAX_ITERATION_ITEMS,
-            max_flow_depth: MAX_FLOW_DEPTH,
-            run_timeout: RUN_TIMEOUT,
-        }
-    }
-}
 /// Tool-calling steps an agent node takes at most.
 pub const AGENT_MAX_ITERATIONS: u32 = 10;
 
@@ -148,27 +112,5 @@ impl AgentflowSpec {
         self.steps
             .values()
             .any(|s| matches!(s.kind, StepKind::Retriever(_)))
-    }
-}
-
-/// A paused run going on: what it had done, where it stopped, and the answer.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Resume {
-    /// The stopped execution's items (`agentFlowExecutedData`).
-    pub executed: Vec<Value>,
-    /// The human input node the run goes on from.
-    pub node_id: String,
-    pub proceed: bool,
-    pub feedback: String,
-}
-
-impl Resume {
-    /// The node a stopped execution waits at (its last `STOPPED` item).
-    pub fn waiting_node(executed: &[Value]) -> Option<&str> {
-        executed
-            .iter()
-            .rev()
-            .find(|item| item.get("status").and_then(Value::as_str) == Some("STOPPED"))
-            .and_then(|item| item.get("nodeId").and_then(Value::as_str))
     }
 }

@@ -11,10 +11,12 @@ use serde_json::{Map, Value};
 use super::wiring::Wiring;
 use super::{DEFAULT_LOOP_COUNT, MAX_LOOP_COUNT};
 use crate::flow::FlowError;
-use crate::flow::component::{Component, ModelSpec, ToolKind, ToolSpec};
+use crate::flow::component::{
+    Component, ModelSpec, OutputField, ToolKind, ToolSpec, cell, output_fields,
+};
 use crate::flow::graph::{FlowGraph, FlowNode, credential_of};
-use crate::flow::node::build_node;
-use crate::flow::plan::Overrides;
+use crate::flow::overrides::{Overrides, check_inner_overrides};
+use crate::flow::registry::build_node;
 use crate::llm::Role;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -185,25 +187,6 @@ pub enum HttpBody {
     Form(Vec<(String, String)>),
 }
 
-/// One key of `llmStructuredOutput`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct OutputField {
-    pub key: String,
-    pub kind: FieldKind,
-    pub description: String,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub enum FieldKind {
-    String,
-    StringArray,
-    Number,
-    Boolean,
-    Enum(Vec<String>),
-    /// An array of objects with these properties (Flowise's `jsonSchema`).
-    JsonArray(Map<String, Value>),
-}
-
 /// Every node of the flow as a step.
 pub fn build_steps(
     graph: &FlowGraph,
@@ -339,7 +322,7 @@ impl Read<'_> {
             parent: None,
         };
         if let Some(spec) = crate::flow::registry::spec(name) {
-            crate::flow::plan::check_inner_overrides(spec, self.overrides)?;
+            check_inner_overrides(spec, self.overrides)?;
         }
         build_node(self.graph, &inner, self.overrides).map_err(|e| {
             self.invalid(format_args!(
@@ -798,69 +781,4 @@ fn clean_config(config: &Map<String, Value>, param: &str) -> Map<String, Value> 
         inputs.remove(editor_only);
     }
     inputs
-}
-
-/// A row's cell as text (numbers and booleans as written).
-/// Structured output rows (`{key, type, enumValues, jsonSchema, description}`)
-/// as fields. Types as agentflows write them (`stringArray`) or as sequential
-/// agents do (`String Array`); rows without a key are skipped.
-pub fn output_fields(
-    rows: &[Map<String, Value>],
-    invalid: impl Fn(String) -> FlowError,
-) -> Result<Vec<OutputField>, FlowError> {
-    let mut fields = Vec::new();
-    for row in rows {
-        let key = cell(row.get("key"));
-        let key = key.trim();
-        if key.is_empty() {
-            continue;
-        }
-        let kind_name = cell(row.get("type")).to_ascii_lowercase().replace(' ', "");
-        let kind = match kind_name.as_str() {
-            "string" | "" => FieldKind::String,
-            "stringarray" => FieldKind::StringArray,
-            "number" => FieldKind::Number,
-            "boolean" => FieldKind::Boolean,
-            "enum" => FieldKind::Enum(
-                cell(row.get("enumValues"))
-                    .split(',')
-                    .map(|v| v.trim().to_owned())
-                    .filter(|v| !v.is_empty())
-                    .collect(),
-            ),
-            "jsonarray" => match serde_json::from_str::<Value>(&cell(row.get("jsonSchema"))) {
-                Ok(Value::Object(properties)) => FieldKind::JsonArray(properties),
-                _ => {
-                    return Err(invalid(format!(
-                        "structured output key '{key}' needs a JSON object schema"
-                    )));
-                }
-            },
-            _ => {
-                return Err(invalid(format!(
-                    "structured output key '{key}' has an unknown type '{}'",
-                    cell(row.get("type"))
-                )));
-            }
-        };
-        if matches!(&kind, FieldKind::Enum(values) if values.is_empty()) {
-            return Err(invalid(format!(
-                "structured output key '{key}' is an enum without values"
-            )));
-        }
-        fields.push(OutputField {
-            key: key.to_owned(),
-            kind,
-            description: cell(row.get("description")),
-        });
-    }
-    Ok(fields)
-}
-
-pub fn cell(value: Option<&Value>) -> String {
-    match value {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Null) | None => String::new(),
-        Some(other) => other.to_string(),
-    }
 }

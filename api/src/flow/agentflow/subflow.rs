@@ -1,45 +1,18 @@
 //! `executeFlowAgentflow`: another chatflow of the same workspace run as one
 //! node. The engine asks through [`FlowCaller`], which the services floor
 //! implements (finding the chatflow in the workspace, running it as a
-//! prediction on the same chat, refusing past [`super::MAX_FLOW_DEPTH`]); the
+//! prediction on the same chat, refusing past the run's depth limit); the
 //! node turns the answer into its output, its message in the run's
 //! conversation and its state writes.
 
-use async_trait::async_trait;
 use serde_json::{Map, Value, json};
-use uuid::Uuid;
 
 use super::nodes::{Done, Seen, update_state};
 use super::step::ExecuteFlowStep;
 use crate::flow::FlowError;
-use crate::flow::run::{RunContext, RunError};
+use crate::flow::runtime::nested::FlowCall;
+use crate::flow::runtime::{RunContext, RunError};
 use crate::llm::{ChatMessage, Role};
-use crate::retrieval::Document;
-
-/// Runs chatflows for `executeFlowAgentflow`.
-#[async_trait]
-pub trait FlowCaller: Send + Sync {
-    /// The answer of `call.flow` (a chatflow of the caller's workspace), or why
-    /// there is none.
-    async fn call_flow(&self, call: FlowCall) -> Result<FlowAnswer, String>;
-}
-
-pub struct FlowCall {
-    pub flow: Uuid,
-    pub question: String,
-    /// The caller's chat: the called flow's memory follows the same conversation.
-    pub chat_id: String,
-    pub override_config: Option<Map<String, Value>>,
-}
-
-#[derive(Debug, Default)]
-pub struct FlowAnswer {
-    /// The answer's text (an output parser's JSON in a fenced block).
-    pub text: String,
-    pub used_tools: Vec<Value>,
-    pub artifacts: Vec<Value>,
-    pub sources: Vec<Document>,
-}
 
 /// `executeFlowOverrideConfig`: a JSON object whose string values may hold
 /// variables, resolved inside those strings only (a question holding a quote

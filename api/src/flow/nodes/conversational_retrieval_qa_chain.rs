@@ -9,7 +9,7 @@ use super::{AGENT_IGNORED, K, input};
 use crate::flow::FlowError;
 use crate::flow::component::{Component, MemorySpec, RetrievalChainSpec, RetrievalKind};
 use crate::flow::node::{Build, Category, InputSpec, Node, NodeSpec, concat, required};
-use crate::flow::run::retrieval::{REPHRASE_PROMPT, RESPONSE_PROMPT};
+use crate::flow::prompt::{REPHRASE_PROMPT, RESPONSE_PROMPT};
 
 pub struct ConversationalRetrievalQaChain;
 

@@ -5,7 +5,7 @@ use super::{AGENT_IGNORED, K};
 use crate::flow::FlowError;
 use crate::flow::component::{Component, RetrievalChainSpec, RetrievalKind};
 use crate::flow::node::{Build, Category, InputSpec, Node, NodeSpec, concat, required};
-use crate::flow::run::retrieval::{REPHRASE_PROMPT, RESPONSE_PROMPT};
+use crate::flow::prompt::{REPHRASE_PROMPT, RESPONSE_PROMPT};
 
 pub struct RetrievalQaChain;
 

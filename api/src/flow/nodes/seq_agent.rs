@@ -99,7 +99,7 @@ impl Node for SeqAgentNode {
 /// A table row's cell, trimmed, under the first of `names` it has (Flowise
 /// wrote `Key`, `Operation`… before `key`, `type`…); empty when it has none.
 pub(super) fn row_text(row: &serde_json::Value, names: &[&str]) -> String {
-    crate::flow::agentflow::step::cell(names.iter().find_map(|n| row.get(*n)))
+    crate::flow::component::cell(names.iter().find_map(|n| row.get(*n)))
         .trim()
         .to_owned()
 }

@@ -7,7 +7,7 @@
 use serde_json::{Map, Value};
 
 use crate::flow::FlowError;
-use crate::flow::agentflow::step::output_fields;
+use crate::flow::component::output_fields;
 use crate::flow::component::{Component, SeqConditionAgent, SeqStep};
 use crate::flow::node::{Build, Category, InputKind as K, Node, NodeSpec, input};
 

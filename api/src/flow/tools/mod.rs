@@ -4,12 +4,11 @@
 //! becomes an `Error: …` output the model reads and the answer reports.
 //!
 //! - [`calculator`]: arithmetic, parsed (never evaluated as code).
-//! - [`web`]: `requests_get` / `requests_post`, public addresses only ([`netguard`]).
+//! - [`web`]: `requests_get` / `requests_post`, public addresses only ([`crate::netguard`]).
 //! - [`python`]: Python tools, run by the Python tool runtime.
 //! - [`retriever`]: vector store searches (the `retrieverTool`, retrieval chains).
 
 pub mod calculator;
-pub mod netguard;
 pub mod python;
 pub mod retriever;
 pub mod web;

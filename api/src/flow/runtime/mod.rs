@@ -1,37 +1,42 @@
-//! Running a [`Runnable`]: chains, agents, multi-agent and sequential flows,
-//! each sending the answer's tokens as [`FlowEvent`]s the moment they are known
-//! and returning the whole [`RunOutput`] (text, tools used, agent steps,
-//! artifacts) when done.
+//! What every run kind shares, importing nothing above it: the events a run
+//! sends ([`FlowEvent`], [`Progress`]), what it starts from ([`RunInput`]) and
+//! produces ([`RunOutput`]), what it reaches ([`RunContext`]), where its tokens
+//! go ([`Tokens`]), one model call ([`model_step`]) and how a run fails
+//! ([`RunError`]).
 //!
-//! - [`chain`]: one model call over a prompt or a conversation.
-//! - [`agent`]: the tool-calling loop every agent shares.
-//! - [`multiagent`]: a supervisor routing between workers.
-//! - [`sequential`]: a graph of agent, LLM, tool and condition steps.
-//! - [`retrieval`]: chains that answer over a vector store's chunks.
+//! - [`tool_loop`]: the tool-calling loop every agent uses (chatflow agents,
+//!   workers, sequential agents, agentflow agent nodes).
+//! - [`structured`]: an answer forced into an object of named keys.
+//! - [`nested`]: the trait through which a flow runs another flow.
+//! - [`limits`]: what keeps an agentflow run from running away.
+//! - [`paused`]: what a paused agentflow run carries to its next request, and
+//!   what an agentflow run did.
 //!
-//! A closed event channel means the client is gone: the run stops and the
-//! provider stream is dropped, which cancels the provider call.
+//! Chatflows ([`super::chatflow`]) and agentflows ([`super::agentflow`]) are
+//! built on this floor and never import each other; [`super::engine`] is the
+//! one place that knows both.
 
-pub mod agent;
-pub mod chain;
-pub mod csv_agent;
-pub mod multiagent;
-pub mod retrieval;
-pub mod sequential;
+pub mod limits;
+pub mod nested;
+pub mod paused;
+pub mod structured;
+pub mod tool_loop;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures_util::StreamExt;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+pub use limits::Limits;
+pub use nested::FlowCaller;
+pub use paused::{Outcome, Resume};
+
 use super::FlowError;
-use super::component::{ModelSpec, Provider};
-use super::plan::{Answer, Runnable};
+use super::component::ModelSpec;
 use super::tools::{FlowContext, ToolClients, ToolEnv};
-use crate::llm::anthropic::AnthropicChat;
-use crate::llm::ollama::OllamaChat;
-use crate::llm::openai::OpenAiChat;
+use crate::llm::connect::Models;
 use crate::llm::{ChatMessage, ChatModel, ChatRequest, Delta, LlmError, Role, ToolCall};
 
 /// What a run emits, in order.
@@ -72,7 +77,7 @@ pub struct RunInput {
     /// The flow state the session's last agentflow run ended with.
     pub persisted_state: Option<serde_json::Map<String, Value>>,
     /// A paused agentflow run going on with a person's decision.
-    pub resume: Option<crate::flow::agentflow::Resume>,
+    pub resume: Option<Resume>,
 }
 
 impl RunInput {
@@ -101,7 +106,7 @@ pub struct RunOutput {
     /// Chunks the answer drew on (`sourceDocuments`).
     pub source_documents: Vec<crate::retrieval::Document>,
     /// What an agentflow run did, node by node.
-    pub agentflow: Option<crate::flow::agentflow::exec::Outcome>,
+    pub agentflow: Option<Outcome>,
     /// The answer as JSON, when an output parser read it (`text` then holds it
     /// in a fenced block).
     pub json: Option<Value>,
@@ -121,55 +126,6 @@ pub struct Checkpoint {
     pub messages: Vec<crate::llm::ChatMessage>,
 }
 
-/// Where chat models come from: the shared HTTP client for providers, and the
-/// embedded model.
-#[derive(Clone)]
-pub struct Models {
-    pub http: reqwest::Client,
-    pub local: Arc<dyn LocalModels>,
-}
-
-/// Access to the embedded model, loaded on first use.
-#[async_trait::async_trait]
-pub trait LocalModels: Send + Sync {
-    async fn chat(&self) -> Result<Arc<dyn ChatModel>, LlmError>;
-}
-
-impl Models {
-    async fn chat_model(&self, provider: &Provider) -> Result<Arc<dyn ChatModel>, LlmError> {
-        Ok(match provider {
-            Provider::OpenAi {
-                base,
-                auth,
-                model,
-                label,
-            } => Arc::new(OpenAiChat {
-                client: self.http.clone(),
-                base: base.clone(),
-                auth: auth.clone(),
-                model: model.clone(),
-                provider: label,
-            }),
-            Provider::Anthropic {
-                base,
-                api_key,
-                model,
-            } => Arc::new(AnthropicChat {
-                client: self.http.clone(),
-                base: base.clone(),
-                api_key: api_key.clone(),
-                model: model.clone(),
-            }),
-            Provider::Ollama { base, model } => Arc::new(OllamaChat {
-                client: self.http.clone(),
-                base: base.clone(),
-                model: model.clone(),
-            }),
-            Provider::Local => self.local.chat().await?,
-        })
-    }
-}
-
 /// What one run reaches: models, tools, and the request's context for tools.
 pub struct RunContext<'a> {
     pub models: &'a Models,
@@ -180,9 +136,9 @@ pub struct RunContext<'a> {
     /// built only then).
     pub progress: bool,
     /// Runs other chatflows of the workspace (`executeFlowAgentflow`).
-    pub flows: Option<&'a dyn crate::flow::agentflow::subflow::FlowCaller>,
+    pub flows: Option<&'a dyn FlowCaller>,
     /// An agentflow run's limits.
-    pub limits: crate::flow::agentflow::Limits,
+    pub limits: Limits,
 }
 
 impl RunContext<'_> {
@@ -206,12 +162,26 @@ fn model_failed(spec: &ModelSpec, e: &LlmError) -> RunError {
 /// Where tokens go: the caller's channel, in the caller's event type.
 pub struct Tokens<'a, E> {
     events: &'a mpsc::Sender<E>,
-    sent: std::sync::atomic::AtomicU64,
+    sent: AtomicU64,
+}
+
+impl<'a, E> Tokens<'a, E> {
+    pub fn new(events: &'a mpsc::Sender<E>) -> Self {
+        Tokens {
+            events,
+            sent: AtomicU64::new(0),
+        }
+    }
+
+    /// Answer tokens sent so far.
+    pub fn sent(&self) -> u64 {
+        self.sent.load(Ordering::Relaxed)
+    }
 }
 
 impl<E: From<FlowEvent>> Tokens<'_, E> {
     pub async fn send(&self, token: String) -> Result<(), RunError> {
-        self.sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.sent.fetch_add(1, Ordering::Relaxed);
         self.events
             .send(FlowEvent::Token(token).into())
             .await
@@ -274,94 +244,6 @@ pub async fn model_step<E: From<FlowEvent>>(
         }
     }
     Ok(step)
-}
-
-/// Runs the flow. Tokens go to `events` as they come, converted into the
-/// caller's own event type (no relay between channels).
-pub async fn run<E: From<FlowEvent> + Send>(
-    runnable: &Runnable,
-    input: &RunInput,
-    ctx: &RunContext<'_>,
-    events: &mpsc::Sender<E>,
-) -> Result<RunOutput, RunError> {
-    let tokens = Tokens {
-        events,
-        sent: std::sync::atomic::AtomicU64::new(0),
-    };
-    let mut output = answer(runnable, input, ctx, &tokens).await?;
-    output.tokens_streamed = tokens.sent.into_inner();
-    Ok(output)
-}
-
-async fn answer<E: From<FlowEvent> + Send>(
-    runnable: &Runnable,
-    input: &RunInput,
-    ctx: &RunContext<'_>,
-    tokens: &Tokens<'_, E>,
-) -> Result<RunOutput, RunError> {
-    if let Some(denied) = moderate(runnable, input, ctx).await? {
-        tokens.send(denied.clone()).await?;
-        return Ok(RunOutput {
-            text: denied,
-            ..RunOutput::default()
-        });
-    }
-    match &runnable.answer {
-        Answer::Chain(chain) => chain::run(chain, input, ctx, tokens).await,
-        Answer::Agent(spec) => agent::run(spec, input, ctx, tokens).await,
-        Answer::MultiAgent {
-            supervisor,
-            workers,
-        } => multiagent::run(supervisor, workers, input, ctx, tokens).await,
-        Answer::Sequential(spec) => sequential::run(spec, input, ctx, tokens).await,
-        Answer::Retrieval(chain) => retrieval::run(chain, input, ctx, tokens).await,
-        Answer::Agentflow(flow) => {
-            crate::flow::agentflow::exec::run(flow, input, ctx, tokens).await
-        }
-        Answer::CsvAgent(spec) => csv_agent::run(spec, input, ctx, tokens).await,
-    }
-}
-
-/// The answer to a question the flow's moderation denies (Flowise answers it
-/// as the text, 200), or `None` when it passes.
-async fn moderate(
-    runnable: &Runnable,
-    input: &RunInput,
-    ctx: &RunContext<'_>,
-) -> Result<Option<String>, RunError> {
-    let question = input.question.to_lowercase();
-    for check in &runnable.moderation {
-        match &check.model {
-            None => {
-                if check
-                    .deny
-                    .iter()
-                    .any(|entry| question.contains(&entry.to_lowercase()))
-                {
-                    return Ok(Some(check.message.clone()));
-                }
-            }
-            Some(spec) => {
-                let model = ctx.model(spec).await?;
-                for entry in &check.deny {
-                    let ask = format!(
-                        "Are these two sentences similar to each other? Only return Yes or No.\n\
-                         First sentence: {}\nSecond sentence: {entry}",
-                        input.question
-                    );
-                    let request = ChatRequest::text(
-                        vec![ChatMessage::new(Role::User, ask)],
-                        spec.params.clone(),
-                    );
-                    let step = model_step::<FlowEvent>(spec, &*model, request, None, false).await?;
-                    if step.text.to_lowercase().contains("yes") {
-                        return Ok(Some(check.message.clone()));
-                    }
-                }
-            }
-        }
-    }
-    Ok(None)
 }
 
 #[derive(Debug)]

@@ -9,9 +9,11 @@
 use base64::Engine;
 use serde_json::{Map, Value};
 
-use super::{FlowEvent, RunContext, RunError, RunInput, RunOutput, Tokens, model_step};
 use crate::flow::FlowError;
 use crate::flow::component::{CsvAgentSpec, PythonDefinition};
+use crate::flow::runtime::{
+    FlowEvent, RunContext, RunError, RunInput, RunOutput, Tokens, model_step,
+};
 use crate::llm::{ChatMessage, ChatRequest, Role};
 
 /// Flowise's prompt asking for the pandas code.

@@ -19,13 +19,15 @@ use std::collections::{HashMap, HashSet, VecDeque};
 
 use serde_json::{Map, Value, json};
 
-use super::agent::{call_tools, run_loop};
-use super::{FlowEvent, RunContext, RunError, RunInput, RunOutput, Tokens, model_step};
 use crate::flow::FlowError;
 use crate::flow::component::{
     ConditionRow, ModelSpec, SeqAgent, SeqConditionAgent, SeqStep, StateChannel,
 };
 use crate::flow::plan::SequentialSpec;
+use crate::flow::runtime::tool_loop::{call_tools, run_loop};
+use crate::flow::runtime::{
+    FlowEvent, RunContext, RunError, RunInput, RunOutput, Tokens, model_step,
+};
 use crate::flow::{prompt, tools};
 use crate::llm::{ChatMessage, ChatRequest, Role, ToolCall};
 
@@ -161,7 +163,7 @@ pub async fn run<E: From<FlowEvent>>(
         tokens.send(last_output.clone()).await?;
     }
     if spec.checkpoints {
-        out.checkpoint = Some(super::Checkpoint {
+        out.checkpoint = Some(crate::flow::runtime::Checkpoint {
             state,
             messages: checkpointed(conversation),
         });
@@ -600,9 +602,13 @@ async fn decide(agent: &SeqConditionAgent, view: &View<'_>) -> Result<Value, Run
         let said = model_step::<FlowEvent>(model_spec, &*model, request, None, false).await?;
         return Ok(json!({"content": said.text}));
     }
-    let answer =
-        crate::flow::agentflow::nodes::structured(model_spec, &*model, messages, &agent.structured)
-            .await?;
+    let answer = crate::flow::runtime::structured::structured(
+        model_spec,
+        &*model,
+        messages,
+        &agent.structured,
+    )
+    .await?;
     Ok(Value::Object(answer))
 }
 

@@ -1,10 +1,12 @@
 //! Chains: a prompt filled in (`llmChain`) or a conversation (`conversationChain`)
 //! sent to one model, its answer streamed token by token.
 
-use super::{FlowEvent, RunContext, RunError, RunInput, RunOutput, Tokens, model_step};
 use crate::flow::component::{ChainKind, ChainSpec, PromptSpec};
 use crate::flow::output_parser::OutputParserSpec;
 use crate::flow::prompt;
+use crate::flow::runtime::{
+    FlowEvent, RunContext, RunError, RunInput, RunOutput, Tokens, model_step,
+};
 use crate::llm::{ChatMessage, ChatRequest, Role};
 
 /// The messages a chain sends to its model.

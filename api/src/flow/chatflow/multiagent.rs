@@ -8,10 +8,12 @@
 
 use serde_json::{Value, json};
 
-use super::agent::run_loop;
-use super::{FlowEvent, RunContext, RunError, RunInput, RunOutput, Tokens, model_step};
 use crate::flow::FlowError;
 use crate::flow::component::{SupervisorSpec, WorkerSpec};
+use crate::flow::runtime::tool_loop::run_loop;
+use crate::flow::runtime::{
+    FlowEvent, RunContext, RunError, RunInput, RunOutput, Tokens, model_step,
+};
 use crate::flow::{prompt, tools};
 use crate::llm::{ChatMessage, ChatRequest, Role, ToolChoice, ToolDef};
 

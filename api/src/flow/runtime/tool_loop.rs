@@ -1,46 +1,16 @@
 //! The agent loop: ask the model with the tools offered; run the calls it makes
 //! (at once, when it makes several) and give it their results; repeat until it
 //! answers in text or `maxIterations` model steps have been taken — then the
-//! answer says the agent stopped, it is not an error. Workers and sequential
-//! agents use the same loop without streaming.
+//! answer says the agent stopped, it is not an error. Chatflow agents, workers,
+//! sequential agents and agentflow agent nodes all use this loop.
 
 use futures_util::StreamExt;
 use serde_json::Value;
 
-use super::{FlowEvent, RunContext, RunError, RunInput, RunOutput, Tokens, model_step};
-use crate::flow::component::{AgentSpec, ModelSpec};
+use super::{FlowEvent, RunContext, RunError, Tokens, model_step};
+use crate::flow::component::ModelSpec;
 use crate::flow::tools::{self, ReadyTool, ToolOutcome};
-use crate::llm::{ChatMessage, ChatRequest, Role, ToolCall, ToolChoice};
-
-/// Runs a `toolAgent` (or its siblings) as the flow's answer, streaming its text.
-pub async fn run<E: From<FlowEvent>>(
-    spec: &AgentSpec,
-    input: &RunInput,
-    ctx: &RunContext<'_>,
-    tokens: &Tokens<'_, E>,
-) -> Result<RunOutput, RunError> {
-    let tools = tools::prepare(&spec.tools, &ctx.env)?;
-    let mut messages = Vec::with_capacity(input.history.len() + 2);
-    messages.push(ChatMessage::new(Role::System, spec.system_message.clone()));
-    messages.extend(input.history.iter().cloned());
-    messages.push(ChatMessage::new(Role::User, input.question.clone()));
-    let done = run_loop(
-        ctx,
-        &spec.model,
-        &tools,
-        messages,
-        spec.max_iterations,
-        Some(tokens),
-    )
-    .await?;
-    Ok(RunOutput {
-        text: done.text,
-        used_tools: done.used_tools,
-        artifacts: done.artifacts,
-        source_documents: done.sources,
-        ..RunOutput::default()
-    })
-}
+use crate::llm::{ChatMessage, ChatRequest, ToolCall, ToolChoice};
 
 /// What a loop ended with.
 #[derive(Debug, Default)]

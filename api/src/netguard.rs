@@ -5,6 +5,8 @@
 //! the cloud metadata endpoint 169.254.169.254), and all other addresses that
 //! are not on the public internet are refused.
 //!
+//! - [`AddressPolicy`]: the non-public addresses `ALLOW_PRIVATE_REQUESTS` lets
+//!   requests reach anyway; every other address goes through [`forbidden`].
 //! - [`forbidden`] judges one address. An IPv6 address that embeds an IPv4
 //!   address (mapped, compatible, NAT64, 6to4) is judged by that IPv4 address,
 //!   so `::ffff:127.0.0.1` counts as loopback.
@@ -247,9 +249,96 @@ fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
     }
 }
 
+/// Which non-public addresses requests may reach anyway (`ALLOW_PRIVATE_REQUESTS`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AddressPolicy {
+    allow_all: bool,
+    /// Networks allowed despite being private: (network, prefix length).
+    allowed: Vec<(IpAddr, u8)>,
+}
+
+impl AddressPolicy {
+    /// `true`/`1` allows every address; a comma-separated list of addresses or
+    /// CIDR networks allows those; empty, `false` or `0` allows none.
+    pub fn parse(setting: &str) -> Result<Self, String> {
+        let setting = setting.trim();
+        match setting.to_ascii_lowercase().as_str() {
+            "" | "false" | "0" | "no" => return Ok(AddressPolicy::default()),
+            "true" | "1" | "yes" => {
+                return Ok(AddressPolicy {
+                    allow_all: true,
+                    allowed: Vec::new(),
+                });
+            }
+            _ => {}
+        }
+        let mut allowed = Vec::new();
+        for item in setting.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let (address, prefix) = match item.split_once('/') {
+                Some((a, p)) => (a, Some(p)),
+                None => (item, None),
+            };
+            let ip: IpAddr = address
+                .parse()
+                .map_err(|_| format!("'{item}' is not an IP address or CIDR network"))?;
+            let max = if ip.is_ipv4() { 32 } else { 128 };
+            let prefix = match prefix {
+                None => max,
+                Some(p) => p
+                    .parse::<u8>()
+                    .ok()
+                    .filter(|p| *p <= max)
+                    .ok_or_else(|| format!("'{item}' has a bad prefix length"))?,
+            };
+            allowed.push((ip, prefix));
+        }
+        Ok(AddressPolicy {
+            allow_all: false,
+            allowed,
+        })
+    }
+
+    /// Why `ip` may not be reached, if it may not.
+    pub fn refuse(&self, ip: IpAddr) -> Option<String> {
+        if self.allow_all || self.allowed.iter().any(|(net, p)| contains(*net, *p, ip)) {
+            return None;
+        }
+        forbidden(ip).map(|why| format!("{ip} is not a public address ({why})"))
+    }
+}
+
+fn contains(network: IpAddr, prefix: u8, ip: IpAddr) -> bool {
+    match (network, ip) {
+        (IpAddr::V4(n), IpAddr::V4(a)) => {
+            let mask = u32::MAX.checked_shl(32 - u32::from(prefix)).unwrap_or(0);
+            u32::from(n) & mask == u32::from(a) & mask
+        }
+        (IpAddr::V6(n), IpAddr::V6(a)) => {
+            let mask = u128::MAX.checked_shl(128 - u32::from(prefix)).unwrap_or(0);
+            u128::from(n) & mask == u128::from(a) & mask
+        }
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn policy_reads_its_setting() {
+        let none = AddressPolicy::parse("").unwrap();
+        assert!(none.refuse("127.0.0.1".parse().unwrap()).is_some());
+        assert!(none.refuse("8.8.8.8".parse().unwrap()).is_none());
+        let all = AddressPolicy::parse("true").unwrap();
+        assert!(all.refuse("10.1.2.3".parse().unwrap()).is_none());
+        let some = AddressPolicy::parse("127.0.0.2, 10.0.0.0/8").unwrap();
+        assert!(some.refuse("127.0.0.2".parse().unwrap()).is_none());
+        assert!(some.refuse("127.0.0.1".parse().unwrap()).is_some());
+        assert!(some.refuse("10.200.0.1".parse().unwrap()).is_none());
+        assert!(AddressPolicy::parse("10.0.0.0/33").is_err());
+        assert!(AddressPolicy::parse("intranet").is_err());
+    }
 
     fn check(address: &str) -> Option<&'static str> {
         match address.parse::<IpAddr>() {

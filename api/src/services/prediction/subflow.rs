@@ -5,12 +5,25 @@
 
 use uuid::Uuid;
 
-use super::prediction::{self, PredictionRequest};
-use super::{ServiceError, Services};
-use crate::flow::agentflow::subflow::{FlowAnswer, FlowCall, FlowCaller};
+use futures_util::future::BoxFuture;
+
+use super::answer::Prediction;
+use super::request::PredictionRequest;
+use crate::domain::Chatflow;
+use crate::flow::runtime::nested::{FlowAnswer, FlowCall, FlowCaller};
 use crate::retrieval::Document;
+use crate::services::{ServiceError, ServiceResult, Services};
+
+/// Starts a prediction (the prediction floor's `start`, handed in so that
+/// this module need not import what imports it).
+pub type Start = for<'a> fn(
+    &'a Services,
+    &'a Chatflow,
+    PredictionRequest,
+) -> BoxFuture<'a, ServiceResult<Prediction>>;
 
 pub struct SubflowCaller {
+    pub start: Start,
     pub state: Services,
     /// The calling flow's workspace: only its chatflows can be called.
     pub workspace: Uuid,
@@ -53,7 +66,7 @@ impl FlowCaller for SubflowCaller {
             }
             e => format!("chatflow '{}' failed: {e}", flow.name),
         };
-        let prediction = prediction::start(&self.state, &flow, request)
+        let prediction = (self.start)(&self.state, &flow, request)
             .await
             .map_err(called)?;
         // The called run is part of the caller's: when the caller stops (its time

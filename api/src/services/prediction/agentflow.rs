@@ -7,11 +7,12 @@
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
-use super::prediction::{HumanAnswer, PredictionRequest};
-use super::{ServiceError, ServiceResult, Services};
+use super::request::{HumanAnswer, PredictionRequest};
 use crate::domain::{Chatflow, ExecutionState, ExecutionUpdate, NewExecution};
 use crate::flow::FlowError;
-use crate::flow::agentflow::{AgentflowSpec, Resume, template::value_text};
+use crate::flow::agentflow::{AgentflowSpec, template::value_text};
+use crate::flow::runtime::Resume;
+use crate::services::{ServiceError, ServiceResult, Services};
 
 /// What the run of one agentflow prediction starts from.
 #[derive(Debug, Default)]

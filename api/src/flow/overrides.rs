@@ -1,0 +1,97 @@
+//! What a request may change of a flow: its `overrideConfig` values, the
+//! sensitive inputs (keys, endpoints, tool code) the chatflow's
+//! `apiConfig.overrideConfig.allow` lets it override, and the credentials
+//! opened for its run — with the checks that refuse the rest (403).
+
+use std::collections::{HashMap, HashSet};
+
+use serde_json::{Map, Value};
+
+use super::FlowError;
+use super::destination::CredentialPolicy;
+use super::spec::NodeSpec;
+
+/// What a request brings to building the flow's components: its `overrideConfig`,
+/// what the chatflow allows of it, and the fields of the credentials its nodes name.
+#[derive(Debug, Default)]
+pub struct Overrides<'a> {
+    pub values: Option<&'a Map<String, Value>>,
+    /// Sensitive inputs the chatflow's `apiConfig.overrideConfig.allow` lists.
+    pub allowed: HashSet<String>,
+    /// The opened credentials (`Plan::credential_ids`); `None` while the plan is
+    /// checked, when a node naming a credential is taken to bring its own keys.
+    pub credentials: Option<&'a CredentialFields>,
+}
+
+/// A credential opened for a run: its type, where it may go, its fields.
+#[derive(Debug, Clone)]
+pub struct OpenedCredential {
+    /// Flowise's credential type (`openAIApi`).
+    pub kind: String,
+    pub allowed_hosts: Vec<String>,
+    pub fields: Map<String, Value>,
+}
+
+impl OpenedCredential {
+    pub fn policy<'a>(&'a self, id: &'a str) -> CredentialPolicy<'a> {
+        CredentialPolicy {
+            id,
+            kind: &self.kind,
+            allowed_hosts: &self.allowed_hosts,
+        }
+    }
+}
+
+/// Opened credentials, keyed by the id as the flow spells it.
+pub type CredentialFields = HashMap<String, OpenedCredential>;
+
+/// `apiConfig.overrideConfig.allow`: sensitive inputs a request may override.
+pub fn allowed_overrides(api_config: Option<&str>) -> HashSet<String> {
+    api_config
+        .and_then(|text| serde_json::from_str::<Value>(text).ok())
+        .and_then(|v| v.pointer("/overrideConfig/allow").cloned())
+        .and_then(|v| v.as_array().cloned())
+        .map(|names| {
+            names
+                .into_iter()
+                .filter_map(|n| n.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Refuses overrides of a component built inside another node (an agentflow
+/// node's model or tool) that touch its keys, endpoints or code, unless the
+/// chatflow allows them — the same rule as for the flow's own nodes.
+pub fn check_inner_overrides(spec: &NodeSpec, overrides: &Overrides<'_>) -> Result<(), FlowError> {
+    let Some(values) = overrides.values else {
+        return Ok(());
+    };
+    for key in values.keys() {
+        if spec.input(key).is_some_and(|i| i.sensitive) && !overrides.allowed.contains(key) {
+            return Err(not_overridable(key));
+        }
+    }
+    Ok(())
+}
+
+/// 403 for a sensitive input the chatflow does not let requests override.
+pub fn not_overridable(key: &str) -> FlowError {
+    FlowError::forbidden(format!(
+        "overrideConfig.{key} is not allowed: it is a key, an endpoint or tool code; the \
+         chatflow's apiConfig.overrideConfig.allow must list it"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allow_list_is_read_from_api_config() {
+        let allowed = allowed_overrides(Some(r#"{"overrideConfig":{"allow":["basePath"]}}"#));
+        assert!(allowed.contains("basePath"));
+        assert!(allowed_overrides(Some("{}")).is_empty());
+        assert!(allowed_overrides(None).is_empty());
+    }
+}

@@ -1,0 +1,96 @@
+//! What a run reports ([`PredictionEvent`]s on a channel) and the folded
+//! answer ([`PredictionResult`]: the JSON response body, the SSE `metadata`).
+
+use serde::Serialize;
+use serde_json::Value;
+use serde_json::value::RawValue;
+use tokio::sync::mpsc;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+pub use crate::flow::runtime::Progress;
+
+use crate::flow::FlowEvent;
+use crate::services::{ServiceError, ServiceResult};
+
+/// The folded answer (the JSON response body, and the SSE `metadata`).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PredictionResult {
+    pub text: String,
+    /// The answer as JSON when an output parser read it (Flowise's `json`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub json: Option<Value>,
+    pub question: String,
+    pub chat_id: String,
+    pub chat_message_id: Uuid,
+    pub session_id: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub source_documents: Vec<Value>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub used_tools: Vec<Value>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub agent_reasoning: Vec<Value>,
+    /// Files tools wrote, served by weir at their `url` (with a key of the workspace).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub artifacts: Vec<Value>,
+    /// An agentflow run's execution record.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub execution_id: Option<Uuid>,
+    /// What each node of an agentflow did: the JSON text of the execution
+    /// record, serialised once for both.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub agent_flow_executed_data: Option<Box<RawValue>>,
+    /// What a stopped agentflow run waits for (answer it with `humanInput`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub action: Option<Value>,
+}
+
+#[derive(Debug)]
+pub enum PredictionEvent {
+    Token(String),
+    /// An agentflow's progress (only when streaming).
+    Progress(Progress),
+    Done(Box<PredictionResult>),
+    /// The run failed; the message names the node and the cause.
+    Error(String),
+}
+
+impl From<FlowEvent> for PredictionEvent {
+    fn from(event: FlowEvent) -> Self {
+        match event {
+            FlowEvent::Token(t) => PredictionEvent::Token(t),
+            FlowEvent::Progress(p) => PredictionEvent::Progress(p),
+        }
+    }
+}
+
+/// A started run: its events, and what is already known of the answer.
+pub struct Prediction {
+    pub events: mpsc::Receiver<PredictionEvent>,
+    pub chat_id: String,
+    /// Whether the flow's answer can stream (not with an output parser: a
+    /// streaming request is answered with JSON, as Flowise does).
+    pub streamable: bool,
+    /// The run's task (a caller that gives up on the answer may stop it at once).
+    pub task: tokio::task::AbortHandle,
+}
+
+impl Prediction {
+    /// Folds the events into the whole answer (the JSON response, a trigger's result).
+    pub async fn answer(mut self) -> ServiceResult<PredictionResult> {
+        while let Some(event) = self.events.recv().await {
+            match event {
+                PredictionEvent::Token(_) | PredictionEvent::Progress(_) => {}
+                PredictionEvent::Done(result) => return Ok(*result),
+                PredictionEvent::Error(message) => {
+                    return Err(ServiceError::Flow(crate::flow::FlowError::failed(message)));
+                }
+            }
+        }
+        Err(ServiceError::Internal(
+            "the run ended without an answer".into(),
+        ))
+    }
+}

@@ -1,0 +1,51 @@
+//! What a prediction asks: the question, its session, the history and files
+//! it brings, its overrides, and a person's answer to a stopped agentflow run.
+
+use serde::Deserialize;
+use serde_json::{Map, Value};
+use utoipa::ToSchema;
+
+use crate::domain::MessageRole;
+
+/// A prior turn sent with the request.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+pub struct HistoryItem {
+    pub message: String,
+    /// `userMessage` or `apiMessage`.
+    #[serde(rename = "type")]
+    pub role: MessageRole,
+}
+
+/// A file attached to a prediction: what document loaders read.
+pub use crate::retrieval::load::FileData as Upload;
+
+/// A validated prediction request.
+#[derive(Debug, Default)]
+pub struct PredictionRequest {
+    pub question: String,
+    pub chat_id: Option<String>,
+    pub history: Vec<HistoryItem>,
+    pub override_config: Option<Map<String, Value>>,
+    pub lead_email: Option<String>,
+    pub uploads: Vec<Upload>,
+    /// `$flow` values prompts may use (`{{$flow.body}}` of a webhook call).
+    pub flow_vars: Map<String, Value>,
+    /// An agentflow's form values (`$form`).
+    pub form: Map<String, Value>,
+    /// Whether the caller follows the run live (agentflow progress events).
+    pub streaming: bool,
+    /// A person's answer to an agentflow run that stopped for it.
+    pub human_input: Option<HumanAnswer>,
+    /// How many flows deep this run is (0: a client's or a trigger's; more when
+    /// an agentflow's `executeFlowAgentflow` runs it).
+    pub depth: u32,
+}
+
+/// `humanInput` of a prediction: go on with (or reject) a stopped agentflow run.
+#[derive(Debug, Clone, Default)]
+pub struct HumanAnswer {
+    pub proceed: bool,
+    /// The node the run waits at; the stopped run's own when absent.
+    pub start_node_id: Option<String>,
+    pub feedback: String,
+}

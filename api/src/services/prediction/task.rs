@@ -1,0 +1,308 @@
+//! The spawned run of one prediction: the engine run with its context, then
+//! what it writes when it ends — the question and answer (so the session's
+//! next question remembers them), the agentflow execution record, the agent
+//! checkpoint — and the folded answer sent last.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use serde_json::value::RawValue;
+use tokio::sync::mpsc;
+use uuid::Uuid;
+
+use super::answer::{PredictionEvent, PredictionResult};
+use crate::config::Config;
+use crate::domain::{ExecutionState, ExecutionUpdate, MessageRole, NewChatMessage, NewExecution};
+use crate::flow::engine;
+use crate::flow::plan::Runnable;
+use crate::flow::runtime::{Limits, RunError};
+use crate::flow::tools::{FlowContext, ToolEnv};
+use crate::flow::{RunContext, RunInput, RunOutput};
+use crate::services::Services;
+use crate::store::RunWrites;
+
+/// How long an agentflow run goes before its execution is written as
+/// `INPROGRESS` (so the executions list shows it running); a run that ends
+/// sooner writes its record once, with its end.
+const RECORD_RUNNING_AFTER: std::time::Duration = std::time::Duration::from_millis(250);
+
+pub(super) struct RunTask {
+    pub(super) state: Services,
+    pub(super) chatflow_id: Uuid,
+    pub(super) runnable: Runnable,
+    pub(super) input: RunInput,
+    pub(super) chat_id: String,
+    pub(super) session: String,
+    pub(super) env: ToolEnv,
+    pub(super) streaming: bool,
+    /// The agentflow run's execution record.
+    pub(super) execution: Option<Uuid>,
+    /// That record when it is a new one, not written yet.
+    pub(super) execution_start: Option<NewExecution>,
+    pub(super) workspace_id: Uuid,
+    pub(super) depth: u32,
+    /// Counts the run against its workspace's bound until the task ends.
+    pub(super) _permit: Option<crate::services::in_flight::Permit>,
+}
+
+impl RunTask {
+    pub(super) async fn run(mut self, out: mpsc::Sender<PredictionEvent>) {
+        let flows = super::subflow::SubflowCaller {
+            start: super::start_nested,
+            state: self.state.clone(),
+            workspace: self.workspace_id,
+            depth: self.depth,
+        };
+        let ctx = RunContext {
+            models: &self.state.models,
+            tools: &self.state.tools,
+            env: std::mem::take(&mut self.env),
+            flow: FlowContext {
+                input: self.input.question.clone(),
+                chat_history: self.input.history_text(),
+                session_id: self.session.clone(),
+                chatflow_id: self.chatflow_id,
+            },
+            progress: self.streaming,
+            flows: Some(&flows),
+            limits: agentflow_limits(&self.state.config),
+        };
+        let mut start = self.execution_start.take();
+        let running = engine::run(&self.runnable, &self.input, &ctx, &out);
+        let result = match &start {
+            None => running.await,
+            Some(new) => {
+                // A short run's record is written once, with its end; a longer
+                // one is listed as `INPROGRESS` meanwhile.
+                tokio::pin!(running);
+                tokio::select! {
+                    result = &mut running => result,
+                    () = tokio::time::sleep(RECORD_RUNNING_AFTER) => {
+                        // Written beside the run, which goes on meanwhile; its end
+                        // is written after this.
+                        let store = Arc::clone(&self.state.store);
+                        let (id, new) = (new.id, new.clone());
+                        let recording =
+                            tokio::spawn(async move { store.create_execution(&new).await });
+                        let result = running.await;
+                        match recording.await {
+                            Ok(Ok(_)) => start = None,
+                            Ok(Err(e)) => tracing::error!(execution = %id, error = %e,
+                                "cannot record the agentflow's execution as running"),
+                            Err(e) => tracing::error!(execution = %id, error = %e,
+                                "the task recording the agentflow's execution as running failed"),
+                        }
+                        result
+                    }
+                }
+            }
+        };
+        let chatflow = self.chatflow_id.to_string();
+        let metrics = crate::metrics::metrics();
+        match &result {
+            Ok(output) if output.agentflow.as_ref().is_some_and(|a| a.error.is_some()) => {
+                metrics.prediction(&chatflow, "error", output.tokens_streamed);
+            }
+            Ok(output) => metrics.prediction(&chatflow, "success", output.tokens_streamed),
+            Err(RunError::Flow(_)) => metrics.prediction(&chatflow, "error", 0),
+            Err(RunError::Cancelled) => metrics.prediction(&chatflow, "cancelled", 0),
+        }
+        // The run's execution record (its start when not written yet, its end).
+        let mut record = RunWrites {
+            start_execution: start,
+            update_execution: self.execution_end(&result),
+            ..RunWrites::default()
+        };
+        let failed = match &result {
+            Ok(output) => output.agentflow.as_ref().and_then(|a| a.error.clone()),
+            Err(_) => None,
+        };
+        // A finished run's record is written with its messages (`remember`).
+        if failed.is_some() || result.is_err() {
+            self.write_record(std::mem::take(&mut record)).await;
+        }
+        if let Some(error) = failed {
+            tracing::warn!(chatflow = %self.chatflow_id, error = %error, "agentflow run failed");
+            let _ = out.send(PredictionEvent::Error(error)).await;
+            return;
+        }
+        if let Ok(RunOutput {
+            checkpoint: Some(checkpoint),
+            ..
+        }) = &result
+            && let Err(e) = self.keep_checkpoint(checkpoint).await
+        {
+            tracing::error!(chatflow = %self.chatflow_id, error = %e, "cannot keep the agent checkpoint");
+        }
+        let executed = executed_text(&record);
+        match result {
+            Ok(output) => match self.remember(&output, record).await {
+                Ok(message_id) => {
+                    let result = PredictionResult {
+                        text: output.text,
+                        json: output.json,
+                        question: self.input.question.clone(),
+                        chat_id: self.chat_id.clone(),
+                        chat_message_id: message_id,
+                        session_id: self.chat_id.clone(),
+                        source_documents: output
+                            .source_documents
+                            .iter()
+                            .map(|d| serde_json::to_value(d).unwrap_or(Value::Null))
+                            .collect(),
+                        used_tools: output.used_tools,
+                        agent_reasoning: output.agent_reasoning,
+                        artifacts: output.artifacts,
+                        execution_id: self.execution,
+                        action: output.agentflow.as_ref().and_then(|a| a.action.clone()),
+                        agent_flow_executed_data: output.agentflow.and_then(|a| {
+                            executed.or_else(|| serde_json::value::to_raw_value(&a.executed).ok())
+                        }),
+                    };
+                    let _ = out.send(PredictionEvent::Done(Box::new(result))).await;
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot store the conversation");
+                    let _ = out
+                        .send(PredictionEvent::Error(
+                            "the answer could not be stored; try again".into(),
+                        ))
+                        .await;
+                }
+            },
+            Err(RunError::Flow(e)) => {
+                tracing::warn!(chatflow = %self.chatflow_id, error = %e.message, "chatflow run failed");
+                let _ = out.send(PredictionEvent::Error(e.message)).await;
+            }
+            Err(RunError::Cancelled) => {
+                tracing::info!(chatflow = %self.chatflow_id, "client went away; run cancelled");
+            }
+        }
+    }
+
+    /// Keeps where the session's next run begins (agent memory).
+    async fn keep_checkpoint(
+        &self,
+        checkpoint: &crate::flow::runtime::Checkpoint,
+    ) -> Result<(), String> {
+        let text = serde_json::to_string(checkpoint).map_err(|e| e.to_string())?;
+        self.state
+            .store
+            .put_agent_checkpoint(self.chatflow_id, &self.session, &text)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// How the run's execution record ends, for an agentflow run: its items,
+    /// state and pending action, or `TERMINATED` when the run did not finish.
+    fn execution_end(
+        &self,
+        result: &Result<RunOutput, RunError>,
+    ) -> Option<(Uuid, ExecutionUpdate)> {
+        let id = self.execution?;
+        let update = match result {
+            Ok(output) => output.agentflow.as_ref().map(|a| ExecutionUpdate {
+                state: Some(a.status),
+                // Serialised in place (the items also go into the answer).
+                execution_data: serde_json::to_string(&a.executed)
+                    .map_err(|e| {
+                        tracing::error!(execution = %id, error = %e,
+                            "cannot serialise the agentflow's executed items");
+                    })
+                    .ok(),
+                action: Some(a.action.as_ref().map(Value::to_string)),
+                ..ExecutionUpdate::default()
+            }),
+            Err(_) => Some(ExecutionUpdate {
+                state: Some(ExecutionState::Terminated),
+                ..ExecutionUpdate::default()
+            }),
+        };
+        update.map(|update| (id, update))
+    }
+
+    /// Writes the run's execution `record` without messages; whether it was
+    /// written. A failure is logged, naming the execution: no one else sees it.
+    async fn write_record(&self, record: RunWrites) -> bool {
+        let Some((id, _)) = record.update_execution else {
+            return false;
+        };
+        match self.state.store.write_run(record).await {
+            Ok(_) => true,
+            Err(e) => {
+                tracing::error!(execution = %id, error = %e, "cannot record the agentflow's execution");
+                false
+            }
+        }
+    }
+
+    /// Stores the question and the answer with the run's execution `record`
+    /// (all in one write); returns the answer's message id.
+    async fn remember(
+        &self,
+        output: &RunOutput,
+        mut record: RunWrites,
+    ) -> Result<Uuid, crate::store::StoreError> {
+        let message = |role, content: &str| NewChatMessage {
+            chatflow_id: self.chatflow_id,
+            chat_id: self.session.clone(),
+            role,
+            content: content.to_owned(),
+            source_documents: None,
+            used_tools: None,
+        };
+        let answer = NewChatMessage {
+            used_tools: (!output.used_tools.is_empty())
+                .then(|| Value::from(output.used_tools.clone()).to_string()),
+            source_documents: (!output.source_documents.is_empty())
+                .then(|| serde_json::to_string(&output.source_documents).unwrap_or_default()),
+            ..message(MessageRole::Api, &output.text)
+        };
+        let ending = record.update_execution.as_ref().map(|(id, _)| *id);
+        // The record alone, should the messages be refused with it.
+        let record_alone = ending.map(|_| RunWrites {
+            start_execution: record.start_execution.clone(),
+            update_execution: record.update_execution.clone(),
+            messages: Vec::new(),
+        });
+        record.messages = vec![message(MessageRole::User, &self.input.question), answer];
+        let stored = match self.state.store.write_run(record).await {
+            Ok(stored) => stored,
+            Err(e) => {
+                if let (Some(id), Some(alone)) = (ending, record_alone)
+                    && self.write_record(alone).await
+                {
+                    tracing::warn!(execution = %id, error = %e,
+                        "the run's messages could not be stored; its execution is recorded");
+                }
+                return Err(e);
+            }
+        };
+        if let Some(id) = ending
+            && stored.updated.is_none()
+        {
+            tracing::warn!(execution = %id, "the agentflow's execution record was gone when its run ended");
+        }
+        Ok(stored
+            .messages
+            .last()
+            .map(|m| m.id)
+            .unwrap_or_else(Uuid::new_v4))
+    }
+}
+
+/// The executed items a run's record holds, as the answer's JSON.
+fn executed_text(record: &RunWrites) -> Option<Box<RawValue>> {
+    let (_, update) = record.update_execution.as_ref()?;
+    RawValue::from_string(update.execution_data.clone()?).ok()
+}
+
+/// The agentflow executor's limits, as configured.
+fn agentflow_limits(config: &Config) -> Limits {
+    Limits {
+        max_node_runs: config.agentflow_max_node_runs as usize,
+        max_iteration_items: config.agentflow_max_iteration_items as usize,
+        max_flow_depth: config.agentflow_max_flow_depth,
+        run_timeout: std::time::Duration::from_secs(config.agentflow_timeout_secs),
+    }
+}
