@@ -20,7 +20,8 @@ pub struct Config {
     #[arg(long, env = "PORT", default_value_t = 3000, global = true)]
     pub port: u16,
 
-    /// Directory of the embedded store, the initial API key and other local state.
+    /// Directory of local state: `weir.db` (the embedded SQLite store), `initial-api-key`
+    /// (the initial API key), the runtime's venvs and artifacts.
     #[arg(long, env = "WEIR_DATA_DIR", default_value = "./data", global = true)]
     pub data_dir: PathBuf,
 
@@ -29,7 +30,7 @@ pub struct Config {
     #[arg(long, env = "WEIR_MODELS_DIR", global = true)]
     pub models_dir: Option<PathBuf>,
 
-    /// `postgres://…` selects PostgreSQL; unset means the SQLite file
+    /// `postgres://…` selects PostgreSQL (plain TCP, no TLS); unset means the SQLite file
     /// `$WEIR_DATA_DIR/weir.db`.
     #[arg(long, env = "DATABASE_URL", value_parser = parse_database_url, global = true)]
     pub database_url: Option<String>,
@@ -39,7 +40,8 @@ pub struct Config {
     #[arg(long, env = "DATABASE_SCHEMA", value_parser = parse_schema_name, global = true)]
     pub database_schema: Option<String>,
 
-    /// Address of the Python tool runtime.
+    /// Address of the Python tool runtime. Unreachable at start is a warning in the log,
+    /// not a failure; Python tools answer a tool error until it is up.
     #[arg(
         long,
         env = "PYTHON_RUNTIME",
@@ -49,55 +51,65 @@ pub struct Config {
     )]
     pub python_runtime: String,
 
-    /// Key sent to the Python tool runtime (`Authorization: Bearer`); the
-    /// runtime's own `PY_TOOL_API_KEY`.
+    /// Key sent to the Python tool runtime (`Authorization: Bearer`); the runtime's own
+    /// `PY_TOOL_API_KEY`. Never logged, never passed to tool code.
     #[arg(long, env = "PY_TOOL_API_KEY", hide_env_values = true,
           value_parser = parse_secret, global = true)]
     pub py_tool_api_key: Option<Secret>,
 
-    /// The key credentials are sealed with (AES-256-GCM): 64 hex digits or the base64
-    /// of 32 bytes. Unset: `$WEIR_DATA_DIR/secret.key`, generated on first start.
-    /// Every replica of one store needs the same key.
+    /// The key credentials are sealed with (AES-256-GCM): 64 hex digits or the base64 of
+    /// 32 bytes (`openssl rand -hex 32`). Unset: `$WEIR_DATA_DIR/secret.key`, generated
+    /// on first start (mode 0600); back it up with the data. Every replica of one store
+    /// needs the same key: replicas sharing a PostgreSQL store must all be given it. A
+    /// malformed key stops the server at start. See Credentials in docs/security.md.
     #[arg(long, env = "WEIR_SECRET_KEY", hide_env_values = true,
           value_parser = parse_secret, global = true)]
     pub secret_key: Option<Secret>,
 
-    /// Keys credentials may still be sealed with (a comma list), while rotating: at
-    /// start, what they sealed is resealed with `WEIR_SECRET_KEY`.
+    /// While rotating: the old key(s) credentials may still be sealed with,
+    /// comma-separated. At start every credential sealed by one of them is resealed with
+    /// `WEIR_SECRET_KEY` (logged); then the setting can go.
     #[arg(long, env = "WEIR_SECRET_KEY_PREVIOUS", hide_env_values = true,
           value_parser = parse_secret, global = true)]
     pub secret_key_previous: Option<Secret>,
 
-    /// The bearer token `GET /metrics` asks for (Prometheus' `authorization`
-    /// credentials). Unset: no metrics are served.
+    /// The bearer token `GET /metrics` asks for (Prometheus' `authorization:
+    /// {credentials: …}`). Unset: no metrics are served, `/metrics` answers 404. See
+    /// Metrics in docs/api.md.
     #[arg(long, env = "METRICS_TOKEN", hide_env_values = true,
           value_parser = parse_secret, global = true)]
     pub metrics_token: Option<Secret>,
 
     /// Server environment variables a workspace's `runtime` variables may read:
-    /// comma-separated names, or prefixes ending in `*` (`TOOL_*`); `*` for all
-    /// but weir's own secrets. Unset: none (tool code never sees the server's
-    /// environment unless you say so).
+    /// comma-separated names, or prefixes ending in `*` (`TOOL_*`); `*` for all. weir's
+    /// own secrets (`DATABASE_URL`, `PY_TOOL_API_KEY`, `SMTP_URL`,
+    /// `WEIR_SECRET_KEY[_PREVIOUS]`, the providers' API keys) never. Unset: none, runtime
+    /// variables read as empty (tool code never sees the server's environment unless you
+    /// say so).
     #[arg(long, env = "RUNTIME_VARIABLES", default_value = "", global = true)]
     pub runtime_variables: String,
 
-    /// Non-public addresses the request tools may reach: `true` for all, or a
-    /// comma-separated list of addresses and CIDR networks. Unset: none (no SSRF
-    /// through a public chatflow).
+    /// Non-public addresses the request tools (`requestsGet`, `requestsPost`) may reach:
+    /// `true` for all, or a comma-separated list of addresses and CIDR networks
+    /// (`10.0.0.0/8,192.168.1.5`). Unset: only public addresses (no SSRF through a public
+    /// chatflow).
     #[arg(long, env = "ALLOW_PRIVATE_REQUESTS", default_value = "",
           value_parser = parse_address_policy, global = true)]
     pub allow_private_requests: crate::netguard::AddressPolicy,
 
-    /// Log line format.
+    /// Log line format: `text` or `json` (one JSON object per line, on stderr).
     #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
     pub log_format: LogFormat,
 
     /// Log level or filter directive (`info`, `debug`, `weir_api=debug,tower_http=info`).
+    /// Every request gets a line (method, path, status, latency, request id) at `debug`;
+    /// server errors (500) are logged at `error` with their request id.
     #[arg(long, env = "LOG_LEVEL", default_value = "info", value_parser = parse_log_level, global = true)]
     pub log_level: String,
 
-    /// Connections open at once; more wait in the kernel's backlog. Never more than the
-    /// open-file limit leaves room for.
+    /// Connections held open at once; more wait in the kernel's backlog (not as open
+    /// files). Lowered at start, with a warning, to what the open-file limit leaves room
+    /// for (the limit minus 256).
     #[arg(
         long,
         env = "WEIR_MAX_CONNECTIONS",
@@ -116,8 +128,9 @@ pub struct Config {
     )]
     pub header_timeout_secs: u64,
 
-    /// Seconds a request's body may take to arrive after its headers; a slower one is
-    /// answered 408 and its connection closed.
+    /// Seconds a request's body may take to arrive after its headers (1–3600); a slower
+    /// one is answered 408 and its connection closed. The clock stops at the body's last
+    /// byte: a long run after it is never cut.
     #[arg(
         long,
         env = "WEIR_BODY_TIMEOUT_SECS",
@@ -127,24 +140,29 @@ pub struct Config {
     )]
     pub body_timeout_secs: u64,
 
-    /// Seconds in-flight requests get to finish after SIGTERM/Ctrl-C.
+    /// Seconds in-flight requests (streams included) get to finish after SIGTERM/Ctrl-C.
     #[arg(long, env = "SHUTDOWN_GRACE_SECS", default_value_t = 30, global = true)]
     pub shutdown_grace_secs: u64,
 
-    /// Origins whose pages may call the API from a browser (Flowise's name): a comma
-    /// list of origins, or `*` for any (the origin is then reflected, never with
-    /// credentials). Empty: no cross-origin access.
+    /// Origins whose pages may call the API from a browser (Flowise's name and default):
+    /// a comma list of origins, `*` for any, empty for none (no cross-origin access). An
+    /// allowed origin is reflected with `Vary: Origin` (never `*`, never with
+    /// credentials: keys are bearer tokens, not cookies); preflights are answered on
+    /// every route; other origins get no CORS header. A chatflow's
+    /// `chatbotConfig.allowedOrigins` narrows its predictions further: a browser request
+    /// from another site is a 403 "This site is not allowed to access this chatbot"
+    /// (requests without `Origin` are not from a site and pass).
     #[arg(long, env = "CORS_ORIGINS", default_value = "*", global = true)]
     pub cors_origins: String,
 
-    /// Origins whose pages may frame weir's responses (Flowise's name), sent as the
-    /// `frame-ancestors` of a `Content-Security-Policy` header: a space or comma list, or
-    /// `*`.
+    /// Origins whose pages may frame weir's responses (Flowise's name and default): a
+    /// space or comma list, or `*`. Every response carries `Content-Security-Policy:
+    /// frame-ancestors <origins>` (`'none'` when empty).
     #[arg(long, env = "IFRAME_ORIGINS", default_value = "*", global = true)]
     pub iframe_origins: String,
 
     /// Serve HTML, SVG and XML artifacts inline (still under `Content-Security-Policy:
-    /// sandbox`) instead of as downloads.
+    /// sandbox`) instead of as downloads. See Artifacts under Predictions in docs/api.md.
     #[arg(
         long,
         env = "ARTIFACTS_INLINE_HTML",
@@ -157,8 +175,9 @@ pub struct Config {
     #[arg(long, env = "TRUST_PROXY", default_value_t = false, global = true)]
     pub trust_proxy: bool,
 
-    /// The address clients reach this server at (`https://weir.example.com`):
-    /// webhook URLs in answers and the URL registered with Telegram.
+    /// The address clients reach this server at (`https://weir.example.com`): the
+    /// `webhookUrl` in trigger answers (else the request's `Host`) and the URL registered
+    /// with Telegram (required for Telegram bots).
     #[arg(long, env = "PUBLIC_URL", value_parser = parse_http_url, global = true)]
     pub public_url: Option<String>,
 
@@ -172,8 +191,9 @@ pub struct Config {
     )]
     pub telegram_api_url: String,
 
-    /// SMTP relay for failure e-mail: `smtp://host:25`, `smtps://user:pass@host`
-    /// (TLS), `smtp://user:pass@host:587?tls=required` (STARTTLS).
+    /// SMTP relay for failure e-mail: `smtp://host:25`, `smtps://user:pass@host` (TLS),
+    /// `smtp://user:pass@host:587?tls=required` (STARTTLS). Unset: failure mail stays in
+    /// the outbox and the start log says so once.
     #[arg(long, env = "SMTP_URL", value_parser = parse_smtp_url, global = true)]
     pub smtp_url: Option<String>,
 
@@ -196,81 +216,197 @@ pub struct Config {
           value_parser = clap::value_parser!(u32).range(1..), global = true)]
     pub trigger_results_max_age_days: u32,
 
-    /// Seconds a replica's claim on a running firing lasts without renewal; a
-    /// firing whose replica died is recorded as failed after this long.
+    /// Seconds a replica's claim on a running firing lasts without renewal (renewed every
+    /// third of it; 3–3600); a firing whose replica died is recorded as failed after this
+    /// long.
     #[arg(long, env = "TRIGGER_LEASE_SECS", default_value_t = 30,
           value_parser = clap::value_parser!(u32).range(3..=3600), global = true)]
     pub trigger_lease_secs: u32,
 
-    /// Triggers one workspace may have; creating one more is a 409.
+    /// Triggers one workspace may have; creating one more is a 409. See docs/triggers.md.
     #[arg(long, env = "WORKSPACE_MAX_TRIGGERS", default_value_t = 100,
           value_parser = clap::value_parser!(u64).range(1..), global = true)]
     pub workspace_max_triggers: u64,
 
-    /// The shortest time between two firings of one cron trigger, in seconds; a
-    /// schedule that fires sooner after a firing is refused (400). 60 allows every
+    /// The shortest time between two firings of one cron trigger, in seconds (60–86,400);
+    /// a schedule that fires sooner after a firing is refused (400). 60 allows every
     /// minute, the finest a 5-field expression gives.
     #[arg(long, env = "TRIGGER_MIN_INTERVAL_SECS", default_value_t = 60,
           value_parser = clap::value_parser!(u64).range(60..=86_400), global = true)]
     pub trigger_min_interval_secs: u64,
 
-    /// Predictions one workspace may have running at once on this server (webhook
-    /// and cron firings included); more are answered 429 at once.
+    /// Predictions one workspace may have running at once on this server, webhook and
+    /// cron firings included (1–1,000,000); more are answered 429 at once, with
+    /// `Retry-After: 1`. See Predictions in docs/api.md.
     #[arg(long, env = "WORKSPACE_MAX_PREDICTIONS", default_value_t = 100,
           value_parser = clap::value_parser!(u64).range(1..=1_000_000), global = true)]
     pub workspace_max_predictions: u64,
 
-    /// Bytes of chat uploads one workspace keeps on this server; a question whose
-    /// files would go over is answered 413.
+    /// Bytes of chat uploads one workspace keeps on this server (default 1 GiB); a
+    /// question whose files would go over is answered 413 naming it, and nothing of it is
+    /// kept. See Predictions in docs/api.md.
     #[arg(long, env = "WORKSPACE_UPLOAD_QUOTA", default_value_t = 1024 * 1024 * 1024,
           value_parser = clap::value_parser!(u64).range(1..), global = true)]
     pub workspace_upload_quota: u64,
 
-    /// Days a chat's uploaded files are kept (a sweeper removes older ones hourly).
+    /// Days a chat's uploaded files are kept (1–36,500); a sweeper removes older ones at
+    /// start and hourly.
     #[arg(long, env = "UPLOAD_TTL_DAYS", default_value_t = 30,
           value_parser = clap::value_parser!(u32).range(1..=36_500), global = true)]
     pub upload_ttl_days: u32,
 
-    /// Milliseconds an API key or a chatflow read from the store is reused before
-    /// being read again. Changes made on this replica apply at once; this bounds
-    /// how long another replica (or `weir keys revoke`) may still see the old one.
-    /// 0 turns the cache off.
+    /// Milliseconds an API key, a chatflow or a page of chatflows read from the store is
+    /// reused before being read again (0–60,000; 0 turns the cache off). Changes made
+    /// through this process apply at once; this bounds how long another replica, or `weir
+    /// keys revoke` run beside a server, may still see the old record. See Caching and
+    /// durability in docs/api.md.
     #[arg(long, env = "STORE_CACHE_TTL_MS", default_value_t = 1000,
           value_parser = clap::value_parser!(u64).range(0..=60_000), global = true)]
     pub store_cache_ttl_ms: u64,
 
     /// Largest body of one vector upsert (`POST /api/v1/vector/upsert/:id`), files
-    /// included, in bytes.
+    /// included, in bytes (1024 to 4 GiB); larger is a 413 before the body is read.
     #[arg(long, env = "VECTOR_UPSERT_MAX_BYTES", default_value_t = 50 * 1024 * 1024,
           value_parser = clap::value_parser!(u64).range(1024..=4 * 1024 * 1024 * 1024), global = true)]
     pub vector_upsert_max_bytes: u64,
 
-    /// On PostgreSQL, whether the `postgres` vector store node is searched by
-    /// pgvector when the database offers it (`auto`: installed if need be,
-    /// which needs the right to create extensions) or always in weir's own
-    /// index (`off`).
+    /// On PostgreSQL, `auto` lets pgvector search the `postgres` vector store node when
+    /// the database offers it (installing the extension if need be, which needs the right
+    /// to create extensions); `off` keeps every store in weir's own index. See
+    /// docs/retrieval.md.
     #[arg(long, env = "PGVECTOR", value_enum, default_value_t = PgvectorMode::Auto, global = true)]
     pub pgvector: PgvectorMode,
 
-    /// Node runs one agentflow run takes at most (its loops included).
+    /// Node runs one agentflow run takes at most, its loops included (1–1,000,000). See
+    /// Limits in docs/agentflows.md.
     #[arg(long, env = "AGENTFLOW_MAX_NODE_RUNS", default_value_t = 1000,
           value_parser = clap::value_parser!(u32).range(1..=1_000_000), global = true)]
     pub agentflow_max_node_runs: u32,
 
-    /// Items one iteration node of an agentflow runs its block for at most.
+    /// Items one iteration node of an agentflow runs its block for at most (1–1,000,000).
     #[arg(long, env = "AGENTFLOW_MAX_ITERATION_ITEMS", default_value_t = 1000,
           value_parser = clap::value_parser!(u32).range(1..=1_000_000), global = true)]
     pub agentflow_max_iteration_items: u32,
 
-    /// How deep agentflows may run other flows (`executeFlowAgentflow`) inside each other.
+    /// How deep agentflows may run other flows (`executeFlowAgentflow`) inside each other
+    /// (1–50).
     #[arg(long, env = "AGENTFLOW_MAX_FLOW_DEPTH", default_value_t = 5,
           value_parser = clap::value_parser!(u32).range(1..=50), global = true)]
     pub agentflow_max_flow_depth: u32,
 
-    /// Seconds one agentflow run may take in all.
+    /// Seconds one agentflow run may take in all (1–86,400).
     #[arg(long, env = "AGENTFLOW_TIMEOUT_SECS", default_value_t = 600,
           value_parser = clap::value_parser!(u64).range(1..=86_400), global = true)]
     pub agentflow_timeout_secs: u64,
+
+    #[command(flatten)]
+    pub providers: ProviderSettings,
+}
+
+/// The server's model-provider settings, under the names Flowise and LangChain
+/// read: what a node falls back on when it brings no key, endpoint or
+/// deployment of its own. Read once at start like every setting; the engine
+/// receives them with each build.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ProviderSettings {
+    /// OpenAI key for nodes without a key or credential of their own (sent only to
+    /// api.openai.com, or where the server sends it, or `PROVIDER_KEY_HOSTS`).
+    #[arg(long, env = "OPENAI_API_KEY", hide_env_values = true,
+          value_parser = parse_secret, global = true)]
+    pub openai_api_key: Option<Secret>,
+
+    /// Anthropic key for nodes without one of their own (the same rule).
+    #[arg(long, env = "ANTHROPIC_API_KEY", hide_env_values = true,
+          value_parser = parse_secret, global = true)]
+    pub anthropic_api_key: Option<Secret>,
+
+    /// Base URL of the Anthropic API for nodes that name none (default
+    /// `https://api.anthropic.com`).
+    #[arg(long, env = "ANTHROPIC_BASE_URL", global = true)]
+    pub anthropic_base_url: Option<String>,
+
+    /// Mistral AI key for nodes without one of their own (the same rule).
+    #[arg(long, env = "MISTRAL_API_KEY", hide_env_values = true,
+          value_parser = parse_secret, global = true)]
+    pub mistral_api_key: Option<Secret>,
+
+    /// Azure OpenAI key for nodes without one of their own (sent only to Azure's
+    /// hosts, or where the server sends it, or `PROVIDER_KEY_HOSTS`).
+    #[arg(long, env = "AZURE_OPENAI_API_KEY", hide_env_values = true,
+          value_parser = parse_secret, global = true)]
+    pub azure_openai_api_key: Option<Secret>,
+
+    /// Azure instance (`<instance>.openai.azure.com`) for nodes that name none.
+    #[arg(long, env = "AZURE_OPENAI_API_INSTANCE_NAME", global = true)]
+    pub azure_openai_api_instance_name: Option<String>,
+
+    /// Azure chat deployment for nodes that name none (also the embeddings'
+    /// when `AZURE_OPENAI_API_EMBEDDINGS_DEPLOYMENT_NAME` is unset).
+    #[arg(long, env = "AZURE_OPENAI_API_DEPLOYMENT_NAME", global = true)]
+    pub azure_openai_api_deployment_name: Option<String>,
+
+    /// Azure embeddings deployment for nodes that name none.
+    #[arg(
+        long,
+        env = "AZURE_OPENAI_API_EMBEDDINGS_DEPLOYMENT_NAME",
+        global = true
+    )]
+    pub azure_openai_api_embeddings_deployment_name: Option<String>,
+
+    /// Azure API version for nodes that name none.
+    #[arg(long, env = "AZURE_OPENAI_API_VERSION", global = true)]
+    pub azure_openai_api_version: Option<String>,
+
+    /// Root of Azure deployments (`…/openai/deployments`) for nodes that name no
+    /// endpoint; before `AZURE_OPENAI_ENDPOINT` and the instance name.
+    #[arg(long, env = "AZURE_OPENAI_BASE_PATH", global = true)]
+    pub azure_openai_base_path: Option<String>,
+
+    /// Azure endpoint (`https://<resource>.openai.azure.com`) for nodes that name none.
+    #[arg(long, env = "AZURE_OPENAI_ENDPOINT", global = true)]
+    pub azure_openai_endpoint: Option<String>,
+
+    /// Hosts besides each provider's own that the server's provider keys
+    /// (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`, `MISTRAL_API_KEY`, `AZURE_OPENAI_API_KEY`)
+    /// may be sent to when a node points there (`host` or `host:port`, comma-separated):
+    /// a gateway or proxy you run. Credentials may go there too. See Credentials in
+    /// docs/security.md.
+    #[arg(long, env = "PROVIDER_KEY_HOSTS", value_delimiter = ',',
+          value_parser = parse_key_host, global = true)]
+    pub provider_key_hosts: Vec<String>,
+}
+
+impl ProviderSettings {
+    /// A setting by its environment variable's name (the names nodes know from
+    /// Flowise); `None` when unset, empty, or not a provider setting.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        let value = match name {
+            "OPENAI_API_KEY" => secret(&self.openai_api_key),
+            "ANTHROPIC_API_KEY" => secret(&self.anthropic_api_key),
+            "ANTHROPIC_BASE_URL" => self.anthropic_base_url.as_deref(),
+            "MISTRAL_API_KEY" => secret(&self.mistral_api_key),
+            "AZURE_OPENAI_API_KEY" => secret(&self.azure_openai_api_key),
+            "AZURE_OPENAI_API_INSTANCE_NAME" => self.azure_openai_api_instance_name.as_deref(),
+            "AZURE_OPENAI_API_DEPLOYMENT_NAME" => self.azure_openai_api_deployment_name.as_deref(),
+            "AZURE_OPENAI_API_EMBEDDINGS_DEPLOYMENT_NAME" => {
+                self.azure_openai_api_embeddings_deployment_name.as_deref()
+            }
+            "AZURE_OPENAI_API_VERSION" => self.azure_openai_api_version.as_deref(),
+            "AZURE_OPENAI_BASE_PATH" => self.azure_openai_base_path.as_deref(),
+            "AZURE_OPENAI_ENDPOINT" => self.azure_openai_endpoint.as_deref(),
+            _ => None,
+        };
+        value.filter(|v| !v.is_empty())
+    }
+}
+
+fn secret(value: &Option<Secret>) -> Option<&str> {
+    value.as_ref().map(|s| s.0.as_str())
+}
+
+/// A `PROVIDER_KEY_HOSTS` entry, compared lower-case (blank entries are dropped later).
+fn parse_key_host(value: &str) -> Result<String, String> {
+    Ok(value.trim().to_ascii_lowercase())
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -385,9 +521,104 @@ fn parse_log_level(value: &str) -> Result<String, String> {
     Ok(value.to_owned())
 }
 
+/// Where docs/configuration.md's table of settings begins and ends: the lines
+/// between are [`reference_table`]'s, checked by a test.
+pub const REFERENCE_BEGIN: &str = "<!-- generated from Config (api/src/config.rs): begin -->";
+pub const REFERENCE_END: &str = "<!-- generated from Config: end -->";
+
+/// Every setting of [`Config`] as a Markdown table (variable, default, meaning),
+/// from the doc comments above: the configuration page is this table.
+pub fn reference_table() -> String {
+    let command = Config::augment_args(clap::Command::new("weir"));
+    let mut out = String::from("| Variable | Default | Meaning |\n|---|---|---|\n");
+    for arg in command.get_arguments() {
+        let Some(env) = arg.get_env() else {
+            continue;
+        };
+        let defaults: Vec<String> = arg
+            .get_default_values()
+            .iter()
+            .map(|v| v.to_string_lossy().into_owned())
+            .filter(|v| !v.is_empty())
+            .collect();
+        let default = match defaults.is_empty() {
+            true => "unset".to_owned(),
+            false => format!("`{}`", defaults.join(",")),
+        };
+        let help = arg
+            .get_long_help()
+            .or_else(|| arg.get_help())
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        let meaning = help
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .replace('|', "\\|");
+        out.push_str(&format!(
+            "| `{}` | {default} | {meaning} |\n",
+            env.to_string_lossy()
+        ));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// docs/configuration.md shows [`reference_table`]; `WEIR_WRITE_DOCS=1`
+    /// rewrites it when a setting or its doc comment changed.
+    #[test]
+    fn the_configuration_page_shows_every_setting() {
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/configuration.md");
+        let page = std::fs::read_to_string(&path).unwrap();
+        let start = page
+            .find(REFERENCE_BEGIN)
+            .expect("the page has the begin marker")
+            + REFERENCE_BEGIN.len()
+            + 1;
+        let stop = page
+            .find(REFERENCE_END)
+            .expect("the page has the end marker");
+        let want = reference_table();
+        if page[start..stop] == want {
+            return;
+        }
+        if std::env::var_os("WEIR_WRITE_DOCS").is_some() {
+            std::fs::write(&path, format!("{}{want}{}", &page[..start], &page[stop..])).unwrap();
+            return;
+        }
+        panic!(
+            "docs/configuration.md's table is not what Config says; rewrite it with \
+             WEIR_WRITE_DOCS=1 cargo test -p weir-api --lib configuration_page"
+        );
+    }
+
+    #[test]
+    fn every_provider_setting_is_found_by_its_name() {
+        use clap::{Args, FromArgMatches};
+        let command = ProviderSettings::augment_args(clap::Command::new("weir"));
+        let mut argv = vec!["weir".to_owned()];
+        let mut names = Vec::new();
+        for arg in command.get_arguments() {
+            let name = arg.get_env().unwrap().to_string_lossy().into_owned();
+            if name == "PROVIDER_KEY_HOSTS" {
+                continue;
+            }
+            argv.push(format!("--{}", arg.get_long().unwrap()));
+            argv.push(name.clone());
+            names.push(name);
+        }
+        let matches = command.try_get_matches_from(argv).unwrap();
+        let settings = ProviderSettings::from_arg_matches(&matches).unwrap();
+        assert!(names.len() >= 11, "{names:?}");
+        for name in &names {
+            assert_eq!(settings.get(name), Some(name.as_str()), "{name}");
+        }
+        assert_eq!(settings.get("HOME"), None);
+    }
 
     #[test]
     fn database_url_must_be_postgres() {

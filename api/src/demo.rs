@@ -83,8 +83,9 @@ mod tests {
 
     #[test]
     fn demo_flow_is_a_valid_local_conversation() {
-        let plan = Plan::build(&flow_data()).unwrap();
-        let r = plan.runnable(&Overrides::default()).unwrap();
+        let settings = crate::config::ProviderSettings::default();
+        let plan = Plan::build(&flow_data(), &settings).unwrap();
+        let r = plan.runnable(&Overrides::new(&settings)).unwrap();
         let crate::flow::plan::Answer::Chain(chain) = &r.answer else {
             panic!("the demo is a chain: {:?}", r.answer);
         };

@@ -25,6 +25,8 @@ pub struct CredentialPolicy<'a> {
     /// Flowise's credential type (`openAIApi`).
     pub kind: &'a str,
     pub allowed_hosts: &'a [String],
+    /// The hosts the server trusts with every key (`PROVIDER_KEY_HOSTS`).
+    pub trusted: &'a [String],
 }
 
 /// The provider's own host for a credential type, where there is one.
@@ -55,8 +57,13 @@ fn host_port(url: &reqwest::Url) -> Option<String> {
 }
 
 /// Whether `url` is on `home` (https, the host or a subdomain), or on a host
-/// listed in `PROVIDER_KEY_HOSTS` or in `extra`.
-pub fn may_receive_keys(url: &str, home: Option<&str>, extra: &[String]) -> bool {
+/// listed in `extra` or `trusted` (the server's `PROVIDER_KEY_HOSTS`).
+pub fn may_receive_keys(
+    url: &str,
+    home: Option<&str>,
+    extra: &[String],
+    trusted: &[String],
+) -> bool {
     let Ok(parsed) = reqwest::Url::parse(url) else {
         return false;
     };
@@ -73,12 +80,7 @@ pub fn may_receive_keys(url: &str, home: Option<&str>, extra: &[String]) -> bool
         return false;
     };
     let listed = |h: &str| h == host || h == host_port;
-    extra.iter().any(|h| listed(h))
-        || std::env::var("PROVIDER_KEY_HOSTS")
-            .unwrap_or_default()
-            .split(',')
-            .map(|h| h.trim().to_ascii_lowercase())
-            .any(|h| !h.is_empty() && listed(&h))
+    extra.iter().any(|h| listed(h)) || trusted.iter().any(|h| !h.is_empty() && listed(h))
 }
 
 /// Refuses a node whose own endpoint inputs (`chosen`: the node's inputs with the
@@ -103,6 +105,7 @@ pub fn check_node(
             url,
             provider_home(credential.kind),
             credential.allowed_hosts,
+            credential.trusted,
         ) {
             continue;
         }
@@ -186,6 +189,7 @@ pub fn credential_uses(graph: &FlowGraph) -> Vec<CredentialUse<'_>> {
 pub fn check_saved<'p>(
     graph: &FlowGraph,
     spec_of: impl Fn(&str) -> Option<&'static NodeSpec>,
+    trusted: &[String],
     stored: impl Fn(&str) -> Option<(&'p str, &'p [String])>,
 ) -> Result<(), FlowError> {
     for used in credential_uses(graph) {
@@ -198,6 +202,7 @@ pub fn check_saved<'p>(
             id: &used.credential,
             kind,
             allowed_hosts,
+            trusted,
         };
         check_node(spec, used.node_id, used.inputs, policy)?;
     }
@@ -211,24 +216,65 @@ mod tests {
     #[test]
     fn a_credential_goes_home_or_where_it_is_allowed() {
         let home = provider_home("openAIApi");
-        assert!(may_receive_keys("https://api.openai.com/v1", home, &[]));
-        assert!(may_receive_keys("https://eu.api.openai.com/v1", home, &[]));
-        assert!(!may_receive_keys("http://api.openai.com/v1", home, &[]));
+        assert!(may_receive_keys(
+            "https://api.openai.com/v1",
+            home,
+            &[],
+            &[]
+        ));
+        assert!(may_receive_keys(
+            "https://eu.api.openai.com/v1",
+            home,
+            &[],
+            &[]
+        ));
+        assert!(!may_receive_keys(
+            "http://api.openai.com/v1",
+            home,
+            &[],
+            &[]
+        ));
         assert!(!may_receive_keys(
             "https://api.openai.com.evil.example/v1",
             home,
+            &[],
             &[]
         ));
-        assert!(!may_receive_keys("http://127.0.0.1:9/v1", home, &[]));
+        assert!(!may_receive_keys("http://127.0.0.1:9/v1", home, &[], &[]));
         let allowed = vec!["127.0.0.1:9".to_owned(), "gateway.example".to_owned()];
-        assert!(may_receive_keys("http://127.0.0.1:9/v1", home, &allowed));
-        assert!(!may_receive_keys("http://127.0.0.1:10/v1", home, &allowed));
+        assert!(may_receive_keys(
+            "http://127.0.0.1:9/v1",
+            home,
+            &allowed,
+            &[]
+        ));
+        assert!(!may_receive_keys(
+            "http://127.0.0.1:10/v1",
+            home,
+            &allowed,
+            &[]
+        ));
         assert!(may_receive_keys(
             "https://gateway.example:8443/v1",
             None,
-            &allowed
+            &allowed,
+            &[]
         ));
-        assert!(!may_receive_keys("not a url", None, &allowed));
+        assert!(!may_receive_keys("not a url", None, &allowed, &[]));
+        // The server's PROVIDER_KEY_HOSTS count for every credential.
+        let trusted = vec!["proxy.internal:8080".to_owned()];
+        assert!(may_receive_keys(
+            "http://proxy.internal:8080/v1",
+            home,
+            &[],
+            &trusted
+        ));
+        assert!(!may_receive_keys(
+            "http://proxy.internal:8081/v1",
+            home,
+            &[],
+            &trusted
+        ));
     }
 
     #[test]
@@ -261,14 +307,14 @@ mod tests {
         let none: &[String] = &[];
         let only =
             |wanted: &'static str| move |id: &str| (id == wanted).then_some(("openAIApi", none));
-        let err = check_saved(&graph, crate::flow::registry::spec, only("c1")).unwrap_err();
+        let err = check_saved(&graph, crate::flow::registry::spec, &[], only("c1")).unwrap_err();
         assert!(err.message.contains("127.0.0.1:9") && err.message.contains("allowedHosts"));
-        let err = check_saved(&graph, crate::flow::registry::spec, only("c2")).unwrap_err();
+        let err = check_saved(&graph, crate::flow::registry::spec, &[], only("c2")).unwrap_err();
         assert!(err.message.contains("x.example:80"), "{}", err.message);
-        assert!(check_saved(&graph, crate::flow::registry::spec, |_| None).is_ok());
+        assert!(check_saved(&graph, crate::flow::registry::spec, &[], |_| None).is_ok());
         let allowed = ["127.0.0.1:9".to_owned()];
         assert!(
-            check_saved(&graph, crate::flow::registry::spec, |id| (id == "c1")
+            check_saved(&graph, crate::flow::registry::spec, &[], |id| (id == "c1")
                 .then_some(("openAIApi", &allowed[..])))
             .is_ok()
         );

@@ -43,6 +43,7 @@ pub use overrides::{CredentialFields, OpenedCredential, Overrides};
 pub use plan::{Plan, Runnable};
 pub use runtime::{FlowEvent, RunContext, RunInput, RunOutput};
 
+use crate::config::ProviderSettings;
 use crate::domain::time::Timestamp;
 
 /// Why a flow could not be built or run.
@@ -96,12 +97,20 @@ const PLAN_CACHE_CAPACITY: usize = 1024;
 
 /// Validated plans by chatflow id, valid for one `updatedDate`: an update makes
 /// the next request build (and validate) anew.
-#[derive(Default)]
 pub struct PlanCache {
     plans: Mutex<HashMap<Uuid, (Timestamp, Arc<Plan>)>>,
+    /// The server's provider settings, which checking a plan builds with.
+    settings: Arc<ProviderSettings>,
 }
 
 impl PlanCache {
+    pub fn new(settings: Arc<ProviderSettings>) -> Self {
+        PlanCache {
+            plans: Mutex::default(),
+            settings,
+        }
+    }
+
     pub fn get(
         &self,
         id: Uuid,
@@ -117,7 +126,7 @@ impl PlanCache {
             }
         }
         // Built outside the lock: parsing a big flow must not stall other requests.
-        let plan = Arc::new(Plan::build(flow_data)?);
+        let plan = Arc::new(Plan::build(flow_data, &self.settings)?);
         let mut plans = self.plans.lock().unwrap_or_else(|p| p.into_inner());
         if plans.len() >= PLAN_CACHE_CAPACITY {
             plans.clear();

@@ -25,6 +25,7 @@ use super::component::{
 use super::graph::{FlowGraph, FlowNode, reference, references};
 use super::output_parser::OutputParserSpec;
 use super::overrides::Overrides;
+use crate::config::ProviderSettings;
 
 pub use super::spec::{
     Category, InputKind, InputSpec, NodeSpec, concat, endpoint_url, input, required, sensitive,
@@ -74,7 +75,12 @@ impl<'a> Build<'a> {
             .and_then(|id| Some((id, overrides.credentials?.get(id)?)))
         {
             if let Some(spec) = spec {
-                super::destination::check_node(spec, &node.id, &inputs, opened.policy(id))?;
+                super::destination::check_node(
+                    spec,
+                    &node.id,
+                    &inputs,
+                    opened.policy(id, &overrides.settings.provider_key_hosts),
+                )?;
             }
             for (name, value) in &opened.fields {
                 let blank = inputs
@@ -92,6 +98,12 @@ impl<'a> Build<'a> {
             inputs,
             overrides,
         })
+    }
+
+    /// The server's provider settings (keys, endpoints), which a node without
+    /// its own falls back on.
+    pub fn settings(&self) -> &'a ProviderSettings {
+        self.overrides.settings
     }
 
     /// Whether the node names a stored credential: then it brings its own keys,

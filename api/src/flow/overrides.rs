@@ -10,10 +10,12 @@ use serde_json::{Map, Value};
 use super::FlowError;
 use super::destination::CredentialPolicy;
 use super::spec::NodeSpec;
+use crate::config::ProviderSettings;
 
-/// What a request brings to building the flow's components: its `overrideConfig`,
-/// what the chatflow allows of it, and the fields of the credentials its nodes name.
-#[derive(Debug, Default)]
+/// What building a flow's components for one request reads besides the flow:
+/// the request's `overrideConfig`, what the chatflow allows of it, the fields
+/// of the credentials its nodes name, and the server's provider settings.
+#[derive(Debug)]
 pub struct Overrides<'a> {
     pub values: Option<&'a Map<String, Value>>,
     /// Sensitive inputs the chatflow's `apiConfig.overrideConfig.allow` lists.
@@ -21,6 +23,21 @@ pub struct Overrides<'a> {
     /// The opened credentials (`Plan::credential_ids`); `None` while the plan is
     /// checked, when a node naming a credential is taken to bring its own keys.
     pub credentials: Option<&'a CredentialFields>,
+    /// The server's provider keys and endpoints (`Config`), which nodes fall
+    /// back on.
+    pub settings: &'a ProviderSettings,
+}
+
+impl<'a> Overrides<'a> {
+    /// No overrides, nothing allowed, no credentials opened.
+    pub fn new(settings: &'a ProviderSettings) -> Self {
+        Overrides {
+            values: None,
+            allowed: HashSet::new(),
+            credentials: None,
+            settings,
+        }
+    }
 }
 
 /// A credential opened for a run: its type, where it may go, its fields.
@@ -33,11 +50,12 @@ pub struct OpenedCredential {
 }
 
 impl OpenedCredential {
-    pub fn policy<'a>(&'a self, id: &'a str) -> CredentialPolicy<'a> {
+    pub fn policy<'a>(&'a self, id: &'a str, trusted: &'a [String]) -> CredentialPolicy<'a> {
         CredentialPolicy {
             id,
             kind: &self.kind,
             allowed_hosts: &self.allowed_hosts,
+            trusted,
         }
     }
 }

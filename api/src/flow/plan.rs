@@ -26,6 +26,7 @@ use super::node::{Category, InputKind, NodeSpec, unknown};
 use super::overrides::{Overrides, not_overridable};
 use super::registry;
 use super::registry::build_node;
+use crate::config::ProviderSettings;
 
 /// Whether a flow's text names the session's history in any spelling a
 /// template reads (`chat_history`, `$flow.chatHistory`, the editor's escaped
@@ -243,7 +244,7 @@ impl Runnable {
 }
 
 impl Plan {
-    pub fn build(flow_data: &str) -> Result<Self, FlowError> {
+    pub fn build(flow_data: &str, settings: &ProviderSettings) -> Result<Self, FlowError> {
         let graph = FlowGraph::parse(flow_data)?;
         let streamable = !graph.nodes.iter().any(|node| {
             registry::spec(&node.name).is_some_and(|spec| spec.category == Category::OutputParser)
@@ -269,7 +270,7 @@ impl Plan {
         // on a model that cannot call tools), at 400 like every other flaw.
         if !matches!(plan.shape, Shape::StoreOnly) {
             plan.takes_chat_files = plan
-                .runnable(&Overrides::default())?
+                .runnable(&Overrides::new(settings))?
                 .upload_store()
                 .is_some();
         }
@@ -854,8 +855,19 @@ fn check_overrides(graph: &FlowGraph, overrides: &Overrides<'_>) -> Result<(), F
 #[cfg(test)]
 mod tests {
     use std::collections::HashSet;
+    use std::sync::LazyLock;
 
     use super::*;
+
+    static SETTINGS: LazyLock<ProviderSettings> = LazyLock::new(ProviderSettings::default);
+
+    fn plan_of(flow_data: &str) -> Result<Plan, FlowError> {
+        Plan::build(flow_data, &SETTINGS)
+    }
+
+    fn no_overrides() -> Overrides<'static> {
+        Overrides::new(&SETTINGS)
+    }
     use crate::flow::component::{ChainKind, Provider};
     use crate::llm::openai::Auth;
     use serde_json::json;
@@ -898,12 +910,12 @@ mod tests {
 
     #[test]
     fn builds_a_conversation_chain() {
-        let plan = Plan::build(&conversation(json!({
+        let plan = plan_of(&conversation(json!({
             "modelName": "gpt-x", "temperature": "0.2", "basePath": "http://127.0.0.1:9/v1/",
             "cache": "", "allowImageUploads": true
         })))
         .unwrap();
-        let r = plan.runnable(&Overrides::default()).unwrap();
+        let r = plan.runnable(&no_overrides()).unwrap();
         let c = chain(&r);
         assert_eq!(c.kind, ChainKind::Conversation);
         assert_eq!(c.system_message, "Be brief.");
@@ -920,26 +932,26 @@ mod tests {
 
     #[test]
     fn validation_names_node_and_input() {
-        let err = Plan::build(&conversation(json!({"wat": "x"}))).unwrap_err();
+        let err = plan_of(&conversation(json!({"wat": "x"}))).unwrap_err();
         assert!(
             err.message.contains("chatOpenAI_0") && err.message.contains("'wat'"),
             "{err}"
         );
-        let err = Plan::build(&conversation(json!({"temperature": "hot"}))).unwrap_err();
+        let err = plan_of(&conversation(json!({"temperature": "hot"}))).unwrap_err();
         assert!(err.message.contains("temperature"), "{err}");
         let unknown = json!({"nodes": [node("mystery_0", "mystery", json!({}))], "edges": []});
-        let err = Plan::build(&unknown.to_string()).unwrap_err();
+        let err = plan_of(&unknown.to_string()).unwrap_err();
         assert!(err.message.contains("mystery"), "{err}");
         let lonely = json!({"nodes": [node("chatLocal_0", "chatLocal", json!({}))], "edges": []});
         assert!(
-            Plan::build(&lonely.to_string())
+            plan_of(&lonely.to_string())
                 .unwrap_err()
                 .message
                 .contains("chain")
         );
         let missing = json!({"nodes": [node("llmChain_0", "llmChain", json!({}))], "edges": []});
         assert!(
-            Plan::build(&missing.to_string())
+            plan_of(&missing.to_string())
                 .unwrap_err()
                 .message
                 .contains("'model'")
@@ -948,7 +960,7 @@ mod tests {
             node("a", "llmChain", json!({})), node("b", "llmChain", json!({}))
         ], "edges": []});
         assert!(
-            Plan::build(&two.to_string())
+            plan_of(&two.to_string())
                 .unwrap_err()
                 .message
                 .contains("required input")
@@ -965,13 +977,10 @@ mod tests {
                 "tools": ["{{calculator_0.data.instance}}"]
             }))
         ], "edges": []});
-        let err = Plan::build(&flow.to_string()).unwrap_err();
+        let err = plan_of(&flow.to_string()).unwrap_err();
         assert!(err.message.contains("cannot call tools"), "{err}");
         let flow = flow.to_string().replace("chatLocal", "chatOllama");
-        let r = Plan::build(&flow)
-            .unwrap()
-            .runnable(&Overrides::default())
-            .unwrap();
+        let r = plan_of(&flow).unwrap().runnable(&no_overrides()).unwrap();
         match r.answer {
             Answer::Agent(a) => {
                 assert_eq!(a.tools.len(), 1);
@@ -989,9 +998,9 @@ mod tests {
             node("w1", "worker", json!({"workerName": "A", "workerPrompt": "a", "supervisor": "{{s.data.instance}}"})),
             node("w2", "worker", json!({"workerName": "B", "workerPrompt": "b", "supervisor": "{{s.data.instance}}"}))
         ], "edges": []});
-        let r = Plan::build(&sup.to_string())
+        let r = plan_of(&sup.to_string())
             .unwrap()
-            .runnable(&Overrides::default())
+            .runnable(&no_overrides())
             .unwrap();
         assert!(matches!(r.answer, Answer::MultiAgent { ref workers, .. } if workers.len() == 2));
 
@@ -1007,8 +1016,8 @@ mod tests {
             {"source": "cond", "target": "yes", "sourceHandle": "cond-output-Yes-Condition"},
             {"source": "cond", "target": "no", "sourceHandle": "cond-output-End-Condition"}
         ]});
-        let plan = Plan::build(&seq.to_string()).unwrap();
-        let Answer::Sequential(spec) = plan.runnable(&Overrides::default()).unwrap().answer else {
+        let plan = plan_of(&seq.to_string()).unwrap();
+        let Answer::Sequential(spec) = plan.runnable(&no_overrides()).unwrap().answer else {
             panic!("not sequential");
         };
         let branches = &spec.graph.next["cond"];
@@ -1022,7 +1031,7 @@ mod tests {
 
     #[test]
     fn overrides_apply_and_sensitive_ones_need_allowing() {
-        let plan = Plan::build(&conversation(json!({"temperature": 0.9}))).unwrap();
+        let plan = plan_of(&conversation(json!({"temperature": 0.9}))).unwrap();
         let values = json!({"temperature": 0.1, "systemMessagePrompt": {"conversationChain_0": "Hi."}, "sessionId": "s"});
         let values = values.as_object().unwrap();
         let r = plan
@@ -1030,6 +1039,7 @@ mod tests {
                 values: Some(values),
                 allowed: HashSet::new(),
                 credentials: None,
+                settings: &SETTINGS,
             })
             .unwrap();
         assert_eq!(chain(&r).model.params.temperature, Some(0.1));
@@ -1042,6 +1052,7 @@ mod tests {
                 values: Some(secret),
                 allowed: HashSet::new(),
                 credentials: None,
+                settings: &SETTINGS,
             })
             .unwrap_err();
         assert_eq!(err.kind, super::super::FlowErrorKind::Forbidden);
@@ -1052,6 +1063,7 @@ mod tests {
                 values: Some(secret),
                 allowed,
                 credentials: None,
+                settings: &SETTINGS,
             })
             .unwrap();
         assert!(matches!(

@@ -8,7 +8,7 @@
 use super::FlowError;
 use super::component::Component;
 use super::graph::{FlowGraph, FlowNode};
-use super::node::{Build, Node, NodeSpec, unknown};
+use super::node::{Build, InputKind, Node, NodeSpec, unknown};
 use super::nodes::*;
 use super::overrides::Overrides;
 
@@ -107,9 +107,90 @@ pub fn build_node(
     kind.build(&Build::new(self::node, graph, node, overrides)?)
 }
 
+/// Where docs/nodes.md's generated list of node types begins and ends: the
+/// lines between are [`reference_table`]'s, checked by a test.
+pub const REFERENCE_BEGIN: &str =
+    "<!-- generated from the registry (api/src/flow/registry.rs): begin -->";
+pub const REFERENCE_END: &str = "<!-- generated from the registry: end -->";
+
+/// Every node type of [`NODES`] as a Markdown table: its Flowise name, what it
+/// produces, and its inputs — required ones in bold, keys, endpoints and tool
+/// code marked as such (not overridable unless allowed), and those accepted
+/// without effect last.
+pub fn reference_table() -> String {
+    let mut out = String::from("| Node | Produces | Inputs |\n|---|---|---|\n");
+    let mut specs: Vec<&NodeSpec> = NODES.iter().map(|n| n.spec()).collect();
+    specs.sort_by_key(|s| s.name);
+    for spec in specs {
+        let mut inputs = Vec::new();
+        let mut ignored = Vec::new();
+        for input in spec.inputs {
+            if input.kind == InputKind::Ignored {
+                ignored.push(format!("`{}`", input.name));
+                continue;
+            }
+            let mut text = match input.required {
+                true => format!("**`{}`**", input.name),
+                false => format!("`{}`", input.name),
+            };
+            match input.kind {
+                InputKind::Anchor(category) => text.push_str(&format!(" ({category:?})")),
+                InputKind::Anchors(category) => text.push_str(&format!(" ({category:?} list)")),
+                _ => {}
+            }
+            if input.endpoint {
+                text.push_str(" (endpoint)");
+            } else if input.sensitive {
+                text.push_str(" (sensitive)");
+            }
+            inputs.push(text);
+        }
+        if !ignored.is_empty() {
+            inputs.push(format!("without effect: {}", ignored.join(", ")));
+        }
+        let inputs = match inputs.is_empty() {
+            true => "none".to_owned(),
+            false => inputs.join(", "),
+        };
+        out.push_str(&format!(
+            "| `{}` | {:?} | {inputs} |\n",
+            spec.name, spec.category
+        ));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// docs/nodes.md lists [`reference_table`]; `WEIR_WRITE_DOCS=1` rewrites it
+    /// when a node type or its inputs changed.
+    #[test]
+    fn the_nodes_page_lists_every_node_type() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/nodes.md");
+        let page = std::fs::read_to_string(&path).unwrap();
+        let start = page
+            .find(REFERENCE_BEGIN)
+            .expect("the page has the begin marker")
+            + REFERENCE_BEGIN.len()
+            + 1;
+        let stop = page
+            .find(REFERENCE_END)
+            .expect("the page has the end marker");
+        let want = reference_table();
+        if page[start..stop] == want {
+            return;
+        }
+        if std::env::var_os("WEIR_WRITE_DOCS").is_some() {
+            std::fs::write(&path, format!("{}{want}{}", &page[..start], &page[stop..])).unwrap();
+            return;
+        }
+        panic!(
+            "docs/nodes.md's list of node types is not the registry's; rewrite it with \
+             WEIR_WRITE_DOCS=1 cargo test -p weir-api --lib nodes_page"
+        );
+    }
 
     #[test]
     fn every_spec_is_well_formed() {

@@ -19,6 +19,7 @@ pub mod listener;
 pub mod observe;
 pub mod pagination;
 pub mod slow_body;
+pub mod sse;
 
 use axum::extract::Request;
 use axum::http::{HeaderName, StatusCode, header};

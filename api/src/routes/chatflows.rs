@@ -68,6 +68,7 @@ impl ChatflowBody {
                 workspace,
                 text,
                 auth.key.has(Permission::CredentialsRead),
+                &state.config.providers.provider_key_hosts,
             )
             .await?;
         }

@@ -197,6 +197,7 @@ pub async fn check_saved_flow(
     workspace: Uuid,
     flow_data: &str,
     may_name_credentials: bool,
+    trusted: &[String],
 ) -> ServiceResult<()> {
     let Ok(graph) = FlowGraph::parse(flow_data) else {
         return Ok(());
@@ -220,7 +221,7 @@ pub async fn check_saved_flow(
             "this flow names stored credentials: saving it needs the 'credentials:read' permission",
         )));
     }
-    destination::check_saved(&graph, crate::flow::registry::spec, |id| {
+    destination::check_saved(&graph, crate::flow::registry::spec, trusted, |id| {
         let id = Uuid::parse_str(id).ok()?;
         let found = stored.iter().find(|c| c.id == id)?;
         Some((

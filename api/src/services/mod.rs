@@ -87,7 +87,8 @@ impl Services {
         )?;
         let keyring = Arc::new(keyring);
         let in_flight = in_flight::InFlight::new(config.workspace_max_predictions);
-        let plans: Arc<crate::flow::PlanCache> = Arc::default();
+        let providers = Arc::new(config.providers.clone());
+        let plans = Arc::new(PlanCache::new(Arc::clone(&providers)));
         let uploads = Arc::new(uploads::Uploads::new(
             config.data_dir.join("uploads"),
             config.workspace_upload_quota,
@@ -105,6 +106,7 @@ impl Services {
                 embeddings: embeddings.clone(),
                 indexes: Arc::clone(&indexes),
                 plans: Arc::clone(&plans),
+                providers,
                 keyring: Arc::clone(&keyring),
             }),
         };

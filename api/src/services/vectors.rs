@@ -99,6 +99,7 @@ pub async fn upsert(
         values: request.override_config.as_ref(),
         allowed: crate::flow::overrides::allowed_overrides(flow.api_config.as_deref()),
         credentials: credentials.as_ref(),
+        settings: &state.config.providers,
     };
     let target = plan.upsert_target(request.stop_node_id.as_deref(), &overrides)?;
     let mut loaders = target.loaders;
@@ -475,6 +476,8 @@ pub struct VectorSearch {
     pub indexes: Arc<IndexCache>,
     /// Document stores are other chatflows: their plans, as predictions use them.
     pub plans: Arc<crate::flow::PlanCache>,
+    /// The server's provider settings, which the stores' embeddings fall back on.
+    pub providers: Arc<crate::config::ProviderSettings>,
     /// Opens the credentials a document store's embeddings name.
     pub keyring: Arc<crate::sealing::Keyring>,
 }
@@ -586,7 +589,7 @@ impl VectorSearch {
         })?;
         let overrides = Overrides {
             credentials: credentials.as_ref(),
-            ..Overrides::default()
+            ..Overrides::new(&self.providers)
         };
         let store = plan.only_vector_store(&overrides).map_err(|e| {
             FlowError::failed(format!(

@@ -56,7 +56,9 @@ pub async fn run<E: From<FlowEvent> + Send>(
         answered: None,
     };
     if ctx.progress {
-        tokens.progress(Progress::Flow("INPROGRESS")).await?;
+        tokens
+            .progress(Progress::Flow(ExecutionState::InProgress))
+            .await?;
     }
     let first = match &input.resume {
         Some(resume) => run.resume_from(resume),
@@ -71,7 +73,7 @@ pub async fn run<E: From<FlowEvent> + Send>(
         (Ok(()), None) => (ExecutionState::Finished, None),
     };
     if ctx.progress {
-        tokens.progress(Progress::Flow(status.as_str())).await?;
+        tokens.progress(Progress::Flow(status)).await?;
     }
     let mut out = std::mem::take(&mut run.out);
     if let Some(error) = error {
@@ -212,7 +214,8 @@ impl<'r, 'c, E: From<FlowEvent> + Send> Run<'r, 'c, E> {
                     ))));
                 }
                 for id in &wave {
-                    self.node_event(id, "INPROGRESS", None).await?;
+                    self.node_event(id, ExecutionState::InProgress, None)
+                        .await?;
                 }
                 // Model, tool and request nodes of one wave run together; the
                 // executor's own nodes (start, loop, iteration) run in turn.
@@ -247,7 +250,7 @@ impl<'r, 'c, E: From<FlowEvent> + Send> Run<'r, 'c, E> {
                 };
                 let Ok(ran) = ran else {
                     for id in &together {
-                        self.node_event(id, "TIMEOUT", None).await?;
+                        self.node_event(id, ExecutionState::Timeout, None).await?;
                     }
                     self.stop_for_time();
                     return Ok(());
@@ -502,9 +505,9 @@ impl<'r, 'c, E: From<FlowEvent> + Send> Run<'r, 'c, E> {
             done.output
                 .insert("humanInputAction".into(), action.clone());
             self.action = Some(action);
-            "STOPPED"
+            ExecutionState::Stopped
         } else {
-            "FINISHED"
+            ExecutionState::Finished
         };
         let output = Value::Object(done.output);
         self.outputs.insert(id.to_owned(), output.clone());
@@ -524,7 +527,7 @@ impl<'r, 'c, E: From<FlowEvent> + Send> Run<'r, 'c, E> {
             "previousNodeIds".into(),
             wiring.previous(id).iter().map(String::as_str).collect(),
         );
-        item.insert("status".into(), Value::from(status));
+        item.insert("status".into(), Value::from(status.as_str()));
         self.executed.push(Value::Object(item));
         self.node_event(id, status, None).await?;
         self.executed_event().await?;
@@ -577,9 +580,9 @@ impl<'r, 'c, E: From<FlowEvent> + Send> Run<'r, 'c, E> {
             "nodeLabel": self.spec.wiring.label(id),
             "data": {"id": id, "name": name, "error": error.message},
             "previousNodeIds": self.spec.wiring.previous(id),
-            "status": "ERROR",
+            "status": ExecutionState::Error.as_str(),
         }));
-        self.node_event(id, "ERROR", Some(error.message.clone()))
+        self.node_event(id, ExecutionState::Error, Some(error.message.clone()))
             .await?;
         self.executed_event().await
     }
@@ -587,7 +590,7 @@ impl<'r, 'c, E: From<FlowEvent> + Send> Run<'r, 'c, E> {
     async fn node_event(
         &self,
         id: &str,
-        status: &'static str,
+        status: ExecutionState,
         error: Option<String>,
     ) -> Result<(), RunError> {
         if !self.ctx.progress {

@@ -42,9 +42,9 @@ impl Node for AzureOpenAiEmbeddings {
             "AZURE_OPENAI_API_EMBEDDINGS_DEPLOYMENT_NAME",
         )
         .or_else(|| {
-            std::env::var("AZURE_OPENAI_API_DEPLOYMENT_NAME")
-                .ok()
-                .filter(|d| !d.is_empty())
+            node.settings()
+                .get("AZURE_OPENAI_API_DEPLOYMENT_NAME")
+                .map(str::to_owned)
         });
         let (base, key) = super::azure_endpoint(
             node,

@@ -98,7 +98,7 @@ const AGENT_IGNORED: [InputSpec; 2] = [
 fn setting(node: &Build<'_>, inputs: &[&str], env: &str) -> Option<String> {
     node.text_of(inputs)
         .map(str::to_owned)
-        .or_else(|| std::env::var(env).ok().filter(|k| !k.is_empty()))
+        .or_else(|| node.settings().get(env).map(str::to_owned))
 }
 
 /// How a provider's node finds its endpoint and its key.
@@ -177,11 +177,11 @@ fn server_key(
     if node.uses_credential() {
         return Ok(None);
     }
-    let Some(key) = std::env::var(env).ok().filter(|k| !k.is_empty()) else {
+    let Some(key) = node.settings().get(env) else {
         return Ok(None);
     };
-    if !chosen || may_receive_keys(url, Some(home), &[]) {
-        return Ok(Some(key));
+    if !chosen || may_receive_keys(url, Some(home), &[], &node.settings().provider_key_hosts) {
+        return Ok(Some(key.to_owned()));
     }
     Err(node.invalid(format_args!(
         "sends its requests to {} without a key of its own, and the server's {env} goes only \
@@ -194,7 +194,7 @@ fn server_key(
 fn base_url(node: &Build<'_>, inputs: &[&str], env: Option<&str>, default: &str) -> String {
     node.text_of(inputs)
         .map(str::to_owned)
-        .or_else(|| env.and_then(|e| std::env::var(e).ok().filter(|b| !b.is_empty())))
+        .or_else(|| env.and_then(|e| node.settings().get(e).map(str::to_owned)))
         .unwrap_or_else(|| default.to_owned())
         .trim_end_matches('/')
         .to_owned()
@@ -244,7 +244,7 @@ fn azure_endpoint(
     deployment: Option<String>,
     deployment_env: &str,
 ) -> Result<(String, Option<String>), FlowError> {
-    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    let env = |name: &str| node.settings().get(name).map(str::to_owned);
     let root = |root: &str| {
         let root = root.trim_end_matches('/');
         match &deployment {

@@ -36,6 +36,7 @@ pub use paused::{Outcome, Resume};
 use super::FlowError;
 use super::component::ModelSpec;
 use super::tools::{FlowContext, ToolClients, ToolEnv};
+use crate::domain::ExecutionState;
 use crate::llm::connect::Models;
 use crate::llm::{ChatMessage, ChatModel, ChatRequest, Delta, LlmError, Role, ToolCall};
 
@@ -51,12 +52,12 @@ pub enum FlowEvent {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Progress {
     /// `agentFlowEvent`: the run's status (`INPROGRESS`, `FINISHED`, `ERROR`...).
-    Flow(&'static str),
+    Flow(ExecutionState),
     /// `nextAgentFlow`: a node started, finished or failed.
     Node {
         node_id: String,
         node_label: String,
-        status: &'static str,
+        status: ExecutionState,
         error: Option<String>,
     },
     /// `agentFlowExecutedData`: every node run so far.

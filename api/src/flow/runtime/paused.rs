@@ -40,7 +40,9 @@ impl Resume {
         executed
             .iter()
             .rev()
-            .find(|item| item.get("status").and_then(Value::as_str) == Some("STOPPED"))
+            .find(|item| {
+                item.get("status").and_then(Value::as_str) == Some(ExecutionState::Stopped.as_str())
+            })
             .and_then(|item| item.get("nodeId").and_then(Value::as_str))
     }
 }

@@ -78,6 +78,7 @@ pub async fn start(
         values: request.override_config.as_ref(),
         allowed: crate::flow::overrides::allowed_overrides(flow.api_config.as_deref()),
         credentials: credentials.as_ref(),
+        settings: &state.config.providers,
     };
     let runnable = plan.runnable(&overrides)?;
     let chat_id = request
