@@ -94,6 +94,20 @@ impl Trigger {
             .is_some_and(|max| self.execution_count >= max)
     }
 
+    /// What a cron claim does to the trigger, as `plan` decided at `now`: a
+    /// run counts one execution (and switches off a trigger that reached its
+    /// `maxExecutions`); the next scheduled time is kept only while it is on.
+    pub fn advance(&mut self, plan: &ClaimPlan, now: Timestamp) {
+        if plan.run_at.is_some() {
+            self.execution_count += 1;
+            self.last_executed = Some(now);
+            if self.exhausted() {
+                self.enabled = false;
+            }
+        }
+        self.next_execution = if self.enabled { plan.next } else { None };
+    }
+
     /// `trigger-<first 8 hex digits of the id>-<epoch ms>`: the session of one firing.
     pub fn chat_id_at(&self, at: Timestamp) -> String {
         let id = self.id.simple().to_string();
@@ -347,5 +361,70 @@ pub fn failed_result(
         status: ResultStatus::Failed,
         error: Some(error),
         missed_count: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cron(max_executions: Option<i64>) -> Trigger {
+        let now = time::now();
+        Trigger {
+            id: Uuid::new_v4(),
+            workspace_id: Uuid::new_v4(),
+            name: "t".into(),
+            chatflow_id: Uuid::new_v4(),
+            node_id: "n".into(),
+            trigger_type: TriggerType::Cron,
+            cron_expression: Some("* * * * *".into()),
+            timezone: "UTC".into(),
+            enabled: true,
+            webhook_platform: None,
+            webhook_secret: None,
+            webhook_bot_token: None,
+            trigger_message: None,
+            execution_count: 0,
+            max_executions,
+            timeout: 30,
+            last_executed: None,
+            next_execution: Some(now),
+            notification_email: None,
+            created_date: now,
+            updated_date: now,
+        }
+    }
+
+    #[test]
+    fn a_claim_counts_a_run_and_switches_off_an_exhausted_trigger() {
+        let now = time::now();
+        let next = Some(now + chrono::TimeDelta::seconds(60));
+        let ran = ClaimPlan {
+            run_at: Some(now),
+            missed: 0,
+            next,
+        };
+        let mut t = cron(Some(2));
+        t.advance(&ran, now);
+        assert_eq!((t.execution_count, t.enabled), (1, true));
+        assert_eq!((t.last_executed, t.next_execution), (Some(now), next));
+        t.advance(&ran, now);
+        assert_eq!(
+            (t.execution_count, t.enabled, t.next_execution),
+            (2, false, None)
+        );
+
+        // Nothing recent enough to run: only the next time moves.
+        let mut t = cron(None);
+        let skipped = ClaimPlan {
+            run_at: None,
+            missed: 3,
+            next,
+        };
+        t.advance(&skipped, now);
+        assert_eq!(
+            (t.execution_count, t.last_executed, t.next_execution),
+            (0, None, next)
+        );
     }
 }

@@ -10,7 +10,9 @@
 //!   (conversation messages, execution records) committed in groups
 //!   (`group_commit.rs`).
 //!
-//! SQL lives only in the two backends. Each backend embeds its numbered migrations
+//! SQL lives only in the two backends and `sql.rs`, which holds what they share
+//! (column lists, the executions filter). A trigger's cron bookkeeping is the
+//! domain's (`Trigger::advance`); the backends only persist it. Each backend embeds its numbered migrations
 //! (`migrations/<backend>/NNNN_name.sql`) and applies the missing ones at open.
 //! Every method is scoped by workspace where the record belongs to one, so a
 //! resource of another workspace is simply "not found". Unique-constraint
@@ -20,6 +22,7 @@ mod cached;
 mod group_commit;
 mod migrations;
 mod postgres;
+mod sql;
 mod sqlite;
 
 use std::sync::Arc;

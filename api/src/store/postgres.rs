@@ -17,6 +17,10 @@ use tokio_postgres::{NoTls, Row};
 use uuid::Uuid;
 
 use super::migrations::{self, Migration};
+use super::sql::{
+    self, CHATFLOW_COLUMNS, CREDENTIAL_COLUMNS, EXECUTION_COLUMN_COUNT, EXECUTION_COLUMNS,
+    MESSAGE_COLUMNS, RESULT_COLUMNS, TOOL_COLUMNS, TRIGGER_COLUMNS, VARIABLE_COLUMNS,
+};
 use super::{
     ClaimPlanner, Listing, RunWrites, RunWritten, Store, StoreError, StoreResult, conflict_as,
 };
@@ -291,9 +295,6 @@ fn api_key_from_row(row: &Row) -> PgResult<ApiKey> {
     })
 }
 
-const CHATFLOW_COLUMNS: &str = "id, workspace_id, name, flow_data, deployed, is_public, apikeyid, \
-     chatbot_config, api_config, category, type, created_at, updated_at";
-
 fn chatflow_from_row(row: &Row) -> PgResult<Chatflow> {
     Ok(Chatflow {
         id: row.try_get(0)?,
@@ -336,11 +337,6 @@ async fn write_chatflow(client: &impl GenericClient, sql: &str, f: &Chatflow) ->
         .await
 }
 
-const TRIGGER_COLUMNS: &str = "id, workspace_id, name, chatflow_id, node_id, type, cron_expression, \
-     timezone, enabled, webhook_platform, webhook_secret, webhook_bot_token, trigger_message, \
-     execution_count, max_executions, timeout_secs, last_executed, next_execution, \
-     notification_email, created_at, updated_at";
-
 const TRIGGER_COLUMNS_T: &str = "t.id, t.workspace_id, t.name, t.chatflow_id, t.node_id, t.type, \
      t.cron_expression, t.timezone, t.enabled, t.webhook_platform, t.webhook_secret, \
      t.webhook_bot_token, t.trigger_message, t.execution_count, t.max_executions, t.timeout_secs, \
@@ -376,9 +372,6 @@ fn trigger_at(row: &Row, at: usize) -> PgResult<Trigger> {
         updated_date: row.try_get(at + 20)?,
     })
 }
-
-const RESULT_COLUMNS: &str = "id, trigger_id, executed_at, scheduled_at, input, output, \
-     source_documents, used_tools, chat_id, status, error, missed_count";
 
 fn json_column(row: &Row, idx: usize) -> PgResult<Option<serde_json::Value>> {
     Ok(row
@@ -542,8 +535,6 @@ async fn write_trigger(client: &impl GenericClient, sql: &str, t: &Trigger) -> P
         .await
 }
 
-const VARIABLE_COLUMNS: &str = "id, name, value, type, created_at, updated_at";
-
 fn variable_from_row(row: &Row) -> PgResult<Variable> {
     Ok(Variable {
         id: row.try_get(0)?,
@@ -554,8 +545,6 @@ fn variable_from_row(row: &Row) -> PgResult<Variable> {
         updated_date: row.try_get(5)?,
     })
 }
-
-const CREDENTIAL_COLUMNS: &str = "id, workspace_id, name, credential_name, key_id, sealed_data, created_at, updated_at, allowed_hosts";
 
 fn credential_from_row(row: &Row) -> PgResult<SealedCredential> {
     Ok(SealedCredential {
@@ -570,9 +559,6 @@ fn credential_from_row(row: &Row) -> PgResult<SealedCredential> {
         allowed_hosts: SealedCredential::hosts_from_column(&row.try_get::<_, String>(8)?),
     })
 }
-
-const TOOL_COLUMNS: &str =
-    "id, name, description, schema, code, requirements, created_at, updated_at";
 
 fn tool_from_row(row: &Row) -> PgResult<Tool> {
     Ok(Tool {
@@ -617,9 +603,6 @@ fn workspace_from_row(row: &Row) -> PgResult<Workspace> {
         name: row.try_get(1)?,
     })
 }
-
-const MESSAGE_COLUMNS: &str =
-    "id, chatflow_id, chat_id, role, content, source_documents, used_tools, created_at";
 
 fn message_from_row(row: &Row) -> PgResult<ChatMessageRecord> {
     Ok(ChatMessageRecord {
@@ -1629,14 +1612,7 @@ impl Store for PostgresStore {
             if decision.missed > 0 {
                 missed.push(trig::missed_result(&trigger, now, decision.missed));
             }
-            if decision.run_at.is_some() {
-                trigger.execution_count += 1;
-                trigger.last_executed = Some(now);
-                if trigger.exhausted() {
-                    trigger.enabled = false;
-                }
-            }
-            trigger.next_execution = if trigger.enabled { decision.next } else { None };
+            trigger.advance(&decision, now);
             ids.push(trigger.id);
             counts.push(trigger.execution_count);
             lasts.push(trigger.last_executed);
@@ -2255,7 +2231,9 @@ impl Store for PostgresStore {
         filter: &ExecutionFilter,
         page: Page,
     ) -> StoreResult<Listing<ListedExecution>> {
-        let (conditions, args) = execution_conditions(workspace, filter);
+        let (conditions, params) =
+            sql::execution_conditions(sql::Dialect::Postgres, workspace, filter);
+        let args: Vec<Arg> = params.into_iter().map(postgres_arg).collect();
         // The chatflow is joined for counting only when its name is filtered on.
         let name_join = if filter.agentflow_name.is_some() {
             "JOIN chatflows c ON c.id = e.agentflow_id"
@@ -2339,12 +2317,6 @@ impl Store for PostgresStore {
         .await
     }
 }
-
-const EXECUTION_COLUMNS: &str = "e.id, e.workspace_id, e.agentflow_id, e.session_id, e.state, \
-     e.execution_data, e.action, e.is_public, e.created_at, e.updated_at, e.stopped_at";
-
-/// How many columns [`EXECUTION_COLUMNS`] selects (a listing's chatflow name follows).
-const EXECUTION_COLUMN_COUNT: usize = 11;
 
 fn execution_from_row(row: &Row) -> PgResult<Execution> {
     Ok(Execution {
@@ -2527,42 +2499,13 @@ async fn write_execution(client: &impl GenericClient, e: &Execution) -> StoreRes
 /// A boxed query argument of a statement built at run time.
 type Arg = Box<dyn ToSql + Sync + Send>;
 
-/// The `WHERE` of a listing (`e` the execution, `c` its chatflow) and its
-/// arguments, numbered from `$1`: only the filters given, so that each shape of
-/// query gets a plan of its own.
-fn execution_conditions(workspace: Uuid, filter: &ExecutionFilter) -> (String, Vec<Arg>) {
-    let mut args: Vec<Arg> = vec![Box::new(workspace)];
-    let mut conditions = vec!["e.workspace_id = $1".to_owned()];
-    let mut add = |condition: &str, value: Arg| {
-        args.push(value);
-        conditions.push(condition.replace('?', &format!("${}", args.len())));
-    };
-    if let Some(id) = filter.id {
-        add("e.id = ?", Box::new(id));
+/// A shared query's argument, boxed for tokio-postgres.
+fn postgres_arg(param: sql::Param) -> Arg {
+    match param {
+        sql::Param::Uuid(id) => Box::new(id),
+        sql::Param::Text(text) => Box::new(text),
+        sql::Param::Time(at) => Box::new(at),
     }
-    if let Some(agentflow) = filter.agentflow_id {
-        add("e.agentflow_id = ?", Box::new(agentflow));
-    }
-    if let Some(name) = &filter.agentflow_name {
-        // strpos, not LIKE: `%` and `_` in the name are plain characters.
-        add(
-            "strpos(lower(c.name), lower(?)) > 0",
-            Box::new(name.clone()),
-        );
-    }
-    if let Some(session) = &filter.session_id {
-        add("e.session_id = ?", Box::new(session.clone()));
-    }
-    if let Some(state) = filter.state {
-        add("e.state = ?", Box::new(state.as_str()));
-    }
-    if let Some(start) = filter.start_date {
-        add("e.created_at >= ?", Box::new(start));
-    }
-    if let Some(end) = filter.end_date {
-        add("e.created_at <= ?", Box::new(end));
-    }
-    (conditions.join(" AND "), args)
 }
 
 fn chunk_from_row(row: &Row) -> StoreResult<VectorChunk> {

@@ -18,6 +18,10 @@ use rusqlite::{Connection, ErrorCode, OptionalExtension, Row, params};
 use uuid::Uuid;
 
 use super::migrations::{self, Migration};
+use super::sql::{
+    self, CHATFLOW_COLUMNS, CREDENTIAL_COLUMNS, EXECUTION_COLUMN_COUNT, EXECUTION_COLUMNS,
+    MESSAGE_COLUMNS, RESULT_COLUMNS, TOOL_COLUMNS, TRIGGER_COLUMNS, VARIABLE_COLUMNS,
+};
 use super::{
     ClaimPlanner, Listing, RunWrites, RunWritten, Store, StoreError, StoreResult, conflict_as,
 };
@@ -211,9 +215,6 @@ fn api_key_from_row(row: &Row<'_>) -> rusqlite::Result<ApiKey> {
     })
 }
 
-const CHATFLOW_COLUMNS: &str = "id, workspace_id, name, flow_data, deployed, is_public, apikeyid, \
-     chatbot_config, api_config, category, type, created_at, updated_at";
-
 fn chatflow_from_row(row: &Row<'_>) -> rusqlite::Result<Chatflow> {
     Ok(Chatflow {
         id: uuid_at(row, 0)?,
@@ -253,8 +254,6 @@ fn write_chatflow(conn: &Connection, sql: &str, f: &Chatflow) -> rusqlite::Resul
     )
 }
 
-const VARIABLE_COLUMNS: &str = "id, name, value, type, created_at, updated_at";
-
 fn variable_from_row(row: &Row<'_>) -> rusqlite::Result<Variable> {
     Ok(Variable {
         id: uuid_at(row, 0)?,
@@ -265,9 +264,6 @@ fn variable_from_row(row: &Row<'_>) -> rusqlite::Result<Variable> {
         updated_date: from_millis(row.get(5)?),
     })
 }
-
-const TOOL_COLUMNS: &str =
-    "id, name, description, schema, code, requirements, created_at, updated_at";
 
 fn tool_from_row(row: &Row<'_>) -> rusqlite::Result<Tool> {
     Ok(Tool {
@@ -312,8 +308,6 @@ fn get_chatflow(conn: &Connection, ws: Uuid, id: Uuid) -> rusqlite::Result<Optio
     )
     .optional()
 }
-
-const CREDENTIAL_COLUMNS: &str = "id, workspace_id, name, credential_name, key_id, sealed_data, created_at, updated_at, allowed_hosts";
 
 fn credential_from_row(row: &Row<'_>) -> rusqlite::Result<SealedCredential> {
     Ok(SealedCredential {
@@ -363,11 +357,6 @@ fn list_page<T>(
     })
 }
 
-const TRIGGER_COLUMNS: &str = "id, workspace_id, name, chatflow_id, node_id, type, cron_expression, \
-     timezone, enabled, webhook_platform, webhook_secret, webhook_bot_token, trigger_message, \
-     execution_count, max_executions, timeout_secs, last_executed, next_execution, \
-     notification_email, created_at, updated_at";
-
 fn trigger_from_row(row: &Row<'_>) -> rusqlite::Result<Trigger> {
     trigger_at(row, 0)
 }
@@ -399,9 +388,6 @@ fn trigger_at(row: &Row<'_>, at: usize) -> rusqlite::Result<Trigger> {
         updated_date: from_millis(row.get(at + 20)?),
     })
 }
-
-const RESULT_COLUMNS: &str = "id, trigger_id, executed_at, scheduled_at, input, output, \
-     source_documents, used_tools, chat_id, status, error, missed_count";
 
 fn json_column(row: &Row<'_>, idx: usize) -> rusqlite::Result<Option<serde_json::Value>> {
     Ok(row
@@ -561,9 +547,6 @@ fn find_workspace(conn: &Connection, name: &str) -> rusqlite::Result<Option<Work
     )
     .optional()
 }
-
-const MESSAGE_COLUMNS: &str =
-    "id, chatflow_id, chat_id, role, content, source_documents, used_tools, created_at";
 
 fn message_from_row(row: &Row<'_>) -> rusqlite::Result<ChatMessageRecord> {
     Ok(ChatMessageRecord {
@@ -1529,12 +1512,8 @@ impl Store for SqliteStore {
                         u32::MAX,
                     )?;
                 }
+                trigger.advance(&decision, now);
                 if let Some(at) = decision.run_at {
-                    trigger.execution_count += 1;
-                    trigger.last_executed = Some(now);
-                    if trigger.exhausted() {
-                        trigger.enabled = false;
-                    }
                     let firing = Firing {
                         id: Uuid::new_v4(),
                         trigger: trigger.clone(),
@@ -1551,7 +1530,6 @@ impl Store for SqliteStore {
                     )?;
                     firings.push(firing);
                 }
-                trigger.next_execution = if trigger.enabled { decision.next } else { None };
                 tx.prepare_cached(
                     "UPDATE triggers SET execution_count = ?2, last_executed = ?3, enabled = ?4,
                        next_execution = ?5 WHERE id = ?1",
@@ -2110,7 +2088,9 @@ impl Store for SqliteStore {
     ) -> StoreResult<Listing<ListedExecution>> {
         let filter = filter.clone();
         self.read(move |conn| {
-            let (conditions, mut args) = execution_conditions(workspace, &filter);
+            let (conditions, params) =
+                sql::execution_conditions(sql::Dialect::Sqlite, workspace, &filter);
+            let mut args: Vec<Value> = params.into_iter().map(sqlite_value).collect();
             // The chatflow is joined for counting only when its name is filtered on.
             let name_join = if filter.agentflow_name.is_some() {
                 "JOIN chatflows c ON c.id = e.agentflow_id"
@@ -2191,12 +2171,6 @@ impl Store for SqliteStore {
         .await
     }
 }
-
-const EXECUTION_COLUMNS: &str = "e.id, e.workspace_id, e.agentflow_id, e.session_id, e.state, \
-     e.execution_data, e.action, e.is_public, e.created_at, e.updated_at, e.stopped_at";
-
-/// How many columns [`EXECUTION_COLUMNS`] selects (a listing's chatflow name follows).
-const EXECUTION_COLUMN_COUNT: usize = 11;
 
 fn execution_from_row(row: &Row<'_>) -> rusqlite::Result<Execution> {
     let state: String = row.get(4)?;
@@ -2337,42 +2311,14 @@ fn write_execution(conn: &Connection, e: &Execution) -> rusqlite::Result<usize> 
     ])
 }
 
-/// The `WHERE` of a listing (`e` the execution, `c` its chatflow) and its
-/// arguments, numbered from `?1`: only the filters given, so that each shape of
-/// query gets a plan of its own.
-fn execution_conditions(workspace: Uuid, filter: &ExecutionFilter) -> (String, Vec<Value>) {
-    let mut args = vec![Value::Text(workspace.to_string())];
-    let mut conditions = vec!["e.workspace_id = ?1".to_owned()];
-    let mut add = |condition: &str, value: Value| {
-        args.push(value);
-        conditions.push(condition.replace('?', &format!("?{}", args.len())));
-    };
-    if let Some(id) = filter.id {
-        add("e.id = ?", Value::Text(id.to_string()));
+/// A shared query's argument as SQLite stores it (ids as text, times as
+/// epoch milliseconds).
+fn sqlite_value(param: sql::Param) -> Value {
+    match param {
+        sql::Param::Uuid(id) => Value::Text(id.to_string()),
+        sql::Param::Text(text) => Value::Text(text),
+        sql::Param::Time(at) => Value::Integer(to_millis(&at)),
     }
-    if let Some(agentflow) = filter.agentflow_id {
-        add("e.agentflow_id = ?", Value::Text(agentflow.to_string()));
-    }
-    if let Some(name) = &filter.agentflow_name {
-        // instr, not LIKE: `%` and `_` in the name are plain characters.
-        add(
-            "instr(lower(c.name), lower(?)) > 0",
-            Value::Text(name.clone()),
-        );
-    }
-    if let Some(session) = &filter.session_id {
-        add("e.session_id = ?", Value::Text(session.clone()));
-    }
-    if let Some(state) = filter.state {
-        add("e.state = ?", Value::Text(state.as_str().to_owned()));
-    }
-    if let Some(start) = &filter.start_date {
-        add("e.created_at >= ?", Value::Integer(to_millis(start)));
-    }
-    if let Some(end) = &filter.end_date {
-        add("e.created_at <= ?", Value::Integer(to_millis(end)));
-    }
-    (conditions.join(" AND "), args)
 }
 
 fn store_version(conn: &Connection, chatflow: Uuid, node_id: &str) -> rusqlite::Result<i64> {

@@ -1,0 +1,132 @@
+//! What both SQL stores share: the column lists their row readers expect (one
+//! order, one place) and the conditions of an executions listing, written once
+//! for either placeholder syntax.
+
+use uuid::Uuid;
+
+use crate::domain::ExecutionFilter;
+use crate::domain::time::Timestamp;
+
+pub const CHATFLOW_COLUMNS: &str = "id, workspace_id, name, flow_data, deployed, is_public, apikeyid, \
+     chatbot_config, api_config, category, type, created_at, updated_at";
+
+pub const CREDENTIAL_COLUMNS: &str = "id, workspace_id, name, credential_name, key_id, sealed_data, created_at, updated_at, allowed_hosts";
+
+pub const EXECUTION_COLUMNS: &str = "e.id, e.workspace_id, e.agentflow_id, e.session_id, e.state, \
+     e.execution_data, e.action, e.is_public, e.created_at, e.updated_at, e.stopped_at";
+
+pub const MESSAGE_COLUMNS: &str =
+    "id, chatflow_id, chat_id, role, content, source_documents, used_tools, created_at";
+
+pub const RESULT_COLUMNS: &str = "id, trigger_id, executed_at, scheduled_at, input, output, \
+     source_documents, used_tools, chat_id, status, error, missed_count";
+
+pub const TOOL_COLUMNS: &str =
+    "id, name, description, schema, code, requirements, created_at, updated_at";
+
+pub const TRIGGER_COLUMNS: &str = "id, workspace_id, name, chatflow_id, node_id, type, cron_expression, \
+     timezone, enabled, webhook_platform, webhook_secret, webhook_bot_token, trigger_message, \
+     execution_count, max_executions, timeout_secs, last_executed, next_execution, \
+     notification_email, created_at, updated_at";
+
+pub const VARIABLE_COLUMNS: &str = "id, name, value, type, created_at, updated_at";
+
+/// How many columns [`EXECUTION_COLUMNS`] selects (a listing's chatflow name follows).
+pub const EXECUTION_COLUMN_COUNT: usize = 11;
+
+/// The placeholder syntax of a backend: `?1` (SQLite) or `$1` (PostgreSQL).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    Sqlite,
+    Postgres,
+}
+
+impl Dialect {
+    fn placeholder(self, n: usize) -> String {
+        match self {
+            Dialect::Sqlite => format!("?{n}"),
+            Dialect::Postgres => format!("${n}"),
+        }
+    }
+
+    /// A case-blind substring test (`instr`/`strpos`, not LIKE: `%` and `_` in
+    /// the needle are plain characters).
+    fn contains(self) -> &'static str {
+        match self {
+            Dialect::Sqlite => "instr(lower(c.name), lower(?)) > 0",
+            Dialect::Postgres => "strpos(lower(c.name), lower(?)) > 0",
+        }
+    }
+}
+
+/// A value a shared query binds; each backend converts it to its own type.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Param {
+    Uuid(Uuid),
+    Text(String),
+    Time(Timestamp),
+}
+
+/// The `WHERE` of an executions listing (`e` the execution, `c` its chatflow)
+/// and its arguments, numbered from 1: only the filters given, so that each
+/// shape of query gets a plan of its own.
+pub fn execution_conditions(
+    dialect: Dialect,
+    workspace: Uuid,
+    filter: &ExecutionFilter,
+) -> (String, Vec<Param>) {
+    let mut args = vec![Param::Uuid(workspace)];
+    let mut conditions = vec![format!("e.workspace_id = {}", dialect.placeholder(1))];
+    let mut add = |condition: &str, value: Param| {
+        args.push(value);
+        conditions.push(condition.replace('?', &dialect.placeholder(args.len())));
+    };
+    if let Some(id) = filter.id {
+        add("e.id = ?", Param::Uuid(id));
+    }
+    if let Some(agentflow) = filter.agentflow_id {
+        add("e.agentflow_id = ?", Param::Uuid(agentflow));
+    }
+    if let Some(name) = &filter.agentflow_name {
+        add(dialect.contains(), Param::Text(name.clone()));
+    }
+    if let Some(session) = &filter.session_id {
+        add("e.session_id = ?", Param::Text(session.clone()));
+    }
+    if let Some(state) = filter.state {
+        add("e.state = ?", Param::Text(state.as_str().to_owned()));
+    }
+    if let Some(start) = filter.start_date {
+        add("e.created_at >= ?", Param::Time(start));
+    }
+    if let Some(end) = filter.end_date {
+        add("e.created_at <= ?", Param::Time(end));
+    }
+    (conditions.join(" AND "), args)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conditions_number_their_placeholders_per_dialect() {
+        let filter = ExecutionFilter {
+            agentflow_name: Some("Bot".into()),
+            session_id: Some("s".into()),
+            ..ExecutionFilter::default()
+        };
+        let ws = Uuid::nil();
+        let (sql, args) = execution_conditions(Dialect::Postgres, ws, &filter);
+        assert_eq!(
+            sql,
+            "e.workspace_id = $1 AND strpos(lower(c.name), lower($2)) > 0 AND e.session_id = $3"
+        );
+        assert_eq!(args.len(), 3);
+        let (sql, _) = execution_conditions(Dialect::Sqlite, ws, &filter);
+        assert_eq!(
+            sql,
+            "e.workspace_id = ?1 AND instr(lower(c.name), lower(?2)) > 0 AND e.session_id = ?3"
+        );
+    }
+}
