@@ -5,6 +5,7 @@
 //! Flowise stores and returns them; they are checked to parse when written so that
 //! nothing unreadable is ever stored.
 
+use super::api_config::ApiConfig;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -58,8 +59,10 @@ pub struct Chatflow {
     pub apikeyid: Option<String>,
     /// JSON text.
     pub chatbot_config: Option<String>,
-    /// JSON text; `rateLimit` and `overrideConfig` live here.
-    pub api_config: Option<String>,
+    /// JSON text; `rateLimit` and `overrideConfig` live here (read once, with
+    /// the chatflow).
+    #[schema(value_type = Option<String>)]
+    pub api_config: Option<ApiConfig>,
     pub category: Option<String>,
     #[serde(rename = "type")]
     pub flow_type: ChatflowType,
@@ -97,7 +100,7 @@ impl NewChatflow {
             is_public: self.is_public,
             apikeyid: self.apikeyid,
             chatbot_config: self.chatbot_config,
-            api_config: self.api_config,
+            api_config: self.api_config.map(ApiConfig::new),
             category: self.category,
             flow_type: self.flow_type,
             created_date: now,
@@ -135,7 +138,10 @@ impl ChatflowPatch {
         set(&mut flow.is_public, self.is_public);
         set(&mut flow.apikeyid, self.apikeyid);
         set(&mut flow.chatbot_config, self.chatbot_config);
-        set(&mut flow.api_config, self.api_config);
+        set(
+            &mut flow.api_config,
+            self.api_config.map(|c| c.map(ApiConfig::new)),
+        );
         set(&mut flow.category, self.category);
         set(&mut flow.flow_type, self.flow_type);
         flow.updated_date = now;

@@ -6,6 +6,7 @@
 //! Nothing here performs I/O. The store persists these types, the routes validate
 //! input into them and serialise them out.
 
+pub mod api_config;
 pub mod apikey;
 pub mod chatflow;
 pub mod credential;
@@ -17,6 +18,7 @@ pub mod trigger;
 pub mod variable;
 pub mod vector;
 
+pub use api_config::{ApiConfig, RateLimit};
 pub use apikey::{ApiKey, NewApiKey, Permission};
 pub use chatflow::{Chatflow, ChatflowPatch, ChatflowType, NewChatflow};
 pub use execution::{

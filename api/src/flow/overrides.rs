@@ -63,21 +63,6 @@ impl OpenedCredential {
 /// Opened credentials, keyed by the id as the flow spells it.
 pub type CredentialFields = HashMap<String, OpenedCredential>;
 
-/// `apiConfig.overrideConfig.allow`: sensitive inputs a request may override.
-pub fn allowed_overrides(api_config: Option<&str>) -> HashSet<String> {
-    api_config
-        .and_then(|text| serde_json::from_str::<Value>(text).ok())
-        .and_then(|v| v.pointer("/overrideConfig/allow").cloned())
-        .and_then(|v| v.as_array().cloned())
-        .map(|names| {
-            names
-                .into_iter()
-                .filter_map(|n| n.as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// Refuses overrides of a component built inside another node (an agentflow
 /// node's model or tool) that touch its keys, endpoints or code, unless the
 /// chatflow allows them — the same rule as for the flow's own nodes.
@@ -99,17 +84,4 @@ pub fn not_overridable(key: &str) -> FlowError {
         "overrideConfig.{key} is not allowed: it is a key, an endpoint or tool code; the \
          chatflow's apiConfig.overrideConfig.allow must list it"
     ))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn allow_list_is_read_from_api_config() {
-        let allowed = allowed_overrides(Some(r#"{"overrideConfig":{"allow":["basePath"]}}"#));
-        assert!(allowed.contains("basePath"));
-        assert!(allowed_overrides(Some("{}")).is_empty());
-        assert!(allowed_overrides(None).is_empty());
-    }
 }

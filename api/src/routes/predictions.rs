@@ -382,9 +382,9 @@ async fn create_prediction(
     let request = Request::from_parts(parts, body);
     let flow = authorize(&state, id, auth.as_ref()).await?;
     check_origin(&flow, request.headers())?;
-    if let Some(limit) = ratelimit::from_api_config(flow.api_config.as_deref()) {
+    if let Some(limit) = flow.api_config.as_ref().and_then(|c| c.rate_limit()) {
         let who = caller(&request, auth.as_ref(), state.config.trust_proxy);
-        ratelimit::check(&*state.store, &limit, flow.id, &who).await?;
+        ratelimit::check(&*state.store, limit, flow.id, &who).await?;
     }
     let is_multipart = request
         .headers()

@@ -97,7 +97,11 @@ pub async fn upsert(
     .await?;
     let overrides = Overrides {
         values: request.override_config.as_ref(),
-        allowed: crate::flow::overrides::allowed_overrides(flow.api_config.as_deref()),
+        allowed: flow
+            .api_config
+            .as_ref()
+            .map(|c| c.allowed_overrides().clone())
+            .unwrap_or_default(),
         credentials: credentials.as_ref(),
         settings: &state.config.providers,
     };

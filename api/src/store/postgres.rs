@@ -24,6 +24,7 @@ use super::sql::{
 use super::{
     ClaimPlanner, Listing, RunWrites, RunWritten, Store, StoreError, StoreResult, conflict_as,
 };
+use crate::domain::ApiConfig;
 use crate::domain::credential::SealedCredential;
 use crate::domain::time::{self, Timestamp};
 use crate::domain::trigger::{self as trig, LEASE_EXPIRED, failure_mail};
@@ -305,7 +306,7 @@ fn chatflow_from_row(row: &Row) -> PgResult<Chatflow> {
         is_public: row.try_get(5)?,
         apikeyid: row.try_get(6)?,
         chatbot_config: row.try_get(7)?,
-        api_config: row.try_get(8)?,
+        api_config: row.try_get::<_, Option<String>>(8)?.map(ApiConfig::new),
         category: row.try_get(9)?,
         flow_type: ChatflowType::parse_stored(row.try_get(10)?),
         created_date: row.try_get(11)?,
@@ -327,7 +328,7 @@ async fn write_chatflow(client: &impl GenericClient, sql: &str, f: &Chatflow) ->
                 &f.is_public,
                 &f.apikeyid,
                 &f.chatbot_config,
-                &f.api_config,
+                &f.api_config.as_ref().map(ApiConfig::text),
                 &f.category,
                 &f.flow_type.as_str(),
                 &f.created_date,

@@ -25,6 +25,7 @@ use super::sql::{
 use super::{
     ClaimPlanner, Listing, RunWrites, RunWritten, Store, StoreError, StoreResult, conflict_as,
 };
+use crate::domain::ApiConfig;
 use crate::domain::credential::SealedCredential;
 use crate::domain::time::{self, Timestamp, from_millis, to_millis};
 use crate::domain::trigger::{self as trig, LEASE_EXPIRED, failure_mail};
@@ -225,7 +226,7 @@ fn chatflow_from_row(row: &Row<'_>) -> rusqlite::Result<Chatflow> {
         is_public: row.get(5)?,
         apikeyid: row.get(6)?,
         chatbot_config: row.get(7)?,
-        api_config: row.get(8)?,
+        api_config: row.get::<_, Option<String>>(8)?.map(ApiConfig::new),
         category: row.get(9)?,
         flow_type: ChatflowType::parse_stored(&row.get::<_, String>(10)?),
         created_date: from_millis(row.get(11)?),
@@ -245,7 +246,7 @@ fn write_chatflow(conn: &Connection, sql: &str, f: &Chatflow) -> rusqlite::Resul
             f.is_public,
             f.apikeyid,
             f.chatbot_config,
-            f.api_config,
+            f.api_config.as_ref().map(ApiConfig::text),
             f.category,
             f.flow_type.as_str(),
             to_millis(&f.created_date),
