@@ -31,16 +31,7 @@ pub struct CredentialPolicy<'a> {
 
 /// The provider's own host for a credential type, where there is one.
 pub fn provider_home(kind: &str) -> Option<&'static str> {
-    match kind {
-        "openAIApi" => Some("api.openai.com"),
-        "anthropicApi" => Some("api.anthropic.com"),
-        "mistralAIApi" => Some("api.mistral.ai"),
-        "azureOpenAIApi" => Some("openai.azure.com"),
-        "googleGenerativeAI" => Some("generativelanguage.googleapis.com"),
-        "groqApi" => Some("api.groq.com"),
-        "cohereApi" => Some("api.cohere.ai"),
-        _ => None,
-    }
+    crate::llm::endpoints::home_of(kind)
 }
 
 /// `host:port` of a URL, lower case.

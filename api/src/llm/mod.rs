@@ -170,6 +170,7 @@ impl std::error::Error for LlmError {}
 pub mod anthropic;
 pub mod connect;
 pub mod embedded;
+pub mod endpoints;
 pub mod http;
 pub mod ollama;
 pub mod openai;

@@ -12,8 +12,6 @@ use crate::llm::openai::Auth;
 
 pub struct ChatMistralAI;
 
-pub(super) const DEFAULT_BASE: &str = "https://api.mistral.ai/v1";
-
 const INPUTS: [InputSpec; 15] = with_ignored([
     input("modelName", K::Text),
     input("temperature", K::Number),

@@ -68,6 +68,7 @@ use super::FlowError;
 use super::destination::{host_of, may_receive_keys};
 use super::node::{Build, InputKind as K, InputSpec, input};
 use crate::llm::SamplingParams;
+use crate::llm::endpoints;
 
 /// Inputs Flowise puts on chat models that weir accepts without effect.
 const MODEL_IGNORED: [InputSpec; 6] = [
@@ -101,7 +102,8 @@ fn setting(node: &Build<'_>, inputs: &[&str], env: &str) -> Option<String> {
         .or_else(|| node.settings().get(env).map(str::to_owned))
 }
 
-/// How a provider's node finds its endpoint and its key.
+/// How a provider's node finds its endpoint and its key (where the provider
+/// lives is `llm::endpoints`' table).
 struct ProviderEndpoint {
     /// Inputs naming the base URL (the node's choice).
     base_inputs: &'static [&'static str],
@@ -117,29 +119,37 @@ struct ProviderEndpoint {
 const OPENAI: ProviderEndpoint = ProviderEndpoint {
     base_inputs: &["basePath", "basepath"],
     base_env: None,
-    default_base: crate::llm::openai::DEFAULT_BASE,
+    default_base: default_base(endpoints::OPENAI),
     key_inputs: &["openAIApiKey"],
     key_env: "OPENAI_API_KEY",
-    home: "api.openai.com",
+    home: endpoints::OPENAI.home,
 };
 
 const ANTHROPIC: ProviderEndpoint = ProviderEndpoint {
     base_inputs: &["basePath"],
     base_env: Some("ANTHROPIC_BASE_URL"),
-    default_base: crate::llm::anthropic::DEFAULT_BASE,
+    default_base: default_base(endpoints::ANTHROPIC),
     key_inputs: &["anthropicApiKey"],
     key_env: "ANTHROPIC_API_KEY",
-    home: "api.anthropic.com",
+    home: endpoints::ANTHROPIC.home,
 };
 
 const MISTRAL: ProviderEndpoint = ProviderEndpoint {
     base_inputs: &["overrideEndpoint"],
     base_env: None,
-    default_base: chat_mistral_ai::DEFAULT_BASE,
+    default_base: default_base(endpoints::MISTRAL),
     key_inputs: &["mistralAIAPIKey", "apiKey"],
     key_env: "MISTRAL_API_KEY",
-    home: "api.mistral.ai",
+    home: endpoints::MISTRAL.home,
 };
+
+/// A provider's default base, at compile time (one without fails the build).
+const fn default_base(provider: endpoints::ProviderEndpoint) -> &'static str {
+    match provider.default_base {
+        Some(base) => base,
+        None => panic!("this provider has no default base URL"),
+    }
+}
 
 /// The base URL a provider node calls and the key it sends there.
 fn endpoint(
@@ -313,4 +323,4 @@ fn azure_endpoint(
 }
 
 /// Azure OpenAI's hosts: `<instance>.openai.azure.com`.
-const AZURE_HOME: &str = "openai.azure.com";
+const AZURE_HOME: &str = endpoints::AZURE_OPENAI.home;

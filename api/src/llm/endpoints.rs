@@ -1,0 +1,73 @@
+//! Where each model provider lives, in one table: the credential type Flowise
+//! names it by, its own host (where its keys may always go: the host or a
+//! subdomain, over https), and the base URL a node that names none calls.
+
+/// One provider's place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProviderEndpoint {
+    /// Flowise's credential type (`openAIApi`).
+    pub credential: &'static str,
+    /// The provider's own host.
+    pub home: &'static str,
+    /// The base URL nodes call when they name none (`None`: each deployment
+    /// has its own, as Azure's).
+    pub default_base: Option<&'static str>,
+}
+
+pub const OPENAI: ProviderEndpoint = ProviderEndpoint {
+    credential: "openAIApi",
+    home: "api.openai.com",
+    default_base: Some(super::openai::DEFAULT_BASE),
+};
+
+pub const ANTHROPIC: ProviderEndpoint = ProviderEndpoint {
+    credential: "anthropicApi",
+    home: "api.anthropic.com",
+    default_base: Some(super::anthropic::DEFAULT_BASE),
+};
+
+/// Mistral speaks the OpenAI wire format at its own base.
+pub const MISTRAL: ProviderEndpoint = ProviderEndpoint {
+    credential: "mistralAIApi",
+    home: "api.mistral.ai",
+    default_base: Some("https://api.mistral.ai/v1"),
+};
+
+pub const AZURE_OPENAI: ProviderEndpoint = ProviderEndpoint {
+    credential: "azureOpenAIApi",
+    home: "openai.azure.com",
+    default_base: None,
+};
+
+/// Every provider whose credentials weir knows the home of (Google, Groq and
+/// Cohere credentials can be stored and kept home, though weir has no node for
+/// them yet).
+pub const PROVIDERS: &[ProviderEndpoint] = &[
+    OPENAI,
+    ANTHROPIC,
+    MISTRAL,
+    AZURE_OPENAI,
+    ProviderEndpoint {
+        credential: "googleGenerativeAI",
+        home: "generativelanguage.googleapis.com",
+        default_base: None,
+    },
+    ProviderEndpoint {
+        credential: "groqApi",
+        home: "api.groq.com",
+        default_base: None,
+    },
+    ProviderEndpoint {
+        credential: "cohereApi",
+        home: "api.cohere.ai",
+        default_base: None,
+    },
+];
+
+/// The provider's own host for a credential type, where there is one.
+pub fn home_of(credential: &str) -> Option<&'static str> {
+    PROVIDERS
+        .iter()
+        .find(|p| p.credential == credential)
+        .map(|p| p.home)
+}
