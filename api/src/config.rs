@@ -82,8 +82,8 @@ pub struct Config {
 
     /// Server environment variables a workspace's `runtime` variables may read:
     /// comma-separated names, or prefixes ending in `*` (`TOOL_*`); `*` for all. weir's
-    /// own secrets (`DATABASE_URL`, `PY_TOOL_API_KEY`, `SMTP_URL`,
-    /// `WEIR_SECRET_KEY[_PREVIOUS]`, the providers' API keys) never. Unset: none, runtime
+    /// own secrets (`DATABASE_URL`, `DATABASE_SCHEMA`, `PY_TOOL_API_KEY`, `SMTP_URL`,
+    /// `WEIR_SECRET_KEY[_PREVIOUS]`, `METRICS_TOKEN`, the providers' API keys) never. Unset: none, runtime
     /// variables read as empty (tool code never sees the server's environment unless you
     /// say so).
     #[arg(long, env = "RUNTIME_VARIABLES", default_value = "", global = true)]

@@ -1,17 +1,27 @@
 //! The chatflow engine: reads a Flowise-format graph, validates it against the
 //! node registry, and runs it as a stream of events.
 //!
-//! - [`graph`]: `flowData` → nodes, references, edges.
-//! - [`node`]: the [`node::Node`] trait every node type implements (declared
-//!   inputs, what it produces, how it is built) — its docs say how to add one.
-//! - [`nodes`]: one module per node type; [`registry`] lists them.
-//! - [`component`]: what nodes build (models, prompts, memories, tools, agents).
-//! - [`destination`]: where keys may be sent (provider keys, credentials).
+//! Its parts, lowest floor first (each imports only parts below it; the test
+//! `api/tests/floors.rs` enforces it, docs/architecture.md draws it):
+//!
+//! - [`graph`]: `flowData` → nodes, references, edges; [`prompt`] templates;
+//!   [`output_parser`]s; [`spec`]: what a node type declares (its inputs).
+//! - [`component`]: what nodes build (models, prompts, memories, tools, agents);
+//!   [`destination`]: where keys may be sent (provider keys, credentials).
+//! - [`overrides`]: what a request may change, the opened credentials and the
+//!   server's provider settings; [`tools`]: what agents call (calculator, web
+//!   requests, Python tools).
+//! - [`node`]: the [`node::Node`] trait every node type implements and
+//!   [`node::Build`] — its docs say how to add one; [`nodes`]: one module per
+//!   node type; [`registry`] lists them and builds one.
+//! - [`runtime`]: what every run kind shares (events, run input and output,
+//!   the tool loop, structured output, the nested-flow trait).
+//! - [`agentflow`]: the agentflow run kind (Flowise's Agentflow V2).
 //! - [`plan`]: a validated graph ([`Plan`]), cached per chatflow version, and the
 //!   [`Runnable`] built from it for one request (overrides applied).
-//! - [`run`]: executes a runnable — chains, agents, multi-agent and sequential
-//!   flows — sending [`FlowEvent`]s as tokens arrive.
-//! - [`tools`]: what agents call (calculator, web requests, Python tools).
+//! - [`chatflow`]: the chatflow run kind — chains, agents, multi-agent and
+//!   sequential flows — sending [`FlowEvent`]s as tokens arrive.
+//! - [`engine`]: the one place that knows both run kinds (moderation, dispatch).
 //!
 //! The engine does no storage: callers load memory, stored tools and variables,
 //! and persist messages. JSON answers are the folded event stream, so streaming

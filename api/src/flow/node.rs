@@ -4,7 +4,8 @@
 //! which are keys or endpoints) and what it produces ([`Category`]), and builds
 //! its [`Component`] from its inputs through a [`Build`] — which applies the
 //! request's overrides and builds the nodes its anchors reference. Components
-//! are plain data (specs); running them is `run`'s business.
+//! are plain data (specs); running them is the run kinds' business
+//! (`chatflow`, `agentflow`, on `runtime`).
 //!
 //! The declarations themselves live in [`super::spec`] (re-exported here for
 //! the node modules); [`super::registry`] lists the node types and builds one.

@@ -6,9 +6,10 @@
 //! the cron scheduler all call into the same services with it; nothing here takes
 //! an HTTP type. Failures are [`ServiceError`]s, which the edge maps to statuses.
 //!
-//! - [`prediction`]: asking a chatflow a question (sessions, memory, the run).
-//! - [`agentflow`]: what an agentflow run keeps between requests (executions,
-//!   state, a stopped run taken up); [`subflow`]: a chatflow run for another's
+//! - [`prediction`]: asking a chatflow a question (sessions, memory, the run);
+//!   with [`prediction::agentflow`], what an agentflow run keeps between
+//!   requests (executions, state, a stopped run taken up), and
+//!   [`prediction::subflow`], a chatflow run for another's
 //!   `executeFlowAgentflow` node.
 //! - [`triggers`]: cron and webhook triggers — definitions, schedule, firing,
 //!   webhook verification, Telegram, failure e-mail.

@@ -1,9 +1,9 @@
 //! `executeFlowAgentflow`: another chatflow of the same workspace run as one
-//! node. The engine asks through [`FlowCaller`], which the services floor
-//! implements (finding the chatflow in the workspace, running it as a
-//! prediction on the same chat, refusing past the run's depth limit); the
-//! node turns the answer into its output, its message in the run's
-//! conversation and its state writes.
+//! node. The engine asks through [`crate::flow::runtime::FlowCaller`], which
+//! the services floor implements (finding the chatflow in the workspace,
+//! running it as a prediction on the same chat, refusing past the run's depth
+//! limit); the node turns the answer into its output, its message in the
+//! run's conversation and its state writes.
 
 use serde_json::{Map, Value, json};
 

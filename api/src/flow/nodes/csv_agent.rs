@@ -1,5 +1,5 @@
 //! `csvAgent`: answers questions about the CSV in its `csvFile` (Flowise's CSV
-//! agent). The node only reads its inputs; `run::csv_agent` does the work.
+//! agent). The node only reads its inputs; `chatflow::csv_agent` does the work.
 
 use crate::flow::FlowError;
 use crate::flow::component::{Component, CsvAgentSpec};
