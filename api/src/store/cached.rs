@@ -30,6 +30,10 @@ use async_trait::async_trait;
 use uuid::Uuid;
 
 use super::group_commit::GroupCommit;
+use super::{
+    ChatflowStore, ConversationStore, CredentialStore, ExecutionStore, KeyStore, RateLimitStore,
+    ToolStore, TriggerStore, VariableStore, VectorStore,
+};
 use super::{ClaimPlanner, Listing, RunWrites, RunWritten, Store, StoreResult};
 use crate::domain::credential::SealedCredential;
 use crate::domain::time::{self, Timestamp};
@@ -196,28 +200,10 @@ impl Store for CachedStore {
     fn backend(&self) -> &'static str {
         self.inner.backend()
     }
+}
 
-    async fn enable_pgvector(&self, wanted: bool) -> StoreResult<super::Pgvector> {
-        self.inner.enable_pgvector(wanted).await
-    }
-
-    fn pgvector_in_use(&self) -> bool {
-        self.inner.pgvector_in_use()
-    }
-
-    async fn nearest_vector_chunks(
-        &self,
-        chatflow: Uuid,
-        node_id: &str,
-        vector: &[f32],
-        k: usize,
-        chat_id: &str,
-    ) -> StoreResult<Vec<(VectorChunk, f32)>> {
-        self.inner
-            .nearest_vector_chunks(chatflow, node_id, vector, k, chat_id)
-            .await
-    }
-
+#[async_trait]
+impl KeyStore for CachedStore {
     async fn ensure_workspace(&self, name: &str) -> StoreResult<Workspace> {
         self.inner.ensure_workspace(name).await
     }
@@ -258,7 +244,10 @@ impl Store for CachedStore {
         });
         self.inner.touch_api_key(id).await
     }
+}
 
+#[async_trait]
+impl ChatflowStore for CachedStore {
     async fn create_chatflow(&self, flow: NewChatflow) -> StoreResult<Chatflow> {
         let workspace = flow.workspace_id;
         let forget = || self.forget_chatflow(workspace, None);
@@ -302,7 +291,10 @@ impl Store for CachedStore {
             .get_or_load(&id, self.inner.find_chatflow(id))
             .await
     }
+}
 
+#[async_trait]
+impl ConversationStore for CachedStore {
     async fn write_runs(&self, runs: Vec<RunWrites>) -> Vec<StoreResult<RunWritten>> {
         self.inner.write_runs(runs).await
     }
@@ -354,7 +346,10 @@ impl Store for CachedStore {
     async fn list_leads(&self, chatflow: Uuid) -> StoreResult<Vec<Lead>> {
         self.inner.list_leads(chatflow).await
     }
+}
 
+#[async_trait]
+impl RateLimitStore for CachedStore {
     async fn rate_limit_hit(
         &self,
         bucket: &str,
@@ -365,7 +360,10 @@ impl Store for CachedStore {
             .rate_limit_hit(bucket, window_start_ms, window_ms)
             .await
     }
+}
 
+#[async_trait]
+impl VariableStore for CachedStore {
     async fn create_variable(&self, workspace: Uuid, var: NewVariable) -> StoreResult<Variable> {
         self.inner.create_variable(workspace, var).await
     }
@@ -390,7 +388,10 @@ impl Store for CachedStore {
     async fn delete_variable(&self, workspace: Uuid, id: Uuid) -> StoreResult<bool> {
         self.inner.delete_variable(workspace, id).await
     }
+}
 
+#[async_trait]
+impl CredentialStore for CachedStore {
     async fn create_credential(&self, credential: &SealedCredential) -> StoreResult<()> {
         self.inner.create_credential(credential).await
     }
@@ -440,7 +441,10 @@ impl Store for CachedStore {
     ) -> StoreResult<Vec<SealedCredential>> {
         self.inner.credentials_sealed_by_other_keys(key_id).await
     }
+}
 
+#[async_trait]
+impl ToolStore for CachedStore {
     async fn create_tool(&self, workspace: Uuid, tool: NewTool) -> StoreResult<Tool> {
         self.inner.create_tool(workspace, tool).await
     }
@@ -465,7 +469,10 @@ impl Store for CachedStore {
     async fn delete_tool(&self, workspace: Uuid, id: Uuid) -> StoreResult<bool> {
         self.inner.delete_tool(workspace, id).await
     }
+}
 
+#[async_trait]
+impl TriggerStore for CachedStore {
     async fn create_trigger(
         &self,
         trigger: Trigger,
@@ -633,6 +640,30 @@ impl Store for CachedStore {
     async fn any_trigger_with_email(&self) -> StoreResult<bool> {
         self.inner.any_trigger_with_email().await
     }
+}
+
+#[async_trait]
+impl VectorStore for CachedStore {
+    async fn enable_pgvector(&self, wanted: bool) -> StoreResult<super::Pgvector> {
+        self.inner.enable_pgvector(wanted).await
+    }
+
+    fn pgvector_in_use(&self) -> bool {
+        self.inner.pgvector_in_use()
+    }
+
+    async fn nearest_vector_chunks(
+        &self,
+        chatflow: Uuid,
+        node_id: &str,
+        vector: &[f32],
+        k: usize,
+        chat_id: &str,
+    ) -> StoreResult<Vec<(VectorChunk, f32)>> {
+        self.inner
+            .nearest_vector_chunks(chatflow, node_id, vector, k, chat_id)
+            .await
+    }
 
     async fn vector_store_version(&self, chatflow: Uuid, node_id: &str) -> StoreResult<i64> {
         self.inner.vector_store_version(chatflow, node_id).await
@@ -661,7 +692,10 @@ impl Store for CachedStore {
     ) -> StoreResult<Vec<UpsertRecord>> {
         self.inner.list_upsert_history(chatflow, limit).await
     }
+}
 
+#[async_trait]
+impl ExecutionStore for CachedStore {
     async fn get_execution(&self, workspace: Uuid, id: Uuid) -> StoreResult<Option<Execution>> {
         self.inner.get_execution(workspace, id).await
     }

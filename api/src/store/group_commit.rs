@@ -6,7 +6,7 @@
 //! per prediction; under load most of the writer's time goes to committing.
 //! Here the runs hand their writes ([`RunWrites`]) to one writer task, which
 //! takes everything queued while the previous commit was running and stores it
-//! with [`Store::write_runs`]: one transaction for all. A run is answered only
+//! with [`ConversationStore::write_runs`](crate::store::ConversationStore::write_runs): one transaction for all. A run is answered only
 //! after the transaction holding its writes has committed, so nothing is
 //! acknowledged before it is as durable as the backend's synchronous mode makes
 //! a commit (SQLite WAL with `synchronous = NORMAL`: survives the process being

@@ -1,18 +1,25 @@
-//! Storage: one [`Store`] trait speaking in domain types, two implementations.
+//! Storage: one [`Store`] speaking in domain types, made of area traits —
+//! [`KeyStore`], [`ChatflowStore`], [`ConversationStore`] (what runs write,
+//! agent checkpoints, leads), [`ExecutionStore`], [`TriggerStore`],
+//! [`VectorStore`], [`CredentialStore`], [`VariableStore`], [`ToolStore`],
+//! [`RateLimitStore`] — and two implementations, each a folder with a file per
+//! area (`sqlite/chatflows.rs`, `postgres/triggers.rs` …) beside its `mod.rs`
+//! (connections, migrations, row readers).
 //!
-//! - [`SqliteStore`] (`sqlite.rs`): the embedded default, one file, WAL mode; every
+//! - [`SqliteStore`] (`sqlite/`): the embedded default, one file, WAL mode; every
 //!   rusqlite call runs on the blocking pool so async threads never wait on disk.
-//! - [`PostgresStore`] (`postgres.rs`): deadpool-postgres, for several replicas
+//! - [`PostgresStore`] (`postgres/`): deadpool-postgres, for several replicas
 //!   sharing one database.
-//!
 //! - [`CachedStore`] (`cached.rs`): the layer [`open`] puts in front of either —
 //!   API keys and chatflows cached with a bounded lifetime, what runs write
 //!   (conversation messages, execution records) committed in groups
 //!   (`group_commit.rs`).
 //!
-//! SQL lives only in the two backends and `sql.rs`, which holds what they share
-//! (column lists, the executions filter). A trigger's cron bookkeeping is the
-//! domain's (`Trigger::advance`); the backends only persist it. Each backend embeds its numbered migrations
+//! Callers hold an `Arc<dyn Store>`: every area's methods are callable on it
+//! without naming the area trait. SQL lives only in the two backends and
+//! `sql.rs`, which holds what they share (column lists, the executions filter).
+//! A trigger's cron bookkeeping is the domain's (`Trigger::advance`); the
+//! backends only persist it. Each backend embeds its numbered migrations
 //! (`migrations/<backend>/NNNN_name.sql`) and applies the missing ones at open.
 //! Every method is scoped by workspace where the record belongs to one, so a
 //! resource of another workspace is simply "not found". Unique-constraint
@@ -77,78 +84,84 @@ impl<T> Default for Listing<T> {
     }
 }
 
-#[async_trait]
-pub trait Store: Send + Sync + 'static {
+/// Everything weir keeps, by area: each backend implements every area trait
+/// (`sqlite/`, `postgres/`: a file per area) and says what it is.
+pub trait Store:
+    KeyStore
+    + ChatflowStore
+    + ConversationStore
+    + RateLimitStore
+    + VariableStore
+    + CredentialStore
+    + ToolStore
+    + TriggerStore
+    + VectorStore
+    + ExecutionStore
+    + Send
+    + Sync
+    + 'static
+{
     /// Short name of the backend, for logs and health output.
     fn backend(&self) -> &'static str;
+}
 
-    /// Makes pgvector search the `postgres` node's chunks when the database
-    /// offers it and `wanted`: installs the extension if it is not (needs the
-    /// right to), adds the vector column and fills it for chunks stored
-    /// before. Called once, at the server's start; the server says the outcome.
-    async fn enable_pgvector(&self, _wanted: bool) -> StoreResult<Pgvector> {
-        Ok(Pgvector::NotPostgres)
-    }
-
-    /// Whether [`Store::enable_pgvector`] put pgvector in use.
-    fn pgvector_in_use(&self) -> bool {
-        false
-    }
-
-    /// The `k` chunks of a vector store node nearest to `vector` by cosine
-    /// distance, searched by pgvector (each with its similarity, 1 - distance),
-    /// nearest first; chunks attached to a chat are seen only from that chat.
-    /// Only while [`Store::pgvector_in_use`].
-    async fn nearest_vector_chunks(
-        &self,
-        _chatflow: Uuid,
-        _node_id: &str,
-        _vector: &[f32],
-        _k: usize,
-        _chat_id: &str,
-    ) -> StoreResult<Vec<(VectorChunk, f32)>> {
-        Err(StoreError::Backend("pgvector is not in use".into()))
-    }
-
-    // Workspaces
+/// Workspaces and API keys (kept hashed).
+#[async_trait]
+pub trait KeyStore: Send + Sync {
     /// The workspace of that name, created when absent.
     async fn ensure_workspace(&self, name: &str) -> StoreResult<Workspace>;
+
     async fn find_workspace(&self, name: &str) -> StoreResult<Option<Workspace>>;
 
-    // API keys
     async fn create_api_key(&self, key: NewApiKey) -> StoreResult<ApiKey>;
+
     /// The key whose SHA-256 hash is `hash`, if it exists (not revoked).
     async fn find_api_key_by_hash(&self, hash: &str) -> StoreResult<Option<ApiKey>>;
+
     /// Keys of one workspace, or of all when `workspace` is `None` (CLI only).
     async fn list_api_keys(&self, workspace: Option<Uuid>) -> StoreResult<Vec<ApiKey>>;
+
     /// Revokes (deletes) a key; `false` when there is no such key in scope.
     async fn delete_api_key(&self, workspace: Option<Uuid>, id: Uuid) -> StoreResult<bool>;
+
     async fn count_api_keys(&self) -> StoreResult<u64>;
+
     /// Records a use of the key (coarse: callers throttle how often).
     async fn touch_api_key(&self, id: Uuid) -> StoreResult<()>;
+}
 
-    // Chatflows
+/// Chatflows.
+#[async_trait]
+pub trait ChatflowStore: Send + Sync {
     async fn create_chatflow(&self, flow: NewChatflow) -> StoreResult<Chatflow>;
+
     async fn get_chatflow(&self, workspace: Uuid, id: Uuid) -> StoreResult<Option<Chatflow>>;
+
     /// Newest `updatedDate` first. Shared, as listings are cached (see [`CachedStore`]).
     async fn list_chatflows(
         &self,
         workspace: Uuid,
         page: Page,
     ) -> StoreResult<Arc<Listing<Chatflow>>>;
+
     async fn update_chatflow(
         &self,
         workspace: Uuid,
         id: Uuid,
         patch: ChatflowPatch,
     ) -> StoreResult<Option<Chatflow>>;
+
     async fn delete_chatflow(&self, workspace: Uuid, id: Uuid) -> StoreResult<bool>;
+
     /// A chatflow by id whatever its workspace: public chatflows are reached
     /// without a key, and callers check access themselves. Shared, as the
     /// prediction path reads it on every request (see [`CachedStore`]).
     async fn find_chatflow(&self, id: Uuid) -> StoreResult<Option<Arc<Chatflow>>>;
+}
 
-    // What runs write: conversation messages and execution records
+/// What runs write (conversation messages, execution records), agent checkpoints and leads.
+#[async_trait]
+pub trait ConversationStore: Send + Sync {
     /// Applies each run's writes (see [`RunWrites`]), all or none per run. The
     /// runs share one transaction where they can; one run's failure is its own,
     /// the others still commit. One outcome per run, in order.
@@ -174,6 +187,7 @@ pub trait Store: Send + Sync + 'static {
         };
         Ok(self.write_run(writes).await?.messages)
     }
+
     /// Messages of a chatflow, oldest first; of one session when `chat_id` is given;
     /// only the last `last` when given.
     async fn list_chat_messages(
@@ -182,19 +196,20 @@ pub trait Store: Send + Sync + 'static {
         chat_id: Option<&str>,
         last: Option<u32>,
     ) -> StoreResult<Vec<ChatMessageRecord>>;
+
     /// Deletes a chatflow's messages (one session's when `chat_id` is given).
     /// Deletes a chatflow's messages (one chat's, or all) and the agent
     /// checkpoints of those sessions: clearing a chat clears its memory.
     async fn delete_chat_messages(&self, chatflow: Uuid, chat_id: Option<&str>)
     -> StoreResult<u64>;
 
-    // Agent checkpoints (sequential flows with agent memory)
     /// The checkpoint (JSON text) a session's last run of the chatflow ended with.
     async fn get_agent_checkpoint(
         &self,
         chatflow: Uuid,
         session_id: &str,
     ) -> StoreResult<Option<String>>;
+
     /// Keeps `checkpoint` as the session's, replacing the one before.
     async fn put_agent_checkpoint(
         &self,
@@ -203,11 +218,14 @@ pub trait Store: Send + Sync + 'static {
         checkpoint: &str,
     ) -> StoreResult<()>;
 
-    // Leads
     async fn create_lead(&self, chatflow: Uuid, chat_id: &str, email: &str) -> StoreResult<Lead>;
-    async fn list_leads(&self, chatflow: Uuid) -> StoreResult<Vec<Lead>>;
 
-    // Rate limits
+    async fn list_leads(&self, chatflow: Uuid) -> StoreResult<Vec<Lead>>;
+}
+
+/// Rate-limit windows.
+#[async_trait]
+pub trait RateLimitStore: Send + Sync {
     /// Counts one hit in the fixed window `[window_start_ms, +window_ms)` of `bucket`
     /// and returns the hits so far in that window, this one included. Shared by every
     /// replica on PostgreSQL; per process on SQLite.
@@ -217,33 +235,46 @@ pub trait Store: Send + Sync + 'static {
         window_start_ms: i64,
         window_ms: i64,
     ) -> StoreResult<u64>;
+}
 
-    // Variables
+/// Workspace variables.
+#[async_trait]
+pub trait VariableStore: Send + Sync {
     async fn create_variable(&self, workspace: Uuid, var: NewVariable) -> StoreResult<Variable>;
+
     async fn get_variable(&self, workspace: Uuid, id: Uuid) -> StoreResult<Option<Variable>>;
+
     /// Ordered by name.
     async fn list_variables(&self, workspace: Uuid, page: Page) -> StoreResult<Listing<Variable>>;
+
     async fn update_variable(
         &self,
         workspace: Uuid,
         id: Uuid,
         patch: VariablePatch,
     ) -> StoreResult<Option<Variable>>;
-    async fn delete_variable(&self, workspace: Uuid, id: Uuid) -> StoreResult<bool>;
 
-    // Credentials: sealed by the services; the store never sees a field's value.
+    async fn delete_variable(&self, workspace: Uuid, id: Uuid) -> StoreResult<bool>;
+}
+
+/// Credentials: sealed by the services; the store never sees a field's value.
+#[async_trait]
+pub trait CredentialStore: Send + Sync {
     async fn create_credential(&self, credential: &SealedCredential) -> StoreResult<()>;
+
     async fn get_credential(
         &self,
         workspace: Uuid,
         id: Uuid,
     ) -> StoreResult<Option<SealedCredential>>;
+
     /// Those of `ids` that are in the workspace (a prediction's in one query).
     async fn get_credentials(
         &self,
         workspace: Uuid,
         ids: &[Uuid],
     ) -> StoreResult<Vec<SealedCredential>>;
+
     /// Ordered by name; only those of type `credential_name` when given.
     async fn list_credentials(
         &self,
@@ -251,6 +282,7 @@ pub trait Store: Send + Sync + 'static {
         credential_name: Option<&str>,
         page: Page,
     ) -> StoreResult<Listing<SealedCredential>>;
+
     /// Writes the name, type, sealed data and update time of `credential` if its
     /// sealed data is still `read_data` (what the writer read): `false` when it is
     /// gone or changed meanwhile.
@@ -259,19 +291,27 @@ pub trait Store: Send + Sync + 'static {
         credential: &SealedCredential,
         read_data: &str,
     ) -> StoreResult<bool>;
+
     async fn delete_credential(&self, workspace: Uuid, id: Uuid) -> StoreResult<bool>;
+
     /// Every credential sealed by a key other than `key_id` (to reseal at start).
     async fn credentials_sealed_by_other_keys(
         &self,
         key_id: &str,
     ) -> StoreResult<Vec<SealedCredential>>;
+}
 
-    // Tools
+/// Stored tools.
+#[async_trait]
+pub trait ToolStore: Send + Sync {
     /// Stores a validated tool; a name taken in the workspace is a conflict.
     async fn create_tool(&self, workspace: Uuid, tool: NewTool) -> StoreResult<Tool>;
+
     async fn get_tool(&self, workspace: Uuid, id: Uuid) -> StoreResult<Option<Tool>>;
+
     /// Ordered by name.
     async fn list_tools(&self, workspace: Uuid, page: Page) -> StoreResult<Listing<Tool>>;
+
     /// `None` when there is no such tool in the workspace.
     async fn update_tool(
         &self,
@@ -279,29 +319,39 @@ pub trait Store: Send + Sync + 'static {
         id: Uuid,
         patch: ToolPatch,
     ) -> StoreResult<Option<Tool>>;
-    async fn delete_tool(&self, workspace: Uuid, id: Uuid) -> StoreResult<bool>;
 
-    // Triggers
+    async fn delete_tool(&self, workspace: Uuid, id: Uuid) -> StoreResult<bool>;
+}
+
+/// Triggers, their firings and results, webhook deliveries (replay protection) and the failure-mail outbox.
+#[async_trait]
+pub trait TriggerStore: Send + Sync {
     /// Stores a new trigger (its id and times already set) if its workspace has
     /// fewer than `max_in_workspace` triggers (counted and written atomically; a
     /// conflict otherwise). A webhook `node_id` another webhook trigger of the
     /// workspace uses is a conflict.
     async fn create_trigger(&self, trigger: Trigger, max_in_workspace: u64)
     -> StoreResult<Trigger>;
+
     async fn get_trigger(&self, workspace: Uuid, id: Uuid) -> StoreResult<Option<Trigger>>;
+
     /// Newest `createdDate` first.
     async fn list_triggers(&self, workspace: Uuid, page: Page) -> StoreResult<Listing<Trigger>>;
+
     /// Writes the definition of `trigger` (everything but `executionCount` and
     /// `lastExecuted`, which only firings change) in one statement; `false` when it
     /// no longer exists.
     async fn update_trigger(&self, trigger: &Trigger) -> StoreResult<bool>;
+
     /// Deletes a trigger with its results, deliveries, outbox and firings (a
     /// claimed firing that has not started then never starts).
     async fn delete_trigger(&self, workspace: Uuid, id: Uuid) -> StoreResult<bool>;
+
     /// The webhook triggers `address` names: the one of that id, else the two
     /// oldest webhook triggers (of any workspace, enabled or not) on that node id,
     /// so the caller can tell a unique node id from a shared one.
     async fn find_webhook_triggers(&self, address: &str) -> StoreResult<Vec<Trigger>>;
+
     /// Every trigger (any workspace) with a webhook secret or a bot token that does
     /// not start with `sealed_prefix` (`sealed:<current key id>:`): what resealing
     /// at start has to move.
@@ -309,11 +359,14 @@ pub trait Store: Send + Sync + 'static {
         &self,
         sealed_prefix: &str,
     ) -> StoreResult<Vec<Trigger>>;
+
     /// Writes `new`'s webhook secret and bot token if the stored ones are still
     /// `old`'s (`false` when they changed meanwhile, or the trigger is gone).
     async fn replace_trigger_secrets(&self, old: &Trigger, new: &Trigger) -> StoreResult<bool>;
+
     /// The earliest `nextExecution` of an enabled cron trigger.
     async fn next_cron_due(&self) -> StoreResult<Option<Timestamp>>;
+
     /// Claims up to `limit` enabled cron triggers due at `now`, in one transaction
     /// that other replicas skip past: per trigger, `plan` decides; a run becomes a
     /// firing row (unique per trigger and scheduled time) owned by `owner` until
@@ -328,6 +381,7 @@ pub trait Store: Send + Sync + 'static {
         limit: u32,
         plan: ClaimPlanner,
     ) -> StoreResult<Vec<Firing>>;
+
     /// Claims one webhook execution of an enabled trigger under its
     /// `maxExecutions` (the same bookkeeping as a cron claim); `None` when the
     /// trigger is gone, disabled or exhausted.
@@ -340,8 +394,10 @@ pub trait Store: Send + Sync + 'static {
         input: String,
         chat_id: String,
     ) -> StoreResult<Option<Firing>>;
+
     /// Whether a claimed firing still exists (deleting its trigger removes it).
     async fn firing_exists(&self, firing: Uuid) -> StoreResult<bool>;
+
     /// Extends the lease of `owner`'s running firings.
     async fn renew_leases(
         &self,
@@ -349,6 +405,7 @@ pub trait Store: Send + Sync + 'static {
         firings: &[Uuid],
         lease_until: Timestamp,
     ) -> StoreResult<()>;
+
     /// Ends a firing: removes its row and stores its result (and the failure
     /// mail, when given) in one transaction, then keeps the trigger's newest
     /// `keep` results. `None` when the trigger was deleted meanwhile.
@@ -359,22 +416,26 @@ pub trait Store: Send + Sync + 'static {
         mail: Option<NewMail>,
         keep: u32,
     ) -> StoreResult<Option<TriggerResult>>;
+
     /// Records every firing whose lease ran out before `now` as failed (its
     /// owner died; it is never re-run), with the failure mail when the trigger
     /// has an address. Returns how many.
     async fn expire_firings(&self, now: Timestamp, keep: u32) -> StoreResult<u64>;
+
     /// A trigger's results, newest first, at most `limit`.
     async fn list_trigger_results(
         &self,
         trigger: Uuid,
         limit: u32,
     ) -> StoreResult<Vec<TriggerResult>>;
+
     /// The newest `per_trigger` results of each of `triggers`, newest first.
     async fn recent_trigger_results(
         &self,
         triggers: &[Uuid],
         per_trigger: u32,
     ) -> StoreResult<Vec<TriggerResult>>;
+
     /// Deletes results executed before `before`, delivery records and sent
     /// mail older than `deliveries_before`.
     async fn prune_trigger_history(
@@ -383,7 +444,6 @@ pub trait Store: Send + Sync + 'static {
         deliveries_before: Timestamp,
     ) -> StoreResult<u64>;
 
-    // Webhook deliveries (replay protection)
     /// Records a delivery id for a trigger, or tells what became of it.
     async fn begin_delivery(
         &self,
@@ -391,6 +451,7 @@ pub trait Store: Send + Sync + 'static {
         delivery: &str,
         now: Timestamp,
     ) -> StoreResult<Delivery>;
+
     /// Stores the answer given to a delivery, replayed for repeats.
     async fn finish_delivery(
         &self,
@@ -400,7 +461,6 @@ pub trait Store: Send + Sync + 'static {
         body: &str,
     ) -> StoreResult<()>;
 
-    // Failure mail outbox
     /// Mail due at `now` and not sent, claimed until `claim_until`; each with the
     /// time its trigger's last mail went out.
     async fn claim_mail(
@@ -408,16 +468,51 @@ pub trait Store: Send + Sync + 'static {
         now: Timestamp,
         claim_until: Timestamp,
     ) -> StoreResult<Vec<(OutboxMail, Option<Timestamp>)>>;
+
     async fn mail_sent(&self, ids: &[Uuid], at: Timestamp) -> StoreResult<()>;
+
     /// Puts mail back for a later attempt at `at` (`attempts` + 1 when `failed`).
     async fn mail_retry(&self, ids: &[Uuid], at: Timestamp, failed: bool) -> StoreResult<()>;
+
     /// Whether any trigger has a `notificationEmail`.
     async fn any_trigger_with_email(&self) -> StoreResult<bool>;
+}
 
-    // Vector stores (retrieval)
+/// Vector stores: chunks, versions, upsert history, and pgvector where it is in use.
+#[async_trait]
+pub trait VectorStore: Send + Sync {
+    /// Makes pgvector search the `postgres` node's chunks when the database
+    /// offers it and `wanted`: installs the extension if it is not (needs the
+    /// right to), adds the vector column and fills it for chunks stored
+    /// before. Called once, at the server's start; the server says the outcome.
+    async fn enable_pgvector(&self, _wanted: bool) -> StoreResult<Pgvector> {
+        Ok(Pgvector::NotPostgres)
+    }
+
+    /// Whether [`VectorStore::enable_pgvector`](crate::store::VectorStore::enable_pgvector) put pgvector in use.
+    fn pgvector_in_use(&self) -> bool {
+        false
+    }
+
+    /// The `k` chunks of a vector store node nearest to `vector` by cosine
+    /// distance, searched by pgvector (each with its similarity, 1 - distance),
+    /// nearest first; chunks attached to a chat are seen only from that chat.
+    /// Only while [`VectorStore::pgvector_in_use`](crate::store::VectorStore::pgvector_in_use).
+    async fn nearest_vector_chunks(
+        &self,
+        _chatflow: Uuid,
+        _node_id: &str,
+        _vector: &[f32],
+        _k: usize,
+        _chat_id: &str,
+    ) -> StoreResult<Vec<(VectorChunk, f32)>> {
+        Err(StoreError::Backend("pgvector is not in use".into()))
+    }
+
     /// The version of a vector store node's chunks: 0 before its first write,
     /// then moved on by every write (caches of its index compare it).
     async fn vector_store_version(&self, chatflow: Uuid, node_id: &str) -> StoreResult<i64>;
+
     /// Every chunk of a vector store node, oldest first, with the version read
     /// in the same snapshot.
     async fn list_vector_chunks(
@@ -425,23 +520,30 @@ pub trait Store: Send + Sync + 'static {
         chatflow: Uuid,
         node_id: &str,
     ) -> StoreResult<(i64, Vec<VectorChunk>)>;
+
     /// Keys of a node's stored chunks (what an upsert plans with): no text, no vectors.
     async fn vector_chunk_keys(
         &self,
         chatflow: Uuid,
         node_id: &str,
     ) -> StoreResult<Vec<crate::domain::ChunkKey>>;
+
     /// Applies an upsert in one transaction: deletes, inserts, moves the store's
     /// version on and records the upsert. Returns the record.
     async fn write_vectors(&self, write: VectorWrite) -> StoreResult<UpsertRecord>;
+
     /// A chatflow's upserts, newest first, at most `limit`.
     async fn list_upsert_history(
         &self,
         chatflow: Uuid,
         limit: u32,
     ) -> StoreResult<Vec<UpsertRecord>>;
+}
 
-    // Agentflow executions
+/// Agentflow executions.
+/// An execution is written with its run (`ConversationStore::write_run`).
+#[async_trait]
+pub trait ExecutionStore: ConversationStore + Send + Sync {
     /// Starts an execution: `INPROGRESS`, `executionData` `"[]"`, not public.
     async fn create_execution(&self, execution: &NewExecution) -> StoreResult<Execution> {
         let writes = RunWrites {
@@ -453,6 +555,7 @@ pub trait Store: Send + Sync + 'static {
             .started
             .ok_or_else(|| StoreError::Backend("the store started no execution".into()))
     }
+
     /// Applies `update` (and moves `updatedDate` on) in one transaction; `None`
     /// when there is no such execution. Not scoped: the engine that runs it calls.
     async fn update_execution(
@@ -466,9 +569,12 @@ pub trait Store: Send + Sync + 'static {
         };
         Ok(self.write_run(writes).await?.updated)
     }
+
     async fn get_execution(&self, workspace: Uuid, id: Uuid) -> StoreResult<Option<Execution>>;
+
     /// The public execution of that id, whatever its workspace (read without a key).
     async fn find_public_execution(&self, id: Uuid) -> StoreResult<Option<Execution>>;
+
     /// The newest (by `createdDate`) execution of a chatflow's session: where a
     /// paused run resumes and whose state a new run carries on.
     async fn latest_execution(
@@ -476,6 +582,7 @@ pub trait Store: Send + Sync + 'static {
         agentflow: Uuid,
         session_id: &str,
     ) -> StoreResult<Option<Execution>>;
+
     /// The workspace's executions matching `filter`, newest `updatedDate` first,
     /// each with its chatflow's id and name.
     async fn list_executions(
@@ -484,6 +591,7 @@ pub trait Store: Send + Sync + 'static {
         filter: &ExecutionFilter,
         page: Page,
     ) -> StoreResult<Listing<ListedExecution>>;
+
     /// Shares (or stops sharing) an execution; moves `updatedDate` on. `None` when
     /// there is no such execution in the workspace.
     async fn set_execution_public(
@@ -492,6 +600,7 @@ pub trait Store: Send + Sync + 'static {
         id: Uuid,
         public: bool,
     ) -> StoreResult<Option<Execution>>;
+
     /// Deletes those of `ids` that are the workspace's; returns how many.
     async fn delete_executions(&self, workspace: Uuid, ids: &[Uuid]) -> StoreResult<u64>;
 }
@@ -520,7 +629,7 @@ pub struct RunWritten {
     pub messages: Vec<ChatMessageRecord>,
 }
 
-/// What [`Store::enable_pgvector`] found.
+/// What [`VectorStore::enable_pgvector`](crate::store::VectorStore::enable_pgvector) found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Pgvector {
     /// SQLite: vector stores are searched in weir's own index.

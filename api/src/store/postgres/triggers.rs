@@ -1,0 +1,627 @@
+//! Triggers, their firings and results, webhook deliveries (replay protection) and the failure-mail outbox: PostgresStore's [`TriggerStore`].
+
+use super::*;
+
+#[async_trait]
+impl TriggerStore for PostgresStore {
+    async fn create_trigger(
+        &self,
+        trigger: Trigger,
+        max_in_workspace: u64,
+    ) -> StoreResult<Trigger> {
+        let conflict = trig::address_taken(&trigger.node_id);
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        // Replicas creating in one workspace at once take turns here, so the
+        // count and the insert are one step.
+        tx.execute(
+            "SELECT pg_advisory_xact_lock(730197, hashtext($1::TEXT))",
+            &[&trigger.workspace_id.to_string()],
+        )
+        .await
+        .map_err(backend)?;
+        let count: i64 = tx
+            .query_one(
+                "SELECT COUNT(*) FROM triggers WHERE workspace_id = $1",
+                &[&trigger.workspace_id],
+            )
+            .await
+            .map_err(backend)?
+            .try_get(0)
+            .map_err(backend)?;
+        if u64::try_from(count).unwrap_or(0) >= max_in_workspace {
+            return Err(StoreError::Conflict(trig::quota_reached(max_in_workspace)));
+        }
+        write_trigger(
+            &tx,
+            &format!(
+                "INSERT INTO triggers ({TRIGGER_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8,
+                   $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)"
+            ),
+            &trigger,
+        )
+        .await
+        .map_err(backend)
+        .map_err(conflict_as(conflict))?;
+        tx.commit().await.map_err(backend)?;
+        Ok(trigger)
+    }
+
+    async fn get_trigger(&self, workspace: Uuid, id: Uuid) -> StoreResult<Option<Trigger>> {
+        self.query_opt(
+            &format!("SELECT {TRIGGER_COLUMNS} FROM triggers WHERE id = $1 AND workspace_id = $2"),
+            &[&id, &workspace],
+            trigger_from_row,
+        )
+        .await
+    }
+
+    async fn list_triggers(&self, workspace: Uuid, page: Page) -> StoreResult<Listing<Trigger>> {
+        self.list_page(
+            "SELECT COUNT(*) FROM triggers WHERE workspace_id = $1",
+            &format!(
+                "SELECT {TRIGGER_COLUMNS} FROM triggers WHERE workspace_id = $1
+                 ORDER BY created_at DESC, id LIMIT $2 OFFSET $3"
+            ),
+            &[&workspace],
+            page,
+            trigger_from_row,
+        )
+        .await
+    }
+
+    async fn update_trigger(&self, t: &Trigger) -> StoreResult<bool> {
+        let conflict = trig::address_taken(&t.node_id);
+        self.execute(
+            "UPDATE triggers SET name = $3, chatflow_id = $4, node_id = $5, cron_expression = $6,
+               timezone = $7, enabled = $8, webhook_platform = $9, webhook_secret = $10,
+               webhook_bot_token = $11, trigger_message = $12, max_executions = $13,
+               timeout_secs = $14, next_execution = $15, notification_email = $16,
+               updated_at = $17
+             WHERE id = $1 AND workspace_id = $2",
+            &[
+                &t.id,
+                &t.workspace_id,
+                &t.name,
+                &t.chatflow_id,
+                &t.node_id,
+                &t.cron_expression,
+                &t.timezone,
+                &t.enabled,
+                &t.webhook_platform,
+                &t.webhook_secret,
+                &t.webhook_bot_token,
+                &t.trigger_message,
+                &t.max_executions,
+                &t.timeout,
+                &t.next_execution,
+                &t.notification_email,
+                &t.updated_date,
+            ],
+        )
+        .await
+        .map(|n| n > 0)
+        .map_err(conflict_as(conflict))
+    }
+
+    async fn delete_trigger(&self, workspace: Uuid, id: Uuid) -> StoreResult<bool> {
+        self.execute(
+            "DELETE FROM triggers WHERE id = $1 AND workspace_id = $2",
+            &[&id, &workspace],
+        )
+        .await
+        .map(|n| n > 0)
+    }
+
+    async fn find_webhook_triggers(&self, address: &str) -> StoreResult<Vec<Trigger>> {
+        if let Ok(id) = Uuid::parse_str(address)
+            && let Some(found) = self
+                .query_opt(
+                    &format!(
+                        "SELECT {TRIGGER_COLUMNS} FROM triggers WHERE id = $1 AND type = 'webhook'"
+                    ),
+                    &[&id],
+                    trigger_from_row,
+                )
+                .await?
+        {
+            return Ok(vec![found]);
+        }
+        self.query_all(
+            &format!(
+                "SELECT {TRIGGER_COLUMNS} FROM triggers WHERE node_id = $1 AND type = 'webhook'
+                 ORDER BY created_at, id LIMIT 2"
+            ),
+            &[&address],
+            trigger_from_row,
+        )
+        .await
+    }
+
+    async fn triggers_with_secrets_not_sealed_by(
+        &self,
+        sealed_prefix: &str,
+    ) -> StoreResult<Vec<Trigger>> {
+        self.query_all(
+            &format!(
+                "SELECT {TRIGGER_COLUMNS} FROM triggers
+                 WHERE NOT starts_with(webhook_secret, $1)
+                    OR NOT starts_with(webhook_bot_token, $1)"
+            ),
+            &[&sealed_prefix],
+            trigger_from_row,
+        )
+        .await
+    }
+
+    async fn replace_trigger_secrets(&self, old: &Trigger, new: &Trigger) -> StoreResult<bool> {
+        self.execute(
+            "UPDATE triggers SET webhook_secret = $2, webhook_bot_token = $3
+             WHERE id = $1 AND webhook_secret IS NOT DISTINCT FROM $4
+               AND webhook_bot_token IS NOT DISTINCT FROM $5",
+            &[
+                &old.id,
+                &new.webhook_secret,
+                &new.webhook_bot_token,
+                &old.webhook_secret,
+                &old.webhook_bot_token,
+            ],
+        )
+        .await
+        .map(|n| n > 0)
+    }
+
+    async fn next_cron_due(&self) -> StoreResult<Option<Timestamp>> {
+        self.query_opt(
+            "SELECT MIN(next_execution) FROM triggers WHERE type = 'cron' AND enabled",
+            &[],
+            |r| r.try_get::<_, Option<Timestamp>>(0),
+        )
+        .await
+        .map(Option::flatten)
+    }
+
+    async fn claim_due_triggers(
+        &self,
+        now: Timestamp,
+        owner: Uuid,
+        lease_until: Timestamp,
+        limit: u32,
+        plan: ClaimPlanner,
+    ) -> StoreResult<Vec<Firing>> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        // Rows another replica is claiming are skipped, not waited for: each due
+        // trigger is claimed by exactly one replica.
+        let select = tx
+            .prepare_cached(&format!(
+                "SELECT {TRIGGER_COLUMNS} FROM triggers
+                 WHERE type = 'cron' AND enabled AND next_execution <= $1
+                 ORDER BY next_execution LIMIT $2 FOR UPDATE SKIP LOCKED"
+            ))
+            .await
+            .map_err(backend)?;
+        let due = tx
+            .query(&select, &[&now, &i64::from(limit)])
+            .await
+            .map_err(backend)?
+            .iter()
+            .map(trigger_from_row)
+            .collect::<PgResult<Vec<_>>>()
+            .map_err(backend)?;
+        if due.is_empty() {
+            return Ok(Vec::new());
+        }
+        // One statement per kind of write for the whole batch (arrays unnested),
+        // not one round trip per trigger.
+        let n = due.len();
+        let (mut ids, mut counts, mut lasts, mut enabled, mut nexts) = (
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+        );
+        let (mut firing_ids, mut firing_triggers, mut firing_times, mut inputs, mut chats) = (
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+        );
+        let mut missed = Vec::new();
+        let mut firings = Vec::with_capacity(n);
+        for mut trigger in due {
+            let decision = plan(&trigger, now);
+            if decision.missed > 0 {
+                missed.push(trig::missed_result(&trigger, now, decision.missed));
+            }
+            trigger.advance(&decision, now);
+            ids.push(trigger.id);
+            counts.push(trigger.execution_count);
+            lasts.push(trigger.last_executed);
+            enabled.push(trigger.enabled);
+            nexts.push(trigger.next_execution);
+            if let Some(at) = decision.run_at {
+                let firing = Firing {
+                    id: Uuid::new_v4(),
+                    scheduled_at: at,
+                    is_cron: true,
+                    trigger,
+                };
+                firing_ids.push(firing.id);
+                firing_triggers.push(firing.trigger.id);
+                firing_times.push(at);
+                inputs.push(firing.trigger.cron_input());
+                chats.push(firing.trigger.chat_id_at(at));
+                firings.push(firing);
+            }
+        }
+        for result in missed {
+            insert_result(&tx, result, u32::MAX)
+                .await
+                .map_err(backend)?;
+        }
+        if !firings.is_empty() {
+            let insert = tx
+                .prepare_cached(
+                    "INSERT INTO trigger_firings (id, trigger_id, scheduled_at, is_cron, owner,
+                       lease_until, input, chat_id)
+                     SELECT u.id, u.trigger_id, u.scheduled_at, TRUE, $4, $5, u.input, u.chat_id
+                     FROM unnest($1::uuid[], $2::uuid[], $3::timestamptz[], $6::text[], $7::text[])
+                       AS u(id, trigger_id, scheduled_at, input, chat_id)",
+                )
+                .await
+                .map_err(backend)?;
+            tx.execute(
+                &insert,
+                &[
+                    &firing_ids,
+                    &firing_triggers,
+                    &firing_times,
+                    &owner,
+                    &lease_until,
+                    &inputs,
+                    &chats,
+                ],
+            )
+            .await
+            .map_err(backend)?;
+        }
+        let update = tx
+            .prepare_cached(
+                "UPDATE triggers t SET execution_count = u.execution_count,
+                   last_executed = u.last_executed, enabled = u.enabled,
+                   next_execution = u.next_execution
+                 FROM unnest($1::uuid[], $2::bigint[], $3::timestamptz[], $4::bool[],
+                             $5::timestamptz[])
+                   AS u(id, execution_count, last_executed, enabled, next_execution)
+                 WHERE t.id = u.id",
+            )
+            .await
+            .map_err(backend)?;
+        tx.execute(&update, &[&ids, &counts, &lasts, &enabled, &nexts])
+            .await
+            .map_err(backend)?;
+        tx.commit().await.map_err(backend)?;
+        Ok(firings)
+    }
+
+    async fn claim_webhook_firing(
+        &self,
+        trigger: Uuid,
+        now: Timestamp,
+        owner: Uuid,
+        lease_until: Timestamp,
+        input: String,
+        chat_id: String,
+    ) -> StoreResult<Option<Firing>> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        let claim = tx
+            .prepare_cached(&format!(
+                "UPDATE triggers SET execution_count = execution_count + 1, last_executed = $2,
+                   enabled = CASE WHEN max_executions IS NOT NULL
+                                   AND execution_count + 1 >= max_executions
+                             THEN FALSE ELSE enabled END
+                 WHERE id = $1 AND enabled
+                   AND (max_executions IS NULL OR execution_count < max_executions)
+                 RETURNING {TRIGGER_COLUMNS}"
+            ))
+            .await
+            .map_err(backend)?;
+        let Some(row) = tx
+            .query_opt(&claim, &[&trigger, &now])
+            .await
+            .map_err(backend)?
+        else {
+            return Ok(None);
+        };
+        let firing = Firing {
+            id: Uuid::new_v4(),
+            trigger: trigger_from_row(&row).map_err(backend)?,
+            scheduled_at: now,
+            is_cron: false,
+        };
+        insert_firing(&tx, &firing, owner, lease_until, &input, &chat_id)
+            .await
+            .map_err(backend)?;
+        tx.commit().await.map_err(backend)?;
+        Ok(Some(firing))
+    }
+
+    async fn firing_exists(&self, firing: Uuid) -> StoreResult<bool> {
+        self.query_opt(
+            "SELECT 1 FROM trigger_firings WHERE id = $1",
+            &[&firing],
+            |_| Ok(()),
+        )
+        .await
+        .map(|found| found.is_some())
+    }
+
+    async fn renew_leases(
+        &self,
+        owner: Uuid,
+        firings: &[Uuid],
+        lease_until: Timestamp,
+    ) -> StoreResult<()> {
+        if firings.is_empty() {
+            return Ok(());
+        }
+        self.execute(
+            "UPDATE trigger_firings SET lease_until = $1 WHERE owner = $2 AND id = ANY($3)",
+            &[&lease_until, &owner, &firings],
+        )
+        .await
+        .map(drop)
+    }
+
+    async fn finish_firing(
+        &self,
+        firing: Uuid,
+        result: NewTriggerResult,
+        mail: Option<NewMail>,
+        keep: u32,
+    ) -> StoreResult<Option<TriggerResult>> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        let removed = tx
+            .execute("DELETE FROM trigger_firings WHERE id = $1", &[&firing])
+            .await
+            .map_err(backend)?;
+        if removed == 0 {
+            // Deleted with its trigger, or expired and recorded by another replica.
+            return Ok(None);
+        }
+        let trigger = result.trigger_id;
+        let at = result.executed_at;
+        let stored = insert_result(&tx, result, keep).await.map_err(backend)?;
+        if let Some(mail) = mail {
+            insert_mail(&tx, trigger, &mail, at)
+                .await
+                .map_err(backend)?;
+        }
+        tx.commit().await.map_err(backend)?;
+        Ok(Some(stored))
+    }
+
+    async fn expire_firings(&self, now: Timestamp, keep: u32) -> StoreResult<u64> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        let rows = tx
+            .query(
+                &format!(
+                    "DELETE FROM trigger_firings f USING triggers t, chatflows c
+                     WHERE t.id = f.trigger_id AND c.id = t.chatflow_id AND f.lease_until < $1
+                     RETURNING f.scheduled_at, f.is_cron, f.input, f.chat_id, c.name, {TRIGGER_COLUMNS_T}"
+                ),
+                &[&now],
+            )
+            .await
+            .map_err(backend)?;
+        let count = rows.len() as u64;
+        for row in rows {
+            let expired = (|| -> PgResult<_> {
+                Ok((
+                    row.try_get::<_, Timestamp>(0)?,
+                    row.try_get::<_, bool>(1)?,
+                    row.try_get::<_, String>(2)?,
+                    row.try_get::<_, String>(3)?,
+                    row.try_get::<_, String>(4)?,
+                    trigger_at(&row, 5)?,
+                ))
+            })()
+            .map_err(backend)?;
+            let (scheduled, is_cron, input, chat_id, flow_name, trigger) = expired;
+            let mail = failure_mail(&trigger, &flow_name, now, &input, LEASE_EXPIRED);
+            let result = trig::failed_result(
+                &trigger,
+                now,
+                is_cron.then_some(scheduled),
+                input,
+                chat_id,
+                LEASE_EXPIRED.to_owned(),
+            );
+            insert_result(&tx, result, keep).await.map_err(backend)?;
+            if let Some(mail) = mail {
+                insert_mail(&tx, trigger.id, &mail, now)
+                    .await
+                    .map_err(backend)?;
+            }
+        }
+        tx.commit().await.map_err(backend)?;
+        Ok(count)
+    }
+
+    async fn list_trigger_results(
+        &self,
+        trigger: Uuid,
+        limit: u32,
+    ) -> StoreResult<Vec<TriggerResult>> {
+        self.query_all(
+            &format!(
+                "SELECT {RESULT_COLUMNS} FROM trigger_results WHERE trigger_id = $1
+                 ORDER BY seq DESC LIMIT $2"
+            ),
+            &[&trigger, &i64::from(limit)],
+            result_from_row,
+        )
+        .await
+    }
+
+    async fn recent_trigger_results(
+        &self,
+        triggers: &[Uuid],
+        per_trigger: u32,
+    ) -> StoreResult<Vec<TriggerResult>> {
+        if triggers.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.query_all(
+            &format!(
+                "SELECT {RESULT_COLUMNS} FROM (
+                   SELECT *, ROW_NUMBER() OVER (PARTITION BY trigger_id ORDER BY seq DESC) AS n
+                   FROM trigger_results WHERE trigger_id = ANY($1)
+                 ) r WHERE n <= $2 ORDER BY trigger_id, seq DESC"
+            ),
+            &[&triggers, &i64::from(per_trigger)],
+            result_from_row,
+        )
+        .await
+    }
+
+    async fn prune_trigger_history(
+        &self,
+        before: Timestamp,
+        deliveries_before: Timestamp,
+    ) -> StoreResult<u64> {
+        let results = self
+            .execute(
+                "DELETE FROM trigger_results WHERE executed_at < $1",
+                &[&before],
+            )
+            .await?;
+        let deliveries = self
+            .execute(
+                "DELETE FROM webhook_deliveries WHERE created_at < $1",
+                &[&deliveries_before],
+            )
+            .await?;
+        let mails = self
+            .execute(
+                "DELETE FROM mail_outbox WHERE sent_at IS NOT NULL AND sent_at < $1",
+                &[&deliveries_before],
+            )
+            .await?;
+        Ok(results + deliveries + mails)
+    }
+
+    async fn begin_delivery(
+        &self,
+        trigger: Uuid,
+        delivery: &str,
+        now: Timestamp,
+    ) -> StoreResult<Delivery> {
+        let inserted = self
+            .execute(
+                "INSERT INTO webhook_deliveries (trigger_id, delivery_id, created_at)
+                 VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+                &[&trigger, &delivery, &now],
+            )
+            .await?;
+        if inserted == 1 {
+            return Ok(Delivery::New);
+        }
+        let seen = self
+            .query_opt(
+                "SELECT status, body FROM webhook_deliveries WHERE trigger_id = $1 AND delivery_id = $2",
+                &[&trigger, &delivery],
+                |r| Ok((r.try_get::<_, Option<i32>>(0)?, r.try_get::<_, Option<String>>(1)?)),
+            )
+            .await?;
+        Ok(match seen {
+            Some((Some(status), Some(body))) => Delivery::Answered {
+                status: u16::try_from(status).unwrap_or(200),
+                body,
+            },
+            Some(_) => Delivery::InProgress,
+            // Pruned between the two statements: a new delivery after all.
+            None => Delivery::New,
+        })
+    }
+
+    async fn finish_delivery(
+        &self,
+        trigger: Uuid,
+        delivery: &str,
+        status: u16,
+        body: &str,
+    ) -> StoreResult<()> {
+        self.execute(
+            "UPDATE webhook_deliveries SET status = $3, body = $4
+             WHERE trigger_id = $1 AND delivery_id = $2",
+            &[&trigger, &delivery, &i32::from(status), &body],
+        )
+        .await
+        .map(drop)
+    }
+
+    async fn claim_mail(
+        &self,
+        now: Timestamp,
+        claim_until: Timestamp,
+    ) -> StoreResult<Vec<(OutboxMail, Option<Timestamp>)>> {
+        self.query_all(
+            "UPDATE mail_outbox m SET next_attempt_at = $2
+             WHERE m.id IN (SELECT id FROM mail_outbox WHERE sent_at IS NULL AND next_attempt_at <= $1
+                            ORDER BY created_at LIMIT 500 FOR UPDATE SKIP LOCKED)
+             RETURNING m.id, m.trigger_id, m.recipient, m.subject, m.body, m.attempts, m.created_at,
+               (SELECT MAX(s.sent_at) FROM mail_outbox s WHERE s.trigger_id = m.trigger_id)",
+            &[&now, &claim_until],
+            |r| {
+                Ok((
+                    OutboxMail {
+                        id: r.try_get(0)?,
+                        trigger_id: r.try_get(1)?,
+                        recipient: r.try_get(2)?,
+                        subject: r.try_get(3)?,
+                        body: r.try_get(4)?,
+                        attempts: r.try_get(5)?,
+                        created_at: r.try_get(6)?,
+                    },
+                    r.try_get(7)?,
+                ))
+            },
+        )
+        .await
+    }
+
+    async fn mail_sent(&self, ids: &[Uuid], at: Timestamp) -> StoreResult<()> {
+        self.execute(
+            "UPDATE mail_outbox SET sent_at = $2 WHERE id = ANY($1)",
+            &[&ids, &at],
+        )
+        .await
+        .map(drop)
+    }
+
+    async fn mail_retry(&self, ids: &[Uuid], at: Timestamp, failed: bool) -> StoreResult<()> {
+        self.execute(
+            "UPDATE mail_outbox SET next_attempt_at = $2, attempts = attempts + $3 WHERE id = ANY($1)",
+            &[&ids, &at, &i64::from(failed)],
+        )
+        .await
+        .map(drop)
+    }
+
+    async fn any_trigger_with_email(&self) -> StoreResult<bool> {
+        self.query_opt(
+            "SELECT EXISTS (SELECT 1 FROM triggers WHERE notification_email IS NOT NULL)",
+            &[],
+            |r| r.try_get::<_, bool>(0),
+        )
+        .await
+        .map(|found| found.unwrap_or(false))
+    }
+}
