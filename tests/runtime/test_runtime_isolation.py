@@ -304,7 +304,17 @@ def test_tcp_is_denied_with_network_deny(guarded, workspace):
     listener.bind(("127.0.0.1", 0))
     listener.listen(8)
     port = listener.getsockname()[1]
-    threading.Thread(target=lambda: [listener.accept() for _ in range(2)], daemon=True).start()
+
+    def accept_until_closed():
+        # The listener's shutdown at the end wakes a pending accept with an error.
+        try:
+            for _ in range(2):
+                listener.accept()
+        except OSError:
+            pass
+
+    accepting = threading.Thread(target=accept_until_closed, daemon=True)
+    accepting.start()
     code = textwrap.dedent(
         f"""
         import socket
@@ -321,7 +331,10 @@ def test_tcp_is_denied_with_network_deny(guarded, workspace):
         assert denied["result"] != "connected", denied
         assert guarded.get("/tools/health").json()["isolation"]["network"] == "deny"
     finally:
+        # shutdown wakes the pending accept (close alone would not, on Linux).
+        listener.shutdown(socket.SHUT_RDWR)
         listener.close()
+        accepting.join(timeout=5)
     survives(guarded, workspace)
 
 
