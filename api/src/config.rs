@@ -571,28 +571,12 @@ mod tests {
     /// rewrites it when a setting or its doc comment changed.
     #[test]
     fn the_configuration_page_shows_every_setting() {
-        let path =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/configuration.md");
-        let page = std::fs::read_to_string(&path).unwrap();
-        let start = page
-            .find(REFERENCE_BEGIN)
-            .expect("the page has the begin marker")
-            + REFERENCE_BEGIN.len()
-            + 1;
-        let stop = page
-            .find(REFERENCE_END)
-            .expect("the page has the end marker");
-        let want = reference_table();
-        if page[start..stop] == want {
-            return;
-        }
-        if std::env::var_os("WEIR_WRITE_DOCS").is_some() {
-            std::fs::write(&path, format!("{}{want}{}", &page[..start], &page[stop..])).unwrap();
-            return;
-        }
-        panic!(
-            "docs/configuration.md's table is not what Config says; rewrite it with \
-             WEIR_WRITE_DOCS=1 cargo test -p weir-api --lib configuration_page"
+        crate::generated_docs::check(
+            "configuration.md",
+            REFERENCE_BEGIN,
+            REFERENCE_END,
+            &reference_table(),
+            "the table of settings is not what Config says",
         );
     }
 

@@ -34,6 +34,8 @@ pub mod config;
 pub mod demo;
 pub mod domain;
 pub mod flow;
+#[cfg(test)]
+mod generated_docs;
 pub mod http;
 pub mod keys;
 pub mod llm;

@@ -225,15 +225,6 @@ fn parse_path(text: &str) -> (Vec<Vec<String>>, usize) {
     (vec![segments], pos)
 }
 
-/// The module a path names from `module` (the longest prefix that is one).
-fn resolve(
-    module: &[String],
-    path: &[String],
-    known: &BTreeSet<Vec<String>>,
-) -> Option<Vec<String>> {
-    longest_module(&absolute(module, path), known)
-}
-
 /// The longest prefix of an absolute path that is a module.
 fn longest_module(full: &[String], known: &BTreeSet<Vec<String>>) -> Option<Vec<String>> {
     (0..=full.len())
@@ -484,7 +475,7 @@ fn the_parser_reads_groups_and_supers() {
     let module = vec!["x".to_owned(), "y".to_owned(), "z".to_owned()];
     let path: Vec<String> = ["super", "y"].iter().map(|s| s.to_string()).collect();
     assert_eq!(
-        resolve(&module, &path, &known),
+        longest_module(&absolute(&module, &path), &known),
         Some(vec!["x".into(), "y".into()])
     );
 }

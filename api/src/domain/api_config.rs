@@ -5,6 +5,7 @@
 //! [`ApiConfig`] is only made from its text.
 
 use std::collections::HashSet;
+use std::sync::LazyLock;
 
 use serde::{Serialize, Serializer};
 use serde_json::Value;
@@ -54,6 +55,12 @@ impl ApiConfig {
     pub fn allowed_overrides(&self) -> &HashSet<String> {
         &self.allowed_overrides
     }
+}
+
+/// The allow list of a chatflow without `apiConfig`: nothing.
+pub fn nothing_allowed() -> &'static HashSet<String> {
+    static NOTHING: LazyLock<HashSet<String>> = LazyLock::new(HashSet::new);
+    &NOTHING
 }
 
 /// Serialised as the text (Flowise's `apiConfig` is a JSON string).

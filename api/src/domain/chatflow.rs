@@ -5,11 +5,13 @@
 //! Flowise stores and returns them; they are checked to parse when written so that
 //! nothing unreadable is ever stored.
 
-use super::api_config::ApiConfig;
+use std::collections::HashSet;
+
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use super::api_config::ApiConfig;
 use super::time::{self, Timestamp};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
@@ -72,6 +74,16 @@ pub struct Chatflow {
     #[serde(serialize_with = "time::serialize")]
     #[schema(value_type = String, format = DateTime)]
     pub updated_date: Timestamp,
+}
+
+impl Chatflow {
+    /// The sensitive inputs its `apiConfig` lets requests override.
+    pub fn allowed_overrides(&self) -> &HashSet<String> {
+        match &self.api_config {
+            Some(config) => config.allowed_overrides(),
+            None => super::api_config::nothing_allowed(),
+        }
+    }
 }
 
 /// A validated chatflow to insert.

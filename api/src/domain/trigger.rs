@@ -364,12 +364,11 @@ pub fn failed_result(
     }
 }
 
+/// A trigger for tests to adjust: a cron trigger of fresh ids, every minute in
+/// UTC, enabled, due at `now`.
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn cron(max_executions: Option<i64>) -> Trigger {
-        let now = time::now();
+impl Trigger {
+    pub(crate) fn example(now: Timestamp) -> Trigger {
         Trigger {
             id: Uuid::new_v4(),
             workspace_id: Uuid::new_v4(),
@@ -385,13 +384,25 @@ mod tests {
             webhook_bot_token: None,
             trigger_message: None,
             execution_count: 0,
-            max_executions,
-            timeout: 30,
+            max_executions: None,
+            timeout: DEFAULT_TIMEOUT_SECS,
             last_executed: None,
             next_execution: Some(now),
             notification_email: None,
             created_date: now,
             updated_date: now,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cron(max_executions: Option<i64>) -> Trigger {
+        Trigger {
+            max_executions,
+            ..Trigger::example(time::now())
         }
     }
 

@@ -17,6 +17,7 @@ use serde_json::{Map, Value};
 use super::FlowError;
 use super::graph::{FlowGraph, credential_of};
 use super::spec::NodeSpec;
+use crate::llm::endpoints::home_of;
 
 /// What a destination check needs of a credential: its kind and its own hosts.
 #[derive(Debug, Clone, Copy)]
@@ -27,11 +28,6 @@ pub struct CredentialPolicy<'a> {
     pub allowed_hosts: &'a [String],
     /// The hosts the server trusts with every key (`PROVIDER_KEY_HOSTS`).
     pub trusted: &'a [String],
-}
-
-/// The provider's own host for a credential type, where there is one.
-pub fn provider_home(kind: &str) -> Option<&'static str> {
-    crate::llm::endpoints::home_of(kind)
 }
 
 /// `host:port` of a URL, lower case.
@@ -94,13 +90,13 @@ pub fn check_node(
         };
         if may_receive_keys(
             url,
-            provider_home(credential.kind),
+            home_of(credential.kind),
             credential.allowed_hosts,
             credential.trusted,
         ) {
             continue;
         }
-        let home = provider_home(credential.kind)
+        let home = home_of(credential.kind)
             .map(|h| format!("{h} (the provider's own host), "))
             .unwrap_or_default();
         return Err(FlowError::invalid(format!(
@@ -206,7 +202,7 @@ mod tests {
 
     #[test]
     fn a_credential_goes_home_or_where_it_is_allowed() {
-        let home = provider_home("openAIApi");
+        let home = home_of("openAIApi");
         assert!(may_receive_keys(
             "https://api.openai.com/v1",
             home,

@@ -19,7 +19,7 @@ use crate::config::ProviderSettings;
 pub struct Overrides<'a> {
     pub values: Option<&'a Map<String, Value>>,
     /// Sensitive inputs the chatflow's `apiConfig.overrideConfig.allow` lists.
-    pub allowed: HashSet<String>,
+    pub allowed: &'a HashSet<String>,
     /// The opened credentials (`Plan::credential_ids`); `None` while the plan is
     /// checked, when a node naming a credential is taken to bring its own keys.
     pub credentials: Option<&'a CredentialFields>,
@@ -33,7 +33,7 @@ impl<'a> Overrides<'a> {
     pub fn new(settings: &'a ProviderSettings) -> Self {
         Overrides {
             values: None,
-            allowed: HashSet::new(),
+            allowed: crate::domain::api_config::nothing_allowed(),
             credentials: None,
             settings,
         }

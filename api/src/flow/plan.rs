@@ -1037,7 +1037,7 @@ mod tests {
         let r = plan
             .runnable(&Overrides {
                 values: Some(values),
-                allowed: HashSet::new(),
+                allowed: &HashSet::new(),
                 credentials: None,
                 settings: &SETTINGS,
             })
@@ -1050,7 +1050,7 @@ mod tests {
         let err = plan
             .runnable(&Overrides {
                 values: Some(secret),
-                allowed: HashSet::new(),
+                allowed: &HashSet::new(),
                 credentials: None,
                 settings: &SETTINGS,
             })
@@ -1061,7 +1061,7 @@ mod tests {
         let r = plan
             .runnable(&Overrides {
                 values: Some(secret),
-                allowed,
+                allowed: &allowed,
                 credentials: None,
                 settings: &SETTINGS,
             })

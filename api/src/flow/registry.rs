@@ -168,27 +168,12 @@ mod tests {
     /// when a node type or its inputs changed.
     #[test]
     fn the_nodes_page_lists_every_node_type() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/nodes.md");
-        let page = std::fs::read_to_string(&path).unwrap();
-        let start = page
-            .find(REFERENCE_BEGIN)
-            .expect("the page has the begin marker")
-            + REFERENCE_BEGIN.len()
-            + 1;
-        let stop = page
-            .find(REFERENCE_END)
-            .expect("the page has the end marker");
-        let want = reference_table();
-        if page[start..stop] == want {
-            return;
-        }
-        if std::env::var_os("WEIR_WRITE_DOCS").is_some() {
-            std::fs::write(&path, format!("{}{want}{}", &page[..start], &page[stop..])).unwrap();
-            return;
-        }
-        panic!(
-            "docs/nodes.md's list of node types is not the registry's; rewrite it with \
-             WEIR_WRITE_DOCS=1 cargo test -p weir-api --lib nodes_page"
+        crate::generated_docs::check(
+            "nodes.md",
+            REFERENCE_BEGIN,
+            REFERENCE_END,
+            &reference_table(),
+            "the list of node types is not the registry's",
         );
     }
 

@@ -97,11 +97,7 @@ pub async fn upsert(
     .await?;
     let overrides = Overrides {
         values: request.override_config.as_ref(),
-        allowed: flow
-            .api_config
-            .as_ref()
-            .map(|c| c.allowed_overrides().clone())
-            .unwrap_or_default(),
+        allowed: flow.allowed_overrides(),
         credentials: credentials.as_ref(),
         settings: &state.config.providers,
     };

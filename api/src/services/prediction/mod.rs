@@ -76,7 +76,7 @@ pub async fn start(
     .await?;
     let overrides = Overrides {
         values: request.override_config.as_ref(),
-        allowed: allowed_overrides(flow),
+        allowed: flow.allowed_overrides(),
         credentials: credentials.as_ref(),
         settings: &state.config.providers,
     };
@@ -218,14 +218,6 @@ pub async fn start(
         streamable: plan.is_streamable(),
         task,
     })
-}
-
-/// The sensitive inputs the chatflow lets requests override.
-fn allowed_overrides(flow: &Chatflow) -> std::collections::HashSet<String> {
-    flow.api_config
-        .as_ref()
-        .map(|c| c.allowed_overrides().clone())
-        .unwrap_or_default()
 }
 
 /// What the run's tools need from the store: the workspace's stored tools it

@@ -224,8 +224,6 @@ pub async fn run(services: Services, cancel: CancellationToken, tracker: TaskTra
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::TriggerType;
-    use uuid::Uuid;
 
     fn at(s: &str) -> Timestamp {
         chrono::DateTime::parse_from_rfc3339(s)
@@ -235,27 +233,8 @@ mod tests {
 
     fn trigger(expr: &str, next: &str) -> Trigger {
         Trigger {
-            id: Uuid::new_v4(),
-            workspace_id: Uuid::new_v4(),
-            name: "t".into(),
-            chatflow_id: Uuid::new_v4(),
-            node_id: "n".into(),
-            trigger_type: TriggerType::Cron,
             cron_expression: Some(expr.into()),
-            timezone: "UTC".into(),
-            enabled: true,
-            webhook_platform: None,
-            webhook_secret: None,
-            webhook_bot_token: None,
-            trigger_message: None,
-            execution_count: 0,
-            max_executions: None,
-            timeout: 300,
-            last_executed: None,
-            next_execution: Some(at(next)),
-            notification_email: None,
-            created_date: at(next),
-            updated_date: at(next),
+            ..Trigger::example(at(next))
         }
     }
 

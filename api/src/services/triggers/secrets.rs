@@ -148,29 +148,15 @@ mod tests {
     use uuid::Uuid;
 
     fn trigger() -> Trigger {
-        let now = time::now();
         Trigger {
-            id: Uuid::new_v4(),
-            workspace_id: Uuid::new_v4(),
-            name: "t".into(),
-            chatflow_id: Uuid::new_v4(),
-            node_id: "n".into(),
             trigger_type: TriggerType::Webhook,
             cron_expression: None,
-            timezone: "UTC".into(),
-            enabled: true,
             webhook_platform: Some("telegram".into()),
             webhook_secret: Some("s3cret".into()),
             webhook_bot_token: Some("123:token".into()),
-            trigger_message: None,
-            execution_count: 0,
-            max_executions: None,
             timeout: 30,
-            last_executed: None,
             next_execution: None,
-            notification_email: None,
-            created_date: now,
-            updated_date: now,
+            ..Trigger::example(time::now())
         }
     }
 
