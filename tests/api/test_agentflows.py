@@ -978,6 +978,28 @@ def test_a_custom_function_node_is_refused(api):
     assert "customFunctionAgentflow_0" in message and "JavaScript" in message
 
 
+def renamed(node, name):
+    """`node` as a node of type `name` (with no inputs)."""
+    node["data"].update(name=name, inputs={})
+    return node
+
+
+def test_node_types_are_checked_against_the_one_registry(api):
+    # A type weir does not have, in an agentflow.
+    unknown = renamed(af_reply("mysteryAgentflow_0", "x"), "mysteryAgentflow")
+    flow = create(api, chain(af_start(), unknown))
+    message = assert_error(predict(api, flow, "hi"), 400)["message"]
+    assert "'mysteryAgentflow'" in message and "does not implement" in message
+    # A chatflow node in an agentflow.
+    flow = create(api, chain(af_start(), renamed(af_reply("calculator_0", "x"), "calculator")))
+    message = assert_error(predict(api, flow, "hi"), 400)["message"]
+    assert "calculator_0" in message and "not an agentflow node" in message
+    # Agentflow nodes with no start node are not taken for a chatflow.
+    flow = create(api, chain(af_reply(REPLY, "x")))
+    message = assert_error(predict(api, flow, "hi"), 400)["message"]
+    assert REPLY in message and "startAgentflow" in message
+
+
 # ------------------------------------------------------------------ document stores
 
 HANDBOOK = "The canteen serves soup on Mondays.\n\nThe gym opens at six in the morning."

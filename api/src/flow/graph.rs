@@ -52,6 +52,18 @@ pub struct FlowEdge {
     pub source_handle: Option<String>,
 }
 
+impl FlowEdge {
+    /// For an edge leaving an agentflow decision node, the index of the output
+    /// it leaves from (`<source>-output-<index>`).
+    pub fn branch(&self) -> Option<usize> {
+        self.source_handle
+            .as_deref()
+            .and_then(|h| h.strip_prefix(self.source.as_str()))
+            .and_then(|h| h.strip_prefix("-output-"))
+            .and_then(|i| i.parse().ok())
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct FlowGraph {
     pub nodes: Vec<FlowNode>,

@@ -118,6 +118,33 @@ impl<'a> Build<'a> {
         &self.node.id
     }
 
+    /// The node as the flow wrote it, before the request's overrides. An
+    /// agentflow node reads its own inputs so: a request changes only the
+    /// models and tools chosen inside it ([`Build::build_chosen`]).
+    pub fn written(&self) -> &'a FlowNode {
+        self.node
+    }
+
+    pub fn graph(&self) -> &'a FlowGraph {
+        self.graph
+    }
+
+    pub fn overrides(&self) -> &'a Overrides<'a> {
+        self.overrides
+    }
+
+    /// What a node type declares, for a type named inside this node.
+    pub fn spec_of(&self, name: &str) -> Option<&'static NodeSpec> {
+        (self.types)(name).map(|t| t.spec())
+    }
+
+    /// Builds a node that is not in the graph: a model or tool chosen inside
+    /// an agentflow node, its inputs taken from that node's config.
+    pub fn build_chosen(&self, chosen: &FlowNode) -> Result<Component, FlowError> {
+        let kind = (self.types)(&chosen.name).ok_or_else(|| unknown(chosen))?;
+        kind.build(&Build::new(self.types, self.graph, chosen, self.overrides)?)
+    }
+
     /// A FlowError naming this node.
     pub fn invalid(&self, what: impl std::fmt::Display) -> FlowError {
         FlowError::invalid(format!("node {} ({}) {what}", self.node.id, self.node.name))

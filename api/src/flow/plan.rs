@@ -410,19 +410,18 @@ impl Plan {
     /// overrides or the flow names credentials, else the plan's shared ones.
     fn agentflow_steps(
         &self,
-        wiring: &Wiring,
         overrides: &Overrides<'_>,
     ) -> Result<Arc<HashMap<String, Step>>, FlowError> {
         let plain = overrides.values.is_none_or(Map::is_empty)
             && overrides.credentials.is_none()
             && self.credential_ids.is_empty();
         if !plain {
-            return Ok(Arc::new(build_steps(&self.graph, wiring, overrides)?));
+            return Ok(Arc::new(build_steps(&self.graph, overrides)?));
         }
         if let Some(steps) = self.plain_steps.get() {
             return Ok(Arc::clone(steps));
         }
-        let steps = Arc::new(build_steps(&self.graph, wiring, overrides)?);
+        let steps = Arc::new(build_steps(&self.graph, overrides)?);
         Ok(Arc::clone(self.plain_steps.get_or_init(|| steps)))
     }
 
@@ -502,7 +501,7 @@ impl Plan {
             )),
             Shape::Agentflow(wiring) => {
                 let spec = AgentflowSpec {
-                    steps: self.agentflow_steps(wiring, overrides)?,
+                    steps: self.agentflow_steps(overrides)?,
                     wiring: Arc::clone(wiring),
                 };
                 // Every agentflow's turns are stored; the session's history is
@@ -768,6 +767,13 @@ fn is_empty(value: &Value) -> bool {
 
 fn validate_node(graph: &FlowGraph, node: &FlowNode) -> Result<(), FlowError> {
     let spec = spec_of(node)?;
+    if spec.category.is_agentflow() {
+        return Err(FlowError::invalid(format!(
+            "node {} ({}) is an agentflow node, in a flow without a startAgentflow node; an \
+             agentflow begins at its startAgentflow",
+            node.id, node.name
+        )));
+    }
     for (name, value) in &node.inputs {
         // Flowise keeps the credential id among the inputs.
         if name == "FLOWISE_CREDENTIAL_ID" || is_empty(value) {

@@ -1,5 +1,6 @@
-//! The node types weir runs: every [`Node`] in one list. Adding a node type is
-//! adding its module under `nodes/` and a line here.
+//! The node types weir runs: every [`Node`] in one list, chatflow and
+//! agentflow nodes alike. Adding a node type is adding its module under
+//! `nodes/` (`nodes/agentflow/` for an agentflow node) and a line here.
 //!
 //! Flowise exports carry inputs that have no effect here (caching, image uploads,
 //! proxy settings); those are declared [`InputKind::Ignored`](super::node::InputKind)
@@ -87,6 +88,21 @@ pub static NODES: &[&dyn Node] = &[
     &seq_loop::SeqLoop,
     &seq_state::SeqState,
     &seq_end::SeqEnd,
+    // Agentflow V2
+    &agentflow::start_agentflow::StartAgentflow,
+    &agentflow::llm_agentflow::LlmAgentflow,
+    &agentflow::agent_agentflow::AgentAgentflow,
+    &agentflow::tool_agentflow::ToolAgentflow,
+    &agentflow::retriever_agentflow::RetrieverAgentflow,
+    &agentflow::condition_agentflow::ConditionAgentflow,
+    &agentflow::condition_agent_agentflow::ConditionAgentAgentflow,
+    &agentflow::human_input_agentflow::HumanInputAgentflow,
+    &agentflow::loop_agentflow::LoopAgentflow,
+    &agentflow::iteration_agentflow::IterationAgentflow,
+    &agentflow::direct_reply_agentflow::DirectReplyAgentflow,
+    &agentflow::http_agentflow::HttpAgentflow,
+    &agentflow::execute_flow_agentflow::ExecuteFlowAgentflow,
+    &agentflow::custom_function_agentflow::CustomFunctionAgentflow,
 ];
 
 pub fn node(name: &str) -> Option<&'static dyn Node> {
@@ -163,6 +179,7 @@ pub fn reference_table() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::flow::node::Category;
 
     /// docs/nodes.md lists [`reference_table`]; `WEIR_WRITE_DOCS=1` rewrites it
     /// when a node type or its inputs changed.
@@ -206,5 +223,42 @@ mod tests {
                 .is_some_and(|i| i.sensitive)
         );
         assert!(spec("seqLoop").is_some() && spec("csvAgent").is_some());
+    }
+
+    /// The agentflow node types are registered like the others; the decision
+    /// nodes (whose outputs are branches) are known by their category.
+    #[test]
+    fn agentflow_nodes_come_from_the_registry() {
+        let agentflow: Vec<_> = NODES
+            .iter()
+            .map(|n| n.spec())
+            .filter(|s| s.category.is_agentflow())
+            .map(|s| s.name)
+            .collect();
+        assert_eq!(agentflow.len(), 14, "{agentflow:?}");
+        assert!(agentflow.iter().all(|n| n.ends_with("Agentflow")));
+        let mut decisions: Vec<_> = NODES
+            .iter()
+            .map(|n| n.spec())
+            .filter(|s| s.category == Category::Decision)
+            .map(|s| s.name)
+            .collect();
+        decisions.sort_unstable();
+        assert_eq!(
+            decisions,
+            [
+                "conditionAgentAgentflow",
+                "conditionAgentflow",
+                "humanInputAgentflow"
+            ]
+        );
+        // No chatflow node type is taken for an agentflow one.
+        assert!(
+            NODES
+                .iter()
+                .map(|n| n.spec())
+                .filter(|s| !s.category.is_agentflow())
+                .all(|s| !s.name.ends_with("Agentflow"))
+        );
     }
 }

@@ -28,12 +28,24 @@ pub enum Category {
     OutputParser,
     /// Anchors weir accepts but does not run.
     Unsupported,
+    /// A node of an agentflow (Agentflow V2): it builds a step, and edges say
+    /// what runs after it.
+    Step,
+    /// An agentflow node whose outputs are branches (`<id>-output-<index>`): a
+    /// condition, a condition agent, a human input. What follows one waits for
+    /// whichever branch was taken.
+    Decision,
 }
 
 impl Category {
     /// Whether a node of this category can be the flow's answer.
     pub fn answers(self) -> bool {
         matches!(self, Category::Chain | Category::Agent)
+    }
+
+    /// Whether a node of this category belongs in an agentflow.
+    pub fn is_agentflow(self) -> bool {
+        matches!(self, Category::Step | Category::Decision)
     }
 }
 

@@ -4,8 +4,9 @@
 //! - [`wiring`]: the graph once per chatflow version — where it starts, what
 //!   follows each node on which output, what each node waits for, and the
 //!   nodes inside each iteration block.
-//! - [`step`]: each node's inputs read into a typed [`Step`] for one request
-//!   (its model and tools built with the request's overrides).
+//! - [`step`]: each node built into a typed [`Step`] for one request, by its
+//!   registered node type (`flow/nodes/agentflow/`, one module each; its model
+//!   and tools built with the request's overrides).
 //! - [`template`]: `{{ question }}`, `{{ $flow.state.x }}`, `{{ llmAgentflow_0 }}`
 //!   and the other variables of a node's text inputs.
 //! - [`condition`]: the condition node's comparison table.
@@ -33,10 +34,6 @@ use std::sync::Arc;
 pub use step::{Step, StepKind};
 pub use wiring::Wiring;
 
-/// How often a loop node may send the run back, when it does not say.
-pub const DEFAULT_LOOP_COUNT: u32 = 5;
-/// The most a loop node may ask for.
-pub const MAX_LOOP_COUNT: u32 = 100;
 /// Tool-calling steps an agent node takes at most.
 pub const AGENT_MAX_ITERATIONS: u32 = 10;
 

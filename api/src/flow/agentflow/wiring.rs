@@ -11,13 +11,8 @@ use std::collections::{HashMap, HashSet};
 
 use crate::flow::FlowError;
 use crate::flow::graph::{FlowGraph, FlowNode};
-
-/// Node types whose outputs are branches (`<id>-output-<index>`).
-pub const DECISIONS: &[&str] = &[
-    "conditionAgentflow",
-    "conditionAgentAgentflow",
-    "humanInputAgentflow",
-];
+use crate::flow::node::{Category, unknown};
+use crate::flow::registry;
 
 /// A node that follows another.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,7 +58,10 @@ impl Wiring {
     pub fn build(graph: &FlowGraph) -> Result<Wiring, FlowError> {
         let mut wiring = Wiring::default();
         for node in &graph.nodes {
-            if !node.name.ends_with("Agentflow") {
+            let Some(spec) = registry::spec(&node.name) else {
+                return Err(unknown(node));
+            };
+            if !spec.category.is_agentflow() {
                 return Err(FlowError::invalid(format!(
                     "node {} is of type '{}', which is not an agentflow node; an agentflow \
                      holds only *Agentflow nodes (their models and tools are chosen inside them)",
@@ -75,12 +73,7 @@ impl Wiring {
             wiring.reads_vars |= node.inputs.values().any(mentions_vars);
         }
         for edge in &graph.edges {
-            let branch = edge
-                .source_handle
-                .as_deref()
-                .and_then(|h| h.strip_prefix(edge.source.as_str()))
-                .and_then(|h| h.strip_prefix("-output-"))
-                .and_then(|i| i.parse().ok());
+            let branch = edge.branch();
             let next = wiring.next.entry(edge.source.clone()).or_default();
             let step = Next {
                 target: edge.target.clone(),
@@ -221,7 +214,7 @@ fn decision_above(graph: &FlowGraph, wiring: &Wiring, source: &str) -> Option<St
             return None;
         }
         let name = graph.node(at).map(|n| n.name.as_str())?;
-        if DECISIONS.contains(&name) {
+        if registry::spec(name).is_some_and(|s| s.category == Category::Decision) {
             return Some(at.to_owned());
         }
         at = wiring.previous(at).first()?;

@@ -4,6 +4,7 @@
 //! server's environment, and sampling parameters.
 
 pub mod agent_memory;
+pub mod agentflow;
 pub mod azure_chat_openai;
 pub mod azure_open_ai_embeddings;
 pub mod buffer_memory;

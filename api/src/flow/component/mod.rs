@@ -2,6 +2,8 @@
 //! chains and agents, with the request's overrides already applied. The run
 //! turns them into provider calls and tool calls; nothing here does I/O.
 
+pub mod step;
+
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
@@ -37,6 +39,8 @@ pub enum Component {
     /// An agent-memory node: a sequential flow's session resumes its checkpoint.
     Checkpointer,
     CsvAgent(CsvAgentSpec),
+    /// What an agentflow node builds.
+    Step(Box<step::StepKind>),
 }
 
 /// `csvAgent`: questions about a CSV answered with pandas code a model writes,

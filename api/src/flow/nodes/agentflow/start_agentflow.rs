@@ -1,0 +1,50 @@
+//! `startAgentflow`: where an agentflow begins — from a chat or a form — and
+//! the flow state every run starts with.
+
+use super::{Read, step};
+use crate::flow::FlowError;
+use crate::flow::component::Component;
+use crate::flow::component::step::{Start, StepKind};
+use crate::flow::node::{Build, Category, InputKind, Node, NodeSpec, input};
+
+pub struct StartAgentflow;
+
+static SPEC: NodeSpec = NodeSpec {
+    name: "startAgentflow",
+    category: Category::Step,
+    inputs: &[
+        input("startInputType", InputKind::Text),
+        input("formTitle", InputKind::Text),
+        input("formDescription", InputKind::Text),
+        input("formInputTypes", InputKind::Json),
+        input("startState", InputKind::Json),
+        input("startPersistState", InputKind::Boolean),
+        input("startEphemeralMemory", InputKind::Boolean),
+    ],
+};
+
+impl Node for StartAgentflow {
+    fn spec(&self) -> &'static NodeSpec {
+        &SPEC
+    }
+
+    fn build(&self, node: &Build<'_>) -> Result<Component, FlowError> {
+        let read = Read::new(node);
+        let form_input = match read.text("startInputType").as_str() {
+            "" | "chatInput" => false,
+            "formInput" => true,
+            other => {
+                return Err(read.invalid(format_args!(
+                    "starts on '{other}'; weir starts agentflows from a chat or a form \
+                     (its triggers call them by cron or webhook)"
+                )));
+            }
+        };
+        step(StepKind::Start(Start {
+            form_input,
+            state: read.pairs("startState", "key", "value")?,
+            persist_state: read.flag("startPersistState"),
+            ephemeral_memory: read.flag("startEphemeralMemory"),
+        }))
+    }
+}
