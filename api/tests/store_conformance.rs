@@ -62,6 +62,7 @@ conformance!(
     webhook_addresses_are_unique,
     trigger_secrets_are_replaced_only_as_read,
     triggers_per_workspace_are_bounded,
+    a_chatflow_owns_one_trigger_which_ends_on_its_end_date,
     vector_writes_are_atomic_versioned_and_scoped,
     executions_start_in_progress_and_are_updated,
     latest_execution_is_the_newest_of_its_session,
@@ -589,6 +590,8 @@ fn trigger(ws: uuid::Uuid, flow: uuid::Uuid, kind: TriggerType, node: &str) -> T
         // Due a second ago.
         next_execution: (kind == TriggerType::Cron).then(|| now - chrono::TimeDelta::seconds(1)),
         notification_email: Some("ops@example.com".into()),
+        owned_by_chatflow: false,
+        ends_at: None,
         created_date: now,
         updated_date: now,
     }
@@ -911,6 +914,70 @@ async fn trigger_secrets_are_replaced_only_as_read(t: &common::TestStore) {
     assert_eq!(listed("sealed:j:").await, vec![stored.id]);
     assert_eq!(now.webhook_secret.as_deref(), Some("sealed:k:abc"));
     assert_eq!(now.webhook_bot_token.as_deref(), Some("sealed:k:def"));
+}
+
+async fn a_chatflow_owns_one_trigger_which_ends_on_its_end_date(t: &common::TestStore) {
+    let store: &dyn Store = &*t.store;
+    let ws = store.ensure_workspace("owned").await.unwrap();
+    let f = store
+        .create_chatflow(flow(ws.id, "scheduled"))
+        .await
+        .unwrap();
+    assert!(store.owned_trigger(ws.id, f.id).await.unwrap().is_none());
+    // A trigger of weir's own API on the same chatflow is not the owned one.
+    store
+        .create_trigger(trigger(ws.id, f.id, TriggerType::Cron, "n"), NO_LIMIT)
+        .await
+        .unwrap();
+    assert!(store.owned_trigger(ws.id, f.id).await.unwrap().is_none());
+    let now = time::now();
+    // Due a second ago, and ending before its next time.
+    let owned = Trigger {
+        owned_by_chatflow: true,
+        ends_at: Some(now),
+        ..trigger(ws.id, f.id, TriggerType::Cron, "startAgentflow_0")
+    };
+    let created = store.create_trigger(owned.clone(), NO_LIMIT).await.unwrap();
+    let found = store.owned_trigger(ws.id, f.id).await.unwrap().unwrap();
+    assert_eq!(found.id, created.id);
+    assert!(found.owned_by_chatflow);
+    assert_eq!(
+        found.ends_at.map(|t| time::to_millis(&t)),
+        owned.ends_at.map(|t| time::to_millis(&t))
+    );
+    // Another workspace does not see it.
+    let other = store.ensure_workspace("owned-other").await.unwrap();
+    assert!(store.owned_trigger(other.id, f.id).await.unwrap().is_none());
+    // One owned trigger per chatflow.
+    let second = Trigger {
+        id: uuid::Uuid::new_v4(),
+        ..owned.clone()
+    };
+    assert!(store.create_trigger(second, NO_LIMIT).await.is_err());
+    // The firing due now runs; the next time is after the end date, so the
+    // trigger switches itself off.
+    let firings = store
+        .claim_due_triggers(now, uuid::Uuid::new_v4(), now + minutes(1), 10, plan)
+        .await
+        .unwrap();
+    let mine: Vec<_> = firings
+        .iter()
+        .filter(|firing| firing.trigger.id == created.id)
+        .collect();
+    assert_eq!(mine.len(), 1);
+    let after = store.owned_trigger(ws.id, f.id).await.unwrap().unwrap();
+    assert!(
+        !after.enabled && after.next_execution.is_none(),
+        "{after:?}"
+    );
+    // The end date is changed by an update.
+    let moved = Trigger {
+        ends_at: None,
+        ..after
+    };
+    assert!(store.update_trigger(&moved).await.unwrap());
+    let stored = store.owned_trigger(ws.id, f.id).await.unwrap().unwrap();
+    assert_eq!(stored.ends_at, None);
 }
 
 async fn triggers_per_workspace_are_bounded(t: &common::TestStore) {

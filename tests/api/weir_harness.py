@@ -162,6 +162,9 @@ class Api:
     def delete(self, path, **kw):
         return self.request("DELETE", path, **kw)
 
+    def patch(self, path, **kw):
+        return self.request("PATCH", path, **kw)
+
     def with_key(self, key: str | None) -> "Api":
         return Api(self.url, key)
 

@@ -75,6 +75,13 @@ pub struct Trigger {
     #[schema(value_type = Option<String>, format = DateTime)]
     pub next_execution: Option<Timestamp>,
     pub notification_email: Option<String>,
+    /// Made from its chatflow's Start node (Flowise 3.1's `scheduleInput`):
+    /// changed and removed with the chatflow, never through `/triggers`.
+    pub owned_by_chatflow: bool,
+    /// No firing after this time: the trigger switches itself off.
+    #[serde(rename = "endDate", serialize_with = "time::serialize_opt")]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub ends_at: Option<Timestamp>,
     #[serde(serialize_with = "time::serialize")]
     #[schema(value_type = String, format = DateTime)]
     pub created_date: Timestamp,
@@ -105,7 +112,16 @@ impl Trigger {
                 self.enabled = false;
             }
         }
+        // A schedule past its end date is over.
+        if self.ends_at.is_some() && plan.next.is_none() {
+            self.enabled = false;
+        }
         self.next_execution = if self.enabled { plan.next } else { None };
+    }
+
+    /// Whether `at` is after the schedule's end date.
+    pub fn ended_by(&self, at: Timestamp) -> bool {
+        self.ends_at.is_some_and(|end| at > end)
     }
 
     /// `trigger-<first 8 hex digits of the id>-<epoch ms>`: the session of one firing.
@@ -389,6 +405,8 @@ impl Trigger {
             last_executed: None,
             next_execution: Some(now),
             notification_email: None,
+            owned_by_chatflow: false,
+            ends_at: None,
             created_date: now,
             updated_date: now,
         }

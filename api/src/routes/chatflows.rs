@@ -21,6 +21,7 @@ use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::{Json, Path, Query, required};
 use crate::http::pagination::{PageQuery, total_count};
 use crate::services::credentials;
+use crate::services::triggers::start_node;
 use crate::store::Listing;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -63,6 +64,7 @@ impl ChatflowBody {
         let flow_data = self.flow_data.map(|t| t.0);
         if let Some(text) = &flow_data {
             validate_flow_data(text).map_err(ApiError::BadRequest)?;
+            start_node::read(text).map_err(ApiError::BadRequest)?;
             credentials::check_saved_flow(
                 &*state.store,
                 workspace,
@@ -161,6 +163,7 @@ async fn list_chatflows(
     responses(
         (status = 201, description = "The created chatflow", body = Chatflow),
         (status = 412, description = "A required field is missing", body = ErrorBody),
+        (status = 409, description = "Its schedule Start node's trigger would pass the workspace's trigger allowance (the chatflow is saved without it)", body = ErrorBody),
         CommonErrors,
         BodyErrors
     )
@@ -188,6 +191,7 @@ async fn create_chatflow(
         flow_type: patch.flow_type.unwrap_or_default(),
     };
     let created = state.store.create_chatflow(flow).await?;
+    start_node::sync(&state, &created).await?;
     Ok((StatusCode::CREATED, Json(created)))
 }
 
@@ -227,6 +231,7 @@ async fn get_chatflow(
     responses(
         (status = 200, description = "The updated chatflow", body = Chatflow),
         (status = 404, description = "No such chatflow in this workspace", body = ErrorBody),
+        (status = 409, description = "Its schedule Start node's trigger would pass the workspace's trigger allowance (the chatflow is saved without it)", body = ErrorBody),
         CommonErrors,
         BodyErrors
     )
@@ -239,12 +244,16 @@ async fn update_chatflow(
 ) -> ApiResult<Json<Chatflow>> {
     auth.require(Permission::ChatflowsWrite)?;
     let patch = body.into_patch(&state, &auth).await?;
-    state
+    let rescheduled = patch.flow_data.is_some() || patch.name.is_some();
+    let updated = state
         .store
         .update_chatflow(auth.workspace(), id, patch)
         .await?
-        .map(Json)
-        .ok_or_else(|| ApiError::not_found("chatflow"))
+        .ok_or_else(|| ApiError::not_found("chatflow"))?;
+    if rescheduled {
+        start_node::sync(&state, &updated).await?;
+    }
+    Ok(Json(updated))
 }
 
 /// Deletes a chatflow.

@@ -13,6 +13,7 @@ pub mod credentials;
 pub mod executions;
 pub mod health;
 pub mod predictions;
+pub mod schedules;
 pub mod tools;
 pub mod triggers;
 pub mod variables;
@@ -67,6 +68,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .merge(predictions::router())
         .merge(artifacts::router())
         .merge(triggers::router())
+        .merge(schedules::router())
         .merge(vectors::router())
         .merge(executions::router())
 }

@@ -485,6 +485,10 @@ impl TriggerStore for CachedStore {
         self.inner.get_trigger(workspace, id).await
     }
 
+    async fn owned_trigger(&self, workspace: Uuid, chatflow: Uuid) -> StoreResult<Option<Trigger>> {
+        self.inner.owned_trigger(workspace, chatflow).await
+    }
+
     async fn list_triggers(&self, workspace: Uuid, page: Page) -> StoreResult<Listing<Trigger>> {
         self.inner.list_triggers(workspace, page).await
     }

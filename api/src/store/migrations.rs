@@ -61,6 +61,11 @@ pub const SQLITE: &[Migration] = &[
         name: "credential_hosts",
         sql: include_str!("migrations/sqlite/0010_credential_hosts.sql"),
     },
+    Migration {
+        version: 11,
+        name: "start_node_triggers",
+        sql: include_str!("migrations/sqlite/0011_start_node_triggers.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -113,6 +118,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 10,
         name: "credential_hosts",
         sql: include_str!("migrations/postgres/0010_credential_hosts.sql"),
+    },
+    Migration {
+        version: 11,
+        name: "start_node_triggers",
+        sql: include_str!("migrations/postgres/0011_start_node_triggers.sql"),
     },
 ];
 

@@ -335,6 +335,9 @@ pub trait TriggerStore: Send + Sync {
 
     async fn get_trigger(&self, workspace: Uuid, id: Uuid) -> StoreResult<Option<Trigger>>;
 
+    /// The trigger a chatflow's Start node made (`ownedByChatflow`), if any.
+    async fn owned_trigger(&self, workspace: Uuid, chatflow: Uuid) -> StoreResult<Option<Trigger>>;
+
     /// Newest `createdDate` first.
     async fn list_triggers(&self, workspace: Uuid, page: Page) -> StoreResult<Listing<Trigger>>;
 

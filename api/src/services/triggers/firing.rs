@@ -138,8 +138,18 @@ pub async fn execute(
     let outcome = match flow {
         Err(e) => Outcome::Failed(e),
         Ok(flow) => {
+            // A Start node's schedule asks what the node says now.
+            let (question, form) = match trigger
+                .owned_by_chatflow
+                .then(|| super::start_node::ask_of(&flow.flow_data))
+                .flatten()
+            {
+                Some(asked) => asked,
+                None => (ask.input.clone(), Map::new()),
+            };
             let request = PredictionRequest {
-                question: ask.input.clone(),
+                question,
+                form,
                 chat_id: Some(ask.chat_id.clone()),
                 flow_vars: ask.flow_vars,
                 ..Default::default()

@@ -13,6 +13,8 @@
 //!   Webhooks, Telegram's secret token), replay protection, the synchronous run.
 //! - [`telegram`]: the Bot API calls (setWebhook, deleteWebhook, sendMessage).
 //! - [`secrets`]: webhook secrets and bot tokens sealed at rest.
+//! - [`start_node`]: Flowise 3.1's schedule Start node, as a trigger its
+//!   chatflow owns (made, changed and removed with the chatflow).
 //! - [`mail`]: the failure-mail sender draining the outbox over SMTP.
 //!
 //! An update is one statement: no firing ever sees it half applied. A firing reads
@@ -24,6 +26,7 @@ pub mod mail;
 pub mod schedule;
 pub mod scheduler;
 pub mod secrets;
+pub mod start_node;
 pub mod telegram;
 pub mod webhook;
 
@@ -409,6 +412,8 @@ pub async fn create(
         last_executed: None,
         next_execution: None,
         notification_email: check_email(fields.notification_email.flatten())?,
+        owned_by_chatflow: false,
+        ends_at: None,
         created_date: now,
         updated_date: now,
     };
@@ -448,6 +453,7 @@ pub async fn update(
     fields: TriggerFields,
 ) -> ServiceResult<Trigger> {
     let before = get_opened(services, workspace, id).await?;
+    refuse_owned(&before)?;
     let mut t = before.clone();
     if let Some(kind) = &fields.trigger_type
         && TriggerType::parse(kind) != Some(t.trigger_type)
@@ -541,6 +547,7 @@ pub async fn update(
 
 pub async fn remove(services: &Services, workspace: Uuid, id: Uuid) -> ServiceResult<()> {
     let stored = get(services, workspace, id).await?;
+    refuse_owned(&stored)?;
     if !services.store.delete_trigger(workspace, id).await? {
         return Err(ServiceError::NotFound("trigger"));
     }
@@ -552,6 +559,18 @@ pub async fn remove(services: &Services, workspace: Uuid, id: Uuid) -> ServiceRe
         }
     }
     services.scheduler_wake.notify_one();
+    Ok(())
+}
+
+/// 409 for a trigger its chatflow's Start node made: the chatflow is where it changes.
+fn refuse_owned(trigger: &Trigger) -> ServiceResult<()> {
+    if trigger.owned_by_chatflow {
+        return Err(ServiceError::Conflict(format!(
+            "trigger {} is the schedule of chatflow {}'s Start node: change it by saving the \
+             chatflow (or through /api/v1/chatflows/{}/schedule/enabled)",
+            trigger.id, trigger.chatflow_id, trigger.chatflow_id
+        )));
+    }
     Ok(())
 }
 

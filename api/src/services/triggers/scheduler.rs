@@ -40,9 +40,18 @@ pub const DELIVERY_MEMORY: TimeDelta = TimeDelta::hours(24);
 /// Missed times counted one by one at most; beyond, the count says "at least".
 const MAX_MISSED_COUNTED: i64 = 100_000;
 
-/// What a due trigger does at `now` (see the module docs). Runs inside the
-/// claiming transaction.
+/// What a due trigger does at `now` (see the module docs), never running or
+/// scheduling a time after its end date. Runs inside the claiming transaction.
 pub fn plan(trigger: &Trigger, now: Timestamp) -> ClaimPlan {
+    let mut planned = plan_schedule(trigger, now);
+    if planned.run_at.is_some_and(|at| trigger.ended_by(at)) {
+        planned.run_at = None;
+    }
+    planned.next = planned.next.filter(|next| !trigger.ended_by(*next));
+    planned
+}
+
+fn plan_schedule(trigger: &Trigger, now: Timestamp) -> ClaimPlan {
     let schedule = trigger
         .cron_expression
         .as_deref()

@@ -356,7 +356,8 @@ async fn write_chatflow(client: &impl GenericClient, sql: &str, f: &Chatflow) ->
 const TRIGGER_COLUMNS_T: &str = "t.id, t.workspace_id, t.name, t.chatflow_id, t.node_id, t.type, \
      t.cron_expression, t.timezone, t.enabled, t.webhook_platform, t.webhook_secret, \
      t.webhook_bot_token, t.trigger_message, t.execution_count, t.max_executions, t.timeout_secs, \
-     t.last_executed, t.next_execution, t.notification_email, t.created_at, t.updated_at";
+     t.last_executed, t.next_execution, t.notification_email, t.created_at, t.updated_at, \
+     t.owned_by_chatflow, t.ends_at";
 
 fn trigger_from_row(row: &Row) -> PgResult<Trigger> {
     trigger_at(row, 0)
@@ -386,6 +387,8 @@ fn trigger_at(row: &Row, at: usize) -> PgResult<Trigger> {
         notification_email: row.try_get(at + 18)?,
         created_date: row.try_get(at + 19)?,
         updated_date: row.try_get(at + 20)?,
+        owned_by_chatflow: row.try_get(at + 21)?,
+        ends_at: row.try_get(at + 22)?,
     })
 }
 
@@ -546,6 +549,8 @@ async fn write_trigger(client: &impl GenericClient, sql: &str, t: &Trigger) -> P
                 &t.notification_email,
                 &t.created_date,
                 &t.updated_date,
+                &t.owned_by_chatflow,
+                &t.ends_at,
             ],
         )
         .await

@@ -36,7 +36,8 @@ impl TriggerStore for PostgresStore {
             &tx,
             &format!(
                 "INSERT INTO triggers ({TRIGGER_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8,
-                   $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)"
+                   $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21,
+                   $22, $23)"
             ),
             &trigger,
         )
@@ -51,6 +52,18 @@ impl TriggerStore for PostgresStore {
         self.query_opt(
             &format!("SELECT {TRIGGER_COLUMNS} FROM triggers WHERE id = $1 AND workspace_id = $2"),
             &[&id, &workspace],
+            trigger_from_row,
+        )
+        .await
+    }
+
+    async fn owned_trigger(&self, workspace: Uuid, chatflow: Uuid) -> StoreResult<Option<Trigger>> {
+        self.query_opt(
+            &format!(
+                "SELECT {TRIGGER_COLUMNS} FROM triggers
+                 WHERE chatflow_id = $1 AND workspace_id = $2 AND owned_by_chatflow"
+            ),
+            &[&chatflow, &workspace],
             trigger_from_row,
         )
         .await
@@ -77,7 +90,7 @@ impl TriggerStore for PostgresStore {
                timezone = $7, enabled = $8, webhook_platform = $9, webhook_secret = $10,
                webhook_bot_token = $11, trigger_message = $12, max_executions = $13,
                timeout_secs = $14, next_execution = $15, notification_email = $16,
-               updated_at = $17
+               updated_at = $17, ends_at = $18
              WHERE id = $1 AND workspace_id = $2",
             &[
                 &t.id,
@@ -97,6 +110,7 @@ impl TriggerStore for PostgresStore {
                 &t.next_execution,
                 &t.notification_email,
                 &t.updated_date,
+                &t.ends_at,
             ],
         )
         .await

@@ -402,6 +402,8 @@ fn trigger_at(row: &Row<'_>, at: usize) -> rusqlite::Result<Trigger> {
         notification_email: row.get(at + 18)?,
         created_date: from_millis(row.get(at + 19)?),
         updated_date: from_millis(row.get(at + 20)?),
+        owned_by_chatflow: row.get(at + 21)?,
+        ends_at: row.get::<_, Option<i64>>(at + 22)?.map(from_millis),
     })
 }
 
@@ -537,6 +539,8 @@ fn write_trigger(conn: &Connection, sql: &str, t: &Trigger) -> rusqlite::Result<
             t.notification_email,
             to_millis(&t.created_date),
             to_millis(&t.updated_date),
+            t.owned_by_chatflow,
+            t.ends_at.as_ref().map(to_millis),
         ],
     )
 }

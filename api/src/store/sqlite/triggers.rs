@@ -25,7 +25,8 @@ impl TriggerStore for SqliteStore {
                     conn,
                     &format!(
                         "INSERT INTO triggers ({TRIGGER_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7,
-                           ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)"
+                           ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21,
+                           ?22, ?23)"
                     ),
                     &trigger,
                 )?;
@@ -43,6 +44,21 @@ impl TriggerStore for SqliteStore {
                     "SELECT {TRIGGER_COLUMNS} FROM triggers WHERE id = ?1 AND workspace_id = ?2"
                 ),
                 params![id.to_string(), workspace.to_string()],
+                trigger_from_row,
+            )
+            .optional()
+        })
+        .await
+    }
+
+    async fn owned_trigger(&self, workspace: Uuid, chatflow: Uuid) -> StoreResult<Option<Trigger>> {
+        self.read(move |conn| {
+            conn.query_row(
+                &format!(
+                    "SELECT {TRIGGER_COLUMNS} FROM triggers
+                     WHERE chatflow_id = ?1 AND workspace_id = ?2 AND owned_by_chatflow = 1"
+                ),
+                params![chatflow.to_string(), workspace.to_string()],
                 trigger_from_row,
             )
             .optional()
@@ -76,7 +92,7 @@ impl TriggerStore for SqliteStore {
                    timezone = ?7, enabled = ?8, webhook_platform = ?9, webhook_secret = ?10,
                    webhook_bot_token = ?11, trigger_message = ?12, max_executions = ?13,
                    timeout_secs = ?14, next_execution = ?15, notification_email = ?16,
-                   updated_at = ?17
+                   updated_at = ?17, ends_at = ?18
                  WHERE id = ?1 AND workspace_id = ?2",
                 params![
                     t.id.to_string(),
@@ -96,6 +112,7 @@ impl TriggerStore for SqliteStore {
                     t.next_execution.as_ref().map(to_millis),
                     t.notification_email,
                     to_millis(&t.updated_date),
+                    t.ends_at.as_ref().map(to_millis),
                 ],
             )
             .map(|n| n > 0)

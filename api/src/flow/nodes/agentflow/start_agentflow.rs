@@ -1,5 +1,6 @@
-//! `startAgentflow`: where an agentflow begins — from a chat or a form — and
-//! the flow state every run starts with.
+//! `startAgentflow`: where an agentflow begins — from a chat, a form or a
+//! schedule (its trigger asks as a chat or a form would) — and the flow state
+//! every run starts with.
 
 use super::{Read, step};
 use crate::flow::FlowError;
@@ -20,6 +21,20 @@ static SPEC: NodeSpec = NodeSpec {
         input("startState", InputKind::Json),
         input("startPersistState", InputKind::Boolean),
         input("startEphemeralMemory", InputKind::Boolean),
+        // A schedule start (read by `services::triggers::start_node`).
+        input("scheduleType", InputKind::Text),
+        input("scheduleCronExpression", InputKind::Text),
+        input("scheduleFrequency", InputKind::Text),
+        input("scheduleOnMinute", InputKind::Integer),
+        input("scheduleOnTime", InputKind::Text),
+        input("scheduleOnDayOfWeek", InputKind::Text),
+        input("scheduleOnDayOfMonth", InputKind::Text),
+        input("scheduleEndDate", InputKind::Text),
+        input("scheduleTimezone", InputKind::Text),
+        input("scheduleInputMode", InputKind::Text),
+        input("scheduleDefaultInput", InputKind::Text),
+        input("scheduleFormInputTypes", InputKind::Json),
+        input("scheduleFormDefaults", InputKind::Json),
     ],
 };
 
@@ -31,7 +46,9 @@ impl Node for StartAgentflow {
     fn build(&self, node: &Build<'_>) -> Result<Component, FlowError> {
         let read = Read::new(node);
         let form_input = match read.text("startInputType").as_str() {
-            "" | "chatInput" => false,
+            // A scheduled flow's trigger asks its question (or fills its form)
+            // as a chat or form would (`services::triggers::start_node`).
+            "" | "chatInput" | "scheduleInput" => false,
             "formInput" => true,
             other => {
                 return Err(read.invalid(format_args!(
