@@ -18,6 +18,7 @@ pub mod tools;
 pub mod triggers;
 pub mod variables;
 pub mod vectors;
+pub mod webhooks;
 
 use serde::{Deserialize, Deserializer};
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
@@ -69,6 +70,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .merge(artifacts::router())
         .merge(triggers::router())
         .merge(schedules::router())
+        .merge(webhooks::router())
         .merge(vectors::router())
         .merge(executions::router())
 }

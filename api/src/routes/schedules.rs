@@ -118,7 +118,7 @@ async fn schedule_status(
     auth.require(Permission::ChatflowsRead)?;
     let flow = chatflow(&state, &auth, id).await?;
     let trigger = state.store.owned_trigger(auth.workspace(), id).await?;
-    let schedule = start_node::read(&flow.flow_data);
+    let schedule = start_node::schedule(&flow.flow_data);
     let reason = match &schedule {
         Err(e) => Some(e.clone()),
         Ok(None) => Some("Flow is not configured as a scheduled flow".to_owned()),
@@ -165,7 +165,7 @@ async fn set_schedule_enabled(
     };
     let flow = chatflow(&state, &auth, id).await?;
     let trigger = start_node::set_enabled(&state, &flow, enabled).await?;
-    let schedule = start_node::read(&flow.flow_data).ok().flatten();
+    let schedule = start_node::schedule(&flow.flow_data).ok().flatten();
     Ok(Json(ScheduleRecord::new(trigger, schedule.as_ref())))
 }
 

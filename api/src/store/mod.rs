@@ -352,7 +352,8 @@ pub trait TriggerStore: Send + Sync {
 
     /// The webhook triggers `address` names: the one of that id, else the two
     /// oldest webhook triggers (of any workspace, enabled or not) on that node id,
-    /// so the caller can tell a unique node id from a shared one.
+    /// so the caller can tell a unique node id from a shared one. Triggers a
+    /// chatflow owns are not among them (their address is the chatflow's).
     async fn find_webhook_triggers(&self, address: &str) -> StoreResult<Vec<Trigger>>;
 
     /// Every trigger (any workspace) with a webhook secret or a bot token that does

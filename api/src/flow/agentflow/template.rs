@@ -2,6 +2,7 @@
 //! `{{ question }}`, `{{ chat_history }}`, `{{ current_date_time }}`,
 //! `{{ loop_count }}`, `{{ $flow.state.<key> }}` (and `$flow.sessionId`,
 //! `chatId`, `chatflowId`), `{{ $form.<field> }}`, `{{ $vars.<name> }}`,
+//! `{{ $webhook.body.<path> }}` (and `.headers`, `.query`: a Flowise webhook call),
 //! `{{ $iteration }}` / `{{ $iteration.<path> }}`, `{{ <nodeId> }}` (that node's
 //! text — an HTTP node's response body) and `{{ <nodeId>.output.<path> }}`.
 //! A variable nobody knows stays as written. Objects and arrays are written as
@@ -91,6 +92,13 @@ impl Scope<'_> {
         }
         if let Some(path) = name.strip_prefix("$vars.") {
             return get(self.vars, path).cloned();
+        }
+        // A Flowise webhook call: `$webhook.body.x`, `.headers.x`, `.query.x`.
+        if let Some(path) = name.strip_prefix("$webhook.") {
+            return match self.flow_vars.get("webhook") {
+                Some(Value::Object(call)) => get(call, path).cloned(),
+                _ => None,
+            };
         }
         if let Some(path) = name.strip_prefix("$flow.") {
             return match path {

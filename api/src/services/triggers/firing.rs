@@ -16,7 +16,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
-use super::super::prediction::{self, PredictionRequest, PredictionResult};
+use super::super::prediction::{self, HumanAnswer, PredictionRequest, PredictionResult};
 use super::super::{ServiceError, Services};
 use crate::domain::trigger::{NewTriggerResult, ResultStatus, failure_mail};
 use crate::domain::{Firing, TriggerResult, time};
@@ -75,6 +75,8 @@ pub struct Ask {
     pub chat_id: String,
     /// `$flow` values for prompts (`{{$flow.body}}`, `{{$flow.headers}}`).
     pub flow_vars: Map<String, Value>,
+    /// A person's answer to a run that stopped for it (Flowise's webhook resume).
+    pub human_input: Option<HumanAnswer>,
 }
 
 /// Runs a claimed cron firing handed to execution at `started` (right after its
@@ -98,6 +100,7 @@ pub async fn run_cron(services: Services, firing: Firing, started: time::Timesta
         input: firing.trigger.cron_input(),
         chat_id: firing.trigger.chat_id_at(firing.scheduled_at),
         flow_vars: Map::new(),
+        human_input: None,
     };
     let lag = (started - firing.scheduled_at).to_std().unwrap_or_default();
     crate::metrics::metrics()
@@ -152,6 +155,7 @@ pub async fn execute(
                 form,
                 chat_id: Some(ask.chat_id.clone()),
                 flow_vars: ask.flow_vars,
+                human_input: ask.human_input,
                 ..Default::default()
             };
             let limit = Duration::from_secs(u64::try_from(trigger.timeout).unwrap_or(1));

@@ -13,8 +13,9 @@
 //!   Webhooks, Telegram's secret token), replay protection, the synchronous run.
 //! - [`telegram`]: the Bot API calls (setWebhook, deleteWebhook, sendMessage).
 //! - [`secrets`]: webhook secrets and bot tokens sealed at rest.
-//! - [`start_node`]: Flowise 3.1's schedule Start node, as a trigger its
-//!   chatflow owns (made, changed and removed with the chatflow).
+//! - [`start_node`]: Flowise 3.1's schedule and webhook Start nodes, as a
+//!   trigger their chatflow owns (made, changed and removed with the chatflow);
+//!   [`start_webhook`] the webhook node's address, `/api/v1/webhook/:chatflowId`.
 //! - [`mail`]: the failure-mail sender draining the outbox over SMTP.
 //!
 //! An update is one statement: no firing ever sees it half applied. A firing reads
@@ -27,6 +28,7 @@ pub mod schedule;
 pub mod scheduler;
 pub mod secrets;
 pub mod start_node;
+pub mod start_webhook;
 pub mod telegram;
 pub mod webhook;
 

@@ -1,23 +1,27 @@
-//! Flowise 3.1's own schedule trigger on weir's engine: an agentflow whose Start
-//! node has `startInputType: scheduleInput` owns one cron trigger
-//! (`ownedByChatflow`), made, changed and removed when the chatflow is saved or
-//! deleted. So a Flowise-shaped schedule gets what every weir trigger has:
-//! exactly-once firing across replicas, results, failure mail, metrics; and it
-//! shows in `GET /api/v1/triggers`, where changing it is a 409 naming the chatflow.
+//! Flowise 3.1's own triggers on weir's engine: an agentflow whose Start node
+//! has `startInputType: scheduleInput` owns one cron trigger, one with
+//! `webhookTrigger` one webhook trigger (`ownedByChatflow`), made, changed and
+//! removed when the chatflow is saved or deleted. So a Flowise-shaped
+//! automation gets what every weir trigger has: exactly-once firing across
+//! replicas, results, failure mail, metrics; and it shows in
+//! `GET /api/v1/triggers`, where changing it is a 409 naming the chatflow.
 //!
-//! [`read`] turns the Start node into a [`StartSchedule`] when the chatflow is
+//! [`read`] turns the Start node into a [`StartTrigger`] when the chatflow is
 //! saved: what cannot be read (a cron expression, a time zone or an end date
-//! that is not one, no input mode) is a 400 and nothing is saved. What only keeps
-//! the schedule from running (an end date in the past, no default input) saves
-//! it switched off, with the reason in `GET /chatflows/:id/schedule/status`
-//! ([`StartSchedule::why_not_enabled`]). [`sync`] then writes the trigger.
-//! At each firing the Start node says what the run is asked ([`ask_of`]).
+//! that is not one, no input mode, a response mode weir does not answer) is a
+//! 400 and nothing is saved. What only keeps a schedule from running (an end
+//! date in the past, no default input) saves it switched off, with the reason
+//! in `GET /chatflows/:id/schedule/status` ([`StartSchedule::why_not_enabled`]).
+//! [`sync`] then writes the trigger. At each firing of a schedule the Start node
+//! says what the run is asked ([`ask_of`]); a webhook call is
+//! [`super::start_webhook`]'s.
 
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use super::super::{ServiceError, ServiceResult, Services};
 use super::schedule::{self, Schedule};
+use super::start_webhook::StartWebhook;
 use super::{schedule_of, secrets};
 use crate::domain::time::{self, Timestamp};
 use crate::domain::trigger::DEFAULT_TIMEOUT_SECS;
@@ -33,6 +37,29 @@ pub enum ScheduleInput {
     Form(Map<String, Value>),
     /// `none`: a blank question.
     Nothing,
+}
+
+/// What a chatflow's Start node makes it: a schedule or a webhook.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StartTrigger {
+    Schedule(StartSchedule),
+    Webhook(StartWebhook),
+}
+
+impl StartTrigger {
+    fn node_id(&self) -> &str {
+        match self {
+            StartTrigger::Schedule(s) => &s.node_id,
+            StartTrigger::Webhook(w) => &w.node_id,
+        }
+    }
+
+    fn kind(&self) -> TriggerType {
+        match self {
+            StartTrigger::Schedule(_) => TriggerType::Cron,
+            StartTrigger::Webhook(_) => TriggerType::Webhook,
+        }
+    }
 }
 
 /// A Start node's schedule, read from the flow.
@@ -93,9 +120,9 @@ fn text(node: &FlowNode, name: &str) -> String {
     }
 }
 
-/// The flow's schedule, when its Start node starts on one; `Err` says what in
-/// the node cannot be read.
-pub fn read(flow_data: &str) -> Result<Option<StartSchedule>, String> {
+/// The flow's trigger, when its Start node starts on a schedule or a webhook;
+/// `Err` says what in the node cannot be read.
+pub fn read(flow_data: &str) -> Result<Option<StartTrigger>, String> {
     let Ok(graph) = FlowGraph::parse(flow_data) else {
         // Not a flow weir reads; saving it is judged elsewhere.
         return Ok(None);
@@ -103,9 +130,22 @@ pub fn read(flow_data: &str) -> Result<Option<StartSchedule>, String> {
     let Some(node) = start_node(&graph) else {
         return Ok(None);
     };
-    if text(node, "startInputType") != "scheduleInput" {
-        return Ok(None);
+    match text(node, "startInputType").as_str() {
+        "scheduleInput" => read_schedule(node).map(|s| Some(StartTrigger::Schedule(s))),
+        "webhookTrigger" => StartWebhook::read(node).map(|w| Some(StartTrigger::Webhook(w))),
+        _ => Ok(None),
     }
+}
+
+/// The flow's schedule, when its Start node starts on one.
+pub fn schedule(flow_data: &str) -> Result<Option<StartSchedule>, String> {
+    Ok(match read(flow_data)? {
+        Some(StartTrigger::Schedule(s)) => Some(s),
+        _ => None,
+    })
+}
+
+fn read_schedule(node: &FlowNode) -> Result<StartSchedule, String> {
     let cron = cron_of(node)?;
     let timezone = schedule::parse_zone(Some(&text(node, "scheduleTimezone")))?
         .name()
@@ -136,14 +176,14 @@ pub fn read(flow_data: &str) -> Result<Option<StartSchedule>, String> {
         Some(Value::Array(rows)) => rows.len(),
         _ => 0,
     };
-    Ok(Some(StartSchedule {
+    Ok(StartSchedule {
         node_id: node.id.clone(),
         cron,
         timezone,
         ends_at,
         input,
         form_fields,
-    }))
+    })
 }
 
 /// `scheduleFormDefaults`: an object, given as JSON or JSON text.
@@ -255,14 +295,23 @@ pub async fn sync(services: &Services, flow: &Chatflow) -> ServiceResult<()> {
         .owned_trigger(flow.workspace_id, flow.id)
         .await?;
     let now = time::now();
-    match (wanted, existing) {
-        (None, None) => return Ok(()),
-        (None, Some(owned)) => {
+    // A Start node that changed kind makes a new trigger (a trigger's type is fixed).
+    let existing = match existing {
+        Some(owned)
+            if wanted
+                .as_ref()
+                .is_none_or(|w| w.kind() != owned.trigger_type) =>
+        {
             services
                 .store
                 .delete_trigger(flow.workspace_id, owned.id)
                 .await?;
+            None
         }
+        other => other,
+    };
+    match (wanted, existing) {
+        (None, _) => {}
         (Some(wanted), None) => {
             let mut trigger = Trigger {
                 id: Uuid::new_v4(),
@@ -270,10 +319,13 @@ pub async fn sync(services: &Services, flow: &Chatflow) -> ServiceResult<()> {
                 name: flow.name.clone(),
                 chatflow_id: flow.id,
                 node_id: String::new(),
-                trigger_type: TriggerType::Cron,
+                trigger_type: wanted.kind(),
                 cron_expression: None,
-                timezone: String::new(),
-                enabled: wanted.why_not_enabled(now).is_none(),
+                timezone: "UTC".into(),
+                enabled: match &wanted {
+                    StartTrigger::Schedule(s) => s.why_not_enabled(now).is_none(),
+                    StartTrigger::Webhook(_) => true,
+                },
                 webhook_platform: None,
                 webhook_secret: None,
                 webhook_bot_token: None,
@@ -302,7 +354,9 @@ pub async fn sync(services: &Services, flow: &Chatflow) -> ServiceResult<()> {
             let mut trigger = before.clone();
             trigger.name = flow.name.clone();
             // A schedule switched off stays off; one that cannot run is switched off.
-            trigger.enabled = before.enabled && wanted.why_not_enabled(now).is_none();
+            if let StartTrigger::Schedule(s) = &wanted {
+                trigger.enabled = before.enabled && s.why_not_enabled(now).is_none();
+            }
             apply(services, &mut trigger, &wanted, Some(&before), now)?;
             if trigger == before {
                 return Ok(());
@@ -314,16 +368,23 @@ pub async fn sync(services: &Services, flow: &Chatflow) -> ServiceResult<()> {
     Ok(())
 }
 
-/// Copies the schedule onto the trigger and plans its next firing (kept when
-/// nothing about the schedule changed, so an edit never skips a due firing).
+/// Copies the Start node's settings onto the trigger: a webhook's node, or a
+/// schedule with its next firing planned (kept when nothing about the schedule
+/// changed, so an edit never skips a due firing).
 fn apply(
     services: &Services,
     trigger: &mut Trigger,
-    wanted: &StartSchedule,
+    wanted: &StartTrigger,
     before: Option<&Trigger>,
     now: Timestamp,
 ) -> ServiceResult<()> {
-    trigger.node_id.clone_from(&wanted.node_id);
+    trigger.node_id = wanted.node_id().to_owned();
+    let StartTrigger::Schedule(wanted) = wanted else {
+        if before.is_none_or(|b| b != &*trigger) {
+            trigger.updated_date = now;
+        }
+        return Ok(());
+    };
     trigger.cron_expression = Some(wanted.cron.clone());
     trigger.timezone.clone_from(&wanted.timezone);
     trigger.ends_at = wanted.ends_at;
@@ -363,7 +424,7 @@ pub async fn set_enabled(
         .owned_trigger(flow.workspace_id, flow.id)
         .await?
         .ok_or(ServiceError::NotFound("schedule record for this flow"))?;
-    let wanted = read(&flow.flow_data)
+    let wanted = schedule(&flow.flow_data)
         .map_err(ServiceError::Invalid)?
         .ok_or_else(|| {
             ServiceError::Invalid("Flow is not configured as a scheduled flow".into())
@@ -374,7 +435,13 @@ pub async fn set_enabled(
     }
     let mut trigger = before.clone();
     trigger.enabled = enabled;
-    apply(services, &mut trigger, &wanted, Some(&before), now)?;
+    apply(
+        services,
+        &mut trigger,
+        &StartTrigger::Schedule(wanted),
+        Some(&before),
+        now,
+    )?;
     if trigger != before {
         services.store.update_trigger(&trigger).await?;
         services.scheduler_wake.notify_one();
@@ -385,7 +452,7 @@ pub async fn set_enabled(
 /// What a firing of an owned trigger asks: the Start node's input as the
 /// chatflow holds it now (question, form).
 pub fn ask_of(flow_data: &str) -> Option<(String, Map<String, Value>)> {
-    let wanted = read(flow_data).ok()??;
+    let wanted = schedule(flow_data).ok()??;
     Some(match wanted.input {
         ScheduleInput::Text(text) => (text, Map::new()),
         ScheduleInput::Form(form) => (" ".into(), form),
@@ -407,7 +474,7 @@ mod tests {
     }
 
     fn schedule(inputs: Value) -> Result<Option<StartSchedule>, String> {
-        read(&flow(inputs))
+        super::schedule(&flow(inputs))
     }
 
     #[test]

@@ -209,6 +209,7 @@ async fn run(services: &Services, trigger: Trigger, call: &Call, body: Value) ->
         input,
         chat_id: chat_id.clone(),
         flow_vars,
+        human_input: None,
     };
     let (outcome, _) = firing::execute(services, &firing, ask, now).await;
     match outcome {

@@ -132,7 +132,8 @@ impl TriggerStore for PostgresStore {
             && let Some(found) = self
                 .query_opt(
                     &format!(
-                        "SELECT {TRIGGER_COLUMNS} FROM triggers WHERE id = $1 AND type = 'webhook'"
+                        "SELECT {TRIGGER_COLUMNS} FROM triggers
+                         WHERE id = $1 AND type = 'webhook' AND NOT owned_by_chatflow"
                     ),
                     &[&id],
                     trigger_from_row,
@@ -143,7 +144,8 @@ impl TriggerStore for PostgresStore {
         }
         self.query_all(
             &format!(
-                "SELECT {TRIGGER_COLUMNS} FROM triggers WHERE node_id = $1 AND type = 'webhook'
+                "SELECT {TRIGGER_COLUMNS} FROM triggers
+                 WHERE node_id = $1 AND type = 'webhook' AND NOT owned_by_chatflow
                  ORDER BY created_at, id LIMIT 2"
             ),
             &[&address],

@@ -140,7 +140,8 @@ impl TriggerStore for SqliteStore {
                 let found = conn
                     .query_row(
                         &format!(
-                            "SELECT {TRIGGER_COLUMNS} FROM triggers WHERE id = ?1 AND type = 'webhook'"
+                            "SELECT {TRIGGER_COLUMNS} FROM triggers
+                             WHERE id = ?1 AND type = 'webhook' AND owned_by_chatflow = 0"
                         ),
                         [id],
                         trigger_from_row,
@@ -151,7 +152,8 @@ impl TriggerStore for SqliteStore {
                 }
             }
             let mut stmt = conn.prepare_cached(&format!(
-                "SELECT {TRIGGER_COLUMNS} FROM triggers WHERE node_id = ?1 AND type = 'webhook'
+                "SELECT {TRIGGER_COLUMNS} FROM triggers
+                 WHERE node_id = ?1 AND type = 'webhook' AND owned_by_chatflow = 0
                  ORDER BY created_at, id LIMIT 2"
             ))?;
             stmt.query_map([address], trigger_from_row)?.collect()

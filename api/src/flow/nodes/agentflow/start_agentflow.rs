@@ -1,6 +1,6 @@
-//! `startAgentflow`: where an agentflow begins — from a chat, a form or a
-//! schedule (its trigger asks as a chat or a form would) — and the flow state
-//! every run starts with.
+//! `startAgentflow`: where an agentflow begins — from a chat, a form, a
+//! schedule or a webhook (their triggers ask as a chat or a form would) — and
+//! the flow state every run starts with.
 
 use super::{Read, step};
 use crate::flow::FlowError;
@@ -35,6 +35,23 @@ static SPEC: NodeSpec = NodeSpec {
         input("scheduleDefaultInput", InputKind::Text),
         input("scheduleFormInputTypes", InputKind::Json),
         input("scheduleFormDefaults", InputKind::Json),
+        // A webhook start (read by `services::triggers::start_webhook`).
+        input("webhookMethod", InputKind::Text),
+        input("webhookContentType", InputKind::Text),
+        input("webhookURL", InputKind::Ignored),
+        input("webhookInputMode", InputKind::Text),
+        input("webhookDefaultInput", InputKind::Text),
+        input("webhookEnableAuth", InputKind::Boolean),
+        input("webhookSecret", InputKind::Ignored),
+        input("webhookSignatureHeader", InputKind::Text),
+        input("webhookSignatureType", InputKind::Text),
+        input("webhookResponseMode", InputKind::Text),
+        input("callbackUrl", InputKind::Text),
+        input("callbackSecret", InputKind::Text),
+        input("webhookEnableValidation", InputKind::Boolean),
+        input("webhookQueryParams", InputKind::Json),
+        input("webhookBodyParams", InputKind::Json),
+        input("webhookHeaderParams", InputKind::Json),
     ],
 };
 
@@ -46,9 +63,9 @@ impl Node for StartAgentflow {
     fn build(&self, node: &Build<'_>) -> Result<Component, FlowError> {
         let read = Read::new(node);
         let form_input = match read.text("startInputType").as_str() {
-            // A scheduled flow's trigger asks its question (or fills its form)
-            // as a chat or form would (`services::triggers::start_node`).
-            "" | "chatInput" | "scheduleInput" => false,
+            // A schedule's or a webhook's trigger asks its question (or fills
+            // its form) as a chat or a form would (`services::triggers`).
+            "" | "chatInput" | "scheduleInput" | "webhookTrigger" => false,
             "formInput" => true,
             other => {
                 return Err(read.invalid(format_args!(
