@@ -9,10 +9,12 @@ owns a webhook trigger (listed in /triggers), whose secret is made with
 import hashlib
 import hmac
 import json
+import time
 
 import requests
 
 from flows import af_human_input, af_reply, af_start, agentflow
+from prediction_client import sse_events, stream
 from weir_harness import assert_error
 
 REPLY, HUMAN = "directReplyAgentflow_0", "humanInputAgentflow_0"
@@ -176,11 +178,31 @@ def test_forms_text_and_the_input_modes(api):
     assert r.json()["text"] == "Got: plain words"
 
 
-def test_modes_weir_does_not_answer_yet_are_refused_at_save(api):
-    for mode in ("async", "stream"):
-        nodes = [webhook_start(webhookResponseMode=mode)]
-        r = api.post("/chatflows", json={"name": "x", "flowData": agentflow(nodes)})
-        assert "not answered by weir yet" in assert_error(r, 400)["message"]
+def test_stream_mode_answers_with_the_predictions_events(api):
+    flow = save(api, webhook_start(webhookResponseMode="stream", webhookDefaultInput="{{ $webhook.body.x }}"))
+    r = call(api, flow, json={"x": "streamed", "chatId": "live-1"}, stream=True)
+    assert r.headers["cache-control"] == "no-cache" and r.headers["x-accel-buffering"] == "no"
+    events = sse_events(r)
+    names = [e for e, _ in events]
+    assert events[0] == ("agentFlowEvent", "INPROGRESS"), names
+    assert names[-3:] == ["agentFlowEvent", "metadata", "end"] and events[-3][1] == "FINISHED", names
+    assert "".join(d for e, d in events if e == "token") == "Got: streamed"
+    assert events[-2][1]["chatId"] == "live-1"
+    # The same events as a streamed prediction of the flow.
+    assert names == [e for e, _ in stream(api, flow, "streamed")]
+    # The run was a firing of the trigger (its result is stored just after the stream ends).
+    [trigger] = [t for t in api.get("/triggers").json() if t["chatflowId"] == flow]
+    deadline = time.monotonic() + 10
+    while not (results := api.get(f"/triggers/{trigger['id']}/results").json()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    [result] = results
+    assert result["output"] == "Got: streamed" and result["chatId"] == "live-1"
+
+
+def test_async_mode_is_refused_at_save_until_weir_answers_it(api):
+    nodes = [webhook_start(webhookResponseMode="async", callbackUrl="https://example.com/cb")]
+    r = api.post("/chatflows", json={"name": "x", "flowData": agentflow(nodes)})
+    assert "not answered by weir yet" in assert_error(r, 400)["message"]
 
 
 def test_a_stopped_run_is_resumed_through_the_webhook(api):

@@ -34,7 +34,8 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// Calls a Flowise agentflow whose Start node is a webhook: the call is
 /// checked as the node says (method, content type, signature, required
 /// fields), then the flow runs and its answer comes back as JSON (what a
-/// prediction answers).
+/// prediction answers), or as Server-Sent Events when the node's
+/// `webhookResponseMode` is `stream`.
 #[utoipa::path(
     method(get, post, put, patch, delete),
     path = "/api/v1/webhook/{id}",
@@ -43,7 +44,7 @@ pub fn router() -> OpenApiRouter<AppState> {
     params(("id" = Uuid, Path, description = "The chatflow's id")),
     request_body(content = Object, description = "JSON, a form (Flowise's `payload` field is unwrapped) or text"),
     responses(
-        (status = 200, description = "The flow's answer", body = Object),
+        (status = 200, description = "The flow's answer (JSON, or an event stream in stream mode)", body = Object),
         (status = 400, description = "A required field is missing or of the wrong type, or the body cannot be read", body = ErrorBody),
         (status = 401, description = "Missing or wrong signature", body = ErrorBody),
         (status = 404, description = "No such chatflow, or its Start node is not a webhook", body = ErrorBody),
@@ -107,9 +108,13 @@ async fn call_webhook(
         query,
         body,
     };
-    let answer = start_webhook::handle(&state, id, call).await?;
-    let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::OK);
-    Ok((status, axum::Json::<Value>(answer.body)).into_response())
+    match start_webhook::handle(&state, id, call).await? {
+        start_webhook::Reply::Answer(answer) => {
+            let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::OK);
+            Ok((status, axum::Json::<Value>(answer.body)).into_response())
+        }
+        start_webhook::Reply::Stream(events) => crate::http::sse::stream_answer(events).await,
+    }
 }
 
 #[derive(Debug, Serialize, ToSchema)]

@@ -16,7 +16,11 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
-use super::super::prediction::{self, HumanAnswer, PredictionRequest, PredictionResult};
+use tokio::sync::mpsc;
+
+use super::super::prediction::{
+    self, HumanAnswer, Prediction, PredictionEvent, PredictionRequest, PredictionResult,
+};
 use super::super::{ServiceError, Services};
 use crate::domain::trigger::{NewTriggerResult, ResultStatus, failure_mail};
 use crate::domain::{Firing, TriggerResult, time};
@@ -77,6 +81,9 @@ pub struct Ask {
     pub flow_vars: Map<String, Value>,
     /// A person's answer to a run that stopped for it (Flowise's webhook resume).
     pub human_input: Option<HumanAnswer>,
+    /// Where the run's events go as they happen (a Flowise webhook's `stream`
+    /// mode); the result is stored either way.
+    pub live: Option<mpsc::Sender<PredictionEvent>>,
 }
 
 /// Runs a claimed cron firing handed to execution at `started` (right after its
@@ -101,6 +108,7 @@ pub async fn run_cron(services: Services, firing: Firing, started: time::Timesta
         chat_id: firing.trigger.chat_id_at(firing.scheduled_at),
         flow_vars: Map::new(),
         human_input: None,
+        live: None,
     };
     let lag = (started - firing.scheduled_at).to_std().unwrap_or_default();
     crate::metrics::metrics()
@@ -156,14 +164,17 @@ pub async fn execute(
                 chat_id: Some(ask.chat_id.clone()),
                 flow_vars: ask.flow_vars,
                 human_input: ask.human_input,
+                streaming: ask.live.is_some(),
                 ..Default::default()
             };
             let limit = Duration::from_secs(u64::try_from(trigger.timeout).unwrap_or(1));
+            let live = ask.live;
             let run = async {
-                prediction::start(services, &flow, request)
-                    .await?
-                    .answer()
-                    .await
+                let running = prediction::start(services, &flow, request).await?;
+                match live {
+                    None => running.answer().await,
+                    Some(live) => answer_live(running, live).await,
+                }
             };
             match tokio::time::timeout(limit, run).await {
                 Err(_) => Outcome::TimedOut(format!(
@@ -240,6 +251,40 @@ pub async fn execute(
         services.mail_wake.notify_one();
     }
     (outcome, stored)
+}
+
+/// Folds the run's events into its answer while handing each to `live`. A
+/// caller that stopped listening does not stop the run: a trigger's run ends
+/// and leaves its result either way.
+async fn answer_live(
+    mut running: Prediction,
+    live: mpsc::Sender<PredictionEvent>,
+) -> Result<PredictionResult, ServiceError> {
+    let mut listening = true;
+    while let Some(event) = running.events.recv().await {
+        let (forward, outcome) = match event {
+            PredictionEvent::Done(result) => {
+                let answer = (*result).clone();
+                (PredictionEvent::Done(result), Some(Ok(answer)))
+            }
+            PredictionEvent::Error(message) => (
+                PredictionEvent::Error(message.clone()),
+                Some(Err(ServiceError::Flow(crate::flow::FlowError::failed(
+                    message,
+                )))),
+            ),
+            other => (other, None),
+        };
+        if listening && live.send(forward).await.is_err() {
+            listening = false;
+        }
+        if let Some(outcome) = outcome {
+            return outcome;
+        }
+    }
+    Err(ServiceError::Internal(
+        "the run ended without an answer".into(),
+    ))
 }
 
 /// The items as a JSON array, `None` when there are none (a result's `null`).

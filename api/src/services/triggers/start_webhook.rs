@@ -12,8 +12,10 @@
 //! missing or of the wrong type), all before anything runs. The run sees
 //! `{{ $webhook.body.* }}`, `$webhook.headers.*` and `$webhook.query.*`
 //! (credential headers redacted); its question follows `webhookInputMode`.
-//! Answers are `sync` (the prediction's JSON); `async` and `stream` are refused
-//! when the chatflow is saved, until weir answers them.
+//! Answers are `sync` (the prediction's JSON) or `stream` (the prediction's
+//! Server-Sent Events, the run spawned so it ends and leaves its result even
+//! when the caller goes away); `async` is refused when the chatflow is saved,
+//! until weir answers it.
 
 use hmac::{Hmac, Mac};
 use serde_json::{Map, Value, json};
@@ -21,7 +23,9 @@ use sha2::Sha256;
 use subtle::ConstantTimeEq;
 use uuid::Uuid;
 
-use super::super::prediction::HumanAnswer;
+use tokio::sync::mpsc;
+
+use super::super::prediction::{HumanAnswer, PredictionEvent};
 use super::super::{ServiceError, ServiceResult, Services};
 use super::firing::{self, Ask, Outcome};
 use super::start_node::{self, StartTrigger};
@@ -79,6 +83,8 @@ pub struct StartWebhook {
     pub input: WebhookInput,
     /// The header (lower case) and how it is checked, when auth is on.
     pub auth: Option<(String, SignatureKind)>,
+    /// `webhookResponseMode: stream`: the run's events as Server-Sent Events.
+    pub stream: bool,
     /// `webhookEnableValidation` rows.
     pub required_headers: Vec<String>,
     pub required_query: Vec<String>,
@@ -178,20 +184,22 @@ impl StartWebhook {
                 Some((header, kind))
             }
         };
-        match text(node, "webhookResponseMode").as_str() {
-            "" | "sync" => {}
-            mode @ ("async" | "stream") => {
-                return Err(format!(
-                    "webhookResponseMode '{mode}' is not answered by weir yet: use 'sync' (the \
-                     flow's answer as JSON)"
-                ));
+        let stream = match text(node, "webhookResponseMode").as_str() {
+            "" | "sync" => false,
+            "stream" => true,
+            "async" => {
+                return Err(
+                    "webhookResponseMode 'async' is not answered by weir yet: use 'sync' \
+                            (the flow's answer as JSON) or 'stream' (its events as they happen)"
+                        .into(),
+                );
             }
             other => {
                 return Err(format!(
-                    "webhookResponseMode '{other}' is not one weir knows (sync)"
+                    "webhookResponseMode '{other}' is not one weir knows (sync or stream)"
                 ));
             }
-        }
+        };
         let validating = flag(node, "webhookEnableValidation");
         let named = |name: &str| -> Result<Vec<Map<String, Value>>, String> {
             Ok(match validating {
@@ -217,6 +225,7 @@ impl StartWebhook {
             content_type,
             input,
             auth,
+            stream,
             required_headers: required(named("webhookHeaderParams")?, true),
             required_query: required(named("webhookQueryParams")?, false),
             body_params: named("webhookBodyParams")?
@@ -232,6 +241,13 @@ impl StartWebhook {
                 .collect(),
         })
     }
+}
+
+/// What a call gets: an answer, or (`stream` mode) the run's events as they
+/// happen, for the caller to frame as Server-Sent Events.
+pub enum Reply {
+    Answer(Answer),
+    Stream(mpsc::Receiver<PredictionEvent>),
 }
 
 /// One call to `/api/v1/webhook/:chatflowId`: header names in lower case.
@@ -259,7 +275,7 @@ fn error(status: u16, message: impl Into<String>) -> Answer {
 }
 
 /// Handles a call (see the module docs): every outcome is an answer.
-pub async fn handle(services: &Services, chatflow: Uuid, call: Call) -> ServiceResult<Answer> {
+pub async fn handle(services: &Services, chatflow: Uuid, call: Call) -> ServiceResult<Reply> {
     let not_found = || error(404, format!("Chatflow {chatflow} not found"));
     let not_webhook = || {
         error(
@@ -268,10 +284,10 @@ pub async fn handle(services: &Services, chatflow: Uuid, call: Call) -> ServiceR
         )
     };
     let Some(flow) = services.store.find_chatflow(chatflow).await? else {
-        return Ok(not_found());
+        return Ok(Reply::Answer(not_found()));
     };
     let Ok(Some(StartTrigger::Webhook(start))) = start_node::read(&flow.flow_data) else {
-        return Ok(not_webhook());
+        return Ok(Reply::Answer(not_webhook()));
     };
     let Some(trigger) = services
         .store
@@ -279,24 +295,27 @@ pub async fn handle(services: &Services, chatflow: Uuid, call: Call) -> ServiceR
         .await?
         .filter(|t| t.trigger_type == crate::domain::TriggerType::Webhook)
     else {
-        return Ok(not_webhook());
+        return Ok(Reply::Answer(not_webhook()));
     };
     let trigger = super::secrets::open(&services.keyring, trigger)?;
     if let Some((header, kind)) = &start.auth {
         let Some(secret) = trigger.webhook_secret.as_deref() else {
-            return Ok(error(
+            return Ok(Reply::Answer(error(
                 409,
                 "Webhook signature verification is enabled but no secret has been generated. \
                  Generate one with POST /api/v1/chatflows/<id>/webhook-secret.",
-            ));
+            )));
         };
         let Some(signature) = call.header(header) else {
             crate::metrics::metrics().webhook_rejected.inc();
-            return Ok(error(401, format!("Missing signature header: {header}")));
+            return Ok(Reply::Answer(error(
+                401,
+                format!("Missing signature header: {header}"),
+            )));
         };
         if !signature_matches(*kind, secret, &call.body, signature) {
             crate::metrics::metrics().webhook_rejected.inc();
-            return Ok(error(401, "Invalid webhook signature"));
+            return Ok(Reply::Answer(error(401, "Invalid webhook signature")));
         }
     }
     let content_type = call
@@ -305,13 +324,13 @@ pub async fn handle(services: &Services, chatflow: Uuid, call: Call) -> ServiceR
         .to_ascii_lowercase();
     let body = match parse_body(&content_type, &call.body) {
         Ok(body) => body,
-        Err(why) => return Ok(error(400, why)),
+        Err(why) => return Ok(Reply::Answer(error(400, why))),
     };
     let human_input = body.get("humanInput").filter(|h| h.is_object()).cloned();
     if human_input.is_none()
         && let Err(answer) = check(&start, &call, &content_type, &body)
     {
-        return Ok(answer);
+        return Ok(Reply::Answer(answer));
     }
     let query: Map<String, Value> = call
         .query
@@ -360,7 +379,14 @@ pub async fn handle(services: &Services, chatflow: Uuid, call: Call) -> ServiceR
     });
     let mut flow_vars = Map::new();
     flow_vars.insert("webhook".into(), webhook);
-    run(services, trigger, question, chat_id, flow_vars, human_input).await
+    let ask = Ask {
+        input: question,
+        chat_id,
+        flow_vars,
+        human_input,
+        live: None,
+    };
+    run(services, trigger, ask, start.stream).await
 }
 
 /// Makes a new secret for the chatflow's webhook (32 random bytes as hex, shown
@@ -399,15 +425,14 @@ pub async fn set_secret(
     Ok(secret)
 }
 
-/// Runs a checked call as a firing of the chatflow's trigger.
+/// Runs a checked call as a firing of the chatflow's trigger: awaited for its
+/// answer, or (`stream`) spawned with its events handed to the caller.
 async fn run(
     services: &Services,
     trigger: crate::domain::Trigger,
-    question: String,
-    chat_id: String,
-    flow_vars: Map<String, Value>,
-    human_input: Option<HumanAnswer>,
-) -> ServiceResult<Answer> {
+    mut ask: Ask,
+    stream: bool,
+) -> ServiceResult<Reply> {
     let now = time::now();
     let lease = now + chrono::TimeDelta::seconds(i64::from(services.config.trigger_lease_secs));
     let Some(firing) = services
@@ -417,31 +442,36 @@ async fn run(
             now,
             services.replica_id,
             lease,
-            question.clone(),
-            chat_id.clone(),
+            ask.input.clone(),
+            ask.chat_id.clone(),
         )
         .await?
     else {
-        return Ok(error(
+        return Ok(Reply::Answer(error(
             409,
             "the chatflow's webhook trigger is disabled or reached its maxExecutions",
-        ));
+        )));
     };
-    let ask = Ask {
-        input: question,
-        chat_id,
-        flow_vars,
-        human_input,
-    };
+    if stream {
+        let (live, events) = mpsc::channel(64);
+        ask.live = Some(live);
+        let services = services.clone();
+        // The run is the firing's, not the connection's: it ends and leaves its
+        // result even when the caller goes away.
+        tokio::spawn(async move {
+            firing::execute(&services, &firing, ask, now).await;
+        });
+        return Ok(Reply::Stream(events));
+    }
     let (outcome, _) = firing::execute(services, &firing, ask, now).await;
-    Ok(match outcome {
+    Ok(Reply::Answer(match outcome {
         Outcome::Success(result) => Answer {
             status: 200,
             body: serde_json::to_value(&*result).unwrap_or(Value::Null),
         },
         Outcome::TimedOut(message) => error(504, message),
         Outcome::Failed(message) => error(500, message),
-    })
+    }))
 }
 
 /// The body as the flow sees it: JSON, a form (Flowise's `payload` field

@@ -210,6 +210,7 @@ async fn run(services: &Services, trigger: Trigger, call: &Call, body: Value) ->
         chat_id: chat_id.clone(),
         flow_vars,
         human_input: None,
+        live: None,
     };
     let (outcome, _) = firing::execute(services, &firing, ask, now).await;
     match outcome {
