@@ -676,6 +676,30 @@ async fn due_cron_triggers_are_claimed_once(t: &common::TestStore) {
     );
     let recent = store.recent_trigger_results(&[tr.id], 5).await.unwrap();
     assert_eq!(recent.len(), 1);
+    // Results are deleted by id, only the trigger's own.
+    let stored = store.list_trigger_results(tr.id, 10).await.unwrap();
+    let other = uuid::Uuid::new_v4();
+    assert_eq!(
+        store
+            .delete_trigger_results(other, &[stored[0].id])
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        store
+            .delete_trigger_results(tr.id, &[stored[0].id, other])
+            .await
+            .unwrap(),
+        1
+    );
+    assert!(
+        store
+            .list_trigger_results(tr.id, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 async fn deleting_a_trigger_drops_its_claimed_firing(t: &common::TestStore) {

@@ -173,3 +173,10 @@ def test_a_schedule_start_node_fires_and_its_runs_are_logged(make_weir):
         both = api.get(f"/chatflows/{flow}/schedule/trigger-logs?status=FAILED&status=SUCCEEDED").json()
         assert both["total"] == logs["total"]
         assert json.dumps(both).count('"SUCCEEDED"') == len(both["data"])
+        # Logs are deleted by id.
+        r = api.delete(f"/chatflows/{flow}/schedule/trigger-logs", json={"logIds": "all"})
+        assert "logIds must be a string[]" in assert_error(r, 400)["message"]
+        r = api.delete(f"/chatflows/{flow}/schedule/trigger-logs", json={"logIds": [run["id"], "not-an-id"]})
+        assert r.status_code == 200 and r.json() == {"success": True, "deletedLogs": 1, "deletedExecutions": 0}
+        left = api.get(f"/chatflows/{flow}/schedule/trigger-logs").json()["data"]
+        assert run["id"] not in [log["id"] for log in left]

@@ -24,7 +24,7 @@ pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(schedule_status))
         .routes(routes!(set_schedule_enabled))
-        .routes(routes!(trigger_logs))
+        .routes(routes!(trigger_logs, delete_trigger_logs))
 }
 
 /// Flowise's `ScheduleRecord`.
@@ -298,5 +298,71 @@ async fn trigger_logs(
         total,
         page,
         limit,
+    }))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct DeleteLogsBody {
+    /// Ids of the logs to delete.
+    #[schema(value_type = Vec<String>)]
+    log_ids: Value,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct DeletedLogs {
+    success: bool,
+    deleted_logs: u64,
+    /// Always 0: a log is a trigger result, which owns no execution (an
+    /// agentflow run's execution stays in `/api/v1/executions`).
+    deleted_executions: u64,
+}
+
+/// Deletes some of the schedule's logs.
+#[utoipa::path(
+    delete,
+    path = "/api/v1/chatflows/{id}/schedule/trigger-logs",
+    tag = "schedules",
+    params(("id" = Uuid, Path, description = "Chatflow id")),
+    request_body = DeleteLogsBody,
+    responses(
+        (status = 200, description = "How many went", body = DeletedLogs),
+        (status = 400, description = "logIds is not a list of strings", body = ErrorBody),
+        (status = 404, description = "No such chatflow in this workspace", body = ErrorBody),
+        CommonErrors,
+        BodyErrors
+    )
+)]
+async fn delete_trigger_logs(
+    auth: AuthUser,
+    State(state): State<AppState>,
+    Path(id): Path<Uuid>,
+    Json(body): Json<DeleteLogsBody>,
+) -> ApiResult<Json<DeletedLogs>> {
+    auth.require(Permission::ChatflowsWrite)?;
+    let not_strings = || ApiError::BadRequest("logIds must be a string[]".into());
+    let Value::Array(items) = body.log_ids else {
+        return Err(not_strings());
+    };
+    let mut ids = Vec::with_capacity(items.len());
+    for item in &items {
+        // An id that is not a UUID names no log.
+        let text = item.as_str().ok_or_else(not_strings)?;
+        if let Ok(id) = Uuid::parse_str(text) {
+            ids.push(id);
+        }
+    }
+    chatflow(&state, &auth, id).await?;
+    let deleted = match state.store.owned_trigger(auth.workspace(), id).await? {
+        Some(trigger) if !ids.is_empty() => {
+            state.store.delete_trigger_results(trigger.id, &ids).await?
+        }
+        _ => 0,
+    };
+    Ok(Json(DeletedLogs {
+        success: true,
+        deleted_logs: deleted,
+        deleted_executions: 0,
     }))
 }

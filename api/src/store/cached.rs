@@ -584,6 +584,10 @@ impl TriggerStore for CachedStore {
         self.inner.list_trigger_results(trigger, limit).await
     }
 
+    async fn delete_trigger_results(&self, trigger: Uuid, ids: &[Uuid]) -> StoreResult<u64> {
+        self.inner.delete_trigger_results(trigger, ids).await
+    }
+
     async fn recent_trigger_results(
         &self,
         triggers: &[Uuid],

@@ -433,6 +433,9 @@ pub trait TriggerStore: Send + Sync {
         limit: u32,
     ) -> StoreResult<Vec<TriggerResult>>;
 
+    /// Deletes those of `ids` that are results of `trigger`; how many went.
+    async fn delete_trigger_results(&self, trigger: Uuid, ids: &[Uuid]) -> StoreResult<u64>;
+
     /// The newest `per_trigger` results of each of `triggers`, newest first.
     async fn recent_trigger_results(
         &self,

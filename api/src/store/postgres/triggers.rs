@@ -486,6 +486,14 @@ impl TriggerStore for PostgresStore {
         .await
     }
 
+    async fn delete_trigger_results(&self, trigger: Uuid, ids: &[Uuid]) -> StoreResult<u64> {
+        self.execute(
+            "DELETE FROM trigger_results WHERE trigger_id = $1 AND id = ANY($2)",
+            &[&trigger, &ids],
+        )
+        .await
+    }
+
     async fn recent_trigger_results(
         &self,
         triggers: &[Uuid],

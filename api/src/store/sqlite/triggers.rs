@@ -442,6 +442,25 @@ impl TriggerStore for SqliteStore {
         .await
     }
 
+    async fn delete_trigger_results(&self, trigger: Uuid, ids: &[Uuid]) -> StoreResult<u64> {
+        let ids: Vec<String> = ids.iter().map(Uuid::to_string).collect();
+        self.call(move |conn| {
+            let tx = conn.transaction()?;
+            let mut deleted = 0;
+            {
+                let mut stmt = tx.prepare_cached(
+                    "DELETE FROM trigger_results WHERE trigger_id = ?1 AND id = ?2",
+                )?;
+                for id in &ids {
+                    deleted += stmt.execute(params![trigger.to_string(), id])? as u64;
+                }
+            }
+            tx.commit()?;
+            Ok(deleted)
+        })
+        .await
+    }
+
     async fn recent_trigger_results(
         &self,
         triggers: &[Uuid],
