@@ -4,13 +4,10 @@ or deleting the chatflow changes or removes it, `/triggers` shows it but refuses
 to change it, and Flowise's schedule routes (status, enabled, trigger-logs) read
 and switch it. The Start nodes are written as Flowise 3.1 exports them."""
 import json
-import time
-
-import pytest
 
 from flows import af_reply, af_start, agentflow
 from prediction_client import ask
-from weir_harness import PG_URL, Api, assert_error
+from weir_harness import PG_URL, Api, assert_error, wait_for
 
 REPLY = "directReplyAgentflow_0"
 
@@ -130,16 +127,6 @@ def test_a_schedule_that_cannot_be_read_is_refused_and_one_that_cannot_run_is_of
     trigger = owned(api, flow)
     assert trigger["cronExpression"] == "30 8 * * 1,0"
     assert trigger["endDate"] == "2099-12-31T00:00:00.000Z"
-
-
-def wait_for(check, timeout, what):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_a_schedule_start_node_fires_and_its_runs_are_logged(make_weir):

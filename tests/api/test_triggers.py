@@ -18,7 +18,7 @@ import requests
 
 from fakes import FakeProviders, FakeTelegram, GOOD_KEY
 from flows import buffer_memory, edge, graph, node, openai_model, ref
-from weir_harness import Api, assert_error, backends
+from weir_harness import Api, assert_error, backends, wait_for
 
 ISO_MS_Z = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 
@@ -492,16 +492,6 @@ class Inbox:
     def stop(self):
         if self.controller:
             self.controller.stop()
-
-
-def wait_for(check, timeout, what):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.25)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def good_mornings(fake, message="Good morning"):

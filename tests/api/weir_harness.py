@@ -180,3 +180,14 @@ def assert_error(response: requests.Response, status: int, contains: str | None 
 
 
 FLOW = {"nodes": [], "edges": [], "viewport": {"x": 0, "y": 0, "zoom": 1}}
+
+
+def wait_for(check, timeout, what):
+    """The first truthy value of `check()`, polled until `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.25)
+    raise AssertionError(f"timed out waiting for {what}")

@@ -104,6 +104,16 @@ impl ChatflowBody {
     }
 }
 
+/// A chatflow of the caller's workspace; 404 `Chatflow <id> not found` (Flowise's
+/// words) otherwise.
+pub(super) async fn find(state: &AppState, auth: &AuthUser, id: Uuid) -> ApiResult<Chatflow> {
+    state
+        .store
+        .get_chatflow(auth.workspace(), id)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("Chatflow {id} not found")))
+}
+
 /// `apikeyid` must name a key of the same workspace.
 async fn check_key_id(state: &AppState, workspace: Uuid, id: &str) -> ApiResult<String> {
     let bad = || {

@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 use super::{BodyErrors, CommonErrors};
 use crate::domain::time;
-use crate::domain::{Chatflow, Permission, ResultStatus, Trigger, TriggerResult};
+use crate::domain::{Permission, ResultStatus, Trigger, TriggerResult};
 use crate::http::AppState;
 use crate::http::auth::AuthUser;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
@@ -90,14 +90,6 @@ struct ScheduleStatus {
     record: Option<ScheduleRecord>,
 }
 
-async fn chatflow(state: &AppState, auth: &AuthUser, id: Uuid) -> ApiResult<Chatflow> {
-    state
-        .store
-        .get_chatflow(auth.workspace(), id)
-        .await?
-        .ok_or_else(|| ApiError::NotFound(format!("Chatflow {id} not found")))
-}
-
 /// Whether the chatflow's schedule runs, and why it cannot when it cannot.
 #[utoipa::path(
     get,
@@ -116,7 +108,7 @@ async fn schedule_status(
     Path(id): Path<Uuid>,
 ) -> ApiResult<Json<ScheduleStatus>> {
     auth.require(Permission::ChatflowsRead)?;
-    let flow = chatflow(&state, &auth, id).await?;
+    let flow = super::chatflows::find(&state, &auth, id).await?;
     let trigger = state.store.owned_trigger(auth.workspace(), id).await?;
     let schedule = start_node::schedule(&flow.flow_data);
     let reason = match &schedule {
@@ -163,7 +155,7 @@ async fn set_schedule_enabled(
     let Value::Bool(enabled) = body.enabled else {
         return Err(ApiError::BadRequest("\"enabled\" must be a boolean".into()));
     };
-    let flow = chatflow(&state, &auth, id).await?;
+    let flow = super::chatflows::find(&state, &auth, id).await?;
     let trigger = start_node::set_enabled(&state, &flow, enabled).await?;
     let schedule = start_node::schedule(&flow.flow_data).ok().flatten();
     Ok(Json(ScheduleRecord::new(trigger, schedule.as_ref())))
@@ -256,7 +248,7 @@ async fn trigger_logs(
 ) -> ApiResult<Json<TriggerLogs>> {
     auth.require(Permission::ChatflowsRead)?;
     let (page, limit, statuses) = logs_query(query.as_deref())?;
-    chatflow(&state, &auth, id).await?;
+    super::chatflows::find(&state, &auth, id).await?;
     let Some(trigger) = state.store.owned_trigger(auth.workspace(), id).await? else {
         return Ok(Json(TriggerLogs {
             data: Vec::new(),
@@ -353,7 +345,7 @@ async fn delete_trigger_logs(
             ids.push(id);
         }
     }
-    chatflow(&state, &auth, id).await?;
+    super::chatflows::find(&state, &auth, id).await?;
     let deleted = match state.store.owned_trigger(auth.workspace(), id).await? {
         Some(trigger) if !ids.is_empty() => {
             state.store.delete_trigger_results(trigger.id, &ids).await?

@@ -351,6 +351,19 @@ async fn receive_webhook(
 ) -> ApiResult<Response> {
     // The address first: a call to none is answered before its body is read.
     let trigger = webhook::find(&state, &address).await?;
+    let (headers, body) = read_call(&headers, body).await?;
+    let call = webhook::Call { headers, body };
+    let answer = webhook::handle(&state, trigger, call).await?;
+    let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::OK);
+    Ok((status, axum::Json::<Value>(answer.body)).into_response())
+}
+
+/// A webhook call's headers (names in lower case, values that are text) and
+/// its body, at most [`webhook::MAX_BODY_BYTES`] (413 beyond).
+pub(super) async fn read_call(
+    headers: &HeaderMap,
+    body: axum::body::Body,
+) -> ApiResult<(Vec<(String, String)>, bytes::Bytes)> {
     let too_large = || {
         ApiError::PayloadTooLarge(format!(
             "a webhook body may have at most {} MiB",
@@ -384,8 +397,5 @@ async fn receive_webhook(
                 .map(|v| (name.as_str().to_owned(), v.to_owned()))
         })
         .collect();
-    let call = webhook::Call { headers, body };
-    let answer = webhook::handle(&state, trigger, call).await?;
-    let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::OK);
-    Ok((status, axum::Json::<Value>(answer.body)).into_response())
+    Ok((headers, body))
 }

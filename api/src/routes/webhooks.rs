@@ -4,7 +4,7 @@
 //! the run are `services::triggers::start_webhook`'s.
 
 use axum::extract::{DefaultBodyLimit, RawQuery, State};
-use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::Value;
@@ -67,41 +67,9 @@ async fn call_webhook(
     let Ok(id) = Uuid::parse_str(&id) else {
         return Err(ApiError::NotFound(format!("Chatflow {id} not found")));
     };
-    let too_large = || {
-        ApiError::PayloadTooLarge(format!(
-            "a webhook body may have at most {} MiB",
-            webhook::MAX_BODY_BYTES / (1024 * 1024)
-        ))
-    };
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > webhook::MAX_BODY_BYTES as u64) {
-        return Err(too_large());
-    }
-    let body = axum::body::to_bytes(body, webhook::MAX_BODY_BYTES)
-        .await
-        .map_err(|e| {
-            if std::error::Error::source(&e)
-                .is_some_and(|s| s.is::<http_body_util::LengthLimitError>())
-            {
-                too_large()
-            } else {
-                ApiError::BadRequest(format!("the webhook body could not be read: {e}"))
-            }
-        })?;
+    let (headers, body) = super::triggers::read_call(&headers, body).await?;
     let query = serde_urlencoded::from_str::<Vec<(String, String)>>(query.as_deref().unwrap_or(""))
         .map_err(|e| ApiError::BadRequest(format!("the query string cannot be read: {e}")))?;
-    let headers = headers
-        .iter()
-        .filter_map(|(name, value)| {
-            value
-                .to_str()
-                .ok()
-                .map(|v| (name.as_str().to_owned(), v.to_owned()))
-        })
-        .collect();
     let call = start_webhook::Call {
         method: method.as_str().to_owned(),
         headers,
@@ -124,18 +92,6 @@ struct WebhookSecret {
     webhook_secret: String,
 }
 
-async fn webhook_flow(
-    state: &AppState,
-    auth: &AuthUser,
-    id: Uuid,
-) -> ApiResult<crate::domain::Chatflow> {
-    state
-        .store
-        .get_chatflow(auth.workspace(), id)
-        .await?
-        .ok_or_else(|| ApiError::NotFound(format!("Chatflow {id} not found")))
-}
-
 /// Makes (or replaces) the secret webhook calls are signed with; shown once.
 #[utoipa::path(
     post,
@@ -155,7 +111,7 @@ async fn create_webhook_secret(
     Path(id): Path<Uuid>,
 ) -> ApiResult<Json<WebhookSecret>> {
     auth.require(Permission::ChatflowsWrite)?;
-    let flow = webhook_flow(&state, &auth, id).await?;
+    let flow = super::chatflows::find(&state, &auth, id).await?;
     let secret = start_webhook::set_secret(&state, &flow, true)
         .await?
         .ok_or_else(|| ApiError::Internal("no secret was made".into()))?;
@@ -183,7 +139,7 @@ async fn delete_webhook_secret(
     Path(id): Path<Uuid>,
 ) -> ApiResult<StatusCode> {
     auth.require(Permission::ChatflowsWrite)?;
-    let flow = webhook_flow(&state, &auth, id).await?;
+    let flow = super::chatflows::find(&state, &auth, id).await?;
     start_webhook::set_secret(&state, &flow, false).await?;
     Ok(StatusCode::NO_CONTENT)
 }

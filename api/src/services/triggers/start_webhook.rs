@@ -260,10 +260,7 @@ pub struct Call {
 
 impl Call {
     fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
+        super::webhook::header(&self.headers, name)
     }
 }
 
