@@ -51,8 +51,15 @@ def test_a_schedule_start_node_is_a_trigger_its_chatflow_owns(api):
 
     # weir's own trigger API shows it but does not change it.
     for r in (api.put(f"/triggers/{trigger['id']}", json={"enabled": False}),
+              api.put(f"/triggers/{trigger['id']}", json={"timeout": 60, "cronExpression": "* * * * *"}),
               api.delete(f"/triggers/{trigger['id']}")):
         assert flow in assert_error(r, 409)["message"]
+    # Only how its runs go: failure mail, run time, a cap.
+    r = api.put(f"/triggers/{trigger['id']}",
+                json={"notificationEmail": "ops@example.com", "timeout": 120, "maxExecutions": 500})
+    assert r.status_code == 200, r.text
+    assert r.json()["notificationEmail"] == "ops@example.com" and r.json()["timeout"] == 120
+    assert r.json()["maxExecutions"] == 500 and r.json()["nextExecution"] == trigger["nextExecution"]
 
     status = api.get(f"/chatflows/{flow}/schedule/status").json()
     assert status["enabled"] is True and status["canEnable"] is True and "reason" not in status
@@ -76,7 +83,7 @@ def test_a_schedule_start_node_is_a_trigger_its_chatflow_owns(api):
     changed = owned(api, flow)
     assert changed["id"] == trigger["id"] and changed["cronExpression"] == "30 6 * * *"
     assert changed["timezone"] == "UTC" and changed["triggerMessage"] == "Early report"
-    assert changed["enabled"] is False
+    assert changed["enabled"] is False and changed["notificationEmail"] == "ops@example.com"
     r = api.patch(f"/chatflows/{flow}/schedule/enabled", json={"enabled": True})
     assert r.status_code == 200 and r.json()["nextRunAt"].endswith("06:30:00.000Z"), r.text
 

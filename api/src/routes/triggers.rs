@@ -196,7 +196,7 @@ async fn get_trigger(
     responses(
         (status = 200, description = "The whole updated trigger", body = TriggerView),
         (status = 404, description = "No such trigger in this workspace", body = ErrorBody),
-        (status = 409, description = "Conflict (webhook nodeId taken, maxExecutions reached)", body = ErrorBody),
+        (status = 409, description = "Conflict (webhook nodeId taken, maxExecutions reached, or a field other than notificationEmail, timeout and maxExecutions of a trigger its chatflow owns)", body = ErrorBody),
         (status = 502, description = "Telegram refused the change", body = ErrorBody),
         CommonErrors,
         BodyErrors
@@ -223,6 +223,7 @@ async fn update_trigger(
     responses(
         (status = 204, description = "Deleted"),
         (status = 404, description = "No such trigger in this workspace", body = ErrorBody),
+        (status = 409, description = "The trigger is its chatflow's (made by its Start node)", body = ErrorBody),
         CommonErrors
     )
 )]

@@ -94,6 +94,24 @@ pub struct TriggerFields {
     pub notification_email: Option<Option<String>>,
 }
 
+impl TriggerFields {
+    /// Whether only how runs go is changed (`notificationEmail`, `timeout`,
+    /// `maxExecutions`): what a trigger its chatflow owns may change here.
+    fn only_run_settings(&self) -> bool {
+        self.name.is_none()
+            && self.chatflow_id.is_none()
+            && self.node_id.is_none()
+            && self.trigger_type.is_none()
+            && self.cron_expression.is_none()
+            && self.timezone.is_none()
+            && self.trigger_message.is_none()
+            && self.enabled.is_none()
+            && self.webhook_platform.is_none()
+            && self.webhook_secret.is_none()
+            && self.webhook_bot_token.is_none()
+    }
+}
+
 /// A trigger with its recent results, for `includeResults=true`.
 pub struct TriggerWithResults {
     pub trigger: Trigger,
@@ -455,7 +473,9 @@ pub async fn update(
     fields: TriggerFields,
 ) -> ServiceResult<Trigger> {
     let before = get_opened(services, workspace, id).await?;
-    refuse_owned(&before)?;
+    if before.owned_by_chatflow && !fields.only_run_settings() {
+        refuse_owned(&before)?;
+    }
     let mut t = before.clone();
     if let Some(kind) = &fields.trigger_type
         && TriggerType::parse(kind) != Some(t.trigger_type)
@@ -564,12 +584,14 @@ pub async fn remove(services: &Services, workspace: Uuid, id: Uuid) -> ServiceRe
     Ok(())
 }
 
-/// 409 for a trigger its chatflow's Start node made: the chatflow is where it changes.
+/// 409 for a trigger its chatflow's Start node made: the chatflow is where it
+/// changes (only `notificationEmail`, `timeout` and `maxExecutions` change here).
 fn refuse_owned(trigger: &Trigger) -> ServiceResult<()> {
     if trigger.owned_by_chatflow {
         return Err(ServiceError::Conflict(format!(
-            "trigger {} is the schedule of chatflow {}'s Start node: change it by saving the \
-             chatflow (or through /api/v1/chatflows/{}/schedule/enabled)",
+            "trigger {} was made by chatflow {}'s Start node: change it by saving the chatflow \
+             (a schedule is switched on and off at /api/v1/chatflows/{}/schedule/enabled); \
+             here only notificationEmail, timeout and maxExecutions change",
             trigger.id, trigger.chatflow_id, trigger.chatflow_id
         )));
     }
