@@ -30,6 +30,55 @@ pub struct FlowNode {
     pub parent: Option<String>,
 }
 
+/// An agentflow node's inputs as Flowise writes them, read without a spec
+/// (agentflow nodes, and the Start node's trigger settings).
+impl FlowNode {
+    /// A text input as written; numbers and booleans as text; empty when absent.
+    pub fn input_text(&self, name: &str) -> String {
+        match self.inputs.get(name) {
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Number(n)) => n.to_string(),
+            Some(Value::Bool(b)) => b.to_string(),
+            _ => String::new(),
+        }
+    }
+
+    /// A switch: `true`, or the text `"true"`.
+    pub fn input_flag(&self, name: &str) -> bool {
+        match self.inputs.get(name) {
+            Some(Value::Bool(b)) => *b,
+            Some(Value::String(s)) => s == "true",
+            _ => false,
+        }
+    }
+
+    /// An `array` input's rows (Flowise writes `""` for none, and some inputs
+    /// as JSON text); `Err` says what is wrong with it.
+    pub fn input_rows(&self, name: &str) -> Result<Vec<Map<String, Value>>, String> {
+        let parsed;
+        let items = match self.inputs.get(name) {
+            None | Some(Value::Null) => return Ok(Vec::new()),
+            Some(Value::String(s)) if s.trim().is_empty() => return Ok(Vec::new()),
+            Some(Value::String(s)) => {
+                parsed = serde_json::from_str::<Value>(s)
+                    .map_err(|e| format!("input '{name}' is not a list of rows: {e}"))?;
+                &parsed
+            }
+            Some(v) => v,
+        };
+        let Value::Array(items) = items else {
+            return Err(format!("input '{name}' must be a list of rows"));
+        };
+        items
+            .iter()
+            .map(|row| match row {
+                Value::Object(o) => Ok(o.clone()),
+                _ => Err(format!("input '{name}' has a row that is not an object")),
+            })
+            .collect()
+    }
+}
+
 /// The credential id a node's data or inputs name, if any.
 pub fn credential_of(data_credential: Option<&str>, inputs: &Map<String, Value>) -> Option<String> {
     data_credential

@@ -149,9 +149,9 @@ pub async fn execute(
     let outcome = match flow {
         Err(e) => Outcome::Failed(e),
         Ok(flow) => {
-            // A Start node's schedule asks what the node says now.
-            let (question, form) = match trigger
-                .owned_by_chatflow
+            // A Start node's schedule asks what the node says now (a webhook
+            // call brings its own question).
+            let (question, form) = match (trigger.owned_by_chatflow && firing.is_cron)
                 .then(|| super::start_node::ask_of(&flow.flow_data))
                 .flatten()
             {

@@ -112,12 +112,9 @@ fn start_node(graph: &FlowGraph) -> Option<&FlowNode> {
     graph.nodes.iter().find(|n| n.name == "startAgentflow")
 }
 
-fn text(node: &FlowNode, name: &str) -> String {
-    match node.inputs.get(name) {
-        Some(Value::String(s)) => s.trim().to_owned(),
-        Some(Value::Number(n)) => n.to_string(),
-        _ => String::new(),
-    }
+/// A Start node's text input, trimmed; empty when absent.
+pub(super) fn text(node: &FlowNode, name: &str) -> String {
+    node.input_text(name).trim().to_owned()
 }
 
 /// The flow's trigger, when its Start node starts on a schedule or a webhook;
@@ -127,9 +124,15 @@ pub fn read(flow_data: &str) -> Result<Option<StartTrigger>, String> {
         // Not a flow weir reads; saving it is judged elsewhere.
         return Ok(None);
     };
-    let Some(node) = start_node(&graph) else {
-        return Ok(None);
-    };
+    match start_node(&graph) {
+        Some(node) => read_node(node),
+        None => Ok(None),
+    }
+}
+
+/// What an agentflow's Start node makes its chatflow: a schedule, a webhook
+/// or nothing.
+pub fn read_node(node: &FlowNode) -> Result<Option<StartTrigger>, String> {
     match text(node, "startInputType").as_str() {
         "scheduleInput" => read_schedule(node).map(|s| Some(StartTrigger::Schedule(s))),
         "webhookTrigger" => StartWebhook::read(node).map(|w| Some(StartTrigger::Webhook(w))),
@@ -379,12 +382,22 @@ fn apply(
     now: Timestamp,
 ) -> ServiceResult<()> {
     trigger.node_id = wanted.node_id().to_owned();
-    let StartTrigger::Schedule(wanted) = wanted else {
-        if before.is_none_or(|b| b != &*trigger) {
-            trigger.updated_date = now;
-        }
-        return Ok(());
-    };
+    if let StartTrigger::Schedule(wanted) = wanted {
+        plan_schedule(services, trigger, wanted, before, now)?;
+    }
+    if before.is_none_or(|b| b != &*trigger) {
+        trigger.updated_date = now;
+    }
+    Ok(())
+}
+
+fn plan_schedule(
+    services: &Services,
+    trigger: &mut Trigger,
+    wanted: &StartSchedule,
+    before: Option<&Trigger>,
+    now: Timestamp,
+) -> ServiceResult<()> {
     trigger.cron_expression = Some(wanted.cron.clone());
     trigger.timezone.clone_from(&wanted.timezone);
     trigger.ends_at = wanted.ends_at;
@@ -406,9 +419,6 @@ fn apply(
         Some(schedule) => schedule.next_after(now).filter(|n| !trigger.ended_by(*n)),
         None => None,
     };
-    if before.is_none_or(|b| b != &*trigger) {
-        trigger.updated_date = now;
-    }
     Ok(())
 }
 

@@ -28,9 +28,10 @@ use tokio::sync::mpsc;
 use super::super::prediction::{HumanAnswer, PredictionEvent};
 use super::super::{ServiceError, ServiceResult, Services};
 use super::firing::{self, Ask, Outcome};
-use super::start_node::{self, StartTrigger};
+use super::start_node::{self, StartTrigger, text};
 use super::webhook::Answer;
 use crate::domain::time;
+use crate::flow::component::cell;
 use crate::flow::graph::FlowNode;
 
 /// Headers a flow never sees (their values become `[REDACTED]`), as in Flowise.
@@ -91,46 +92,14 @@ pub struct StartWebhook {
     pub body_params: Vec<BodyParam>,
 }
 
-fn text(node: &FlowNode, name: &str) -> String {
-    match node.inputs.get(name) {
-        Some(Value::String(s)) => s.trim().to_owned(),
-        _ => String::new(),
-    }
-}
-
-fn flag(node: &FlowNode, name: &str) -> bool {
-    matches!(node.inputs.get(name), Some(Value::Bool(true)))
-        || matches!(node.inputs.get(name), Some(Value::String(s)) if s == "true")
-}
-
-/// An `array` input's rows (also as JSON text).
+/// The Start node's rows of `name` (validation rows).
 fn rows(node: &FlowNode, name: &str) -> Result<Vec<Map<String, Value>>, String> {
-    let parsed;
-    let value = match node.inputs.get(name) {
-        None | Some(Value::Null) => return Ok(Vec::new()),
-        Some(Value::String(s)) if s.trim().is_empty() => return Ok(Vec::new()),
-        Some(Value::String(s)) => {
-            parsed = serde_json::from_str::<Value>(s)
-                .map_err(|e| format!("the Start node's {name} is not a list of rows: {e}"))?;
-            &parsed
-        }
-        Some(v) => v,
-    };
-    let Value::Array(items) = value else {
-        return Err(format!("the Start node's {name} must be a list of rows"));
-    };
-    Ok(items
-        .iter()
-        .filter_map(|row| row.as_object().cloned())
-        .collect())
+    node.input_rows(name)
+        .map_err(|why| format!("the Start node's {why}"))
 }
 
 fn row_text(row: &Map<String, Value>, key: &str) -> String {
-    row.get(key)
-        .and_then(Value::as_str)
-        .map(str::trim)
-        .unwrap_or_default()
-        .to_owned()
+    cell(row.get(key)).trim().to_owned()
 }
 
 fn row_flag(row: &Map<String, Value>, key: &str) -> bool {
@@ -164,7 +133,7 @@ impl StartWebhook {
                 ));
             }
         };
-        let auth = match flag(node, "webhookEnableAuth") {
+        let auth = match node.input_flag("webhookEnableAuth") {
             false => None,
             true => {
                 let header = match text(node, "webhookSignatureHeader").to_ascii_lowercase() {
@@ -200,7 +169,7 @@ impl StartWebhook {
                 ));
             }
         };
-        let validating = flag(node, "webhookEnableValidation");
+        let validating = node.input_flag("webhookEnableValidation");
         let named = |name: &str| -> Result<Vec<Map<String, Value>>, String> {
             Ok(match validating {
                 true => rows(node, name)?
@@ -283,7 +252,14 @@ pub async fn handle(services: &Services, chatflow: Uuid, call: Call) -> ServiceR
     let Some(flow) = services.store.find_chatflow(chatflow).await? else {
         return Ok(Reply::Answer(not_found()));
     };
-    let Ok(Some(StartTrigger::Webhook(start))) = start_node::read(&flow.flow_data) else {
+    // The flow's cached plan holds its graph: a call parses nothing the run
+    // would parse again.
+    let plan = services
+        .plans
+        .get(flow.id, flow.updated_date, &flow.flow_data)?;
+    let Some(Ok(Some(StartTrigger::Webhook(start)))) =
+        plan.agentflow_start().map(start_node::read_node)
+    else {
         return Ok(Reply::Answer(not_webhook()));
     };
     let Some(trigger) = services

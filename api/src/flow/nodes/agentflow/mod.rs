@@ -68,45 +68,16 @@ impl<'a> Read<'a> {
 
     /// A text input as written (variables unresolved); empty when absent.
     fn text(&self, name: &str) -> String {
-        match self.value(name) {
-            Some(Value::String(s)) => s.clone(),
-            Some(Value::Number(n)) => n.to_string(),
-            Some(Value::Bool(b)) => b.to_string(),
-            _ => String::new(),
-        }
+        self.node.input_text(name)
     }
 
     fn flag(&self, name: &str) -> bool {
-        matches!(self.value(name), Some(Value::Bool(true)))
-            || matches!(self.value(name), Some(Value::String(s)) if s == "true")
+        self.node.input_flag(name)
     }
 
-    /// An `array` input: its rows (Flowise writes `""` for none, and some inputs as JSON text).
+    /// An `array` input: its rows.
     fn rows(&self, name: &str) -> Result<Vec<Map<String, Value>>, FlowError> {
-        let parsed;
-        let items = match self.value(name) {
-            None => return Ok(Vec::new()),
-            Some(Value::String(s)) if s.trim().is_empty() => return Ok(Vec::new()),
-            Some(Value::String(s)) => {
-                parsed = serde_json::from_str::<Value>(s).map_err(|e| {
-                    self.invalid(format_args!("input '{name}' is not a list of rows: {e}"))
-                })?;
-                &parsed
-            }
-            Some(v) => v,
-        };
-        let Value::Array(items) = items else {
-            return Err(self.invalid(format_args!("input '{name}' must be a list of rows")));
-        };
-        items
-            .iter()
-            .map(|row| match row {
-                Value::Object(o) => Ok(o.clone()),
-                _ => Err(self.invalid(format_args!(
-                    "input '{name}' has a row that is not an object"
-                ))),
-            })
-            .collect()
+        self.node.input_rows(name).map_err(|why| self.invalid(why))
     }
 
     /// `{key, value}` rows (state updates, headers, query parameters).
