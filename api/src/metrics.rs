@@ -63,6 +63,11 @@ pub struct FiringLabels {
     pub outcome: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabels {
+    pub outcome: &'static str,
+}
+
 /// Every metric of the API server.
 pub struct Metrics {
     registry: Registry,
@@ -77,6 +82,7 @@ pub struct Metrics {
     pub firing_lag_seconds: Histogram,
     pub missed_runs: Counter,
     pub webhook_rejected: Counter,
+    pub callback_attempts: Family<OutcomeLabels, Counter>,
 }
 
 /// The process's metrics.
@@ -159,6 +165,12 @@ impl Metrics {
             "Webhook calls refused for a missing or wrong signature",
             webhook_rejected.clone(),
         );
+        let callback_attempts = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "trigger_callback_attempts",
+            "Attempts to deliver a webhook call's callback, by outcome (delivered, retry, failed)",
+            callback_attempts.clone(),
+        );
         Metrics {
             registry,
             requests,
@@ -172,6 +184,7 @@ impl Metrics {
             firing_lag_seconds,
             missed_runs,
             webhook_rejected,
+            callback_attempts,
         }
     }
 
@@ -232,6 +245,13 @@ impl Metrics {
                 })
                 .inc_by(tokens);
         }
+    }
+
+    /// One attempt at a callback: `delivered`, `retry` or `failed` (given up).
+    pub fn callback_attempt(&self, outcome: &'static str) {
+        self.callback_attempts
+            .get_or_create(&OutcomeLabels { outcome })
+            .inc();
     }
 
     /// One trigger run.

@@ -5,12 +5,13 @@ mod common;
 
 use std::sync::Arc;
 use weir_api::domain::apikey::generate_key;
+use weir_api::domain::callback::{AttemptOutcome, CallbackAttempt, CallbackStatus, NewCallback};
 use weir_api::domain::trigger::LEASE_EXPIRED;
 use weir_api::domain::{
     ChatflowPatch, ChatflowType, FieldType, MessageRole, NewApiKey, NewChatMessage, NewChatflow,
     NewTool, NewVariable, Page, Permission, ToolField, ToolPatch, VariablePatch, VariableType,
 };
-use weir_api::domain::{Delivery, ResultStatus, Trigger, TriggerType, time};
+use weir_api::domain::{Delivery, ResultStatus, Trigger, TriggerType, WebhookClaim, time};
 use weir_api::domain::{ExecutionFilter, ExecutionState, ExecutionUpdate, NewExecution};
 use weir_api::services::triggers::scheduler::plan;
 
@@ -58,6 +59,7 @@ conformance!(
     deleting_a_trigger_drops_its_claimed_firing,
     expired_leases_fail_their_firing_once,
     webhook_claims_stop_at_max_executions,
+    callbacks_are_owed_from_the_claim_and_settled,
     webhook_deliveries_are_replayed,
     webhook_addresses_are_unique,
     trigger_secrets_are_replaced_only_as_read,
@@ -659,13 +661,13 @@ async fn due_cron_triggers_are_claimed_once(t: &common::TestStore) {
         "boom".into(),
     );
     let done = store
-        .finish_firing(firing.id, result.clone(), None, 1000)
+        .finish_firing(firing.id, result.clone(), None, None, 1000)
         .await
         .unwrap();
     assert_eq!(done.unwrap().status, ResultStatus::Failed);
     assert!(
         store
-            .finish_firing(firing.id, result, None, 1000)
+            .finish_firing(firing.id, result, None, None, 1000)
             .await
             .unwrap()
             .is_none()
@@ -723,7 +725,7 @@ async fn deleting_a_trigger_drops_its_claimed_firing(t: &common::TestStore) {
     );
     assert!(
         store
-            .finish_firing(firings[0].id, result, None, 10)
+            .finish_firing(firings[0].id, result, None, None, 10)
             .await
             .unwrap()
             .is_none()
@@ -774,6 +776,173 @@ async fn expired_leases_fail_their_firing_once(t: &common::TestStore) {
     );
 }
 
+fn claim(input: &str, callback: Option<NewCallback>) -> WebhookClaim {
+    WebhookClaim {
+        input: input.into(),
+        chat_id: "chat".into(),
+        callback,
+    }
+}
+
+fn callback(url: &str) -> NewCallback {
+    NewCallback {
+        id: uuid::Uuid::new_v4(),
+        url: url.into(),
+        secret: Some("sealed:x".into()),
+    }
+}
+
+async fn callbacks_are_owed_from_the_claim_and_settled(t: &common::TestStore) {
+    let store: &dyn Store = &*t.store;
+    let tr = setup(store, TriggerType::Webhook, "hook").await;
+    let now = time::now();
+    let owner = uuid::Uuid::new_v4();
+    let owed = callback("http://receiver/a");
+    let firing = store
+        .claim_webhook_firing(
+            tr.id,
+            now,
+            owner,
+            now + minutes(1),
+            claim("a", Some(owed.clone())),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    // Owed, but not due while the run goes on.
+    let later = now + minutes(5);
+    assert!(
+        store
+            .claim_callbacks(later, later, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let result = weir_api::domain::trigger::failed_result(
+        &tr,
+        now,
+        None,
+        "a".into(),
+        "chat".into(),
+        "boom".into(),
+    );
+    let body = r#"{"status":"ERROR"}"#.to_owned();
+    let stored = store
+        .finish_firing(firing.id, result, None, Some(body.clone()), 10)
+        .await
+        .unwrap()
+        .unwrap();
+    let due = store
+        .claim_callbacks(now, now + minutes(1), 10)
+        .await
+        .unwrap();
+    assert_eq!(due.len(), 1);
+    assert_eq!(
+        (due[0].id, &due[0].body, due[0].attempts),
+        (owed.id, &body, 0)
+    );
+    assert_eq!(due[0].secret, owed.secret);
+    // Claimed: another sender does not see it until the claim runs out.
+    assert!(
+        store
+            .claim_callbacks(now, now, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let retry_at = now + minutes(2);
+    store
+        .settle_callbacks(&[CallbackAttempt {
+            id: owed.id,
+            at: now,
+            outcome: AttemptOutcome::Retry {
+                at: retry_at,
+                error: "HTTP 503".into(),
+            },
+        }])
+        .await
+        .unwrap();
+    let [state] = &store.callbacks_of_results(&[stored.id]).await.unwrap()[..] else {
+        panic!("one callback")
+    };
+    assert_eq!(state.status, CallbackStatus::Pending);
+    assert_eq!(
+        (state.attempts, state.last_error.as_deref()),
+        (1, Some("HTTP 503"))
+    );
+    assert!(
+        store
+            .claim_callbacks(now + minutes(1), now, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let due = store.claim_callbacks(retry_at, retry_at, 10).await.unwrap();
+    assert_eq!(due.len(), 1);
+    assert_eq!(due[0].attempts, 1);
+    store
+        .settle_callbacks(&[CallbackAttempt {
+            id: owed.id,
+            at: retry_at,
+            outcome: AttemptOutcome::Delivered,
+        }])
+        .await
+        .unwrap();
+    let [state] = &store.callbacks_of_results(&[stored.id]).await.unwrap()[..] else {
+        panic!("one callback")
+    };
+    assert_eq!(state.status, CallbackStatus::Delivered);
+    assert_eq!((state.attempts, state.last_error.as_deref()), (2, None));
+    assert!(state.delivered_at.is_some());
+    assert!(
+        store
+            .claim_callbacks(later, later, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // A firing whose replica died owes an ERROR callback once its lease runs out.
+    let cut = callback("http://receiver/b");
+    store
+        .claim_webhook_firing(
+            tr.id,
+            now,
+            owner,
+            now + minutes(1),
+            claim("b", Some(cut.clone())),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(store.expire_firings(now + minutes(2), 10).await.unwrap(), 1);
+    let due = store.claim_callbacks(later, later, 10).await.unwrap();
+    assert_eq!(due.len(), 1);
+    assert_eq!(due[0].id, cut.id);
+    let body: serde_json::Value = serde_json::from_str(&due[0].body).unwrap();
+    assert_eq!(body["status"], "ERROR");
+    assert_eq!(body["error"], LEASE_EXPIRED);
+    store
+        .settle_callbacks(&[CallbackAttempt {
+            id: cut.id,
+            at: later,
+            outcome: AttemptOutcome::GaveUp {
+                error: "refused".into(),
+            },
+        }])
+        .await
+        .unwrap();
+    let results = store.list_trigger_results(tr.id, 10).await.unwrap();
+    let ids: Vec<_> = results.iter().map(|r| r.id).collect();
+    let states = store.callbacks_of_results(&ids).await.unwrap();
+    assert_eq!(states.len(), 2);
+    assert!(
+        states
+            .iter()
+            .any(|s| s.id == cut.id && s.status == CallbackStatus::Failed)
+    );
+}
+
 async fn webhook_claims_stop_at_max_executions(t: &common::TestStore) {
     let store: &dyn Store = &*t.store;
     let mut tr = setup(store, TriggerType::Webhook, "hook").await;
@@ -782,14 +951,7 @@ async fn webhook_claims_stop_at_max_executions(t: &common::TestStore) {
     let now = time::now();
     let owner = uuid::Uuid::new_v4();
     let first = store
-        .claim_webhook_firing(
-            tr.id,
-            now,
-            owner,
-            now + minutes(1),
-            "in".into(),
-            "chat".into(),
-        )
+        .claim_webhook_firing(tr.id, now, owner, now + minutes(1), claim("in", None))
         .await
         .unwrap()
         .unwrap();
@@ -797,14 +959,7 @@ async fn webhook_claims_stop_at_max_executions(t: &common::TestStore) {
     assert!(!first.trigger.enabled);
     assert!(
         store
-            .claim_webhook_firing(
-                tr.id,
-                now,
-                owner,
-                now + minutes(1),
-                "in".into(),
-                "chat".into()
-            )
+            .claim_webhook_firing(tr.id, now, owner, now + minutes(1), claim("in", None))
             .await
             .unwrap()
             .is_none()

@@ -686,11 +686,15 @@ class FakeSite:
     (as `content_type`, text/plain by default), POST answers `posted: <request
     body>` as text/plain; with `redirect_to` every request is a 302
     there; with `pages` ({path: html, or path: (content type, bytes)}), GET of such a
-    path answers it (other paths 404). Records each request as (method, path, headers with lower-case names, body)."""
+    path answers it (other paths 404); POST answers with `status` (200 unless a test
+    sets another). Records each request as (method, path, headers with lower-case
+    names, body)."""
 
     def __init__(self, host="127.0.0.1", body="hello from the site", redirect_to=None, pages=None,
                  content_type="text/plain; charset=utf-8"):
         self.hits = []
+        # The status POSTs are answered with (a test may change it: a receiver down).
+        self.status = 200
         self.body = body
         self.content_type = content_type
         self.pages = pages
@@ -724,7 +728,7 @@ class FakeSite:
                     self.wfile.write(payload)
                     return
                 payload = (site.body if method == "GET" else f"posted: {data}").encode()
-                self.send_response(200)
+                self.send_response(200 if method == "GET" else site.status)
                 kind = site.content_type if method == "GET" else "text/plain; charset=utf-8"
                 self.send_header("Content-Type", kind)
                 self.send_header("Content-Length", str(len(payload)))

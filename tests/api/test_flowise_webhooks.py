@@ -10,12 +10,15 @@ import hashlib
 import hmac
 import json
 import time
+import uuid
 
+import pytest
 import requests
 
-from flows import af_human_input, af_reply, af_start, agentflow
+from flows import af_human_input, af_llm, af_openai, af_reply, af_start, agentflow
 from prediction_client import sse_events, stream
-from weir_harness import assert_error
+from fakes import GOOD_KEY, FakeProviders, FakeSite
+from weir_harness import Api, Weir, assert_error, backends, wait_for
 
 REPLY, HUMAN = "directReplyAgentflow_0", "humanInputAgentflow_0"
 
@@ -199,10 +202,23 @@ def test_stream_mode_answers_with_the_predictions_events(api):
     assert result["output"] == "Got: streamed" and result["chatId"] == "live-1"
 
 
-def test_async_mode_is_refused_at_save_until_weir_answers_it(api):
-    nodes = [webhook_start(webhookResponseMode="async", callbackUrl="https://example.com/cb")]
+def test_async_callback_urls_are_checked(api):
+    nodes = [webhook_start(webhookResponseMode="async", callbackUrl="ftp://example.com/cb")]
     r = api.post("/chatflows", json={"name": "x", "flowData": agentflow(nodes)})
-    assert "not answered by weir yet" in assert_error(r, 400)["message"]
+    assert "Invalid callbackUrl: must be a valid http or https URL" in assert_error(r, 400)["message"]
+    # The address guard of the request tools: this server lets no request reach
+    # loopback, so the call is refused before anything runs.
+    flow = save(api, webhook_start(webhookResponseMode="async", callbackUrl="http://127.0.0.1:9/cb"))
+    assert "Invalid callbackUrl: refused" in assert_error(call(api, flow, json={}), 400)["message"]
+    [trigger] = [t for t in api.get("/triggers").json() if t["chatflowId"] == flow]
+    assert api.get(f"/triggers/{trigger['id']}/results").json() == []
+    # Without a callback URL the call is fire-and-forget: 202, and the run leaves its result.
+    flow = save(api, webhook_start(webhookResponseMode="async", webhookDefaultInput="quiet"))
+    r = call(api, flow, json={"chatId": "ff-1"})
+    assert r.status_code == 202 and r.json() == {"chatId": "ff-1", "status": "PROCESSING"}
+    [trigger] = [t for t in api.get("/triggers").json() if t["chatflowId"] == flow]
+    [result] = wait_for(lambda: api.get(f"/triggers/{trigger['id']}/results").json(), 10, "the run's result")
+    assert result["output"] == "Got: quiet" and "callback" not in result
 
 
 def test_a_stopped_run_is_resumed_through_the_webhook(api):
@@ -221,3 +237,174 @@ def test_a_stopped_run_is_resumed_through_the_webhook(api):
                               "humanInput": {"type": "proceed", "startNodeId": HUMAN}})
     assert r.status_code == 200, r.text
     assert r.json()["text"] == "Shipped" and r.json()["executionId"] == paused["executionId"]
+
+
+# ------------------------------------------------------------------ async mode
+
+CALLBACK_SECRET = "cb-s3cret"
+
+
+@pytest.fixture(scope="module")
+def receiver():
+    """The test's callback receiver, on 127.0.0.2."""
+    site = FakeSite("127.0.0.2")
+    yield site
+    site.close()
+
+
+@pytest.fixture(scope="module")
+def allowing(tmp_path_factory):
+    """A server that lets requests (callbacks included) reach 127.0.0.2."""
+    w = Weir(tmp_path_factory.mktemp("weir-callbacks"), "sqlite")
+    w.env.update(ALLOW_PRIVATE_REQUESTS="127.0.0.2", METRICS_TOKEN="metrics-token")
+    w.start()
+    yield w
+    w.cleanup()
+
+
+def async_start(receiver, path, **inputs):
+    return webhook_start(webhookResponseMode="async", callbackUrl=f"{receiver.url}{path}",
+                         callbackSecret=CALLBACK_SECRET, **inputs)
+
+
+def callbacks_to(receiver, path):
+    """(headers, raw body, parsed body) of each callback POSTed to `path`."""
+    return [(headers, body, json.loads(body)) for method, p, headers, body in list(receiver.hits)
+            if method == "POST" and p == path]
+
+
+def check_signature(headers, raw):
+    """As Flowise documents it: sha256=<hex HMAC-SHA256 of the exact body> under callbackSecret."""
+    expected = "sha256=" + hmac.new(CALLBACK_SECRET.encode(), raw.encode(), hashlib.sha256).hexdigest()
+    assert hmac.compare_digest(headers["x-flowise-signature"], expected), headers
+
+
+def delivered_results(api, flow):
+    [trigger] = [t for t in api.get("/triggers").json() if t["chatflowId"] == flow]
+    return [x for x in api.get(f"/triggers/{trigger['id']}/results").json()
+            if x.get("callback", {}).get("status") == "delivered"]
+
+
+def test_async_mode_answers_at_once_and_posts_a_signed_callback(allowing, receiver):
+    api = Api(allowing.url, allowing.create_key(workspace=f"ws-{uuid.uuid4().hex[:8]}"))
+    path = f"/cb-{uuid.uuid4().hex[:8]}"
+    flow = save(api, async_start(receiver, path, webhookDefaultInput="{{ $webhook.body.order }}"))
+    started = time.monotonic()
+    r = call(api, flow, json={"order": "A-1", "chatId": "async-1"})
+    assert r.status_code == 202, r.text
+    assert r.json() == {"chatId": "async-1", "status": "PROCESSING"}
+    assert time.monotonic() - started < 5
+
+    [(headers, raw, body)] = wait_for(lambda: callbacks_to(receiver, path), 15, "the callback")
+    assert headers["content-type"] == "application/json"
+    check_signature(headers, raw)
+    key = headers["idempotency-key"]
+    assert uuid.UUID(key)
+    assert body["status"] == "SUCCESS" and body["chatId"] == "async-1"
+    assert body["data"]["text"] == "Got: A-1" and body["data"]["chatId"] == "async-1"
+    # The trigger's result says where its callback stands.
+    [result] = wait_for(lambda: delivered_results(api, flow), 10, "a delivered callback")
+    assert result["callback"]["id"] == key and result["callback"]["attempts"] == 1
+    assert result["callback"]["url"] == f"{receiver.url}{path}" and result["output"] == "Got: A-1"
+
+    # A receiver that fails is tried again (3 s later), with the same key and body.
+    receiver.status = 503
+    try:
+        retry_path = f"/cb-{uuid.uuid4().hex[:8]}"
+        retrying = save(api, async_start(receiver, retry_path, webhookDefaultInput="again"))
+        assert call(api, retrying, json={}).status_code == 202
+        wait_for(lambda: callbacks_to(receiver, retry_path), 15, "the first attempt")
+    finally:
+        receiver.status = 200
+    attempts = wait_for(lambda: (lambda h: h if len(h) >= 2 else None)(callbacks_to(receiver, retry_path)),
+                        20, "the second attempt")
+    assert len({h["idempotency-key"] for h, _, _ in attempts}) == 1
+    assert attempts[0][1] == attempts[1][1]
+    [result] = wait_for(lambda: delivered_results(api, retrying), 10, "a delivered callback")
+    assert result["callback"]["attempts"] == 2 and result["callback"]["lastError"] is None
+
+    metrics = requests.get(f"{allowing.url}/metrics", headers={"Authorization": "Bearer metrics-token"},
+                           timeout=10).text
+    assert 'weir_trigger_callback_attempts_total{outcome="delivered"}' in metrics
+    assert 'weir_trigger_callback_attempts_total{outcome="retry"}' in metrics
+
+
+def test_a_stopped_async_run_calls_back_stopped_and_resumes(allowing, receiver):
+    api = Api(allowing.url, allowing.create_key(workspace=f"ws-{uuid.uuid4().hex[:8]}"))
+    path = f"/cb-{uuid.uuid4().hex[:8]}"
+    nodes = [async_start(receiver, path, webhookDefaultInput="deploy {{ $webhook.body.version }}"),
+             af_human_input(HUMAN, "Ship {{ question }}?", feedback=False),
+             af_reply(REPLY, "Shipped"), af_reply("directReplyAgentflow_1", "Held back")]
+    flow_data = agentflow(nodes, [(nodes[0]["id"], HUMAN), (HUMAN, REPLY, 0),
+                                  (HUMAN, "directReplyAgentflow_1", 1)])
+    r = api.post("/chatflows", json={"name": "gate", "type": "AGENTFLOW", "flowData": flow_data})
+    assert r.status_code == 201, r.text
+    flow = r.json()["id"]
+    accepted = call(api, flow, json={"version": "2.0"})
+    assert accepted.status_code == 202, accepted.text
+    chat = accepted.json()["chatId"]
+    [(headers, raw, stopped)] = wait_for(lambda: callbacks_to(receiver, path), 15, "the STOPPED callback")
+    check_signature(headers, raw)
+    assert stopped["status"] == "STOPPED" and stopped["chatId"] == chat
+    assert stopped["data"]["text"] == "Ship deploy 2.0?" and stopped["data"]["action"]
+    assert stopped["data"]["executionId"]
+    # Resumed through the same address with the run's chatId: answered at once too.
+    r = call(api, flow, json={"chatId": chat, "humanInput": {"type": "reject", "startNodeId": HUMAN}})
+    assert r.status_code == 202, r.text
+    done = wait_for(lambda: [b for _, _, b in callbacks_to(receiver, path) if b["status"] == "SUCCESS"],
+                    15, "the SUCCESS callback")
+    assert done[0]["data"]["text"] == "Held back" and done[0]["chatId"] == chat
+    assert done[0]["data"]["executionId"] == stopped["data"]["executionId"]
+
+
+@pytest.mark.parametrize("backend", backends())
+def test_callbacks_survive_a_kill_9(make_weir, backend, receiver):
+    """Callbacks owed when weir is killed are delivered after it restarts: those
+    whose run had ended (to be retried: the receiver was down), and one whose run
+    was cut off (reported as an ERROR once its lease runs out). None twice."""
+    providers = FakeProviders()
+    try:
+        w = make_weir(backend)
+        w.env.update(ALLOW_PRIVATE_REQUESTS="127.0.0.2", TRIGGER_LEASE_SECS="3", OPENAI_API_KEY=GOOD_KEY,
+                     PROVIDER_KEY_HOSTS=providers.url.split("//")[1])
+        w.start()
+        api = Api(w.url, w.create_key(workspace="ws-kill"))
+        path = f"/cb-{uuid.uuid4().hex[:8]}"
+        quick = save(api, async_start(receiver, path, webhookDefaultInput="n={{ $webhook.body.n }}"))
+        slow_nodes = [async_start(receiver, path, webhookDefaultInput="SLOW"),
+                      af_llm("llmAgentflow_0", af_openai(providers.url))]
+        r = api.post("/chatflows", json={"name": "slow", "type": "AGENTFLOW", "flowData": agentflow(
+            slow_nodes, [(slow_nodes[0]["id"], "llmAgentflow_0")])})
+        assert r.status_code == 201, r.text
+        slow = r.json()["id"]
+
+        receiver.status = 503
+        for n in range(10):
+            assert call(api, quick, json={"n": n, "chatId": f"quick-{n}"}).status_code == 202
+        [trigger] = [t for t in api.get("/triggers").json() if t["chatflowId"] == quick]
+        wait_for(lambda: len(api.get(f"/triggers/{trigger['id']}/results").json()) == 10, 20, "10 results")
+        assert call(api, slow, json={"chatId": "cut-off"}).status_code == 202
+        time.sleep(1.5)  # the slow run is under way (the fake answers SLOW for 20 s)
+        w.proc.kill()
+        w.proc.wait()
+        refused = len(callbacks_to(receiver, path))
+        receiver.status = 200
+        w.start()
+
+        def delivered():
+            answered = callbacks_to(receiver, path)[refused:]
+            return answered if len(answered) >= 11 else None
+        wait_for(delivered, 60, "11 callbacks after the restart")
+        time.sleep(4)  # a repeat would have come by now
+        answered = callbacks_to(receiver, path)[refused:]
+        keys = [h["idempotency-key"] for h, _, _ in answered]
+        assert len(keys) == len(set(keys)) == 11, keys
+        by_chat = {b["chatId"]: b for _, _, b in answered}
+        assert all(by_chat[f"quick-{n}"]["data"]["text"] == f"Got: n={n}" for n in range(10))
+        cut = by_chat["cut-off"]
+        assert cut["status"] == "ERROR" and "stopped before it finished" in cut["error"], cut
+        for headers, raw, _ in answered:
+            check_signature(headers, raw)
+    finally:
+        receiver.status = 200
+        providers.close()

@@ -1,5 +1,6 @@
 //! Domain types: the records weir keeps (workspaces, API keys, chatflows, credentials, variables,
-//! Python tools, conversation messages, leads, triggers and their results,
+//! Python tools, conversation messages, leads, triggers and their results
+//! (with the callbacks they owe),
 //! agentflow executions) and the rules that hold for them whatever the store or the
 //! HTTP edge.
 //!
@@ -8,6 +9,7 @@
 
 pub mod api_config;
 pub mod apikey;
+pub mod callback;
 pub mod chatflow;
 pub mod credential;
 pub mod execution;
@@ -29,7 +31,7 @@ pub use message::{ChatMessageRecord, Lead, MessageRole, NewChatMessage};
 pub use tool::{FieldType, NewTool, Tool, ToolField, ToolPatch};
 pub use trigger::{
     ClaimPlan, Delivery, Firing, NewMail, NewTriggerResult, OutboxMail, ResultStatus, Trigger,
-    TriggerResult, TriggerType,
+    TriggerResult, TriggerType, WebhookClaim,
 };
 pub use variable::{NewVariable, Variable, VariablePatch, VariableType};
 pub use vector::{ChunkKey, UpsertCounts, UpsertRecord, VectorChunk, VectorWrite};

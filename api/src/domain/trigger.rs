@@ -182,6 +182,9 @@ pub struct TriggerResult {
     /// For `missed`: how many scheduled times were skipped.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub missed_count: Option<i64>,
+    /// The callback this execution owes (a webhook call in `async` mode).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub callback: Option<super::callback::CallbackState>,
 }
 
 /// A result about to be stored.
@@ -215,6 +218,7 @@ impl NewTriggerResult {
             status: self.status,
             error: self.error,
             missed_count: self.missed_count,
+            callback: None,
         }
     }
 }
@@ -227,6 +231,15 @@ pub struct Firing {
     /// The cron time (for webhook calls: the moment the call was accepted).
     pub scheduled_at: Timestamp,
     pub is_cron: bool,
+}
+
+/// A webhook call to claim a firing for: what it asks, its conversation, and
+/// the callback it is owed when answered at once (`async` mode).
+#[derive(Debug, Clone)]
+pub struct WebhookClaim {
+    pub input: String,
+    pub chat_id: String,
+    pub callback: Option<super::callback::NewCallback>,
 }
 
 /// What the scheduler decided for one due trigger, inside the claiming transaction.

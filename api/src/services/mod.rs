@@ -12,7 +12,8 @@
 //!   [`prediction::subflow`], a chatflow run for another's
 //!   `executeFlowAgentflow` node.
 //! - [`triggers`]: cron and webhook triggers — definitions, schedule, firing,
-//!   webhook verification, Telegram, failure e-mail.
+//!   webhook verification, Telegram, failure e-mail,
+//!   callbacks.
 //! - [`vectors`]: vector stores — upserts, and the searches runs make.
 //! - [`credentials`]: credentials sealed at rest and opened for the runs that use them.
 //! - [`in_flight`]: the bound on a workspace's predictions running at once.
@@ -59,6 +60,8 @@ pub struct Services {
     pub scheduler_wake: Arc<Notify>,
     /// Wakes the failure-mail sender when a message enters the outbox.
     pub mail_wake: Arc<Notify>,
+    /// Wakes the callback sender when a callback in the outbox gets its body.
+    pub callback_wake: Arc<Notify>,
     /// This process, as the owner of the firings it runs (their lease).
     pub replica_id: Uuid,
     /// Firings this replica is running (their leases are renewed).
@@ -124,6 +127,7 @@ impl Services {
             indexes,
             scheduler_wake: Arc::default(),
             mail_wake: Arc::default(),
+            callback_wake: Arc::default(),
             replica_id: Uuid::new_v4(),
             running: Arc::default(),
             keyring,

@@ -35,6 +35,7 @@ use super::{
     ToolStore, TriggerStore, VariableStore, VectorStore,
 };
 use super::{ClaimPlanner, Listing, RunWrites, RunWritten, Store, StoreResult};
+use crate::domain::callback::{CallbackAttempt, CallbackState, OutboxCallback};
 use crate::domain::credential::SealedCredential;
 use crate::domain::time::{self, Timestamp};
 use crate::domain::vector::ChunkKey;
@@ -42,7 +43,7 @@ use crate::domain::{
     ApiKey, ChatMessageRecord, Chatflow, ChatflowPatch, Delivery, Execution, ExecutionFilter,
     Firing, Lead, ListedExecution, NewApiKey, NewChatflow, NewMail, NewTool, NewTriggerResult,
     NewVariable, OutboxMail, Page, Tool, ToolPatch, Trigger, TriggerResult, UpsertRecord, Variable,
-    VariablePatch, VectorChunk, VectorWrite, Workspace,
+    VariablePatch, VectorChunk, VectorWrite, WebhookClaim, Workspace,
 };
 
 /// Entries each cache holds at most.
@@ -541,11 +542,10 @@ impl TriggerStore for CachedStore {
         now: Timestamp,
         owner: Uuid,
         lease_until: Timestamp,
-        input: String,
-        chat_id: String,
+        call: WebhookClaim,
     ) -> StoreResult<Option<Firing>> {
         self.inner
-            .claim_webhook_firing(trigger, now, owner, lease_until, input, chat_id)
+            .claim_webhook_firing(trigger, now, owner, lease_until, call)
             .await
     }
 
@@ -567,9 +567,12 @@ impl TriggerStore for CachedStore {
         firing: Uuid,
         result: NewTriggerResult,
         mail: Option<NewMail>,
+        callback_body: Option<String>,
         keep: u32,
     ) -> StoreResult<Option<TriggerResult>> {
-        self.inner.finish_firing(firing, result, mail, keep).await
+        self.inner
+            .finish_firing(firing, result, mail, callback_body, keep)
+            .await
     }
 
     async fn expire_firings(&self, now: Timestamp, keep: u32) -> StoreResult<u64> {
@@ -647,6 +650,23 @@ impl TriggerStore for CachedStore {
 
     async fn any_trigger_with_email(&self) -> StoreResult<bool> {
         self.inner.any_trigger_with_email().await
+    }
+
+    async fn claim_callbacks(
+        &self,
+        now: Timestamp,
+        claim_until: Timestamp,
+        limit: u32,
+    ) -> StoreResult<Vec<OutboxCallback>> {
+        self.inner.claim_callbacks(now, claim_until, limit).await
+    }
+
+    async fn settle_callbacks(&self, attempts: &[CallbackAttempt]) -> StoreResult<()> {
+        self.inner.settle_callbacks(attempts).await
+    }
+
+    async fn callbacks_of_results(&self, results: &[Uuid]) -> StoreResult<Vec<CallbackState>> {
+        self.inner.callbacks_of_results(results).await
     }
 }
 

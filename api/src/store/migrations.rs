@@ -66,6 +66,11 @@ pub const SQLITE: &[Migration] = &[
         name: "start_node_triggers",
         sql: include_str!("migrations/sqlite/0011_start_node_triggers.sql"),
     },
+    Migration {
+        version: 12,
+        name: "callback_outbox",
+        sql: include_str!("migrations/sqlite/0012_callback_outbox.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -123,6 +128,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 11,
         name: "start_node_triggers",
         sql: include_str!("migrations/postgres/0011_start_node_triggers.sql"),
+    },
+    Migration {
+        version: 12,
+        name: "callback_outbox",
+        sql: include_str!("migrations/postgres/0012_callback_outbox.sql"),
     },
 ];
 

@@ -38,6 +38,7 @@ use async_trait::async_trait;
 use uuid::Uuid;
 
 use crate::config::StoreLocation;
+use crate::domain::callback::{CallbackAttempt, CallbackState, OutboxCallback};
 use crate::domain::credential::SealedCredential;
 use crate::domain::time::Timestamp;
 use crate::domain::{
@@ -45,7 +46,7 @@ use crate::domain::{
     ExecutionFilter, ExecutionUpdate, Firing, Lead, ListedExecution, NewApiKey, NewChatMessage,
     NewChatflow, NewExecution, NewMail, NewTool, NewTriggerResult, NewVariable, OutboxMail, Page,
     Tool, ToolPatch, Trigger, TriggerResult, UpsertRecord, Variable, VariablePatch, VectorChunk,
-    VectorWrite, Workspace,
+    VectorWrite, WebhookClaim, Workspace,
 };
 
 /// Decides, inside the claiming transaction, what a due cron trigger does now.
@@ -387,16 +388,16 @@ pub trait TriggerStore: Send + Sync {
     ) -> StoreResult<Vec<Firing>>;
 
     /// Claims one webhook execution of an enabled trigger under its
-    /// `maxExecutions` (the same bookkeeping as a cron claim); `None` when the
-    /// trigger is gone, disabled or exhausted.
+    /// `maxExecutions` (the same bookkeeping as a cron claim), with the
+    /// callback it owes when there is one (written in the same transaction);
+    /// `None` when the trigger is gone, disabled or exhausted.
     async fn claim_webhook_firing(
         &self,
         trigger: Uuid,
         now: Timestamp,
         owner: Uuid,
         lease_until: Timestamp,
-        input: String,
-        chat_id: String,
+        call: WebhookClaim,
     ) -> StoreResult<Option<Firing>>;
 
     /// Whether a claimed firing still exists (deleting its trigger removes it).
@@ -410,20 +411,23 @@ pub trait TriggerStore: Send + Sync {
         lease_until: Timestamp,
     ) -> StoreResult<()>;
 
-    /// Ends a firing: removes its row and stores its result (and the failure
-    /// mail, when given) in one transaction, then keeps the trigger's newest
-    /// `keep` results. `None` when the trigger was deleted meanwhile.
+    /// Ends a firing: removes its row and stores its result (the failure mail
+    /// and the body of the callback the firing owes, when given) in one
+    /// transaction, then keeps the trigger's newest `keep` results. `None` when
+    /// the trigger was deleted meanwhile.
     async fn finish_firing(
         &self,
         firing: Uuid,
         result: NewTriggerResult,
         mail: Option<NewMail>,
+        callback_body: Option<String>,
         keep: u32,
     ) -> StoreResult<Option<TriggerResult>>;
 
     /// Records every firing whose lease ran out before `now` as failed (its
     /// owner died; it is never re-run), with the failure mail when the trigger
-    /// has an address. Returns how many.
+    /// has an address and an error body for the callback it owes. Returns how
+    /// many.
     async fn expire_firings(&self, now: Timestamp, keep: u32) -> StoreResult<u64>;
 
     /// A trigger's results, newest first, at most `limit`.
@@ -443,8 +447,8 @@ pub trait TriggerStore: Send + Sync {
         per_trigger: u32,
     ) -> StoreResult<Vec<TriggerResult>>;
 
-    /// Deletes results executed before `before`, delivery records and sent
-    /// mail older than `deliveries_before`.
+    /// Deletes results executed before `before`, delivery records, sent mail
+    /// and settled callbacks older than `deliveries_before`.
     async fn prune_trigger_history(
         &self,
         before: Timestamp,
@@ -483,6 +487,22 @@ pub trait TriggerStore: Send + Sync {
 
     /// Whether any trigger has a `notificationEmail`.
     async fn any_trigger_with_email(&self) -> StoreResult<bool>;
+
+    /// Up to `limit` callbacks with a body, neither delivered nor given up, due
+    /// at `now`; claimed until `claim_until` (replicas skip each other's
+    /// claims, and a replica dying mid-send frees them).
+    async fn claim_callbacks(
+        &self,
+        now: Timestamp,
+        claim_until: Timestamp,
+        limit: u32,
+    ) -> StoreResult<Vec<OutboxCallback>>;
+
+    /// Records attempts (each counts one), in one transaction.
+    async fn settle_callbacks(&self, attempts: &[CallbackAttempt]) -> StoreResult<()>;
+
+    /// The callbacks of those of `results` that owe one.
+    async fn callbacks_of_results(&self, results: &[Uuid]) -> StoreResult<Vec<CallbackState>>;
 }
 
 /// Vector stores: chunks, versions, upsert history, and pgvector where it is in use.

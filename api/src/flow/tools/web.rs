@@ -166,6 +166,14 @@ impl WebClient {
     }
 }
 
+impl WebClient {
+    /// Whether the guard lets a request go to `url` at all: http(s), and no IP
+    /// literal it refuses (a name is checked again where it is resolved).
+    pub fn check(&self, url: &Url) -> Result<(), String> {
+        check_url(&self.policy, url)
+    }
+}
+
 /// A request an agentflow's HTTP node makes.
 pub struct HttpCall {
     pub method: reqwest::Method,

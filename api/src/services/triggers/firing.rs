@@ -22,6 +22,7 @@ use super::super::prediction::{
     self, HumanAnswer, Prediction, PredictionEvent, PredictionRequest, PredictionResult,
 };
 use super::super::{ServiceError, Services};
+use crate::domain::callback;
 use crate::domain::trigger::{NewTriggerResult, ResultStatus, failure_mail};
 use crate::domain::{Firing, TriggerResult, time};
 
@@ -84,6 +85,54 @@ pub struct Ask {
     /// Where the run's events go as they happen (a Flowise webhook's `stream`
     /// mode); the result is stored either way.
     pub live: Option<mpsc::Sender<PredictionEvent>>,
+    /// The callback the firing owes (a webhook call answered at once): its body
+    /// is written with the result.
+    pub callback: Option<CallbackData>,
+}
+
+/// What a callback's `data` holds when the run answered: the answer the same
+/// call would have got synchronously from its front door.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallbackData {
+    /// Flowise's webhook address: the full prediction answer.
+    Prediction,
+    /// weir's trigger webhook: `{text, chatId, sourceDocuments, usedTools}`.
+    Trigger,
+}
+
+impl CallbackData {
+    /// The callback body of an execution that ended with `outcome`.
+    fn body(self, outcome: &Outcome, chat_id: &str) -> String {
+        match outcome {
+            Outcome::Success(answer) => match &answer.action {
+                Some(action) => {
+                    callback::stopped_body(chat_id, &answer.text, answer.execution_id, action)
+                }
+                None => callback::success_body(
+                    chat_id,
+                    &match self {
+                        CallbackData::Prediction => {
+                            serde_json::to_value(&**answer).unwrap_or(Value::Null)
+                        }
+                        CallbackData::Trigger => trigger_answer(answer, chat_id),
+                    },
+                ),
+            },
+            Outcome::Failed(error) | Outcome::TimedOut(error) => {
+                callback::error_body(chat_id, error)
+            }
+        }
+    }
+}
+
+/// A weir trigger webhook's answer to a run that answered.
+pub fn trigger_answer(result: &PredictionResult, chat_id: &str) -> Value {
+    serde_json::json!({
+        "text": result.text,
+        "chatId": chat_id,
+        "sourceDocuments": non_empty(&result.source_documents),
+        "usedTools": non_empty(&result.used_tools),
+    })
 }
 
 /// Runs a claimed cron firing handed to execution at `started` (right after its
@@ -109,6 +158,7 @@ pub async fn run_cron(services: Services, firing: Firing, started: time::Timesta
         flow_vars: Map::new(),
         human_input: None,
         live: None,
+        callback: None,
     };
     let lag = (started - firing.scheduled_at).to_std().unwrap_or_default();
     crate::metrics::metrics()
@@ -198,6 +248,8 @@ pub async fn execute(
     );
     let now = started;
     let scheduled_at = firing.is_cron.then_some(firing.scheduled_at);
+    let callback_body = ask.callback.map(|data| data.body(&outcome, &ask.chat_id));
+    let has_callback = callback_body.is_some();
     let (result, mail) = match &outcome {
         Outcome::Success(answer) => (
             NewTriggerResult {
@@ -237,6 +289,7 @@ pub async fn execute(
             firing.id,
             result,
             mail,
+            callback_body,
             services.config.trigger_results_keep,
         )
         .await
@@ -249,6 +302,9 @@ pub async fn execute(
     };
     if has_mail && stored.is_some() {
         services.mail_wake.notify_one();
+    }
+    if has_callback && stored.is_some() {
+        services.callback_wake.notify_one();
     }
     (outcome, stored)
 }

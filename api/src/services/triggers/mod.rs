@@ -17,11 +17,14 @@
 //!   trigger their chatflow owns (made, changed and removed with the chatflow);
 //!   [`start_webhook`] the webhook node's address, `/api/v1/webhook/:chatflowId`.
 //! - [`mail`]: the failure-mail sender draining the outbox over SMTP.
+//! - [`callbacks`]: the callback sender: a webhook call answered at once
+//!   (`async` mode) gets its outcome POSTed, signed, from a durable outbox.
 //!
 //! An update is one statement: no firing ever sees it half applied. A firing reads
 //! the trigger as claimed; deleting a trigger deletes its claimed firings, so one
 //! claimed but not yet started never starts.
 
+pub mod callbacks;
 pub mod firing;
 pub mod mail;
 pub mod schedule;
@@ -118,7 +121,8 @@ pub struct TriggerWithResults {
     pub recent_results: Option<Vec<TriggerResult>>,
 }
 
-/// Starts this replica's loops: the scheduler and the failure-mail sender. The
+/// Starts this replica's loops: the scheduler, the failure-mail sender and the
+/// callback sender. The
 /// tracker also holds every firing they spawn, so shutdown can wait for them.
 pub fn start_background(services: &Services, cancel: CancellationToken) -> TaskTracker {
     let tracker = TaskTracker::new();
@@ -127,7 +131,8 @@ pub fn start_background(services: &Services, cancel: CancellationToken) -> TaskT
         cancel.clone(),
         tracker.clone(),
     ));
-    tracker.spawn(mail::run(services.clone(), cancel));
+    tracker.spawn(mail::run(services.clone(), cancel.clone()));
+    tracker.spawn(callbacks::run(services.clone(), cancel));
     tracker
 }
 
@@ -200,10 +205,20 @@ pub async fn results(
         )));
     }
     let trigger = get(services, workspace, id).await?;
-    Ok(services
+    let mut results = services
         .store
         .list_trigger_results(trigger.id, limit)
-        .await?)
+        .await?;
+    // Only webhook calls answered at once owe callbacks.
+    if trigger.trigger_type == TriggerType::Webhook {
+        let ids: Vec<Uuid> = results.iter().map(|r| r.id).collect();
+        for callback in services.store.callbacks_of_results(&ids).await? {
+            if let Some(result) = results.iter_mut().find(|r| r.id == callback.result_id) {
+                result.callback = Some(callback);
+            }
+        }
+    }
+    Ok(results)
 }
 
 /// The next `count` fire times of an expression (default 5, at most 50), after

@@ -38,10 +38,7 @@ fn seal_value(
     field: Field,
     plain: &str,
 ) -> ServiceResult<String> {
-    let sealed = keyring
-        .seal(plain.as_bytes(), &field.context(trigger))
-        .map_err(ServiceError::Internal)?;
-    Ok(format!("{PREFIX}{}:{}", sealed.key_id, sealed.data))
+    seal_text(keyring, &field.context(trigger), plain)
 }
 
 /// The plain value of a stored one (plain text left by an earlier version reads
@@ -52,24 +49,31 @@ fn open_value(
     field: Field,
     stored: &str,
 ) -> ServiceResult<String> {
+    open_text(keyring, &field.context(trigger), stored)
+}
+
+/// `plain` sealed for `context` (what binds it to its owner and field), in the
+/// stored form `sealed:<keyId>:<data>`.
+pub fn seal_text(keyring: &Keyring, context: &str, plain: &str) -> ServiceResult<String> {
+    let sealed = keyring
+        .seal(plain.as_bytes(), context)
+        .map_err(ServiceError::Internal)?;
+    Ok(format!("{PREFIX}{}:{}", sealed.key_id, sealed.data))
+}
+
+/// The plain text of a value [`seal_text`] stored for `context`.
+pub fn open_text(keyring: &Keyring, context: &str, stored: &str) -> ServiceResult<String> {
     let Some((key_id, data)) = sealed_parts(stored) else {
         return Ok(stored.to_owned());
     };
-    let plain = keyring
-        .open(key_id, data, &field.context(trigger))
-        .map_err(|e| {
-            ServiceError::Internal(format!(
-                "a secret of trigger {} cannot be opened: {e}",
-                trigger.id
-            ))
-        })?;
-    let plain = String::from_utf8(plain).map_err(|_| {
-        ServiceError::Internal(format!(
-            "a secret of trigger {} opened to something that is not text",
-            trigger.id
-        ))
+    let plain = keyring.open(key_id, data, context).map_err(|e| {
+        ServiceError::Internal(format!("a secret ({context}) cannot be opened: {e}"))
     })?;
-    Ok(plain)
+    String::from_utf8(plain).map_err(|_| {
+        ServiceError::Internal(format!(
+            "a secret ({context}) opened to something that is not text"
+        ))
+    })
 }
 
 /// The key id and data of a stored value in the sealed form: `sealed:`, the key

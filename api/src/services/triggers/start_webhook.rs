@@ -12,14 +12,13 @@
 //! missing or of the wrong type), all before anything runs. The run sees
 //! `{{ $webhook.body.* }}`, `$webhook.headers.*` and `$webhook.query.*`
 //! (credential headers redacted); its question follows `webhookInputMode`.
-//! Answers are `sync` (the prediction's JSON) or `stream` (the prediction's
+//! Answers are `sync` (the prediction's JSON), `stream` (the prediction's
 //! Server-Sent Events, the run spawned so it ends and leaves its result even
-//! when the caller goes away); `async` is refused when the chatflow is saved,
-//! until weir answers it.
+//! when the caller goes away) or `async` (202 `{chatId, status: "PROCESSING"}`
+//! at once, the run spawned, and its outcome POSTed to `callbackUrl` through
+//! the callback outbox, [`super::callbacks`]).
 
-use hmac::{Hmac, Mac};
 use serde_json::{Map, Value, json};
-use sha2::Sha256;
 use subtle::ConstantTimeEq;
 use uuid::Uuid;
 
@@ -27,9 +26,11 @@ use tokio::sync::mpsc;
 
 use super::super::prediction::{HumanAnswer, PredictionEvent};
 use super::super::{ServiceError, ServiceResult, Services};
-use super::firing::{self, Ask, Outcome};
+use super::firing::{self, Ask, CallbackData, Outcome};
 use super::start_node::{self, StartTrigger, text};
 use super::webhook::Answer;
+use crate::domain::WebhookClaim;
+use crate::domain::callback::NewCallback;
 use crate::domain::time;
 use crate::flow::component::cell;
 use crate::flow::graph::FlowNode;
@@ -65,6 +66,35 @@ pub enum SignatureKind {
     PlainToken,
 }
 
+/// How a call is answered (`webhookResponseMode`).
+#[derive(Clone, PartialEq)]
+pub enum ResponseMode {
+    /// The flow's answer as JSON.
+    Sync,
+    /// The run's events as Server-Sent Events.
+    Stream,
+    /// 202 at once; the outcome POSTed to `callback_url` (when there is one),
+    /// signed with `callback_secret` (when there is one).
+    Async {
+        callback_url: Option<String>,
+        callback_secret: Option<String>,
+    },
+}
+
+impl std::fmt::Debug for ResponseMode {
+    // The secret stays out of logs.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ResponseMode::Sync => f.write_str("Sync"),
+            ResponseMode::Stream => f.write_str("Stream"),
+            ResponseMode::Async { callback_url, .. } => f
+                .debug_struct("Async")
+                .field("callback_url", callback_url)
+                .finish_non_exhaustive(),
+        }
+    }
+}
+
 /// A body field the validation rows require or type.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BodyParam {
@@ -84,8 +114,8 @@ pub struct StartWebhook {
     pub input: WebhookInput,
     /// The header (lower case) and how it is checked, when auth is on.
     pub auth: Option<(String, SignatureKind)>,
-    /// `webhookResponseMode: stream`: the run's events as Server-Sent Events.
-    pub stream: bool,
+    /// `webhookResponseMode`.
+    pub mode: ResponseMode,
     /// `webhookEnableValidation` rows.
     pub required_headers: Vec<String>,
     pub required_query: Vec<String>,
@@ -153,19 +183,25 @@ impl StartWebhook {
                 Some((header, kind))
             }
         };
-        let stream = match text(node, "webhookResponseMode").as_str() {
-            "" | "sync" => false,
-            "stream" => true,
+        let mode = match text(node, "webhookResponseMode").as_str() {
+            "" | "sync" => ResponseMode::Sync,
+            "stream" => ResponseMode::Stream,
             "async" => {
-                return Err(
-                    "webhookResponseMode 'async' is not answered by weir yet: use 'sync' \
-                            (the flow's answer as JSON) or 'stream' (its events as they happen)"
-                        .into(),
-                );
+                let callback_url = Some(text(node, "callbackUrl")).filter(|u| !u.is_empty());
+                if let Some(url) = &callback_url
+                    && !reqwest::Url::parse(url)
+                        .is_ok_and(|u| matches!(u.scheme(), "http" | "https"))
+                {
+                    return Err("Invalid callbackUrl: must be a valid http or https URL".to_owned());
+                }
+                ResponseMode::Async {
+                    callback_url,
+                    callback_secret: Some(text(node, "callbackSecret")).filter(|s| !s.is_empty()),
+                }
             }
             other => {
                 return Err(format!(
-                    "webhookResponseMode '{other}' is not one weir knows (sync or stream)"
+                    "webhookResponseMode '{other}' is not one weir knows (sync, stream or async)"
                 ));
             }
         };
@@ -194,7 +230,7 @@ impl StartWebhook {
             content_type,
             input,
             auth,
-            stream,
+            mode,
             required_headers: required(named("webhookHeaderParams")?, true),
             required_query: required(named("webhookQueryParams")?, false),
             body_params: named("webhookBodyParams")?
@@ -358,8 +394,9 @@ pub async fn handle(services: &Services, chatflow: Uuid, call: Call) -> ServiceR
         flow_vars,
         human_input,
         live: None,
+        callback: None,
     };
-    run(services, trigger, ask, start.stream).await
+    run(services, trigger, ask, &start.mode).await
 }
 
 /// Makes a new secret for the chatflow's webhook (32 random bytes as hex, shown
@@ -404,20 +441,29 @@ async fn run(
     services: &Services,
     trigger: crate::domain::Trigger,
     mut ask: Ask,
-    stream: bool,
+    mode: &ResponseMode,
 ) -> ServiceResult<Reply> {
     let now = time::now();
     let lease = now + chrono::TimeDelta::seconds(i64::from(services.config.trigger_lease_secs));
+    let callback = match mode {
+        ResponseMode::Async {
+            callback_url: Some(url),
+            callback_secret,
+        } => match new_callback(services, &trigger, url, callback_secret.as_deref()) {
+            Ok(callback) => Some(callback),
+            Err(answer) => return Ok(Reply::Answer(answer)),
+        },
+        _ => None,
+    };
+    ask.callback = callback.is_some().then_some(CallbackData::Prediction);
+    let claim = WebhookClaim {
+        input: ask.input.clone(),
+        chat_id: ask.chat_id.clone(),
+        callback,
+    };
     let Some(firing) = services
         .store
-        .claim_webhook_firing(
-            trigger.id,
-            now,
-            services.replica_id,
-            lease,
-            ask.input.clone(),
-            ask.chat_id.clone(),
-        )
+        .claim_webhook_firing(trigger.id, now, services.replica_id, lease, claim)
         .await?
     else {
         return Ok(Reply::Answer(error(
@@ -425,16 +471,33 @@ async fn run(
             "the chatflow's webhook trigger is disabled or reached its maxExecutions",
         )));
     };
-    if stream {
-        let (live, events) = mpsc::channel(64);
-        ask.live = Some(live);
-        let services = services.clone();
-        // The run is the firing's, not the connection's: it ends and leaves its
-        // result even when the caller goes away.
-        tokio::spawn(async move {
-            firing::execute(&services, &firing, ask, now).await;
-        });
-        return Ok(Reply::Stream(events));
+    match mode {
+        ResponseMode::Sync => {}
+        ResponseMode::Stream => {
+            let (live, events) = mpsc::channel(64);
+            ask.live = Some(live);
+            let services = services.clone();
+            // The run is the firing's, not the connection's: it ends and leaves
+            // its result even when the caller goes away.
+            tokio::spawn(async move {
+                firing::execute(&services, &firing, ask, now).await;
+            });
+            return Ok(Reply::Stream(events));
+        }
+        ResponseMode::Async { .. } => {
+            let accepted = json!({"chatId": ask.chat_id, "status": "PROCESSING"});
+            let services = services.clone();
+            // The callback row was written with the firing: from here on the
+            // outcome reaches the callback URL even if this replica dies (its
+            // lease runs out and the firing is reported as an error).
+            tokio::spawn(async move {
+                firing::execute(&services, &firing, ask, now).await;
+            });
+            return Ok(Reply::Answer(Answer {
+                status: 202,
+                body: accepted,
+            }));
+        }
     }
     let (outcome, _) = firing::execute(services, &firing, ask, now).await;
     Ok(Reply::Answer(match outcome {
@@ -445,6 +508,48 @@ async fn run(
         Outcome::TimedOut(message) => error(504, message),
         Outcome::Failed(message) => error(500, message),
     }))
+}
+
+/// The callback a call answered at once is owed, its secret sealed: 400 when
+/// the address guard refuses the URL (checked again at each attempt, where
+/// names are resolved).
+fn new_callback(
+    services: &Services,
+    trigger: &crate::domain::Trigger,
+    url: &str,
+    secret: Option<&str>,
+) -> Result<NewCallback, Answer> {
+    let parsed = reqwest::Url::parse(url).map_err(|_| {
+        error(
+            400,
+            "Invalid callbackUrl: must be a valid http or https URL",
+        )
+    })?;
+    services
+        .tools
+        .web
+        .check(&parsed)
+        .map_err(|why| error(400, format!("Invalid callbackUrl: {why}")))?;
+    let id = Uuid::new_v4();
+    let secret = match secret {
+        Some(plain) => Some(
+            super::secrets::seal_text(
+                &services.keyring,
+                &super::callbacks::sealing_context(trigger.id, id),
+                plain,
+            )
+            .map_err(|e| {
+                tracing::error!(error = %e, "cannot seal a callback secret");
+                error(500, "internal error; the server log has the details")
+            })?,
+        ),
+        None => None,
+    };
+    Ok(NewCallback {
+        id,
+        url: url.to_owned(),
+        secret,
+    })
 }
 
 /// The body as the flow sees it: JSON, a form (Flowise's `payload` field
@@ -592,16 +697,7 @@ fn signature_matches(kind: SignatureKind, secret: &str, body: &[u8], header: &st
     match kind {
         SignatureKind::PlainToken => bool::from(header.as_bytes().ct_eq(secret.as_bytes())),
         SignatureKind::HmacSha256 => {
-            let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(secret.as_bytes()) else {
-                return false;
-            };
-            mac.update(body);
-            let expected: String = mac
-                .finalize()
-                .into_bytes()
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect();
+            let expected = super::webhook::hmac_sha256_hex(secret.as_bytes(), body);
             let given = header.trim();
             let given = given.strip_prefix("sha256=").unwrap_or(given);
             bool::from(
@@ -665,14 +761,12 @@ mod tests {
     #[test]
     fn signatures_are_checked_as_flowise_makes_them() {
         let body = br#"{"a":1}"#;
-        let mut mac = Hmac::<Sha256>::new_from_slice(b"s3cret").unwrap_or_else(|_| unreachable!());
-        mac.update(body);
-        let hex: String = mac
-            .finalize()
-            .into_bytes()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        // RFC 4231's test case 2 shape: a known key and message.
+        assert_eq!(
+            super::super::webhook::hmac_sha256_hex(b"Jefe", b"what do ya want for nothing?"),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
+        let hex = super::super::webhook::hmac_sha256_hex(b"s3cret", body);
         let hmac = SignatureKind::HmacSha256;
         assert!(signature_matches(hmac, "s3cret", body, &hex));
         assert!(signature_matches(

@@ -32,7 +32,7 @@ use super::super::{ServiceError, ServiceResult, Services};
 use super::firing::{self, Ask, Outcome};
 use super::telegram;
 use crate::domain::time::{self, Timestamp};
-use crate::domain::{Delivery, Trigger};
+use crate::domain::{Delivery, Trigger, WebhookClaim};
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -191,8 +191,11 @@ async fn run(services: &Services, trigger: Trigger, call: &Call, body: Value) ->
             now,
             services.replica_id,
             lease,
-            input.clone(),
-            chat_id.clone(),
+            WebhookClaim {
+                input: input.clone(),
+                chat_id: chat_id.clone(),
+                callback: None,
+            },
         )
         .await;
     let firing = match claimed {
@@ -216,6 +219,7 @@ async fn run(services: &Services, trigger: Trigger, call: &Call, body: Value) ->
         flow_vars,
         human_input: None,
         live: None,
+        callback: None,
     };
     let (outcome, _) = firing::execute(services, &firing, ask, now).await;
     match outcome {
@@ -308,6 +312,24 @@ pub fn verify(trigger: &Trigger, call: &Call, now: Timestamp) -> Result<(), Stri
          Standard Webhooks' webhook-signature"
             .into(),
     )
+}
+
+/// The lower-case hex HMAC-SHA256 of `body` under `key` (GitHub's and Flowise's
+/// signatures).
+pub fn hmac_sha256_hex(key: &[u8], body: &[u8]) -> String {
+    use std::fmt::Write;
+    let Ok(mut mac) = HmacSha256::new_from_slice(key) else {
+        // HMAC takes keys of any length.
+        return String::new();
+    };
+    mac.update(body);
+    mac.finalize()
+        .into_bytes()
+        .iter()
+        .fold(String::with_capacity(64), |mut hex, b| {
+            let _ = write!(hex, "{b:02x}");
+            hex
+        })
 }
 
 /// GitHub: `sha256=<hex HMAC-SHA256(secret, body)>`.

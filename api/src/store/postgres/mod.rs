@@ -40,6 +40,10 @@ use super::{
     ClaimPlanner, Listing, RunWrites, RunWritten, Store, StoreError, StoreResult, conflict_as,
 };
 use crate::domain::ApiConfig;
+use crate::domain::callback::{
+    AttemptOutcome, CallbackAttempt, CallbackState, CallbackStatus, NewCallback, OutboxCallback,
+    error_body,
+};
 use crate::domain::credential::SealedCredential;
 use crate::domain::time::{self, Timestamp};
 use crate::domain::trigger::{self as trig, LEASE_EXPIRED, failure_mail};
@@ -49,7 +53,7 @@ use crate::domain::{
     ApiKey, ChatMessageRecord, Chatflow, ChatflowPatch, ChatflowType, Delivery, Firing, Lead,
     MessageRole, NewApiKey, NewChatflow, NewMail, NewTool, NewTriggerResult, NewVariable,
     OutboxMail, Page, Permission, ResultStatus, Tool, ToolPatch, Trigger, TriggerResult,
-    TriggerType, UpsertRecord, Variable, VariablePatch, VariableType, Workspace,
+    TriggerType, UpsertRecord, Variable, VariablePatch, VariableType, WebhookClaim, Workspace,
 };
 use crate::domain::{VectorChunk, VectorWrite, execution, tool, variable};
 
@@ -412,6 +416,7 @@ fn result_from_row(row: &Row) -> PgResult<TriggerResult> {
         status: ResultStatus::parse_stored(row.try_get(9)?),
         error: row.try_get(10)?,
         missed_count: row.try_get(11)?,
+        callback: None,
     })
 }
 
@@ -487,6 +492,53 @@ async fn insert_mail(
             ],
         )
         .await?;
+    Ok(())
+}
+
+/// Writes the callback a firing owes (its body comes when the firing ends).
+async fn insert_callback(
+    client: &impl GenericClient,
+    firing: &Firing,
+    callback: &NewCallback,
+    now: Timestamp,
+) -> PgResult<()> {
+    let stmt = client
+        .prepare_cached(
+            "INSERT INTO callback_outbox (id, trigger_id, firing_id, url, secret, attempts,
+               next_attempt_at, created_at) VALUES ($1, $2, $3, $4, $5, 0, $6, $6)",
+        )
+        .await?;
+    client
+        .execute(
+            &stmt,
+            &[
+                &callback.id,
+                &firing.trigger.id,
+                &firing.id,
+                &callback.url,
+                &callback.secret,
+                &now,
+            ],
+        )
+        .await?;
+    Ok(())
+}
+
+/// Gives the callback `firing` owes (if any) its body and result: from then on
+/// it is due.
+async fn fill_callback(
+    client: &impl GenericClient,
+    firing: Uuid,
+    result: Uuid,
+    body: &str,
+) -> PgResult<()> {
+    let stmt = client
+        .prepare_cached(
+            "UPDATE callback_outbox SET body = $2, result_id = $3
+             WHERE firing_id = $1 AND body IS NULL",
+        )
+        .await?;
+    client.execute(&stmt, &[&firing, &body, &result]).await?;
     Ok(())
 }
 

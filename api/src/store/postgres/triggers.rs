@@ -329,8 +329,7 @@ impl TriggerStore for PostgresStore {
         now: Timestamp,
         owner: Uuid,
         lease_until: Timestamp,
-        input: String,
-        chat_id: String,
+        call: WebhookClaim,
     ) -> StoreResult<Option<Firing>> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(backend)?;
@@ -359,9 +358,14 @@ impl TriggerStore for PostgresStore {
             scheduled_at: now,
             is_cron: false,
         };
-        insert_firing(&tx, &firing, owner, lease_until, &input, &chat_id)
+        insert_firing(&tx, &firing, owner, lease_until, &call.input, &call.chat_id)
             .await
             .map_err(backend)?;
+        if let Some(callback) = &call.callback {
+            insert_callback(&tx, &firing, callback, now)
+                .await
+                .map_err(backend)?;
+        }
         tx.commit().await.map_err(backend)?;
         Ok(Some(firing))
     }
@@ -398,6 +402,7 @@ impl TriggerStore for PostgresStore {
         firing: Uuid,
         result: NewTriggerResult,
         mail: Option<NewMail>,
+        callback_body: Option<String>,
         keep: u32,
     ) -> StoreResult<Option<TriggerResult>> {
         let mut client = self.client().await?;
@@ -418,6 +423,11 @@ impl TriggerStore for PostgresStore {
                 .await
                 .map_err(backend)?;
         }
+        if let Some(body) = callback_body {
+            fill_callback(&tx, firing, stored.id, &body)
+                .await
+                .map_err(backend)?;
+        }
         tx.commit().await.map_err(backend)?;
         Ok(Some(stored))
     }
@@ -430,7 +440,8 @@ impl TriggerStore for PostgresStore {
                 &format!(
                     "DELETE FROM trigger_firings f USING triggers t, chatflows c
                      WHERE t.id = f.trigger_id AND c.id = t.chatflow_id AND f.lease_until < $1
-                     RETURNING f.scheduled_at, f.is_cron, f.input, f.chat_id, c.name, {TRIGGER_COLUMNS_T}"
+                     RETURNING f.scheduled_at, f.is_cron, f.input, f.chat_id, c.name, f.id,
+                       {TRIGGER_COLUMNS_T}"
                 ),
                 &[&now],
             )
@@ -445,11 +456,13 @@ impl TriggerStore for PostgresStore {
                     row.try_get::<_, String>(2)?,
                     row.try_get::<_, String>(3)?,
                     row.try_get::<_, String>(4)?,
-                    trigger_at(&row, 5)?,
+                    row.try_get::<_, Uuid>(5)?,
+                    trigger_at(&row, 6)?,
                 ))
             })()
             .map_err(backend)?;
-            let (scheduled, is_cron, input, chat_id, flow_name, trigger) = expired;
+            let (scheduled, is_cron, input, chat_id, flow_name, firing, trigger) = expired;
+            let callback_body = error_body(&chat_id, LEASE_EXPIRED);
             let mail = failure_mail(&trigger, &flow_name, now, &input, LEASE_EXPIRED);
             let result = trig::failed_result(
                 &trigger,
@@ -459,12 +472,15 @@ impl TriggerStore for PostgresStore {
                 chat_id,
                 LEASE_EXPIRED.to_owned(),
             );
-            insert_result(&tx, result, keep).await.map_err(backend)?;
+            let stored = insert_result(&tx, result, keep).await.map_err(backend)?;
             if let Some(mail) = mail {
                 insert_mail(&tx, trigger.id, &mail, now)
                     .await
                     .map_err(backend)?;
             }
+            fill_callback(&tx, firing, stored.id, &callback_body)
+                .await
+                .map_err(backend)?;
         }
         tx.commit().await.map_err(backend)?;
         Ok(count)
@@ -538,7 +554,14 @@ impl TriggerStore for PostgresStore {
                 &[&deliveries_before],
             )
             .await?;
-        Ok(results + deliveries + mails)
+        let callbacks = self
+            .execute(
+                "DELETE FROM callback_outbox WHERE created_at < $1
+                   AND (delivered_at IS NOT NULL OR failed_at IS NOT NULL)",
+                &[&deliveries_before],
+            )
+            .await?;
+        Ok(results + deliveries + mails + callbacks)
     }
 
     async fn begin_delivery(
@@ -647,5 +670,97 @@ impl TriggerStore for PostgresStore {
         )
         .await
         .map(|found| found.unwrap_or(false))
+    }
+
+    async fn claim_callbacks(
+        &self,
+        now: Timestamp,
+        claim_until: Timestamp,
+        limit: u32,
+    ) -> StoreResult<Vec<OutboxCallback>> {
+        self.query_all(
+            "UPDATE callback_outbox c SET next_attempt_at = $2
+             WHERE c.id IN (SELECT id FROM callback_outbox
+                            WHERE body IS NOT NULL AND delivered_at IS NULL AND failed_at IS NULL
+                              AND next_attempt_at <= $1
+                            ORDER BY next_attempt_at LIMIT $3 FOR UPDATE SKIP LOCKED)
+             RETURNING c.id, c.trigger_id, c.url, c.secret, c.body, c.attempts",
+            &[&now, &claim_until, &i64::from(limit)],
+            |r| {
+                Ok(OutboxCallback {
+                    id: r.try_get(0)?,
+                    trigger_id: r.try_get(1)?,
+                    url: r.try_get(2)?,
+                    secret: r.try_get(3)?,
+                    body: r.try_get(4)?,
+                    attempts: r.try_get(5)?,
+                })
+            },
+        )
+        .await
+    }
+
+    async fn settle_callbacks(&self, attempts: &[CallbackAttempt]) -> StoreResult<()> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        for attempt in attempts {
+            let n = match &attempt.outcome {
+                AttemptOutcome::Delivered => {
+                    tx.execute(
+                        "UPDATE callback_outbox SET delivered_at = $2, attempts = attempts + 1,
+                           last_error = NULL WHERE id = $1",
+                        &[&attempt.id, &attempt.at],
+                    )
+                    .await
+                }
+                AttemptOutcome::Retry { at, error } => {
+                    tx.execute(
+                        "UPDATE callback_outbox SET next_attempt_at = $2,
+                           attempts = attempts + 1, last_error = $3 WHERE id = $1",
+                        &[&attempt.id, at, error],
+                    )
+                    .await
+                }
+                AttemptOutcome::GaveUp { error } => {
+                    tx.execute(
+                        "UPDATE callback_outbox SET failed_at = $2, attempts = attempts + 1,
+                           last_error = $3 WHERE id = $1",
+                        &[&attempt.id, &attempt.at, error],
+                    )
+                    .await
+                }
+            };
+            n.map_err(backend)?;
+        }
+        tx.commit().await.map_err(backend)
+    }
+
+    async fn callbacks_of_results(&self, results: &[Uuid]) -> StoreResult<Vec<CallbackState>> {
+        if results.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.query_all(
+            "SELECT id, result_id, url, delivered_at, failed_at, attempts, last_error
+             FROM callback_outbox WHERE result_id = ANY($1)",
+            &[&results],
+            |r| {
+                let delivered_at: Option<Timestamp> = r.try_get(3)?;
+                let failed_at: Option<Timestamp> = r.try_get(4)?;
+                Ok(CallbackState {
+                    id: r.try_get(0)?,
+                    result_id: r.try_get(1)?,
+                    url: r.try_get(2)?,
+                    status: match (delivered_at, failed_at) {
+                        (Some(_), _) => CallbackStatus::Delivered,
+                        (None, Some(_)) => CallbackStatus::Failed,
+                        (None, None) => CallbackStatus::Pending,
+                    },
+                    attempts: r.try_get(5)?,
+                    last_error: r.try_get(6)?,
+                    delivered_at,
+                })
+            },
+        )
+        .await
     }
 }

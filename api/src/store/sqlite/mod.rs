@@ -41,6 +41,10 @@ use super::{
     ClaimPlanner, Listing, RunWrites, RunWritten, Store, StoreError, StoreResult, conflict_as,
 };
 use crate::domain::ApiConfig;
+use crate::domain::callback::{
+    AttemptOutcome, CallbackAttempt, CallbackState, CallbackStatus, NewCallback, OutboxCallback,
+    error_body,
+};
 use crate::domain::credential::SealedCredential;
 use crate::domain::time::{self, Timestamp, from_millis, to_millis};
 use crate::domain::trigger::{self as trig, LEASE_EXPIRED, failure_mail};
@@ -51,7 +55,7 @@ use crate::domain::{
     MessageRole, NewApiKey, NewChatflow, NewMail, NewTool, NewTriggerResult, NewVariable,
     OutboxMail, Page, Permission, ResultStatus, Tool, ToolPatch, Trigger, TriggerResult,
     TriggerType, UpsertRecord, Variable, VariablePatch, VariableType, VectorChunk, VectorWrite,
-    Workspace,
+    WebhookClaim, Workspace,
 };
 use crate::domain::{execution, tool, variable};
 
@@ -427,6 +431,7 @@ fn result_from_row(row: &Row<'_>) -> rusqlite::Result<TriggerResult> {
         status: ResultStatus::parse_stored(&row.get::<_, String>(9)?),
         error: row.get(10)?,
         missed_count: row.get(11)?,
+        callback: None,
     })
 }
 
@@ -506,6 +511,43 @@ fn insert_firing(
         input,
         chat_id,
     ])?;
+    Ok(())
+}
+
+/// Writes the callback a firing owes (its body comes when the firing ends).
+fn insert_callback(
+    conn: &Connection,
+    firing: &Firing,
+    callback: &NewCallback,
+    now: Timestamp,
+) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO callback_outbox (id, trigger_id, firing_id, url, secret, attempts,
+           next_attempt_at, created_at) VALUES (?1, ?2, ?3, ?4, ?5, 0, ?6, ?6)",
+    )?
+    .execute(params![
+        callback.id.to_string(),
+        firing.trigger.id.to_string(),
+        firing.id.to_string(),
+        callback.url,
+        callback.secret,
+        to_millis(&now),
+    ])?;
+    Ok(())
+}
+
+/// Gives the callback `firing` owes (if any) its body and result: from then on
+/// it is due.
+fn fill_callback(
+    conn: &Connection,
+    firing: &str,
+    result: Uuid,
+    body: &str,
+) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "UPDATE callback_outbox SET body = ?2, result_id = ?3 WHERE firing_id = ?1 AND body IS NULL",
+    )?
+    .execute(params![firing, body, result.to_string()])?;
     Ok(())
 }
 

@@ -275,8 +275,7 @@ impl TriggerStore for SqliteStore {
         now: Timestamp,
         owner: Uuid,
         lease_until: Timestamp,
-        input: String,
-        chat_id: String,
+        call: WebhookClaim,
     ) -> StoreResult<Option<Firing>> {
         self.call(move |conn| {
             let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
@@ -304,7 +303,10 @@ impl TriggerStore for SqliteStore {
                 scheduled_at: now,
                 is_cron: false,
             };
-            insert_firing(&tx, &firing, owner, lease_until, &input, &chat_id)?;
+            insert_firing(&tx, &firing, owner, lease_until, &call.input, &call.chat_id)?;
+            if let Some(callback) = &call.callback {
+                insert_callback(&tx, &firing, callback, now)?;
+            }
             tx.commit()?;
             Ok(Some(firing))
         })
@@ -353,6 +355,7 @@ impl TriggerStore for SqliteStore {
         firing: Uuid,
         result: NewTriggerResult,
         mail: Option<NewMail>,
+        callback_body: Option<String>,
         keep: u32,
     ) -> StoreResult<Option<TriggerResult>> {
         self.call(move |conn| {
@@ -369,6 +372,9 @@ impl TriggerStore for SqliteStore {
             let stored = insert_result(&tx, result, keep)?;
             if let Some(mail) = mail {
                 insert_mail(&tx, trigger, &mail, at)?;
+            }
+            if let Some(body) = callback_body {
+                fill_callback(&tx, &firing.to_string(), stored.id, &body)?;
             }
             tx.commit()?;
             Ok(Some(stored))
@@ -402,7 +408,8 @@ impl TriggerStore for SqliteStore {
             let count = expired.len() as u64;
             for (id, scheduled, is_cron, input, chat_id, flow_name, trigger) in expired {
                 tx.prepare_cached("DELETE FROM trigger_firings WHERE id = ?1")?
-                    .execute([id])?;
+                    .execute([&id])?;
+                let callback_body = error_body(&chat_id, LEASE_EXPIRED);
                 let mail = failure_mail(&trigger, &flow_name, now, &input, LEASE_EXPIRED);
                 let result = trig::failed_result(
                     &trigger,
@@ -412,10 +419,11 @@ impl TriggerStore for SqliteStore {
                     chat_id,
                     LEASE_EXPIRED.to_owned(),
                 );
-                insert_result(&tx, result, keep)?;
+                let stored = insert_result(&tx, result, keep)?;
                 if let Some(mail) = mail {
                     insert_mail(&tx, trigger.id, &mail, now)?;
                 }
+                fill_callback(&tx, &id, stored.id, &callback_body)?;
             }
             tx.commit()?;
             Ok(count)
@@ -503,7 +511,12 @@ impl TriggerStore for SqliteStore {
                 "DELETE FROM mail_outbox WHERE sent_at IS NOT NULL AND sent_at < ?1",
                 [to_millis(&deliveries_before)],
             )?;
-            Ok((results + deliveries + mails) as u64)
+            let callbacks = conn.execute(
+                "DELETE FROM callback_outbox WHERE created_at < ?1
+                   AND (delivered_at IS NOT NULL OR failed_at IS NOT NULL)",
+                [to_millis(&deliveries_before)],
+            )?;
+            Ok((results + deliveries + mails + callbacks) as u64)
         })
         .await
     }
@@ -639,6 +652,109 @@ impl TriggerStore for SqliteStore {
                 [],
                 |r| r.get(0),
             )
+        })
+        .await
+    }
+    async fn claim_callbacks(
+        &self,
+        now: Timestamp,
+        claim_until: Timestamp,
+        limit: u32,
+    ) -> StoreResult<Vec<OutboxCallback>> {
+        self.call(move |conn| {
+            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let due: Vec<OutboxCallback> = tx
+                .prepare_cached(
+                    "UPDATE callback_outbox SET next_attempt_at = ?2
+                     WHERE id IN (SELECT id FROM callback_outbox
+                                  WHERE body IS NOT NULL AND delivered_at IS NULL
+                                    AND failed_at IS NULL AND next_attempt_at <= ?1
+                                  ORDER BY next_attempt_at LIMIT ?3)
+                     RETURNING id, trigger_id, url, secret, body, attempts",
+                )?
+                .query_map(
+                    params![to_millis(&now), to_millis(&claim_until), i64::from(limit)],
+                    |r| {
+                        Ok(OutboxCallback {
+                            id: uuid_at(r, 0)?,
+                            trigger_id: uuid_at(r, 1)?,
+                            url: r.get(2)?,
+                            secret: r.get(3)?,
+                            body: r.get(4)?,
+                            attempts: r.get(5)?,
+                        })
+                    },
+                )?
+                .collect::<rusqlite::Result<_>>()?;
+            tx.commit()?;
+            Ok(due)
+        })
+        .await
+    }
+
+    async fn settle_callbacks(&self, attempts: &[CallbackAttempt]) -> StoreResult<()> {
+        let attempts = attempts.to_vec();
+        self.call(move |conn| {
+            let tx = conn.transaction()?;
+            for attempt in attempts {
+                let id = attempt.id.to_string();
+                let at = to_millis(&attempt.at);
+                match attempt.outcome {
+                    AttemptOutcome::Delivered => tx
+                        .prepare_cached(
+                            "UPDATE callback_outbox SET delivered_at = ?2, attempts = attempts + 1,
+                               last_error = NULL WHERE id = ?1",
+                        )?
+                        .execute(params![id, at])?,
+                    AttemptOutcome::Retry { at: next, error } => tx
+                        .prepare_cached(
+                            "UPDATE callback_outbox SET next_attempt_at = ?2,
+                               attempts = attempts + 1, last_error = ?3 WHERE id = ?1",
+                        )?
+                        .execute(params![id, to_millis(&next), error])?,
+                    AttemptOutcome::GaveUp { error } => tx
+                        .prepare_cached(
+                            "UPDATE callback_outbox SET failed_at = ?2, attempts = attempts + 1,
+                               last_error = ?3 WHERE id = ?1",
+                        )?
+                        .execute(params![id, at, error])?,
+                };
+            }
+            tx.commit()
+        })
+        .await
+    }
+
+    async fn callbacks_of_results(&self, results: &[Uuid]) -> StoreResult<Vec<CallbackState>> {
+        if results.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<String> = results.iter().map(Uuid::to_string).collect();
+        self.read(move |conn| {
+            let sql = format!(
+                "SELECT id, result_id, url, delivered_at, failed_at, attempts, last_error
+                 FROM callback_outbox WHERE result_id IN ({})",
+                placeholders(ids.len())
+            );
+            let mut stmt = conn.prepare(&sql)?;
+            stmt.query_map(rusqlite::params_from_iter(ids), |r| {
+                let delivered_at: Option<i64> = r.get(3)?;
+                let failed_at: Option<i64> = r.get(4)?;
+                Ok(CallbackState {
+                    id: uuid_at(r, 0)?,
+                    result_id: uuid_at(r, 1)?,
+                    url: r.get(2)?,
+                    status: match (delivered_at, failed_at) {
+                        (Some(_), _) => CallbackStatus::Delivered,
+                        (None, Some(_)) => CallbackStatus::Failed,
+                        (None, None) => CallbackStatus::Pending,
+                    },
+                    attempts: r.get(5)?,
+                    last_error: r.get(6)?,
+                    delivered_at: delivered_at.map(from_millis),
+                })
+            })?
+            .collect()
         })
         .await
     }
