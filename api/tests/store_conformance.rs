@@ -594,6 +594,9 @@ fn trigger(ws: uuid::Uuid, flow: uuid::Uuid, kind: TriggerType, node: &str) -> T
         notification_email: Some("ops@example.com".into()),
         owned_by_chatflow: false,
         ends_at: None,
+        respond_async: false,
+        callback_url: None,
+        callback_secret: None,
         created_date: now,
         updated_date: now,
     }
@@ -1058,6 +1061,9 @@ async fn trigger_secrets_are_replaced_only_as_read(t: &common::TestStore) {
     let f = store.create_chatflow(flow(ws.id, "flow")).await.unwrap();
     let mut with_secret = trigger(ws.id, f.id, TriggerType::Webhook, "signed");
     with_secret.webhook_secret = Some("plain".into());
+    with_secret.respond_async = true;
+    with_secret.callback_url = Some("https://example.com/cb".into());
+    with_secret.callback_secret = Some("plain-cb".into());
     let stored = store.create_trigger(with_secret, NO_LIMIT).await.unwrap();
     // A trigger without secrets is never listed.
     setup(store, TriggerType::Webhook, "unsigned").await;
@@ -1074,6 +1080,7 @@ async fn trigger_secrets_are_replaced_only_as_read(t: &common::TestStore) {
     let mut sealed = stored.clone();
     sealed.webhook_secret = Some("sealed:k:abc".into());
     sealed.webhook_bot_token = Some("sealed:k:def".into());
+    sealed.callback_secret = Some("sealed:k:ghi".into());
     assert!(
         store
             .replace_trigger_secrets(&stored, &sealed)
@@ -1093,6 +1100,9 @@ async fn trigger_secrets_are_replaced_only_as_read(t: &common::TestStore) {
     assert_eq!(listed("sealed:j:").await, vec![stored.id]);
     assert_eq!(now.webhook_secret.as_deref(), Some("sealed:k:abc"));
     assert_eq!(now.webhook_bot_token.as_deref(), Some("sealed:k:def"));
+    assert_eq!(now.callback_secret.as_deref(), Some("sealed:k:ghi"));
+    assert!(now.respond_async);
+    assert_eq!(now.callback_url.as_deref(), Some("https://example.com/cb"));
 }
 
 async fn a_chatflow_owns_one_trigger_which_ends_on_its_end_date(t: &common::TestStore) {

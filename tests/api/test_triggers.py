@@ -16,7 +16,7 @@ import uuid
 import pytest
 import requests
 
-from fakes import FakeProviders, FakeTelegram, GOOD_KEY
+from fakes import FakeProviders, FakeSite, FakeTelegram, GOOD_KEY
 from flows import buffer_memory, edge, graph, node, openai_model, ref
 from weir_harness import Api, assert_error, backends, wait_for
 
@@ -315,6 +315,82 @@ def test_github_signatures_and_replays(api, fake):
     assert fake.count("/chat/completions") == calls + 1
     assert len(api.get(f"/triggers/{t['id']}/results").json()) == 1
     assert api.get(f"/triggers/{t['id']}").json()["executionCount"] == 1
+
+
+def test_async_mode_settings_are_checked(api, fake):
+    flow_id, node_id = unique_node(api, fake)
+    t = api.post("/triggers", json=webhook_body(flow_id, node_id)).json()
+    assert t["responseMode"] == "sync" and t["callbackUrl"] is None and t["callbackSecretConfigured"] is False
+    for fields, message in [
+        ({"responseMode": "later"}, "'responseMode' must be 'sync' or 'async'"),
+        ({"callbackUrl": "https://example.com/cb"}, "'callbackUrl' needs responseMode 'async'"),
+        ({"responseMode": "async", "callbackSecret": "s"}, "'callbackSecret' needs a callbackUrl"),
+        ({"responseMode": "async", "callbackUrl": "ftp://example.com/cb"}, "must be a valid http or https URL"),
+        # The request tools' address guard: this server lets nothing reach loopback.
+        ({"responseMode": "async", "callbackUrl": "http://127.0.0.1:9/cb"}, "'callbackUrl' refused"),
+    ]:
+        assert_error(api.put(f"/triggers/{t['id']}", json=fields), 400, message)
+    assert_error(api.post("/triggers", json=cron_body(flow_id, responseMode="async")), 400,
+                 "are for webhook triggers")
+    ok = api.put(f"/triggers/{t['id']}", json={"responseMode": "async", "callbackUrl": "https://example.com/cb",
+                                               "callbackSecret": "cb-secret"})
+    assert ok.status_code == 200, ok.text
+    shown = api.get(f"/triggers/{t['id']}").json()
+    assert shown["responseMode"] == "async" and shown["callbackUrl"] == "https://example.com/cb"
+    assert shown["callbackSecretConfigured"] is True and "cb-secret" not in json.dumps(shown)
+
+
+@pytest.mark.parametrize("backend", backends())
+def test_async_webhooks_answer_at_once_and_call_back(make_weir, fake, backend):
+    """`responseMode: async`: 202 `{chatId, status}` once the call is verified and
+    claimed; the answer the sync mode gives is POSTed to callbackUrl, signed, and a
+    repeated delivery gets the 202 again without a second run or callback."""
+    receiver = FakeSite("127.0.0.2")
+    try:
+        w = make_weir(backend)
+        w.env.update(ALLOW_PRIVATE_REQUESTS="127.0.0.2")
+        w.start()
+        api = Api(w.url, w.create_key())
+        flow_id, node_id = unique_node(api, fake)
+        secret, callback_secret = "It's a Secret to Everybody", f"cb-{uuid.uuid4().hex}"
+        t = api.post("/triggers", json=webhook_body(
+            flow_id, node_id, webhookSecret=secret, responseMode="async",
+            callbackUrl=f"{receiver.url}/hook", callbackSecret=callback_secret)).json()
+        body = b'{"action":"opened"}'
+        assert_error(post_hook(api, t["id"], data=body), 401)  # verified before anything is accepted
+        calls = fake.count("/chat/completions")
+        good = {"X-Hub-Signature-256": github_signature(secret, body), "X-GitHub-Delivery": str(uuid.uuid4())}
+        first = post_hook(api, t["id"], data=body, headers=good)
+        assert first.status_code == 202, first.text
+        assert set(first.json()) == {"chatId", "status"} and first.json()["status"] == "PROCESSING"
+        [(_, path, headers, raw)] = wait_for(lambda: [h for h in receiver.hits if h[0] == "POST"], 15,
+                                             "the callback")
+        assert path == "/hook"
+        expected = "sha256=" + hmac.new(callback_secret.encode(), raw.encode(), hashlib.sha256).hexdigest()
+        assert hmac.compare_digest(headers["x-flowise-signature"], expected)
+        sent = json.loads(raw)
+        assert sent["status"] == "SUCCESS" and sent["chatId"] == first.json()["chatId"]
+        assert sent["data"] == {"text": 'Echo: {"action":"opened"}', "chatId": sent["chatId"],
+                                "sourceDocuments": None, "usedTools": None}
+        again = post_hook(api, t["id"], data=body, headers=good)
+        assert again.status_code == 202 and again.json() == first.json()
+        time.sleep(1)
+        assert fake.count("/chat/completions") == calls + 1
+        assert len([h for h in receiver.hits if h[0] == "POST"]) == 1
+        [result] = api.get(f"/triggers/{t['id']}/results").json()
+        assert result["callback"]["status"] == "delivered" and result["callback"]["attempts"] == 1
+        assert result["callback"]["id"] == headers["idempotency-key"]
+        if backend == "sqlite":  # sealed at rest, on the trigger and in the outbox
+            stored = b"".join(p.read_bytes() for p in w.data_dir.glob("weir.db*"))
+            assert b"sealed:" in stored and callback_secret.encode() not in stored
+        # Switched back to sync, the same trigger answers with the run again.
+        assert api.put(f"/triggers/{t['id']}", json={"responseMode": "sync", "callbackUrl": None,
+                                                     "callbackSecret": None}).status_code == 200
+        fresh = {**good, "X-GitHub-Delivery": str(uuid.uuid4())}
+        r = post_hook(api, t["id"], data=body, headers=fresh)
+        assert r.status_code == 200 and r.json()["text"] == 'Echo: {"action":"opened"}'
+    finally:
+        receiver.close()
 
 
 def test_webhook_secrets_are_sealed_at_rest_migrated_and_rotated(make_weir, fake):

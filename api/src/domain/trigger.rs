@@ -82,6 +82,15 @@ pub struct Trigger {
     #[serde(rename = "endDate", serialize_with = "time::serialize_opt")]
     #[schema(value_type = Option<String>, format = DateTime)]
     pub ends_at: Option<Timestamp>,
+    /// A webhook answered at once (`responseMode: async`, 202) rather than with
+    /// the run's answer; the outcome goes to `callback_url` when there is one.
+    #[serde(rename = "responseMode", serialize_with = "serialize_response_mode")]
+    #[schema(value_type = String, example = "sync")]
+    pub respond_async: bool,
+    pub callback_url: Option<String>,
+    /// Signs callbacks (`X-Flowise-Signature`); write-only, sealed at rest.
+    #[serde(skip)]
+    pub callback_secret: Option<String>,
     #[serde(serialize_with = "time::serialize")]
     #[schema(value_type = String, format = DateTime)]
     pub created_date: Timestamp,
@@ -90,7 +99,19 @@ pub struct Trigger {
     pub updated_date: Timestamp,
 }
 
+fn serialize_response_mode<S: serde::Serializer>(
+    respond_async: &bool,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(if *respond_async { "async" } else { "sync" })
+}
+
 impl Trigger {
+    /// `sync` or `async`, as stored and shown.
+    pub fn response_mode(&self) -> &'static str {
+        if self.respond_async { "async" } else { "sync" }
+    }
+
     pub fn is_telegram(&self) -> bool {
         self.webhook_platform.as_deref() == Some(TELEGRAM)
     }
@@ -420,6 +441,9 @@ impl Trigger {
             notification_email: None,
             owned_by_chatflow: false,
             ends_at: None,
+            respond_async: false,
+            callback_url: None,
+            callback_secret: None,
             created_date: now,
             updated_date: now,
         }

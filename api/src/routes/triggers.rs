@@ -49,6 +49,7 @@ struct TriggerView {
     trigger: Trigger,
     webhook_secret_configured: bool,
     webhook_bot_token_configured: bool,
+    callback_secret_configured: bool,
     /// The full webhook address (webhook triggers).
     #[serde(skip_serializing_if = "Option::is_none")]
     webhook_url: Option<String>,
@@ -73,6 +74,7 @@ fn view(trigger: Trigger, base: &str, recent_results: Option<Vec<TriggerResult>>
     TriggerView {
         webhook_secret_configured: trigger.webhook_secret.is_some(),
         webhook_bot_token_configured: trigger.webhook_bot_token.is_some(),
+        callback_secret_configured: trigger.callback_secret.is_some(),
         webhook_url: (trigger.trigger_type == TriggerType::Webhook)
             .then(|| webhook_url(base, trigger.id)),
         recent_results,

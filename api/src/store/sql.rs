@@ -27,7 +27,8 @@ pub const TOOL_COLUMNS: &str =
 pub const TRIGGER_COLUMNS: &str = "id, workspace_id, name, chatflow_id, node_id, type, cron_expression, \
      timezone, enabled, webhook_platform, webhook_secret, webhook_bot_token, trigger_message, \
      execution_count, max_executions, timeout_secs, last_executed, next_execution, \
-     notification_email, created_at, updated_at, owned_by_chatflow, ends_at";
+     notification_email, created_at, updated_at, owned_by_chatflow, ends_at, response_mode, \
+     callback_url, callback_secret";
 
 pub const VARIABLE_COLUMNS: &str = "id, name, value, type, created_at, updated_at";
 

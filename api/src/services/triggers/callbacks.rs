@@ -25,7 +25,7 @@ use reqwest::Url;
 use tokio_util::sync::CancellationToken;
 
 use super::super::Services;
-use crate::domain::callback::{AttemptOutcome, CallbackAttempt, OutboxCallback};
+use crate::domain::callback::{AttemptOutcome, CallbackAttempt, NewCallback, OutboxCallback};
 use crate::domain::time;
 use crate::flow::tools::web::HttpCall;
 
@@ -162,6 +162,49 @@ async fn send(services: &Services, callback: &OutboxCallback) -> Result<(), Fail
             reply.status
         ))),
     }
+}
+
+/// Whether callbacks may go to `url`: http(s), and no address the request
+/// tools' guard refuses (names are checked again at each attempt, where they are
+/// resolved). `Err` says why not.
+pub fn check_url(services: &Services, url: &str) -> Result<(), String> {
+    let parsed = Url::parse(url)
+        .ok()
+        .filter(|u| matches!(u.scheme(), "http" | "https"))
+        .ok_or("must be a valid http or https URL")?;
+    services.tools.web.check(&parsed)
+}
+
+/// The callback a call of `trigger` answered at once is owed, its secret
+/// sealed; `Err` says why the URL is refused.
+pub fn owed(
+    services: &Services,
+    trigger: uuid::Uuid,
+    url: &str,
+    secret: Option<&str>,
+) -> Result<NewCallback, OwedError> {
+    check_url(services, url).map_err(OwedError::Url)?;
+    let id = uuid::Uuid::new_v4();
+    let secret = secret
+        .map(|plain| {
+            super::secrets::seal_text(&services.keyring, &sealing_context(trigger, id), plain)
+        })
+        .transpose()
+        .map_err(OwedError::Sealing)?;
+    Ok(NewCallback {
+        id,
+        url: url.to_owned(),
+        secret,
+    })
+}
+
+/// Why a callback cannot be owed.
+#[derive(Debug)]
+pub enum OwedError {
+    /// The URL is refused (the text says why).
+    Url(String),
+    /// The secret cannot be sealed (weir's fault).
+    Sealing(super::super::ServiceError),
 }
 
 /// What the secret of callback `id` of `trigger` is sealed for.

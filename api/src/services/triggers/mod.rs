@@ -95,6 +95,16 @@ pub struct TriggerFields {
     #[serde(default, deserialize_with = "crate::domain::nullable")]
     #[schema(value_type = Option<String>)]
     pub notification_email: Option<Option<String>>,
+    /// Webhook triggers: `sync` (the default: the run's answer) or `async` (202
+    /// at once, the outcome POSTed to `callbackUrl`).
+    pub response_mode: Option<String>,
+    #[serde(default, deserialize_with = "crate::domain::nullable")]
+    #[schema(value_type = Option<String>)]
+    pub callback_url: Option<Option<String>>,
+    /// Write-only: signs callbacks (`X-Flowise-Signature: sha256=<hex>`).
+    #[serde(default, deserialize_with = "crate::domain::nullable")]
+    #[schema(value_type = Option<String>)]
+    pub callback_secret: Option<Option<String>>,
 }
 
 impl TriggerFields {
@@ -112,6 +122,9 @@ impl TriggerFields {
             && self.webhook_platform.is_none()
             && self.webhook_secret.is_none()
             && self.webhook_bot_token.is_none()
+            && self.response_mode.is_none()
+            && self.callback_url.is_none()
+            && self.callback_secret.is_none()
     }
 }
 
@@ -381,6 +394,52 @@ fn settle_webhook_auth(trigger: &mut Trigger) -> ServiceResult<()> {
     }
 }
 
+/// `responseMode`: `sync` (false) or `async` (true).
+fn check_response_mode(mode: Option<&str>) -> ServiceResult<bool> {
+    match mode {
+        None | Some("sync") => Ok(false),
+        Some("async") => Ok(true),
+        Some(other) => Err(ServiceError::Invalid(format!(
+            "'responseMode' must be 'sync' or 'async', got '{other}'"
+        ))),
+    }
+}
+
+/// The async answer's settings agree: webhook triggers only, a callback only in
+/// `async` mode, its URL one the request tools' address guard lets through.
+fn check_callback(services: &Services, trigger: &Trigger) -> ServiceResult<()> {
+    let asks_async = trigger.respond_async
+        || trigger.callback_url.is_some()
+        || trigger.callback_secret.is_some();
+    if trigger.trigger_type == TriggerType::Cron && asks_async {
+        return Err(ServiceError::Invalid(
+            "responseMode, callbackUrl and callbackSecret are for webhook triggers".into(),
+        ));
+    }
+    if !trigger.respond_async && trigger.callback_url.is_some() {
+        return Err(ServiceError::Invalid(
+            "'callbackUrl' needs responseMode 'async'".into(),
+        ));
+    }
+    if trigger.callback_secret.is_some() && trigger.callback_url.is_none() {
+        return Err(ServiceError::Invalid(
+            "'callbackSecret' needs a callbackUrl".into(),
+        ));
+    }
+    if let Some(secret) = &trigger.callback_secret
+        && (secret.is_empty() || secret.len() > 1024)
+    {
+        return Err(ServiceError::Invalid(
+            "'callbackSecret' must be 1 to 1024 characters".into(),
+        ));
+    }
+    if let Some(url) = &trigger.callback_url {
+        callbacks::check_url(services, url)
+            .map_err(|why| ServiceError::Invalid(format!("'callbackUrl' {why}")))?;
+    }
+    Ok(())
+}
+
 /// The trigger's schedule, if it fires no sooner after a firing than
 /// `min_interval_secs` (TRIGGER_MIN_INTERVAL_SECS).
 fn schedule_of(trigger: &Trigger, min_interval_secs: u64) -> ServiceResult<Option<Schedule>> {
@@ -449,11 +508,15 @@ pub async fn create(
         notification_email: check_email(fields.notification_email.flatten())?,
         owned_by_chatflow: false,
         ends_at: None,
+        respond_async: check_response_mode(fields.response_mode.as_deref())?,
+        callback_url: fields.callback_url.flatten(),
+        callback_secret: fields.callback_secret.flatten(),
         created_date: now,
         updated_date: now,
     };
     let schedule = schedule_of(&trigger, services.config.trigger_min_interval_secs)?;
     settle_webhook_auth(&mut trigger)?;
+    check_callback(services, &trigger)?;
     trigger.chatflow_id = check_target(services, workspace, &chatflow_id, &trigger.node_id).await?;
     if trigger.enabled
         && let Some(schedule) = &schedule
@@ -532,6 +595,15 @@ pub async fn update(
     if let Some(email) = fields.notification_email {
         t.notification_email = check_email(email)?;
     }
+    if let Some(mode) = fields.response_mode {
+        t.respond_async = check_response_mode(Some(&mode))?;
+    }
+    if let Some(url) = fields.callback_url {
+        t.callback_url = url;
+    }
+    if let Some(secret) = fields.callback_secret {
+        t.callback_secret = secret;
+    }
     if let Some(node) = fields.node_id {
         t.node_id = node.trim().to_owned();
     }
@@ -556,6 +628,7 @@ pub async fn update(
     }
     let schedule = schedule_of(&t, services.config.trigger_min_interval_secs)?;
     settle_webhook_auth(&mut t)?;
+    check_callback(services, &t)?;
     let now = time::now();
     let schedule_changed = t.cron_expression != before.cron_expression
         || t.timezone != before.timezone

@@ -1,5 +1,5 @@
-//! A webhook trigger's secrets at rest: its `webhookSecret` and its Telegram bot
-//! token are stored sealed with the server's key, like credentials
+//! A webhook trigger's secrets at rest: its `webhookSecret`, its Telegram bot
+//! token and its `callbackSecret` are stored sealed with the server's key, like credentials
 //! (`crate::sealing`), each bound to its trigger and field.
 //!
 //! The store holds `sealed:<keyId>:<data>`; everything above it works with the
@@ -19,6 +19,7 @@ const PREFIX: &str = "sealed:";
 enum Field {
     Secret,
     BotToken,
+    CallbackSecret,
 }
 
 impl Field {
@@ -26,6 +27,7 @@ impl Field {
         let name = match self {
             Field::Secret => "webhookSecret",
             Field::BotToken => "webhookBotToken",
+            Field::CallbackSecret => "callbackSecret",
         };
         format!("trigger/{}/{}/{name}", trigger.workspace_id, trigger.id)
     }
@@ -98,6 +100,9 @@ pub fn seal(keyring: &Keyring, trigger: &Trigger) -> ServiceResult<Trigger> {
     if let Some(token) = &trigger.webhook_bot_token {
         stored.webhook_bot_token = Some(seal_value(keyring, trigger, Field::BotToken, token)?);
     }
+    if let Some(secret) = &trigger.callback_secret {
+        stored.callback_secret = Some(seal_value(keyring, trigger, Field::CallbackSecret, secret)?);
+    }
     Ok(stored)
 }
 
@@ -108,6 +113,14 @@ pub fn open(keyring: &Keyring, mut stored: Trigger) -> ServiceResult<Trigger> {
     }
     if let Some(token) = stored.webhook_bot_token.take() {
         stored.webhook_bot_token = Some(open_value(keyring, &stored, Field::BotToken, &token)?);
+    }
+    if let Some(secret) = stored.callback_secret.take() {
+        stored.callback_secret = Some(open_value(
+            keyring,
+            &stored,
+            Field::CallbackSecret,
+            &secret,
+        )?);
     }
     Ok(stored)
 }

@@ -341,6 +341,9 @@ pub async fn sync(services: &Services, flow: &Chatflow) -> ServiceResult<()> {
                 notification_email: None,
                 owned_by_chatflow: true,
                 ends_at: None,
+                respond_async: false,
+                callback_url: None,
+                callback_secret: None,
                 created_date: now,
                 updated_date: now,
             };

@@ -26,6 +26,7 @@ use tokio::sync::mpsc;
 
 use super::super::prediction::{HumanAnswer, PredictionEvent};
 use super::super::{ServiceError, ServiceResult, Services};
+use super::callbacks::OwedError;
 use super::firing::{self, Ask, CallbackData, Outcome};
 use super::start_node::{self, StartTrigger, text};
 use super::webhook::Answer;
@@ -510,45 +511,20 @@ async fn run(
     }))
 }
 
-/// The callback a call answered at once is owed, its secret sealed: 400 when
-/// the address guard refuses the URL (checked again at each attempt, where
-/// names are resolved).
+/// The callback a call answered at once is owed: 400 when the address guard
+/// refuses its URL.
 fn new_callback(
     services: &Services,
     trigger: &crate::domain::Trigger,
     url: &str,
     secret: Option<&str>,
 ) -> Result<NewCallback, Answer> {
-    let parsed = reqwest::Url::parse(url).map_err(|_| {
-        error(
-            400,
-            "Invalid callbackUrl: must be a valid http or https URL",
-        )
-    })?;
-    services
-        .tools
-        .web
-        .check(&parsed)
-        .map_err(|why| error(400, format!("Invalid callbackUrl: {why}")))?;
-    let id = Uuid::new_v4();
-    let secret = match secret {
-        Some(plain) => Some(
-            super::secrets::seal_text(
-                &services.keyring,
-                &super::callbacks::sealing_context(trigger.id, id),
-                plain,
-            )
-            .map_err(|e| {
-                tracing::error!(error = %e, "cannot seal a callback secret");
-                error(500, "internal error; the server log has the details")
-            })?,
-        ),
-        None => None,
-    };
-    Ok(NewCallback {
-        id,
-        url: url.to_owned(),
-        secret,
+    super::callbacks::owed(services, trigger.id, url, secret).map_err(|e| match e {
+        OwedError::Url(why) => error(400, format!("Invalid callbackUrl: {why}")),
+        OwedError::Sealing(e) => {
+            tracing::error!(error = %e, "cannot seal a callback secret");
+            error(500, "internal error; the server log has the details")
+        }
     })
 }
 

@@ -1,5 +1,6 @@
 //! The webhook endpoint's logic: `POST /api/v1/triggers/webhook/:address` runs the
-//! trigger's chatflow synchronously with the call's JSON.
+//! trigger's chatflow with the call's JSON, synchronously unless the trigger
+//! answers at once.
 //!
 //! [`find`] resolves the address before the body is read. The trigger's id (what
 //! `webhookUrl` gives) is the canonical address and a capability. The node id is
@@ -18,7 +19,11 @@
 //!
 //! The question is the body as compact JSON text (Telegram: `message.text`); the
 //! body and the headers (minus credentials) are the run's `$flow.body` and
-//! `$flow.headers`. Every call that runs the flow leaves a result.
+//! `$flow.headers`. Every call that runs the flow leaves a result. A trigger
+//! with `responseMode: async` answers 202 `{chatId, status: "PROCESSING"}` once
+//! the call is claimed, runs it in the background and, with a `callbackUrl`,
+//! has its outcome POSTed there through the callback outbox
+//! ([`super::callbacks`]); a repeated delivery gets the 202 again.
 //!
 //! [`DELIVERY_MEMORY`]: super::scheduler::DELIVERY_MEMORY
 
@@ -29,7 +34,8 @@ use sha2::Sha256;
 use subtle::ConstantTimeEq;
 
 use super::super::{ServiceError, ServiceResult, Services};
-use super::firing::{self, Ask, Outcome};
+use super::callbacks::OwedError;
+use super::firing::{self, Ask, CallbackData, Outcome};
 use super::telegram;
 use crate::domain::time::{self, Timestamp};
 use crate::domain::{Delivery, Trigger, WebhookClaim};
@@ -183,6 +189,27 @@ async fn run(services: &Services, trigger: Trigger, call: &Call, body: Value) ->
     let mut flow_vars = Map::new();
     flow_vars.insert("body".into(), body);
     flow_vars.insert("headers".into(), Value::Object(headers));
+    let callback = match (&trigger.callback_url, trigger.respond_async) {
+        (Some(url), true) => {
+            match super::callbacks::owed(
+                services,
+                trigger.id,
+                url,
+                trigger.callback_secret.as_deref(),
+            ) {
+                Ok(callback) => Some(callback),
+                Err(OwedError::Url(why)) => {
+                    return Answer::error(
+                        409,
+                        format!("the trigger's callbackUrl is refused now: {why}"),
+                    );
+                }
+                Err(OwedError::Sealing(e)) => return internal(e),
+            }
+        }
+        _ => None,
+    };
+    let owes_callback = callback.is_some();
     let lease = now + chrono::TimeDelta::seconds(i64::from(services.config.trigger_lease_secs));
     let claimed = services
         .store
@@ -194,7 +221,7 @@ async fn run(services: &Services, trigger: Trigger, call: &Call, body: Value) ->
             WebhookClaim {
                 input: input.clone(),
                 chat_id: chat_id.clone(),
-                callback: None,
+                callback,
             },
         )
         .await;
@@ -219,9 +246,36 @@ async fn run(services: &Services, trigger: Trigger, call: &Call, body: Value) ->
         flow_vars,
         human_input: None,
         live: None,
-        callback: None,
+        callback: owes_callback.then_some(CallbackData::Trigger),
     };
-    let (outcome, _) = firing::execute(services, &firing, ask, now).await;
+    if !trigger.respond_async {
+        return execute(services, &trigger, &firing, ask, now, telegram_chat).await;
+    }
+    let accepted = Answer {
+        status: 202,
+        body: json!({"chatId": chat_id, "status": "PROCESSING"}),
+    };
+    let services = services.clone();
+    // The firing is claimed (with its callback, when there is one): the run
+    // ends, and its outcome is called back, even if this replica dies.
+    tokio::spawn(async move {
+        execute(&services, &trigger, &firing, ask, now, telegram_chat).await;
+    });
+    accepted
+}
+
+/// Runs a claimed call, sends Telegram its answer, and says what the caller
+/// gets back.
+async fn execute(
+    services: &Services,
+    trigger: &Trigger,
+    firing: &crate::domain::Firing,
+    ask: Ask,
+    now: Timestamp,
+    telegram_chat: Option<Value>,
+) -> Answer {
+    let chat_id = ask.chat_id.clone();
+    let (outcome, _) = firing::execute(services, firing, ask, now).await;
     match outcome {
         Outcome::Success(result) => {
             if let (Some(chat), Some(token)) = (&telegram_chat, &trigger.webhook_bot_token)
@@ -231,12 +285,7 @@ async fn run(services: &Services, trigger: Trigger, call: &Call, body: Value) ->
             }
             Answer {
                 status: 200,
-                body: json!({
-                    "text": result.text,
-                    "chatId": chat_id,
-                    "sourceDocuments": firing::non_empty(&result.source_documents),
-                    "usedTools": firing::non_empty(&result.used_tools),
-                }),
+                body: firing::trigger_answer(&result, &chat_id),
             }
         }
         Outcome::TimedOut(message) => Answer::error(504, message),

@@ -361,7 +361,7 @@ const TRIGGER_COLUMNS_T: &str = "t.id, t.workspace_id, t.name, t.chatflow_id, t.
      t.cron_expression, t.timezone, t.enabled, t.webhook_platform, t.webhook_secret, \
      t.webhook_bot_token, t.trigger_message, t.execution_count, t.max_executions, t.timeout_secs, \
      t.last_executed, t.next_execution, t.notification_email, t.created_at, t.updated_at, \
-     t.owned_by_chatflow, t.ends_at";
+     t.owned_by_chatflow, t.ends_at, t.response_mode, t.callback_url, t.callback_secret";
 
 fn trigger_from_row(row: &Row) -> PgResult<Trigger> {
     trigger_at(row, 0)
@@ -393,6 +393,9 @@ fn trigger_at(row: &Row, at: usize) -> PgResult<Trigger> {
         updated_date: row.try_get(at + 20)?,
         owned_by_chatflow: row.try_get(at + 21)?,
         ends_at: row.try_get(at + 22)?,
+        respond_async: row.try_get::<_, &str>(at + 23)? == "async",
+        callback_url: row.try_get(at + 24)?,
+        callback_secret: row.try_get(at + 25)?,
     })
 }
 
@@ -603,6 +606,9 @@ async fn write_trigger(client: &impl GenericClient, sql: &str, t: &Trigger) -> P
                 &t.updated_date,
                 &t.owned_by_chatflow,
                 &t.ends_at,
+                &t.response_mode(),
+                &t.callback_url,
+                &t.callback_secret,
             ],
         )
         .await

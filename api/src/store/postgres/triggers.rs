@@ -37,7 +37,7 @@ impl TriggerStore for PostgresStore {
             &format!(
                 "INSERT INTO triggers ({TRIGGER_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8,
                    $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21,
-                   $22, $23)"
+                   $22, $23, $24, $25, $26)"
             ),
             &trigger,
         )
@@ -90,7 +90,8 @@ impl TriggerStore for PostgresStore {
                timezone = $7, enabled = $8, webhook_platform = $9, webhook_secret = $10,
                webhook_bot_token = $11, trigger_message = $12, max_executions = $13,
                timeout_secs = $14, next_execution = $15, notification_email = $16,
-               updated_at = $17, ends_at = $18
+               updated_at = $17, ends_at = $18, response_mode = $19, callback_url = $20,
+               callback_secret = $21
              WHERE id = $1 AND workspace_id = $2",
             &[
                 &t.id,
@@ -111,6 +112,9 @@ impl TriggerStore for PostgresStore {
                 &t.notification_email,
                 &t.updated_date,
                 &t.ends_at,
+                &t.response_mode(),
+                &t.callback_url,
+                &t.callback_secret,
             ],
         )
         .await
@@ -162,7 +166,8 @@ impl TriggerStore for PostgresStore {
             &format!(
                 "SELECT {TRIGGER_COLUMNS} FROM triggers
                  WHERE NOT starts_with(webhook_secret, $1)
-                    OR NOT starts_with(webhook_bot_token, $1)"
+                    OR NOT starts_with(webhook_bot_token, $1)
+                    OR NOT starts_with(callback_secret, $1)"
             ),
             &[&sealed_prefix],
             trigger_from_row,
@@ -172,15 +177,18 @@ impl TriggerStore for PostgresStore {
 
     async fn replace_trigger_secrets(&self, old: &Trigger, new: &Trigger) -> StoreResult<bool> {
         self.execute(
-            "UPDATE triggers SET webhook_secret = $2, webhook_bot_token = $3
-             WHERE id = $1 AND webhook_secret IS NOT DISTINCT FROM $4
-               AND webhook_bot_token IS NOT DISTINCT FROM $5",
+            "UPDATE triggers SET webhook_secret = $2, webhook_bot_token = $3, callback_secret = $4
+             WHERE id = $1 AND webhook_secret IS NOT DISTINCT FROM $5
+               AND webhook_bot_token IS NOT DISTINCT FROM $6
+               AND callback_secret IS NOT DISTINCT FROM $7",
             &[
                 &old.id,
                 &new.webhook_secret,
                 &new.webhook_bot_token,
+                &new.callback_secret,
                 &old.webhook_secret,
                 &old.webhook_bot_token,
+                &old.callback_secret,
             ],
         )
         .await

@@ -408,6 +408,9 @@ fn trigger_at(row: &Row<'_>, at: usize) -> rusqlite::Result<Trigger> {
         updated_date: from_millis(row.get(at + 20)?),
         owned_by_chatflow: row.get(at + 21)?,
         ends_at: row.get::<_, Option<i64>>(at + 22)?.map(from_millis),
+        respond_async: row.get::<_, String>(at + 23)? == "async",
+        callback_url: row.get(at + 24)?,
+        callback_secret: row.get(at + 25)?,
     })
 }
 
@@ -583,6 +586,9 @@ fn write_trigger(conn: &Connection, sql: &str, t: &Trigger) -> rusqlite::Result<
             to_millis(&t.updated_date),
             t.owned_by_chatflow,
             t.ends_at.as_ref().map(to_millis),
+            t.response_mode(),
+            t.callback_url,
+            t.callback_secret,
         ],
     )
 }

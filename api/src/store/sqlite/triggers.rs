@@ -26,7 +26,7 @@ impl TriggerStore for SqliteStore {
                     &format!(
                         "INSERT INTO triggers ({TRIGGER_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7,
                            ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21,
-                           ?22, ?23)"
+                           ?22, ?23, ?24, ?25, ?26)"
                     ),
                     &trigger,
                 )?;
@@ -92,7 +92,8 @@ impl TriggerStore for SqliteStore {
                    timezone = ?7, enabled = ?8, webhook_platform = ?9, webhook_secret = ?10,
                    webhook_bot_token = ?11, trigger_message = ?12, max_executions = ?13,
                    timeout_secs = ?14, next_execution = ?15, notification_email = ?16,
-                   updated_at = ?17, ends_at = ?18
+                   updated_at = ?17, ends_at = ?18, response_mode = ?19, callback_url = ?20,
+                   callback_secret = ?21
                  WHERE id = ?1 AND workspace_id = ?2",
                 params![
                     t.id.to_string(),
@@ -113,6 +114,9 @@ impl TriggerStore for SqliteStore {
                     t.notification_email,
                     to_millis(&t.updated_date),
                     t.ends_at.as_ref().map(to_millis),
+                    t.response_mode(),
+                    t.callback_url,
+                    t.callback_secret,
                 ],
             )
             .map(|n| n > 0)
@@ -171,7 +175,8 @@ impl TriggerStore for SqliteStore {
             let mut stmt = conn.prepare(&format!(
                 "SELECT {TRIGGER_COLUMNS} FROM triggers
                  WHERE substr(webhook_secret, 1, length(?1)) <> ?1
-                    OR substr(webhook_bot_token, 1, length(?1)) <> ?1"
+                    OR substr(webhook_bot_token, 1, length(?1)) <> ?1
+                    OR substr(callback_secret, 1, length(?1)) <> ?1"
             ))?;
             stmt.query_map([prefix], trigger_from_row)?.collect()
         })
@@ -180,13 +185,21 @@ impl TriggerStore for SqliteStore {
 
     async fn replace_trigger_secrets(&self, old: &Trigger, new: &Trigger) -> StoreResult<bool> {
         let id = old.id.to_string();
-        let (old_secret, old_token) = (old.webhook_secret.clone(), old.webhook_bot_token.clone());
-        let (secret, token) = (new.webhook_secret.clone(), new.webhook_bot_token.clone());
+        let (old, new) = (old.clone(), new.clone());
         self.call(move |conn| {
             conn.execute(
-                "UPDATE triggers SET webhook_secret = ?2, webhook_bot_token = ?3
-                 WHERE id = ?1 AND webhook_secret IS ?4 AND webhook_bot_token IS ?5",
-                params![id, secret, token, old_secret, old_token],
+                "UPDATE triggers SET webhook_secret = ?2, webhook_bot_token = ?3, callback_secret = ?4
+                 WHERE id = ?1 AND webhook_secret IS ?5 AND webhook_bot_token IS ?6
+                   AND callback_secret IS ?7",
+                params![
+                    id,
+                    new.webhook_secret,
+                    new.webhook_bot_token,
+                    new.callback_secret,
+                    old.webhook_secret,
+                    old.webhook_bot_token,
+                    old.callback_secret
+                ],
             )
             .map(|n| n > 0)
         })

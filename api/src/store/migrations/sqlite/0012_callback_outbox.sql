@@ -23,3 +23,8 @@ CREATE INDEX callback_outbox_due ON callback_outbox (next_attempt_at)
     WHERE body IS NOT NULL AND delivered_at IS NULL AND failed_at IS NULL;
 CREATE INDEX callback_outbox_by_result ON callback_outbox (result_id);
 CREATE INDEX callback_outbox_by_time ON callback_outbox (created_at);
+-- weir's own webhook triggers may answer at once too (`responseMode: async`),
+-- their outcome POSTed to `callbackUrl`, signed with the sealed `callbackSecret`.
+ALTER TABLE triggers ADD COLUMN response_mode TEXT NOT NULL DEFAULT 'sync';
+ALTER TABLE triggers ADD COLUMN callback_url TEXT;
+ALTER TABLE triggers ADD COLUMN callback_secret TEXT;
