@@ -158,8 +158,10 @@ class Weir:
     def db_path(self):
         return self.data / "weir.db"
 
-    def start(self):
-        port = free_port()
+    def start(self, same_port=False):
+        """Starts `weir serve`; `same_port`: where it listened before (a restart
+        that clients must find again)."""
+        port = int(self.env["PORT"]) if same_port and "PORT" in self.env else free_port()
         self.env["PORT"] = str(port)
         self.base = f"http://127.0.0.1:{port}/api/v1"
         self.proc = subprocess.Popen([str(release_bin("weir")), "serve"], env=self.env,

@@ -119,6 +119,17 @@ def test_signatures_are_checked_with_the_chatflows_secret(api):
         assert r.status_code == 200, r.text
         assert r.json()["text"] == "Got: 7"
 
+    # Replayed: a delivery id seen before gets the stored answer, and nothing runs again.
+    [trigger] = [t for t in api.get("/triggers").json() if t["chatflowId"] == flow]
+    runs = len(api.get(f"/triggers/{trigger['id']}/results").json())
+    delivery = {**json_type, "X-Webhook-Signature": signed(secret, body), "Idempotency-Key": str(uuid.uuid4())}
+    first = call(api, flow, data=body, headers=delivery)
+    again = call(api, flow, data=body, headers=delivery)
+    assert first.status_code == again.status_code == 200 and again.json() == first.json()
+    assert len(api.get(f"/triggers/{trigger['id']}/results").json()) == runs + 1
+    # A replay must still be signed.
+    assert_error(call(api, flow, data=body, headers={**delivery, "X-Webhook-Signature": signed("x", body)}), 401)
+
     # A new secret replaces the old; deleting it closes the address to signed calls.
     new = api.post(f"/chatflows/{flow}/webhook-secret").json()["webhookSecret"]
     assert new != secret
@@ -407,4 +418,30 @@ def test_callbacks_survive_a_kill_9(make_weir, backend, receiver):
             check_signature(headers, raw)
     finally:
         receiver.status = 200
+        providers.close()
+
+
+def test_a_full_workspace_refuses_async_calls_before_accepting_them(make_weir, receiver):
+    """An async call takes its run's slot (WORKSPACE_MAX_PREDICTIONS) before its 202:
+    with every slot in use it is a 429 the sender retries, and nothing is owed."""
+    providers = FakeProviders()
+    try:
+        w = make_weir()
+        w.env.update(ALLOW_PRIVATE_REQUESTS="127.0.0.2", WORKSPACE_MAX_PREDICTIONS="1", OPENAI_API_KEY=GOOD_KEY,
+                     PROVIDER_KEY_HOSTS=providers.url.split("//")[1])
+        w.start()
+        api = Api(w.url, w.create_key(workspace="ws-full"))
+        path = f"/cb-{uuid.uuid4().hex[:8]}"
+        nodes = [async_start(receiver, path, webhookDefaultInput="SLOW"),
+                 af_llm("llmAgentflow_0", af_openai(providers.url))]
+        r = api.post("/chatflows", json={"name": "slow", "type": "AGENTFLOW", "flowData": agentflow(
+            nodes, [(nodes[0]["id"], "llmAgentflow_0")])})
+        assert r.status_code == 201, r.text
+        flow = r.json()["id"]
+        assert call(api, flow, json={}).status_code == 202
+        r = call(api, flow, json={}, headers={"Idempotency-Key": "d-1"})
+        assert "WORKSPACE_MAX_PREDICTIONS" in assert_error(r, 429)["message"]
+        [trigger] = [t for t in api.get("/triggers").json() if t["chatflowId"] == flow]
+        assert api.get(f"/triggers/{trigger['id']}").json()["executionCount"] == 1
+    finally:
         providers.close()

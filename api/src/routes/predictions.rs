@@ -218,6 +218,7 @@ impl PredictionBody {
                 streaming: self.streaming.unwrap_or(false),
                 human_input,
                 depth: 0,
+                permit: None,
             },
             self.streaming.unwrap_or(false),
         ))

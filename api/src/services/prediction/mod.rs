@@ -46,6 +46,21 @@ fn start_nested<'a>(
     Box::pin(start(state, flow, request))
 }
 
+/// A run slot of the workspace (`WORKSPACE_MAX_PREDICTIONS`), or 429 when it
+/// has every slot in use.
+pub fn run_slot(
+    state: &Services,
+    workspace: uuid::Uuid,
+) -> ServiceResult<crate::services::in_flight::Permit> {
+    state.in_flight.try_acquire(workspace).ok_or_else(|| {
+        ServiceError::Busy(format!(
+            "the workspace has {} predictions running, the most this server runs at once \
+             for one workspace (WORKSPACE_MAX_PREDICTIONS); retry when one has finished",
+            state.in_flight.limit()
+        ))
+    })
+}
+
 /// Prepares and spawns a prediction. Errors here happen before anything ran
 /// (invalid flow, forbidden override, bad input) and map to their status.
 pub async fn start(
@@ -57,15 +72,10 @@ pub async fn start(
         .plans
         .get(flow.id, flow.updated_date, &flow.flow_data)?;
     // A flow another flow runs counts as part of its caller's prediction.
-    let permit = match request.depth {
-        0 => Some(state.in_flight.try_acquire(flow.workspace_id).ok_or_else(|| {
-            ServiceError::Busy(format!(
-                "the workspace has {} predictions running, the most this server runs at once \
-                 for one workspace (WORKSPACE_MAX_PREDICTIONS); retry when one has finished",
-                state.in_flight.limit()
-            ))
-        })?),
-        _ => None,
+    let permit = match (request.permit.take(), request.depth) {
+        (Some(taken), _) => Some(taken),
+        (None, 0) => Some(run_slot(state, flow.workspace_id)?),
+        (None, _) => None,
     };
     let credentials = super::credentials::open_for_run(
         &*state.store,

@@ -39,6 +39,10 @@ pub struct PredictionRequest {
     /// How many flows deep this run is (0: a client's or a trigger's; more when
     /// an agentflow's `executeFlowAgentflow` runs it).
     pub depth: u32,
+    /// The workspace's run slot, taken before the run was accepted (a webhook
+    /// call answered at once takes it before its 202, so nothing accepted can
+    /// find the workspace full); otherwise the run takes one when it starts.
+    pub permit: Option<crate::services::in_flight::Permit>,
 }
 
 /// `humanInput` of a prediction: go on with (or reject) a stopped agentflow run.

@@ -88,6 +88,8 @@ pub struct Ask {
     /// The callback the firing owes (a webhook call answered at once): its body
     /// is written with the result.
     pub callback: Option<CallbackData>,
+    /// The run slot taken when the call was accepted (async mode).
+    pub permit: Option<crate::services::in_flight::Permit>,
 }
 
 /// What a callback's `data` holds when the run answered: the answer the same
@@ -159,6 +161,7 @@ pub async fn run_cron(services: Services, firing: Firing, started: time::Timesta
         human_input: None,
         live: None,
         callback: None,
+        permit: None,
     };
     let lag = (started - firing.scheduled_at).to_std().unwrap_or_default();
     crate::metrics::metrics()
@@ -215,6 +218,7 @@ pub async fn execute(
                 flow_vars: ask.flow_vars,
                 human_input: ask.human_input,
                 streaming: ask.live.is_some(),
+                permit: ask.permit,
                 ..Default::default()
             };
             let limit = Duration::from_secs(u64::try_from(trigger.timeout).unwrap_or(1));
@@ -233,6 +237,7 @@ pub async fn execute(
                 )),
                 Ok(Ok(result)) => Outcome::Success(Box::new(result)),
                 Ok(Err(ServiceError::Flow(e))) => Outcome::Failed(e.message),
+                Ok(Err(ServiceError::Busy(message))) => Outcome::Failed(message),
                 Ok(Err(e)) => {
                     tracing::error!(error = %e, "trigger run failed inside weir");
                     Outcome::Failed(

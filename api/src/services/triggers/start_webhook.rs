@@ -4,6 +4,10 @@
 //! is checked as the node says, then run as a firing of that trigger (so it
 //! leaves a result, counts in the metrics and respects the trigger's limits).
 //!
+//! A call with a delivery id (`Idempotency-Key`, `webhook-id` or
+//! `X-GitHub-Delivery`) seen before for the chatflow gets the stored answer again
+//! without a second run, as weir's own webhooks do.
+//!
 //! A call is checked in Flowise's order: the flow and its Start node (404), the
 //! signature when `webhookEnableAuth` is on (401; HMAC-SHA256 over the raw body,
 //! `sha256=<hex>` or bare hex, or a plain token; both compared in constant
@@ -24,15 +28,15 @@ use uuid::Uuid;
 
 use tokio::sync::mpsc;
 
-use super::super::prediction::{HumanAnswer, PredictionEvent};
+use super::super::prediction::{self, HumanAnswer, PredictionEvent};
 use super::super::{ServiceError, ServiceResult, Services};
 use super::callbacks::OwedError;
 use super::firing::{self, Ask, CallbackData, Outcome};
 use super::start_node::{self, StartTrigger, text};
 use super::webhook::Answer;
-use crate::domain::WebhookClaim;
 use crate::domain::callback::NewCallback;
 use crate::domain::time;
+use crate::domain::{Delivery, WebhookClaim};
 use crate::flow::component::cell;
 use crate::flow::graph::FlowNode;
 
@@ -396,8 +400,54 @@ pub async fn handle(services: &Services, chatflow: Uuid, call: Call) -> ServiceR
         human_input,
         live: None,
         callback: None,
+        // Answered at once: the run's slot is taken now, or the sender is told
+        // to retry (429) before anything is accepted.
+        permit: match start.mode {
+            ResponseMode::Async { .. } => Some(prediction::run_slot(services, flow.workspace_id)?),
+            _ => None,
+        },
     };
-    run(services, trigger, ask, &start.mode).await
+    let Some(delivery) = super::webhook::delivery_header(&call.headers) else {
+        return run(services, trigger, ask, &start.mode).await;
+    };
+    match services
+        .store
+        .begin_delivery(trigger.id, &delivery, time::now())
+        .await?
+    {
+        Delivery::New => {}
+        Delivery::Answered { status, body } => {
+            return Ok(Reply::Answer(Answer {
+                status,
+                body: serde_json::from_str(&body).unwrap_or(Value::Null),
+            }));
+        }
+        Delivery::InProgress => {
+            return Ok(Reply::Answer(error(
+                409,
+                format!("delivery {delivery} is being processed"),
+            )));
+        }
+    }
+    let trigger_id = trigger.id;
+    let reply = run(services, trigger, ask, &start.mode).await?;
+    // What a repeat of this delivery gets: the same answer, or (a stream is not
+    // kept) a 409 saying it was received.
+    let kept = match &reply {
+        Reply::Answer(answer) => answer.clone(),
+        Reply::Stream(_) => error(
+            409,
+            format!("delivery {delivery} was already received (streamed answers are not replayed)"),
+        ),
+    };
+    if let Err(e) = services
+        .store
+        .finish_delivery(trigger_id, &delivery, kept.status, &kept.body.to_string())
+        .await
+    {
+        tracing::error!(trigger = %trigger_id, error = %e, "cannot store a webhook answer");
+    }
+    Ok(reply)
 }
 
 /// Makes a new secret for the chatflow's webhook (32 random bytes as hex, shown

@@ -14,7 +14,8 @@
 //! `webhook-id`/`webhook-timestamp`/`webhook-signature`, or Telegram's
 //! `X-Telegram-Bot-Api-Secret-Token` — comparing in constant time over raw bytes,
 //! then runs the flow once per delivery: a delivery id seen before for that
-//! trigger (`webhook-id`, `X-GitHub-Delivery`, Telegram's `update_id`) gets the
+//! trigger (`webhook-id`, `X-GitHub-Delivery`, `Idempotency-Key`, Telegram's
+//! `update_id`) gets the
 //! stored answer again without a second run, for [`DELIVERY_MEMORY`].
 //!
 //! The question is the body as compact JSON text (Telegram: `message.text`); the
@@ -122,6 +123,12 @@ pub async fn handle(services: &Services, trigger: Trigger, call: Call) -> Servic
     })?;
     let body: Value = serde_json::from_slice(&call.body)
         .map_err(|e| ServiceError::Invalid(format!("the webhook body must be JSON: {e}")))?;
+    // Answered at once: the run's slot is taken before anything is accepted
+    // (or recorded as a delivery), so a full workspace is a 429 the sender retries.
+    let permit = trigger
+        .respond_async
+        .then(|| super::super::prediction::run_slot(services, trigger.workspace_id))
+        .transpose()?;
     let delivery = delivery_id(&trigger, &call, &body);
     if let Some(id) = &delivery {
         match services
@@ -143,7 +150,7 @@ pub async fn handle(services: &Services, trigger: Trigger, call: Call) -> Servic
             }
         }
     }
-    let answer = run(services, trigger.clone(), &call, body).await;
+    let answer = run(services, trigger.clone(), &call, body, permit).await;
     if let Some(id) = &delivery
         && let Err(e) = services
             .store
@@ -156,7 +163,13 @@ pub async fn handle(services: &Services, trigger: Trigger, call: Call) -> Servic
 }
 
 /// Runs the flow for a verified call.
-async fn run(services: &Services, trigger: Trigger, call: &Call, body: Value) -> Answer {
+async fn run(
+    services: &Services,
+    trigger: Trigger,
+    call: &Call,
+    body: Value,
+    permit: Option<crate::services::in_flight::Permit>,
+) -> Answer {
     if !trigger.enabled {
         return not_runnable(&trigger);
     }
@@ -247,6 +260,7 @@ async fn run(services: &Services, trigger: Trigger, call: &Call, body: Value) ->
         human_input: None,
         live: None,
         callback: owes_callback.then_some(CallbackData::Trigger),
+        permit,
     };
     if !trigger.respond_async {
         return execute(services, &trigger, &firing, ask, now, telegram_chat).await;
@@ -325,8 +339,15 @@ fn delivery_id(trigger: &Trigger, call: &Call, body: &Value) -> Option<String> {
     if trigger.is_telegram() {
         return body.get("update_id").map(|id| format!("update-{id}"));
     }
-    call.header("webhook-id")
-        .or_else(|| call.header("x-github-delivery"))
+    delivery_header(&call.headers)
+}
+
+/// The delivery id a sender puts on a call (`webhook-id`, `X-GitHub-Delivery` or
+/// `Idempotency-Key`), the same on its retries.
+pub fn delivery_header(headers: &[(String, String)]) -> Option<String> {
+    ["webhook-id", "x-github-delivery", "idempotency-key"]
+        .iter()
+        .find_map(|name| header(headers, name))
         .filter(|id| !id.is_empty() && id.len() <= 256)
         .map(str::to_owned)
 }
