@@ -232,15 +232,28 @@ def test_async_callback_urls_are_checked(api):
     assert result["output"] == "Got: quiet" and "callback" not in result
 
 
-def test_a_stopped_run_is_resumed_through_the_webhook(api):
-    nodes = [webhook_start(webhookDefaultInput="deploy {{ $webhook.body.version }}"),
-             af_human_input(HUMAN, "Ship {{ question }}?", feedback=False),
+def save_gate(api, start):
+    """`start` -> a human input ("Ship <question>?") -> "Shipped" or "Held back"."""
+    nodes = [start, af_human_input(HUMAN, "Ship {{ question }}?", feedback=False),
              af_reply(REPLY, "Shipped"), af_reply("directReplyAgentflow_1", "Held back")]
     flow_data = agentflow(nodes, [(nodes[0]["id"], HUMAN), (HUMAN, REPLY, 0),
                                   (HUMAN, "directReplyAgentflow_1", 1)])
     r = api.post("/chatflows", json={"name": "gate", "type": "AGENTFLOW", "flowData": flow_data})
     assert r.status_code == 201, r.text
-    flow = r.json()["id"]
+    return r.json()["id"]
+
+
+def save_slow(api, start, providers):
+    """`start` -> an LLM node on `providers` (the start's input says what it answers)."""
+    nodes = [start, af_llm("llmAgentflow_0", af_openai(providers.url))]
+    r = api.post("/chatflows", json={"name": "slow", "type": "AGENTFLOW", "flowData": agentflow(
+        nodes, [(nodes[0]["id"], "llmAgentflow_0")])})
+    assert r.status_code == 201, r.text
+    return r.json()["id"]
+
+
+def test_a_stopped_run_is_resumed_through_the_webhook(api):
+    flow = save_gate(api, webhook_start(webhookDefaultInput="deploy {{ $webhook.body.version }}"))
     paused = call(api, flow, json={"version": "1.2"}).json()
     assert paused["action"] and paused["text"] == "Ship deploy 1.2?"
     # Resumed with the run's chatId: the method and validation checks do not apply.
@@ -343,14 +356,7 @@ def test_async_mode_answers_at_once_and_posts_a_signed_callback(allowing, receiv
 def test_a_stopped_async_run_calls_back_stopped_and_resumes(allowing, receiver):
     api = Api(allowing.url, allowing.create_key(workspace=f"ws-{uuid.uuid4().hex[:8]}"))
     path = f"/cb-{uuid.uuid4().hex[:8]}"
-    nodes = [async_start(receiver, path, webhookDefaultInput="deploy {{ $webhook.body.version }}"),
-             af_human_input(HUMAN, "Ship {{ question }}?", feedback=False),
-             af_reply(REPLY, "Shipped"), af_reply("directReplyAgentflow_1", "Held back")]
-    flow_data = agentflow(nodes, [(nodes[0]["id"], HUMAN), (HUMAN, REPLY, 0),
-                                  (HUMAN, "directReplyAgentflow_1", 1)])
-    r = api.post("/chatflows", json={"name": "gate", "type": "AGENTFLOW", "flowData": flow_data})
-    assert r.status_code == 201, r.text
-    flow = r.json()["id"]
+    flow = save_gate(api, async_start(receiver, path, webhookDefaultInput="deploy {{ $webhook.body.version }}"))
     accepted = call(api, flow, json={"version": "2.0"})
     assert accepted.status_code == 202, accepted.text
     chat = accepted.json()["chatId"]
@@ -382,12 +388,7 @@ def test_callbacks_survive_a_kill_9(make_weir, backend, receiver):
         api = Api(w.url, w.create_key(workspace="ws-kill"))
         path = f"/cb-{uuid.uuid4().hex[:8]}"
         quick = save(api, async_start(receiver, path, webhookDefaultInput="n={{ $webhook.body.n }}"))
-        slow_nodes = [async_start(receiver, path, webhookDefaultInput="SLOW"),
-                      af_llm("llmAgentflow_0", af_openai(providers.url))]
-        r = api.post("/chatflows", json={"name": "slow", "type": "AGENTFLOW", "flowData": agentflow(
-            slow_nodes, [(slow_nodes[0]["id"], "llmAgentflow_0")])})
-        assert r.status_code == 201, r.text
-        slow = r.json()["id"]
+        slow = save_slow(api, async_start(receiver, path, webhookDefaultInput="SLOW"), providers)
 
         receiver.status = 503
         for n in range(10):
@@ -432,12 +433,7 @@ def test_a_full_workspace_refuses_async_calls_before_accepting_them(make_weir, r
         w.start()
         api = Api(w.url, w.create_key(workspace="ws-full"))
         path = f"/cb-{uuid.uuid4().hex[:8]}"
-        nodes = [async_start(receiver, path, webhookDefaultInput="SLOW"),
-                 af_llm("llmAgentflow_0", af_openai(providers.url))]
-        r = api.post("/chatflows", json={"name": "slow", "type": "AGENTFLOW", "flowData": agentflow(
-            nodes, [(nodes[0]["id"], "llmAgentflow_0")])})
-        assert r.status_code == 201, r.text
-        flow = r.json()["id"]
+        flow = save_slow(api, async_start(receiver, path, webhookDefaultInput="SLOW"), providers)
         assert call(api, flow, json={}).status_code == 202
         r = call(api, flow, json={}, headers={"Idempotency-Key": "d-1"})
         assert "WORKSPACE_MAX_PREDICTIONS" in assert_error(r, 429)["message"]

@@ -69,6 +69,17 @@ pub enum CallbackStatus {
     Failed,
 }
 
+impl CallbackStatus {
+    /// The status of a callback delivered or given up at those times (if ever).
+    pub fn of(delivered_at: Option<Timestamp>, failed_at: Option<Timestamp>) -> Self {
+        match (delivered_at, failed_at) {
+            (Some(_), _) => CallbackStatus::Delivered,
+            (None, Some(_)) => CallbackStatus::Failed,
+            (None, None) => CallbackStatus::Pending,
+        }
+    }
+}
+
 /// A result's callback, as its trigger's results show it.
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]

@@ -758,11 +758,7 @@ impl TriggerStore for PostgresStore {
                     id: r.try_get(0)?,
                     result_id: r.try_get(1)?,
                     url: r.try_get(2)?,
-                    status: match (delivered_at, failed_at) {
-                        (Some(_), _) => CallbackStatus::Delivered,
-                        (None, Some(_)) => CallbackStatus::Failed,
-                        (None, None) => CallbackStatus::Pending,
-                    },
+                    status: CallbackStatus::of(delivered_at, failed_at),
                     attempts: r.try_get(5)?,
                     last_error: r.try_get(6)?,
                     delivered_at,

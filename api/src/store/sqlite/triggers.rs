@@ -751,20 +751,16 @@ impl TriggerStore for SqliteStore {
             );
             let mut stmt = conn.prepare(&sql)?;
             stmt.query_map(rusqlite::params_from_iter(ids), |r| {
-                let delivered_at: Option<i64> = r.get(3)?;
-                let failed_at: Option<i64> = r.get(4)?;
+                let delivered_at = r.get::<_, Option<i64>>(3)?.map(from_millis);
+                let failed_at = r.get::<_, Option<i64>>(4)?.map(from_millis);
                 Ok(CallbackState {
                     id: uuid_at(r, 0)?,
                     result_id: uuid_at(r, 1)?,
                     url: r.get(2)?,
-                    status: match (delivered_at, failed_at) {
-                        (Some(_), _) => CallbackStatus::Delivered,
-                        (None, Some(_)) => CallbackStatus::Failed,
-                        (None, None) => CallbackStatus::Pending,
-                    },
+                    status: CallbackStatus::of(delivered_at, failed_at),
                     attempts: r.get(5)?,
                     last_error: r.get(6)?,
-                    delivered_at: delivered_at.map(from_millis),
+                    delivered_at,
                 })
             })?
             .collect()
