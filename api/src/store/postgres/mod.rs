@@ -41,8 +41,7 @@ use super::{
 };
 use crate::domain::ApiConfig;
 use crate::domain::callback::{
-    AttemptOutcome, CallbackAttempt, CallbackState, CallbackStatus, NewCallback, OutboxCallback,
-    error_body,
+    AttemptOutcome, CallbackAttempt, CallbackState, CallbackStatus, OutboxCallback, error_body,
 };
 use crate::domain::credential::SealedCredential;
 use crate::domain::time::{self, Timestamp};
@@ -498,35 +497,6 @@ async fn insert_mail(
     Ok(())
 }
 
-/// Writes the callback a firing owes (its body comes when the firing ends).
-async fn insert_callback(
-    client: &impl GenericClient,
-    firing: &Firing,
-    callback: &NewCallback,
-    now: Timestamp,
-) -> PgResult<()> {
-    let stmt = client
-        .prepare_cached(
-            "INSERT INTO callback_outbox (id, trigger_id, firing_id, url, secret, attempts,
-               next_attempt_at, created_at) VALUES ($1, $2, $3, $4, $5, 0, $6, $6)",
-        )
-        .await?;
-    client
-        .execute(
-            &stmt,
-            &[
-                &callback.id,
-                &firing.trigger.id,
-                &firing.id,
-                &callback.url,
-                &callback.secret,
-                &now,
-            ],
-        )
-        .await?;
-    Ok(())
-}
-
 /// Gives the callback `firing` owes (if any) its body and result: from then on
 /// it is due.
 async fn fill_callback(
@@ -542,38 +512,6 @@ async fn fill_callback(
         )
         .await?;
     client.execute(&stmt, &[&firing, &body, &result]).await?;
-    Ok(())
-}
-
-async fn insert_firing(
-    client: &impl GenericClient,
-    firing: &Firing,
-    owner: Uuid,
-    lease_until: Timestamp,
-    input: &str,
-    chat_id: &str,
-) -> PgResult<()> {
-    let stmt = client
-        .prepare_cached(
-            "INSERT INTO trigger_firings (id, trigger_id, scheduled_at, is_cron, owner, lease_until,
-               input, chat_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-        )
-        .await?;
-    client
-        .execute(
-            &stmt,
-            &[
-                &firing.id,
-                &firing.trigger.id,
-                &firing.scheduled_at,
-                &firing.is_cron,
-                &owner,
-                &lease_until,
-                &input,
-                &chat_id,
-            ],
-        )
-        .await?;
     Ok(())
 }
 

@@ -339,43 +339,62 @@ impl TriggerStore for PostgresStore {
         lease_until: Timestamp,
         call: WebhookClaim,
     ) -> StoreResult<Option<Firing>> {
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(backend)?;
-        let claim = tx
-            .prepare_cached(&format!(
-                "UPDATE triggers SET execution_count = execution_count + 1, last_executed = $2,
-                   enabled = CASE WHEN max_executions IS NOT NULL
-                                   AND execution_count + 1 >= max_executions
-                             THEN FALSE ELSE enabled END
-                 WHERE id = $1 AND enabled
-                   AND (max_executions IS NULL OR execution_count < max_executions)
-                 RETURNING {TRIGGER_COLUMNS}"
-            ))
-            .await
-            .map_err(backend)?;
-        let Some(row) = tx
-            .query_opt(&claim, &[&trigger, &now])
-            .await
-            .map_err(backend)?
-        else {
-            return Ok(None);
+        // One statement, committed on its own: the trigger's row is locked for
+        // one round trip, not for a transaction's four (every call of a trigger
+        // queues on that lock).
+        let id = Uuid::new_v4();
+        let (callback_id, url, secret) = match &call.callback {
+            Some(c) => (Some(c.id), Some(c.url.as_str()), c.secret.as_deref()),
+            None => (None, None, None),
         };
-        let firing = Firing {
-            id: Uuid::new_v4(),
-            trigger: trigger_from_row(&row).map_err(backend)?,
+        let row = self
+            .query_opt(
+                &format!(
+                    "WITH claimed AS (
+                       UPDATE triggers SET execution_count = execution_count + 1,
+                         last_executed = $2,
+                         enabled = CASE WHEN max_executions IS NOT NULL
+                                         AND execution_count + 1 >= max_executions
+                                   THEN FALSE ELSE enabled END
+                       WHERE id = $1 AND enabled
+                         AND (max_executions IS NULL OR execution_count < max_executions)
+                       RETURNING {TRIGGER_COLUMNS}
+                     ), firing AS (
+                       INSERT INTO trigger_firings (id, trigger_id, scheduled_at, is_cron, owner,
+                         lease_until, input, chat_id)
+                       SELECT $3::uuid, id, $2::timestamptz, FALSE, $4::uuid, $5::timestamptz,
+                         $6::text, $7::text
+                       FROM claimed
+                     ), callback AS (
+                       INSERT INTO callback_outbox (id, trigger_id, firing_id, url, secret,
+                         attempts, next_attempt_at, created_at)
+                       SELECT $8::uuid, id, $3::uuid, $9::text, $10::text, 0, $2::timestamptz,
+                         $2::timestamptz
+                       FROM claimed WHERE $8::uuid IS NOT NULL
+                     )
+                     SELECT {TRIGGER_COLUMNS} FROM claimed"
+                ),
+                &[
+                    &trigger,
+                    &now,
+                    &id,
+                    &owner,
+                    &lease_until,
+                    &call.input,
+                    &call.chat_id,
+                    &callback_id,
+                    &url,
+                    &secret,
+                ],
+                trigger_from_row,
+            )
+            .await?;
+        Ok(row.map(|trigger| Firing {
+            id,
+            trigger,
             scheduled_at: now,
             is_cron: false,
-        };
-        insert_firing(&tx, &firing, owner, lease_until, &call.input, &call.chat_id)
-            .await
-            .map_err(backend)?;
-        if let Some(callback) = &call.callback {
-            insert_callback(&tx, &firing, callback, now)
-                .await
-                .map_err(backend)?;
-        }
-        tx.commit().await.map_err(backend)?;
-        Ok(Some(firing))
+        }))
     }
 
     async fn firing_exists(&self, firing: Uuid) -> StoreResult<bool> {
