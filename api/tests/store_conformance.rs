@@ -787,6 +787,14 @@ fn claim(input: &str, callback: Option<NewCallback>) -> WebhookClaim {
     }
 }
 
+/// Records one attempt at callback `id`.
+async fn settle(store: &dyn Store, id: uuid::Uuid, at: time::Timestamp, outcome: AttemptOutcome) {
+    store
+        .settle_callbacks(&[CallbackAttempt { id, at, outcome }])
+        .await
+        .unwrap();
+}
+
 fn callback(url: &str) -> NewCallback {
     NewCallback {
         id: uuid::Uuid::new_v4(),
@@ -854,17 +862,16 @@ async fn callbacks_are_owed_from_the_claim_and_settled(t: &common::TestStore) {
             .is_empty()
     );
     let retry_at = now + minutes(2);
-    store
-        .settle_callbacks(&[CallbackAttempt {
-            id: owed.id,
-            at: now,
-            outcome: AttemptOutcome::Retry {
-                at: retry_at,
-                error: "HTTP 503".into(),
-            },
-        }])
-        .await
-        .unwrap();
+    settle(
+        store,
+        owed.id,
+        now,
+        AttemptOutcome::Retry {
+            at: retry_at,
+            error: "HTTP 503".into(),
+        },
+    )
+    .await;
     let [state] = &store.callbacks_of_results(&[stored.id]).await.unwrap()[..] else {
         panic!("one callback")
     };
@@ -883,14 +890,7 @@ async fn callbacks_are_owed_from_the_claim_and_settled(t: &common::TestStore) {
     let due = store.claim_callbacks(retry_at, retry_at, 10).await.unwrap();
     assert_eq!(due.len(), 1);
     assert_eq!(due[0].attempts, 1);
-    store
-        .settle_callbacks(&[CallbackAttempt {
-            id: owed.id,
-            at: retry_at,
-            outcome: AttemptOutcome::Delivered,
-        }])
-        .await
-        .unwrap();
+    settle(store, owed.id, retry_at, AttemptOutcome::Delivered).await;
     let [state] = &store.callbacks_of_results(&[stored.id]).await.unwrap()[..] else {
         panic!("one callback")
     };
@@ -925,16 +925,15 @@ async fn callbacks_are_owed_from_the_claim_and_settled(t: &common::TestStore) {
     let body: serde_json::Value = serde_json::from_str(&due[0].body).unwrap();
     assert_eq!(body["status"], "ERROR");
     assert_eq!(body["error"], LEASE_EXPIRED);
-    store
-        .settle_callbacks(&[CallbackAttempt {
-            id: cut.id,
-            at: later,
-            outcome: AttemptOutcome::GaveUp {
-                error: "refused".into(),
-            },
-        }])
-        .await
-        .unwrap();
+    settle(
+        store,
+        cut.id,
+        later,
+        AttemptOutcome::GaveUp {
+            error: "refused".into(),
+        },
+    )
+    .await;
     let results = store.list_trigger_results(tr.id, 10).await.unwrap();
     let ids: Vec<_> = results.iter().map(|r| r.id).collect();
     let states = store.callbacks_of_results(&ids).await.unwrap();

@@ -99,17 +99,22 @@ pub struct Trigger {
     pub updated_date: Timestamp,
 }
 
+/// `sync` or `async`, as stored and shown.
+fn response_mode_name(respond_async: bool) -> &'static str {
+    if respond_async { "async" } else { "sync" }
+}
+
 fn serialize_response_mode<S: serde::Serializer>(
     respond_async: &bool,
     serializer: S,
 ) -> Result<S::Ok, S::Error> {
-    serializer.serialize_str(if *respond_async { "async" } else { "sync" })
+    serializer.serialize_str(response_mode_name(*respond_async))
 }
 
 impl Trigger {
     /// `sync` or `async`, as stored and shown.
     pub fn response_mode(&self) -> &'static str {
-        if self.respond_async { "async" } else { "sync" }
+        response_mode_name(self.respond_async)
     }
 
     pub fn is_telegram(&self) -> bool {

@@ -168,11 +168,15 @@ async fn send(services: &Services, callback: &OutboxCallback) -> Result<(), Fail
 /// tools' guard refuses (names are checked again at each attempt, where they are
 /// resolved). `Err` says why not.
 pub fn check_url(services: &Services, url: &str) -> Result<(), String> {
-    let parsed = Url::parse(url)
+    let parsed = http_url(url).ok_or("must be a valid http or https URL")?;
+    services.tools.web.check(&parsed)
+}
+
+/// `url` parsed, when it is an http(s) URL.
+pub fn http_url(url: &str) -> Option<Url> {
+    Url::parse(url)
         .ok()
         .filter(|u| matches!(u.scheme(), "http" | "https"))
-        .ok_or("must be a valid http or https URL")?;
-    services.tools.web.check(&parsed)
 }
 
 /// The callback a call of `trigger` answered at once is owed, its secret

@@ -33,10 +33,10 @@ use super::super::{ServiceError, ServiceResult, Services};
 use super::callbacks::OwedError;
 use super::firing::{self, Ask, CallbackData, Outcome};
 use super::start_node::{self, StartTrigger, text};
-use super::webhook::Answer;
+use super::webhook::{self, Answer};
+use crate::domain::WebhookClaim;
 use crate::domain::callback::NewCallback;
 use crate::domain::time;
-use crate::domain::{Delivery, WebhookClaim};
 use crate::flow::component::cell;
 use crate::flow::graph::FlowNode;
 
@@ -194,8 +194,7 @@ impl StartWebhook {
             "async" => {
                 let callback_url = Some(text(node, "callbackUrl")).filter(|u| !u.is_empty());
                 if let Some(url) = &callback_url
-                    && !reqwest::Url::parse(url)
-                        .is_ok_and(|u| matches!(u.scheme(), "http" | "https"))
+                    && super::callbacks::http_url(url).is_none()
                 {
                     return Err("Invalid callbackUrl: must be a valid http or https URL".to_owned());
                 }
@@ -270,7 +269,7 @@ pub struct Call {
 
 impl Call {
     fn header(&self, name: &str) -> Option<&str> {
-        super::webhook::header(&self.headers, name)
+        webhook::header(&self.headers, name)
     }
 }
 
@@ -407,27 +406,11 @@ pub async fn handle(services: &Services, chatflow: Uuid, call: Call) -> ServiceR
             _ => None,
         },
     };
-    let Some(delivery) = super::webhook::delivery_header(&call.headers) else {
+    let Some(delivery) = webhook::delivery_header(&call.headers) else {
         return run(services, trigger, ask, &start.mode).await;
     };
-    match services
-        .store
-        .begin_delivery(trigger.id, &delivery, time::now())
-        .await?
-    {
-        Delivery::New => {}
-        Delivery::Answered { status, body } => {
-            return Ok(Reply::Answer(Answer {
-                status,
-                body: serde_json::from_str(&body).unwrap_or(Value::Null),
-            }));
-        }
-        Delivery::InProgress => {
-            return Ok(Reply::Answer(error(
-                409,
-                format!("delivery {delivery} is being processed"),
-            )));
-        }
+    if let Some(answer) = webhook::replayed(services, trigger.id, &delivery).await? {
+        return Ok(Reply::Answer(answer));
     }
     let trigger_id = trigger.id;
     let reply = run(services, trigger, ask, &start.mode).await?;
@@ -440,13 +423,7 @@ pub async fn handle(services: &Services, chatflow: Uuid, call: Call) -> ServiceR
             format!("delivery {delivery} was already received (streamed answers are not replayed)"),
         ),
     };
-    if let Err(e) = services
-        .store
-        .finish_delivery(trigger_id, &delivery, kept.status, &kept.body.to_string())
-        .await
-    {
-        tracing::error!(trigger = %trigger_id, error = %e, "cannot store a webhook answer");
-    }
+    webhook::remember(services, trigger_id, &delivery, &kept).await;
     Ok(reply)
 }
 
@@ -472,7 +449,7 @@ pub async fn set_secret(
         })?;
     let secret = generate.then(|| {
         let bytes: [u8; 32] = rand::random();
-        bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()
+        webhook::to_hex(&bytes)
     });
     trigger.webhook_secret.clone_from(&secret);
     trigger.updated_date = time::now();
@@ -527,23 +504,12 @@ async fn run(
         ResponseMode::Stream => {
             let (live, events) = mpsc::channel(64);
             ask.live = Some(live);
-            let services = services.clone();
-            // The run is the firing's, not the connection's: it ends and leaves
-            // its result even when the caller goes away.
-            tokio::spawn(async move {
-                firing::execute(&services, &firing, ask, now).await;
-            });
+            spawn_run(services, firing, ask, now);
             return Ok(Reply::Stream(events));
         }
         ResponseMode::Async { .. } => {
             let accepted = json!({"chatId": ask.chat_id, "status": "PROCESSING"});
-            let services = services.clone();
-            // The callback row was written with the firing: from here on the
-            // outcome reaches the callback URL even if this replica dies (its
-            // lease runs out and the firing is reported as an error).
-            tokio::spawn(async move {
-                firing::execute(&services, &firing, ask, now).await;
-            });
+            spawn_run(services, firing, ask, now);
             return Ok(Reply::Answer(Answer {
                 status: 202,
                 body: accepted,
@@ -559,6 +525,17 @@ async fn run(
         Outcome::TimedOut(message) => error(504, message),
         Outcome::Failed(message) => error(500, message),
     }))
+}
+
+/// Runs a claimed call in the background. Streamed or answered at once, the
+/// run is the firing's, not the connection's: it ends and leaves its result
+/// (and, async, its callback, written with the firing) even when the caller
+/// goes away.
+fn spawn_run(services: &Services, firing: crate::domain::Firing, ask: Ask, now: time::Timestamp) {
+    let services = services.clone();
+    tokio::spawn(async move {
+        firing::execute(&services, &firing, ask, now).await;
+    });
 }
 
 /// The callback a call answered at once is owed: 400 when the address guard
@@ -723,7 +700,7 @@ fn signature_matches(kind: SignatureKind, secret: &str, body: &[u8], header: &st
     match kind {
         SignatureKind::PlainToken => bool::from(header.as_bytes().ct_eq(secret.as_bytes())),
         SignatureKind::HmacSha256 => {
-            let expected = super::webhook::hmac_sha256_hex(secret.as_bytes(), body);
+            let expected = webhook::hmac_sha256_hex(secret.as_bytes(), body);
             let given = header.trim();
             let given = given.strip_prefix("sha256=").unwrap_or(given);
             bool::from(

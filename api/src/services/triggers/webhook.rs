@@ -130,36 +130,51 @@ pub async fn handle(services: &Services, trigger: Trigger, call: Call) -> Servic
         .then(|| super::super::prediction::run_slot(services, trigger.workspace_id))
         .transpose()?;
     let delivery = delivery_id(&trigger, &call, &body);
-    if let Some(id) = &delivery {
-        match services
-            .store
-            .begin_delivery(trigger.id, id, time::now())
-            .await?
-        {
-            Delivery::New => {}
-            Delivery::Answered { status, body } => {
-                return Ok(Answer {
-                    status,
-                    body: serde_json::from_str(&body).unwrap_or(Value::Null),
-                });
-            }
-            Delivery::InProgress => {
-                return Err(ServiceError::Conflict(format!(
-                    "delivery {id} is being processed"
-                )));
-            }
-        }
-    }
-    let answer = run(services, trigger.clone(), &call, body, permit).await;
     if let Some(id) = &delivery
-        && let Err(e) = services
-            .store
-            .finish_delivery(trigger.id, id, answer.status, &answer.body.to_string())
-            .await
+        && let Some(answer) = replayed(services, trigger.id, id).await?
     {
-        tracing::error!(trigger = %trigger.id, error = %e, "cannot store a webhook answer");
+        return Ok(answer);
+    }
+    let trigger_id = trigger.id;
+    let answer = run(services, trigger, &call, body, permit).await;
+    if let Some(id) = &delivery {
+        remember(services, trigger_id, id, &answer).await;
     }
     Ok(answer)
+}
+
+/// Records delivery `id` of a trigger as begun; the stored answer when it was
+/// seen and answered before (`None`: new, run it), 409 while it is running.
+pub async fn replayed(
+    services: &Services,
+    trigger: uuid::Uuid,
+    id: &str,
+) -> ServiceResult<Option<Answer>> {
+    match services
+        .store
+        .begin_delivery(trigger, id, time::now())
+        .await?
+    {
+        Delivery::New => Ok(None),
+        Delivery::Answered { status, body } => Ok(Some(Answer {
+            status,
+            body: serde_json::from_str(&body).unwrap_or(Value::Null),
+        })),
+        Delivery::InProgress => Err(ServiceError::Conflict(format!(
+            "delivery {id} is being processed"
+        ))),
+    }
+}
+
+/// Keeps `answer` as what a repeat of delivery `id` gets.
+pub async fn remember(services: &Services, trigger: uuid::Uuid, id: &str, answer: &Answer) {
+    if let Err(e) = services
+        .store
+        .finish_delivery(trigger, id, answer.status, &answer.body.to_string())
+        .await
+    {
+        tracing::error!(trigger = %trigger, error = %e, "cannot store a webhook answer");
+    }
 }
 
 /// Runs the flow for a verified call.
@@ -387,16 +402,20 @@ pub fn verify(trigger: &Trigger, call: &Call, now: Timestamp) -> Result<(), Stri
 /// The lower-case hex HMAC-SHA256 of `body` under `key` (GitHub's and Flowise's
 /// signatures).
 pub fn hmac_sha256_hex(key: &[u8], body: &[u8]) -> String {
-    use std::fmt::Write;
     let Ok(mut mac) = HmacSha256::new_from_slice(key) else {
         // HMAC takes keys of any length.
         return String::new();
     };
     mac.update(body);
-    mac.finalize()
-        .into_bytes()
+    to_hex(&mac.finalize().into_bytes())
+}
+
+/// `bytes` as lower-case hex.
+pub fn to_hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes
         .iter()
-        .fold(String::with_capacity(64), |mut hex, b| {
+        .fold(String::with_capacity(bytes.len() * 2), |mut hex, b| {
             let _ = write!(hex, "{b:02x}");
             hex
         })
