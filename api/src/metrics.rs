@@ -64,6 +64,12 @@ pub struct FiringLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RatingLabels {
+    pub chatflow: String,
+    pub rating: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutcomeLabels {
     pub outcome: &'static str,
 }
@@ -83,6 +89,7 @@ pub struct Metrics {
     pub missed_runs: Counter,
     pub webhook_rejected: Counter,
     pub callback_attempts: Family<OutcomeLabels, Counter>,
+    pub feedback: Family<RatingLabels, Counter>,
 }
 
 /// The process's metrics.
@@ -171,6 +178,12 @@ impl Metrics {
             "Attempts to deliver a webhook call's callback, by outcome (delivered, retry, failed)",
             callback_attempts.clone(),
         );
+        let feedback = Family::<RatingLabels, Counter>::default();
+        registry.register(
+            "chat_feedback",
+            "Ratings given to answers (new or changed), by chatflow and rating",
+            feedback.clone(),
+        );
         Metrics {
             registry,
             requests,
@@ -185,6 +198,7 @@ impl Metrics {
             missed_runs,
             webhook_rejected,
             callback_attempts,
+            feedback,
         }
     }
 
@@ -251,6 +265,16 @@ impl Metrics {
     pub fn callback_attempt(&self, outcome: &'static str) {
         self.callback_attempts
             .get_or_create(&OutcomeLabels { outcome })
+            .inc();
+    }
+
+    /// A rating given (or changed) to an answer of `chatflow`.
+    pub fn feedback(&self, chatflow: &str, rating: &'static str) {
+        self.feedback
+            .get_or_create(&RatingLabels {
+                chatflow: chatflow.to_owned(),
+                rating,
+            })
             .inc();
     }
 

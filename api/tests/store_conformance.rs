@@ -8,8 +8,9 @@ use weir_api::domain::apikey::generate_key;
 use weir_api::domain::callback::{AttemptOutcome, CallbackAttempt, CallbackStatus, NewCallback};
 use weir_api::domain::trigger::LEASE_EXPIRED;
 use weir_api::domain::{
-    ChatflowPatch, ChatflowType, FieldType, MessageRole, NewApiKey, NewChatMessage, NewChatflow,
-    NewTool, NewVariable, Page, Permission, ToolField, ToolPatch, VariablePatch, VariableType,
+    ChatType, ChatflowPatch, ChatflowType, Feedback, FeedbackFilter, FieldType, MessageFilter,
+    MessageRole, NewApiKey, NewChatMessage, NewChatflow, NewLead, NewTool, NewVariable, Page,
+    Permission, Rating, ToolField, ToolPatch, VariablePatch, VariableType,
 };
 use weir_api::domain::{Delivery, ResultStatus, Trigger, TriggerType, WebhookClaim, time};
 use weir_api::domain::{ExecutionFilter, ExecutionState, ExecutionUpdate, NewExecution};
@@ -54,6 +55,7 @@ conformance!(
     chat_messages_keep_order_per_session,
     agent_checkpoints_are_kept_per_session_and_cleared_with_the_chat,
     leads_are_listed_per_chatflow,
+    messages_are_filtered_and_rated,
     rate_limit_windows_count_hits,
     due_cron_triggers_are_claimed_once,
     deleting_a_trigger_drops_its_claimed_firing,
@@ -426,6 +428,17 @@ fn msg(flow: uuid::Uuid, chat: &str, role: MessageRole, text: &str) -> NewChatMe
         content: text.into(),
         source_documents: None,
         used_tools: None,
+        chat_type: ChatType::External,
+        execution_id: None,
+        memory_type: None,
+        details: None,
+    }
+}
+
+fn in_chat(chat: &str) -> MessageFilter {
+    MessageFilter {
+        chat_id: Some(chat.into()),
+        ..MessageFilter::default()
     }
 }
 
@@ -460,7 +473,10 @@ async fn chat_messages_keep_order_per_session(t: &common::TestStore) {
         store.list_chat_messages(f, None, None).await.unwrap().len(),
         7
     );
-    assert_eq!(store.delete_chat_messages(f, Some("s2")).await.unwrap(), 1);
+    assert_eq!(
+        store.delete_chat_messages(f, &in_chat("s2")).await.unwrap(),
+        1
+    );
     assert_eq!(
         store.list_chat_messages(f, None, None).await.unwrap().len(),
         6
@@ -502,7 +518,7 @@ async fn agent_checkpoints_are_kept_per_session_and_cleared_with_the_chat(t: &co
         Some("{\"a\":2}")
     );
     // Clearing one chat's messages clears its checkpoint only.
-    store.delete_chat_messages(f, Some("s1")).await.unwrap();
+    store.delete_chat_messages(f, &in_chat("s1")).await.unwrap();
     assert_eq!(store.get_agent_checkpoint(f, "s1").await.unwrap(), None);
     assert!(store.get_agent_checkpoint(f, "s2").await.unwrap().is_some());
     // Deleting the chatflow removes the rest.
@@ -516,14 +532,172 @@ async fn leads_are_listed_per_chatflow(t: &common::TestStore) {
     let a = store.create_chatflow(flow(ws.id, "a")).await.unwrap().id;
     let b = store.create_chatflow(flow(ws.id, "b")).await.unwrap().id;
     let lead = store
-        .create_lead(a, "chat-1", "x@example.com")
+        .create_lead(NewLead {
+            chatflow_id: a,
+            chat_id: "chat-1".into(),
+            name: Some("Ada".into()),
+            phone: Some("+44 20".into()),
+            ..NewLead::default()
+        })
         .await
         .unwrap();
     store
-        .create_lead(b, "chat-2", "y@example.com")
+        .create_lead(NewLead {
+            chatflow_id: b,
+            chat_id: "chat-2".into(),
+            email: Some("y@example.com".into()),
+            ..NewLead::default()
+        })
         .await
         .unwrap();
     assert_eq!(store.list_leads(a).await.unwrap(), vec![lead]);
+}
+
+/// Flowise's message filters, and ratings: one per answer (rating again
+/// replaces it), listed per chatflow, and gone with their message.
+async fn messages_are_filtered_and_rated(t: &common::TestStore) {
+    let store: &dyn Store = &*t.store;
+    let ws = store.ensure_workspace("rated").await.unwrap();
+    let f = store.create_chatflow(flow(ws.id, "r")).await.unwrap().id;
+    let mut written = Vec::new();
+    for (chat, kind) in [("c1", ChatType::External), ("c2", ChatType::Webhook)] {
+        let mut q = msg(f, chat, MessageRole::User, &format!("{chat}-q"));
+        let mut a = msg(f, chat, MessageRole::Api, &format!("{chat}-a"));
+        q.chat_type = kind;
+        a.chat_type = kind;
+        a.memory_type = Some("Buffer Memory".into());
+        a.details = Some("{\"action\":{\"id\":\"x\"}}".into());
+        written.extend(store.append_chat_messages(vec![q, a]).await.unwrap());
+    }
+    let texts = |m: Vec<weir_api::domain::ChatMessageRecord>| -> Vec<String> {
+        m.into_iter().map(|m| m.content).collect()
+    };
+    let query = |filter: MessageFilter, descending: bool| async move {
+        texts(
+            store
+                .query_chat_messages(f, &filter, descending)
+                .await
+                .unwrap(),
+        )
+    };
+    assert_eq!(
+        query(MessageFilter::default(), false).await,
+        ["c1-q", "c1-a", "c2-q", "c2-a"]
+    );
+    assert_eq!(
+        query(MessageFilter::default(), true).await,
+        ["c2-a", "c2-q", "c1-a", "c1-q"]
+    );
+    let webhooks = MessageFilter {
+        chat_types: vec![ChatType::Webhook, ChatType::Mcp],
+        ..MessageFilter::default()
+    };
+    assert_eq!(query(webhooks, false).await, ["c2-q", "c2-a"]);
+    let memory = MessageFilter {
+        memory_type: Some("Buffer Memory".into()),
+        ..MessageFilter::default()
+    };
+    assert_eq!(query(memory, false).await, ["c1-a", "c2-a"]);
+    let one = MessageFilter {
+        message_id: Some(written[1].id),
+        ..MessageFilter::default()
+    };
+    assert_eq!(query(one, false).await, ["c1-a"]);
+    let later = MessageFilter {
+        start_date: Some(time::now() + chrono::TimeDelta::minutes(1)),
+        ..MessageFilter::default()
+    };
+    assert!(query(later, false).await.is_empty());
+    let found = store
+        .find_chat_message(written[3].id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(found, written[3]);
+    assert_eq!(found.chat_type, ChatType::Webhook);
+    assert_eq!(
+        found.details.as_deref(),
+        Some("{\"action\":{\"id\":\"x\"}}")
+    );
+
+    let rating = |message: &weir_api::domain::ChatMessageRecord, rating| Feedback {
+        id: uuid::Uuid::new_v4(),
+        chatflow_id: f,
+        chat_id: message.chat_id.clone(),
+        message_id: message.id,
+        rating,
+        content: None,
+        created_date: time::now(),
+    };
+    let up = store
+        .rate_message(rating(&written[1], Rating::ThumbsUp))
+        .await
+        .unwrap();
+    // Rating again replaces the rating, keeping its id.
+    let mut again = rating(&written[1], Rating::ThumbsDown);
+    again.content = Some("wrong".into());
+    let down = store.rate_message(again).await.unwrap();
+    assert_eq!(down.id, up.id);
+    assert_eq!(
+        (down.rating, down.content.as_deref()),
+        (Rating::ThumbsDown, Some("wrong"))
+    );
+    store
+        .rate_message(rating(&written[3], Rating::ThumbsUp))
+        .await
+        .unwrap();
+    assert_eq!(store.get_feedback(up.id).await.unwrap(), Some(down.clone()));
+    let mut changed = down.clone();
+    changed.rating = Rating::ThumbsUp;
+    changed.content = None;
+    assert!(store.update_feedback(&changed).await.unwrap());
+    assert_eq!(
+        store.get_feedback(up.id).await.unwrap(),
+        Some(changed.clone())
+    );
+    let all = store
+        .list_feedback(f, &FeedbackFilter::default())
+        .await
+        .unwrap();
+    assert_eq!(all.len(), 2);
+    let newest_first = FeedbackFilter {
+        descending: true,
+        ..FeedbackFilter::default()
+    };
+    let listed = store.list_feedback(f, &newest_first).await.unwrap();
+    assert_eq!(listed.iter().rev().cloned().collect::<Vec<_>>(), all);
+    let of_c1 = FeedbackFilter {
+        chat_id: Some("c1".into()),
+        ..FeedbackFilter::default()
+    };
+    assert_eq!(
+        store.list_feedback(f, &of_c1).await.unwrap(),
+        vec![changed.clone()]
+    );
+    let ids: Vec<uuid::Uuid> = written.iter().map(|m| m.id).collect();
+    assert_eq!(store.feedback_of_messages(f, &ids).await.unwrap().len(), 2);
+    // feedbackType: the rated answers, each with its question.
+    let rated_up = MessageFilter {
+        feedback_types: vec![Rating::ThumbsUp],
+        ..MessageFilter::default()
+    };
+    assert_eq!(
+        query(rated_up.clone(), false).await,
+        ["c1-q", "c1-a", "c2-q", "c2-a"]
+    );
+    let rated_down = MessageFilter {
+        feedback_types: vec![Rating::ThumbsDown],
+        ..MessageFilter::default()
+    };
+    assert!(query(rated_down, false).await.is_empty());
+    // Deleting a chat's messages takes their ratings.
+    assert_eq!(
+        store.delete_chat_messages(f, &in_chat("c1")).await.unwrap(),
+        2
+    );
+    assert_eq!(store.get_feedback(up.id).await.unwrap(), None);
+    assert!(!store.update_feedback(&changed).await.unwrap());
+    assert_eq!(query(rated_up, false).await, ["c2-q", "c2-a"]);
 }
 
 async fn rate_limit_windows_count_hits(t: &common::TestStore) {

@@ -27,7 +27,10 @@ pub use execution::{
     AgentflowRef, Execution, ExecutionFilter, ExecutionState, ExecutionUpdate, ListedExecution,
     NewExecution,
 };
-pub use message::{ChatMessageRecord, Lead, MessageRole, NewChatMessage};
+pub use message::{
+    ChatMessageRecord, ChatType, Feedback, FeedbackFilter, Lead, MessageFilter, MessageRole,
+    NewChatMessage, NewLead, Rating,
+};
 pub use tool::{FieldType, NewTool, Tool, ToolField, ToolPatch};
 pub use trigger::{
     ClaimPlan, Delivery, Firing, NewMail, NewTriggerResult, OutboxMail, ResultStatus, Trigger,

@@ -511,6 +511,7 @@ impl Plan {
                         node_id: wiring.start.clone(),
                         window: None,
                         session_id: None,
+                        label: None,
                     });
                 Ok(Runnable {
                     moderation: Vec::new(),

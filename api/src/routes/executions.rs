@@ -10,15 +10,14 @@
 //! `{id, name}` instead of embedding it whole.
 
 use axum::extract::State;
-use chrono::{DateTime, NaiveDate, NaiveTime, Utc};
+use chrono::NaiveTime;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use super::{BodyErrors, CommonErrors};
-use crate::domain::time::Timestamp;
+use super::{BodyErrors, CommonErrors, end_of_day, parse_date, parse_uuid};
 use crate::domain::{Execution, ExecutionFilter, ExecutionState, ListedExecution, Permission};
 use crate::http::AppState;
 use crate::http::auth::AuthUser;
@@ -85,28 +84,6 @@ impl ExecutionQuery {
                 .transpose()?,
         })
     }
-}
-
-fn parse_uuid(field: &str, text: &str) -> ApiResult<Uuid> {
-    Uuid::parse_str(text).map_err(|_| ApiError::BadRequest(format!("'{field}' must be a UUID")))
-}
-
-fn end_of_day() -> NaiveTime {
-    NaiveTime::from_hms_milli_opt(23, 59, 59, 999).unwrap_or(NaiveTime::MIN)
-}
-
-/// An RFC 3339 date-time (`2025-05-01T12:00:00Z`, any offset), or a bare date
-/// (`2025-05-01`) read as `at_time` of that day in UTC.
-fn parse_date(field: &str, text: &str, at_time: NaiveTime) -> ApiResult<Timestamp> {
-    if let Ok(at) = DateTime::parse_from_rfc3339(text) {
-        return Ok(at.with_timezone(&Utc));
-    }
-    if let Ok(day) = NaiveDate::parse_from_str(text, "%Y-%m-%d") {
-        return Ok(day.and_time(at_time).and_utc());
-    }
-    Err(ApiError::BadRequest(format!(
-        "'{field}' must be an ISO 8601 date-time or date (2025-05-01T12:00:00Z, 2025-05-01)"
-    )))
 }
 
 /// One page of executions and the number across all pages.
@@ -359,7 +336,8 @@ mod tests {
         ])
         .filter()
         .unwrap_or_default();
-        let show = |t: Option<Timestamp>| t.map(|t| crate::domain::time::format(&t));
+        let show =
+            |t: Option<crate::domain::time::Timestamp>| t.map(|t| crate::domain::time::format(&t));
         assert_eq!(
             show(f.start_date).as_deref(),
             Some("2025-05-01T00:00:00.000Z")

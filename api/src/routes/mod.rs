@@ -8,9 +8,11 @@
 
 pub mod apikeys;
 pub mod artifacts;
+pub mod chat;
 pub mod chatflows;
 pub mod credentials;
 pub mod executions;
+pub mod flow_access;
 pub mod health;
 pub mod predictions;
 pub mod schedules;
@@ -20,7 +22,12 @@ pub mod variables;
 pub mod vectors;
 pub mod webhooks;
 
+use chrono::{DateTime, NaiveDate, NaiveTime, Utc};
 use serde::{Deserialize, Deserializer};
+use uuid::Uuid;
+
+use crate::domain::time::Timestamp;
+use crate::http::error::{ApiError, ApiResult};
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 use utoipa_axum::router::OpenApiRouter;
@@ -67,6 +74,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .merge(variables::router())
         .merge(tools::router())
         .merge(predictions::router())
+        .merge(chat::router())
         .merge(artifacts::router())
         .merge(triggers::router())
         .merge(schedules::router())
@@ -103,6 +111,29 @@ impl utoipa::PartialSchema for JsonText {
 }
 
 impl utoipa::ToSchema for JsonText {}
+
+/// A parameter that must be a UUID.
+pub fn parse_uuid(field: &str, text: &str) -> ApiResult<Uuid> {
+    Uuid::parse_str(text).map_err(|_| ApiError::BadRequest(format!("'{field}' must be a UUID")))
+}
+
+pub fn end_of_day() -> NaiveTime {
+    NaiveTime::from_hms_milli_opt(23, 59, 59, 999).unwrap_or(NaiveTime::MIN)
+}
+
+/// An RFC 3339 date-time (`2025-05-01T12:00:00Z`, any offset), or a bare date
+/// (`2025-05-01`) read as `at_time` of that day in UTC.
+pub fn parse_date(field: &str, text: &str, at_time: NaiveTime) -> ApiResult<Timestamp> {
+    if let Ok(at) = DateTime::parse_from_rfc3339(text) {
+        return Ok(at.with_timezone(&Utc));
+    }
+    if let Ok(day) = NaiveDate::parse_from_str(text, "%Y-%m-%d") {
+        return Ok(day.and_time(at_time).and_utc());
+    }
+    Err(ApiError::BadRequest(format!(
+        "'{field}' must be an ISO 8601 date-time or date (2025-05-01T12:00:00Z, 2025-05-01)"
+    )))
+}
 
 /// Error answers of routes that read a JSON body, for the documentation.
 #[derive(utoipa::IntoResponses)]

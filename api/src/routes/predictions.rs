@@ -1,33 +1,25 @@
 //! `POST /api/v1/prediction/:id` (JSON or multipart, answered as JSON or as a
 //! Flowise-compatible SSE stream), `GET /api/v1/chatflows-streaming/:id` and
-//! `GET /api/v1/public-chatbotConfig/:id` (what Flowise's chat widget loads), the
-//! conversation messages (`/api/v1/chatmessage/:id`) and leads (`/api/v1/leads/:id`).
+//! `GET /api/v1/public-chatbotConfig/:id` (what Flowise's chat widget loads).
 //!
-//! Access to a prediction: a chatflow with `apikeyid` takes only that key; a
-//! public chatflow takes anyone; otherwise a key of the chatflow's workspace with
-//! `predictions:create`.
+//! Who may ask: [`super::flow_access`].
 
-use std::net::SocketAddr;
-use std::sync::Arc;
-
-use axum::extract::{ConnectInfo, DefaultBodyLimit, FromRequest, Multipart, Request, State};
-use axum::http::request::Parts;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::extract::{DefaultBodyLimit, FromRequest, Multipart, Request, State};
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value, json};
-use utoipa::{IntoParams, ToSchema};
+use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
 use super::CommonErrors;
-use crate::domain::{ChatMessageRecord, Chatflow, Lead, Permission, is_email};
+use super::flow_access::{authorize, caller, caller_key, check_origin};
+use crate::domain::{ChatType, is_email};
 use crate::http::AppState;
-use crate::http::auth::{AuthUser, presented_key};
-use crate::http::cors;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
-use crate::http::extract::{Json, Path, Query};
+use crate::http::extract::{Json, Path};
 use crate::ratelimit;
 use crate::services::prediction::{
     self, HistoryItem, HumanAnswer, PredictionRequest, PredictionResult, Upload,
@@ -45,9 +37,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .merge(
             OpenApiRouter::new()
                 .routes(routes!(streaming_support))
-                .routes(routes!(public_chatbot_config))
-                .routes(routes!(list_messages, delete_messages))
-                .routes(routes!(list_leads)),
+                .routes(routes!(public_chatbot_config)),
         )
 }
 
@@ -217,6 +207,7 @@ impl PredictionBody {
                 form,
                 streaming: self.streaming.unwrap_or(false),
                 human_input,
+                chat_type: ChatType::External,
                 depth: 0,
                 permit: None,
             },
@@ -269,87 +260,6 @@ async fn read_multipart(mut form: Multipart) -> ApiResult<(PredictionBody, Vec<U
     Ok((body, uploads))
 }
 
-/// Who is asking, for the rate limit: the key, else the client's address.
-fn caller(request: &Request, auth: Option<&AuthUser>, trust_proxy: bool) -> String {
-    if let Some(auth) = auth {
-        return format!("key:{}", auth.key.id);
-    }
-    if trust_proxy
-        && let Some(forwarded) = request
-            .headers()
-            .get("x-forwarded-for")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.split(',').next())
-            .map(str::trim)
-            .filter(|v| !v.is_empty())
-    {
-        return format!("ip:{forwarded}");
-    }
-    request
-        .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|ConnectInfo(addr)| format!("ip:{}", addr.ip()))
-        .unwrap_or_else(|| "ip:unknown".to_owned())
-}
-
-/// The caller's key when one is presented (public chatflows take callers without one).
-async fn caller_key(state: &AppState, parts: &Parts) -> ApiResult<Option<AuthUser>> {
-    match presented_key(parts)? {
-        Some(key) => Ok(Some(AuthUser::authenticate(state, &key).await?)),
-        None => Ok(None),
-    }
-}
-
-/// The chatflow, if this caller may run it.
-async fn authorize(
-    state: &AppState,
-    id: Uuid,
-    auth: Option<&AuthUser>,
-) -> ApiResult<Arc<Chatflow>> {
-    let not_found = || ApiError::not_found("chatflow");
-    let flow = state.store.find_chatflow(id).await?.ok_or_else(not_found)?;
-    if let Some(only) = flow.apikeyid.as_deref() {
-        let Some(auth) = auth else {
-            return Err(ApiError::Unauthorized(
-                "this chatflow requires its API key".into(),
-            ));
-        };
-        if auth.key.id.to_string() != only {
-            return Err(ApiError::Forbidden(
-                "this chatflow accepts only the API key assigned to it".into(),
-            ));
-        }
-        // Binding narrows who may run the flow; it grants nothing the key lacks.
-        auth.require(Permission::PredictionsCreate)?;
-        return Ok(flow);
-    }
-    if flow.is_public {
-        return Ok(flow);
-    }
-    let Some(auth) = auth else {
-        return Err(ApiError::Unauthorized(
-            "an API key is required: 'Authorization: Bearer <key>' or '?apiKey=<key>'".into(),
-        ));
-    };
-    if auth.workspace() != flow.workspace_id {
-        return Err(not_found());
-    }
-    auth.require(Permission::PredictionsCreate)?;
-    Ok(flow)
-}
-
-/// Refuses a page whose origin the chatflow's `chatbotConfig.allowedOrigins` leaves out.
-fn check_origin(flow: &Chatflow, headers: &HeaderMap) -> ApiResult<()> {
-    let origin = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok());
-    if cors::origin_allowed_by_chatflow(flow.chatbot_config.as_deref(), origin) {
-        Ok(())
-    } else {
-        Err(ApiError::Forbidden(
-            "This site is not allowed to access this chatbot".into(),
-        ))
-    }
-}
-
 /// Asks a chatflow a question.
 ///
 /// JSON (`application/json`) or multipart (`multipart/form-data`: files in
@@ -380,13 +290,19 @@ async fn create_prediction(
 ) -> ApiResult<Response> {
     let (parts, body) = request.into_parts();
     let auth = caller_key(&state, &parts).await?;
-    let request = Request::from_parts(parts, body);
     let flow = authorize(&state, id, auth.as_ref()).await?;
-    check_origin(&flow, request.headers())?;
+    check_origin(&flow, &parts.headers)?;
     if let Some(limit) = flow.api_config.as_ref().and_then(|c| c.rate_limit()) {
-        let who = caller(&request, auth.as_ref(), state.config.trust_proxy);
+        let who = caller(&parts, auth.as_ref(), state.config.trust_proxy);
         ratelimit::check(&*state.store, limit, flow.id, &who).await?;
     }
+    // Flowise's canvas marks its own chats; only a key holder's count as such.
+    let internal = auth.is_some()
+        && parts
+            .headers
+            .get("x-request-from")
+            .is_some_and(|v| v.as_bytes() == b"internal");
+    let request = Request::from_parts(parts, body);
     let is_multipart = request
         .headers()
         .get(header::CONTENT_TYPE)
@@ -403,7 +319,10 @@ async fn create_prediction(
         let Json(body) = Json::<PredictionBody>::from_request(request, &state).await?;
         (body, Vec::new())
     };
-    let (request, streaming) = body.into_request(uploads)?;
+    let (mut request, streaming) = body.into_request(uploads)?;
+    if internal {
+        request.chat_type = ChatType::Internal;
+    }
     let prediction = prediction::start(&state, &flow, request).await?;
     if streaming && prediction.streamable {
         crate::http::sse::stream_answer(prediction.events).await
@@ -524,114 +443,6 @@ async fn public_chatbot_config(
         config.insert("flowData".into(), Value::String(flow_data.to_string()));
     }
     Ok(axum::Json(config))
-}
-
-#[derive(Debug, Deserialize, IntoParams)]
-#[serde(rename_all = "camelCase")]
-#[into_params(parameter_in = Query)]
-struct SessionQuery {
-    /// Only this session's messages.
-    chat_id: Option<String>,
-    /// Alias of chatId.
-    session_id: Option<String>,
-}
-
-impl SessionQuery {
-    fn session(&self) -> Option<&str> {
-        self.chat_id
-            .as_deref()
-            .or(self.session_id.as_deref())
-            .filter(|s| !s.is_empty())
-    }
-}
-
-async fn own_chatflow(state: &AppState, auth: &AuthUser, id: Uuid) -> ApiResult<Chatflow> {
-    state
-        .store
-        .get_chatflow(auth.workspace(), id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("chatflow"))
-}
-
-/// Messages of a chatflow's conversations, oldest first (of one session with `chatId`).
-#[utoipa::path(
-    get,
-    path = "/api/v1/chatmessage/{id}",
-    tag = "predictions",
-    params(("id" = Uuid, Path, description = "Chatflow id"), SessionQuery),
-    responses(
-        (status = 200, description = "The messages", body = [ChatMessageRecord]),
-        (status = 404, description = "No such chatflow in this workspace", body = ErrorBody),
-        CommonErrors
-    )
-)]
-async fn list_messages(
-    auth: AuthUser,
-    State(state): State<AppState>,
-    Path(id): Path<Uuid>,
-    Query(query): Query<SessionQuery>,
-) -> ApiResult<Json<Vec<ChatMessageRecord>>> {
-    auth.require(Permission::ChatflowsRead)?;
-    let flow = own_chatflow(&state, &auth, id).await?;
-    let messages = state
-        .store
-        .list_chat_messages(flow.id, query.session(), None)
-        .await?;
-    Ok(Json(messages))
-}
-
-/// Clears a chatflow's conversations (one session's with `chatId`): memory forgets them.
-#[utoipa::path(
-    delete,
-    path = "/api/v1/chatmessage/{id}",
-    tag = "predictions",
-    params(("id" = Uuid, Path, description = "Chatflow id"), SessionQuery),
-    responses(
-        (status = 204, description = "Deleted"),
-        (status = 404, description = "No such chatflow in this workspace", body = ErrorBody),
-        CommonErrors
-    )
-)]
-async fn delete_messages(
-    auth: AuthUser,
-    State(state): State<AppState>,
-    Path(id): Path<Uuid>,
-    Query(query): Query<SessionQuery>,
-) -> ApiResult<StatusCode> {
-    auth.require(Permission::ChatflowsWrite)?;
-    let flow = own_chatflow(&state, &auth, id).await?;
-    state
-        .store
-        .delete_chat_messages(flow.id, query.session())
-        .await?;
-    // The chat's files go with it.
-    state
-        .uploads
-        .forget(flow.workspace_id, flow.id, query.session())
-        .await;
-    Ok(StatusCode::NO_CONTENT)
-}
-
-/// Leads left with a chatflow's conversations.
-#[utoipa::path(
-    get,
-    path = "/api/v1/leads/{id}",
-    tag = "predictions",
-    params(("id" = Uuid, Path, description = "Chatflow id")),
-    responses(
-        (status = 200, description = "The leads, oldest first", body = [Lead]),
-        (status = 404, description = "No such chatflow in this workspace", body = ErrorBody),
-        CommonErrors
-    )
-)]
-async fn list_leads(
-    auth: AuthUser,
-    State(state): State<AppState>,
-    Path(id): Path<Uuid>,
-) -> ApiResult<Json<Vec<Lead>>> {
-    auth.require(Permission::ChatflowsRead)?;
-    let flow = own_chatflow(&state, &auth, id).await?;
-    Ok(Json(state.store.list_leads(flow.id).await?))
 }
 
 #[cfg(test)]

@@ -41,9 +41,10 @@ use crate::domain::time::{self, Timestamp};
 use crate::domain::vector::ChunkKey;
 use crate::domain::{
     ApiKey, ChatMessageRecord, Chatflow, ChatflowPatch, Delivery, Execution, ExecutionFilter,
-    Firing, Lead, ListedExecution, NewApiKey, NewChatflow, NewMail, NewTool, NewTriggerResult,
-    NewVariable, OutboxMail, Page, Tool, ToolPatch, Trigger, TriggerResult, UpsertRecord, Variable,
-    VariablePatch, VectorChunk, VectorWrite, WebhookClaim, Workspace,
+    Feedback, FeedbackFilter, Firing, Lead, ListedExecution, MessageFilter, NewApiKey, NewChatflow,
+    NewLead, NewMail, NewTool, NewTriggerResult, NewVariable, OutboxMail, Page, Tool, ToolPatch,
+    Trigger, TriggerResult, UpsertRecord, Variable, VariablePatch, VectorChunk, VectorWrite,
+    WebhookClaim, Workspace,
 };
 
 /// Entries each cache holds at most.
@@ -313,12 +314,55 @@ impl ConversationStore for CachedStore {
         self.inner.list_chat_messages(chatflow, chat_id, last).await
     }
 
+    async fn query_chat_messages(
+        &self,
+        chatflow: Uuid,
+        filter: &MessageFilter,
+        descending: bool,
+    ) -> StoreResult<Vec<ChatMessageRecord>> {
+        self.inner
+            .query_chat_messages(chatflow, filter, descending)
+            .await
+    }
+
+    async fn find_chat_message(&self, id: Uuid) -> StoreResult<Option<ChatMessageRecord>> {
+        self.inner.find_chat_message(id).await
+    }
+
     async fn delete_chat_messages(
         &self,
         chatflow: Uuid,
-        chat_id: Option<&str>,
+        filter: &MessageFilter,
     ) -> StoreResult<u64> {
-        self.inner.delete_chat_messages(chatflow, chat_id).await
+        self.inner.delete_chat_messages(chatflow, filter).await
+    }
+
+    async fn rate_message(&self, feedback: Feedback) -> StoreResult<Feedback> {
+        self.inner.rate_message(feedback).await
+    }
+
+    async fn get_feedback(&self, id: Uuid) -> StoreResult<Option<Feedback>> {
+        self.inner.get_feedback(id).await
+    }
+
+    async fn update_feedback(&self, feedback: &Feedback) -> StoreResult<bool> {
+        self.inner.update_feedback(feedback).await
+    }
+
+    async fn list_feedback(
+        &self,
+        chatflow: Uuid,
+        filter: &FeedbackFilter,
+    ) -> StoreResult<Vec<Feedback>> {
+        self.inner.list_feedback(chatflow, filter).await
+    }
+
+    async fn feedback_of_messages(
+        &self,
+        chatflow: Uuid,
+        messages: &[Uuid],
+    ) -> StoreResult<Vec<Feedback>> {
+        self.inner.feedback_of_messages(chatflow, messages).await
     }
 
     async fn get_agent_checkpoint(
@@ -340,8 +384,8 @@ impl ConversationStore for CachedStore {
             .await
     }
 
-    async fn create_lead(&self, chatflow: Uuid, chat_id: &str, email: &str) -> StoreResult<Lead> {
-        self.inner.create_lead(chatflow, chat_id, email).await
+    async fn create_lead(&self, lead: NewLead) -> StoreResult<Lead> {
+        self.inner.create_lead(lead).await
     }
 
     async fn list_leads(&self, chatflow: Uuid) -> StoreResult<Vec<Lead>> {

@@ -71,6 +71,11 @@ pub const SQLITE: &[Migration] = &[
         name: "callback_outbox",
         sql: include_str!("migrations/sqlite/0012_callback_outbox.sql"),
     },
+    Migration {
+        version: 13,
+        name: "chat_surface",
+        sql: include_str!("migrations/sqlite/0013_chat_surface.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -133,6 +138,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 12,
         name: "callback_outbox",
         sql: include_str!("migrations/postgres/0012_callback_outbox.sql"),
+    },
+    Migration {
+        version: 13,
+        name: "chat_surface",
+        sql: include_str!("migrations/postgres/0013_chat_surface.sql"),
     },
 ];
 

@@ -43,10 +43,10 @@ use crate::domain::credential::SealedCredential;
 use crate::domain::time::Timestamp;
 use crate::domain::{
     ApiKey, ChatMessageRecord, Chatflow, ChatflowPatch, ClaimPlan, Delivery, Execution,
-    ExecutionFilter, ExecutionUpdate, Firing, Lead, ListedExecution, NewApiKey, NewChatMessage,
-    NewChatflow, NewExecution, NewMail, NewTool, NewTriggerResult, NewVariable, OutboxMail, Page,
-    Tool, ToolPatch, Trigger, TriggerResult, UpsertRecord, Variable, VariablePatch, VectorChunk,
-    VectorWrite, WebhookClaim, Workspace,
+    ExecutionFilter, ExecutionUpdate, Feedback, FeedbackFilter, Firing, Lead, ListedExecution,
+    MessageFilter, NewApiKey, NewChatMessage, NewChatflow, NewExecution, NewLead, NewMail, NewTool,
+    NewTriggerResult, NewVariable, OutboxMail, Page, Tool, ToolPatch, Trigger, TriggerResult,
+    UpsertRecord, Variable, VariablePatch, VectorChunk, VectorWrite, WebhookClaim, Workspace,
 };
 
 /// Decides, inside the claiming transaction, what a due cron trigger does now.
@@ -198,11 +198,47 @@ pub trait ConversationStore: Send + Sync {
         last: Option<u32>,
     ) -> StoreResult<Vec<ChatMessageRecord>>;
 
-    /// Deletes a chatflow's messages (one session's when `chat_id` is given).
-    /// Deletes a chatflow's messages (one chat's, or all) and the agent
-    /// checkpoints of those sessions: clearing a chat clears its memory.
-    async fn delete_chat_messages(&self, chatflow: Uuid, chat_id: Option<&str>)
-    -> StoreResult<u64>;
+    /// The messages of a chatflow that `filter` takes, oldest first (newest
+    /// first when `descending`).
+    async fn query_chat_messages(
+        &self,
+        chatflow: Uuid,
+        filter: &MessageFilter,
+        descending: bool,
+    ) -> StoreResult<Vec<ChatMessageRecord>>;
+
+    /// A message, by its id alone (feedback names only the message).
+    async fn find_chat_message(&self, id: Uuid) -> StoreResult<Option<ChatMessageRecord>>;
+
+    /// Deletes the messages of a chatflow that `filter` takes (their ratings go
+    /// with them) and the agent checkpoints of the chats they were in: clearing
+    /// a chat clears its memory.
+    async fn delete_chat_messages(
+        &self,
+        chatflow: Uuid,
+        filter: &MessageFilter,
+    ) -> StoreResult<u64>;
+
+    /// Rates a message: the message's rating replaced when it has one (same id).
+    async fn rate_message(&self, feedback: Feedback) -> StoreResult<Feedback>;
+
+    async fn get_feedback(&self, id: Uuid) -> StoreResult<Option<Feedback>>;
+
+    /// Changes a rating's `rating` and `content`; whether it still existed.
+    async fn update_feedback(&self, feedback: &Feedback) -> StoreResult<bool>;
+
+    async fn list_feedback(
+        &self,
+        chatflow: Uuid,
+        filter: &FeedbackFilter,
+    ) -> StoreResult<Vec<Feedback>>;
+
+    /// The ratings of these messages of a chatflow.
+    async fn feedback_of_messages(
+        &self,
+        chatflow: Uuid,
+        messages: &[Uuid],
+    ) -> StoreResult<Vec<Feedback>>;
 
     /// The checkpoint (JSON text) a session's last run of the chatflow ended with.
     async fn get_agent_checkpoint(
@@ -219,7 +255,7 @@ pub trait ConversationStore: Send + Sync {
         checkpoint: &str,
     ) -> StoreResult<()>;
 
-    async fn create_lead(&self, chatflow: Uuid, chat_id: &str, email: &str) -> StoreResult<Lead>;
+    async fn create_lead(&self, lead: NewLead) -> StoreResult<Lead>;
 
     async fn list_leads(&self, chatflow: Uuid) -> StoreResult<Vec<Lead>>;
 }

@@ -4,8 +4,8 @@
 
 use uuid::Uuid;
 
-use crate::domain::ExecutionFilter;
 use crate::domain::time::Timestamp;
+use crate::domain::{ExecutionFilter, MessageFilter};
 
 pub const CHATFLOW_COLUMNS: &str = "id, workspace_id, name, flow_data, deployed, is_public, apikeyid, \
      chatbot_config, api_config, category, type, created_at, updated_at";
@@ -15,8 +15,15 @@ pub const CREDENTIAL_COLUMNS: &str = "id, workspace_id, name, credential_name, k
 pub const EXECUTION_COLUMNS: &str = "e.id, e.workspace_id, e.agentflow_id, e.session_id, e.state, \
      e.execution_data, e.action, e.is_public, e.created_at, e.updated_at, e.stopped_at";
 
-pub const MESSAGE_COLUMNS: &str =
-    "id, chatflow_id, chat_id, role, content, source_documents, used_tools, created_at";
+pub const MESSAGE_COLUMNS: &str = "id, chatflow_id, chat_id, role, content, source_documents, used_tools, \
+     created_at, chat_type, execution_id, memory_type, details";
+
+/// [`MESSAGE_COLUMNS`] of the table aliased `m`.
+pub const MESSAGE_COLUMNS_OF_M: &str = "m.id, m.chatflow_id, m.chat_id, m.role, m.content, \
+     m.source_documents, m.used_tools, m.created_at, m.chat_type, m.execution_id, m.memory_type, m.details";
+
+pub const FEEDBACK_COLUMNS: &str =
+    "id, chatflow_id, chat_id, message_id, rating, content, created_at";
 
 pub const RESULT_COLUMNS: &str = "id, trigger_id, executed_at, scheduled_at, input, output, \
      source_documents, used_tools, chat_id, status, error, missed_count";
@@ -102,6 +109,78 @@ pub fn execution_conditions(
     }
     if let Some(end) = filter.end_date {
         add("e.created_at <= ?", Param::Time(end));
+    }
+    (conditions.join(" AND "), args)
+}
+
+/// The `WHERE` of a messages listing or deletion (`m` the message) and its
+/// arguments, numbered from 1. `feedbackType` keeps the rated answers and the
+/// question just before each (the latest message of the chat before it).
+pub fn message_conditions(
+    dialect: Dialect,
+    chatflow: Uuid,
+    filter: &MessageFilter,
+) -> (String, Vec<Param>) {
+    let mut args = vec![Param::Uuid(chatflow)];
+    let mut conditions = vec![format!("m.chatflow_id = {}", dialect.placeholder(1))];
+    // Each `?` of a condition takes the next value, numbered on from the last.
+    let mut add = |condition: &str, values: Vec<Param>| {
+        let mut pieces = condition.split('?');
+        let mut numbered = pieces.next().unwrap_or_default().to_owned();
+        for (piece, value) in pieces.zip(values) {
+            args.push(value);
+            numbered.push_str(&dialect.placeholder(args.len()));
+            numbered.push_str(piece);
+        }
+        conditions.push(numbered);
+    };
+    if let Some(chat) = &filter.chat_id {
+        add("m.chat_id = ?", vec![Param::Text(chat.clone())]);
+    }
+    if !filter.chat_types.is_empty() {
+        let marks = vec!["?"; filter.chat_types.len()].join(", ");
+        add(
+            &format!("m.chat_type IN ({marks})"),
+            filter
+                .chat_types
+                .iter()
+                .map(|t| Param::Text(t.as_str().to_owned()))
+                .collect(),
+        );
+    }
+    if let Some(memory) = &filter.memory_type {
+        add("m.memory_type = ?", vec![Param::Text(memory.clone())]);
+    }
+    if let Some(id) = filter.message_id {
+        add("m.id = ?", vec![Param::Uuid(id)]);
+    }
+    if let Some(start) = filter.start_date {
+        add("m.created_at >= ?", vec![Param::Time(start)]);
+    }
+    if let Some(end) = filter.end_date {
+        add("m.created_at <= ?", vec![Param::Time(end)]);
+    }
+    if !filter.feedback_types.is_empty() {
+        let marks = vec!["?"; filter.feedback_types.len()].join(", ");
+        let rated = format!("SELECT f.message_id FROM chat_feedback f WHERE f.rating IN ({marks})");
+        // The question of a rated answer: the chat's message just before it.
+        let question = "m.seq = (SELECT MAX(q.seq) FROM chat_messages q
+                 WHERE q.chatflow_id = m.chatflow_id AND q.chat_id = m.chat_id AND q.seq < r.seq)";
+        let ratings: Vec<Param> = filter
+            .feedback_types
+            .iter()
+            .map(|r| Param::Text(r.as_str().to_owned()))
+            .collect();
+        let mut values = ratings.clone();
+        values.extend(ratings);
+        add(
+            &format!(
+                "(m.id IN ({rated}) OR EXISTS (SELECT 1 FROM chat_messages r
+                   WHERE r.id IN ({rated}) AND r.chatflow_id = m.chatflow_id
+                     AND r.chat_id = m.chat_id AND {question}))"
+            ),
+            values,
+        );
     }
     (conditions.join(" AND "), args)
 }

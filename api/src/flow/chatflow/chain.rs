@@ -164,6 +164,7 @@ mod tests {
                 node_id: "mem".into(),
                 window: None,
                 session_id: None,
+                label: None,
             }),
             system_message: "sys".into(),
             output_parser: None,

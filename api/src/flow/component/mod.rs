@@ -100,6 +100,9 @@ pub struct MemorySpec {
     pub window: Option<u32>,
     /// A fixed session from the node, instead of the request's chatId.
     pub session_id: Option<String>,
+    /// The memory node's label (Flowise's `memoryType` of stored messages);
+    /// `None` for memory a node keeps without a memory node.
+    pub label: Option<&'static str>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -22,6 +22,7 @@ impl Node for BufferMemory {
             node_id: node.id().to_owned(),
             window: None,
             session_id: node.text("sessionId").map(str::to_owned),
+            label: Some("Buffer Memory"),
         }))
     }
 }

@@ -30,6 +30,7 @@ impl Node for BufferWindowMemory {
             node_id: node.id().to_owned(),
             window: Some(u32::try_from(k).unwrap_or(u32::MAX)),
             session_id: node.text("sessionId").map(str::to_owned),
+            label: Some("Buffer Window Memory"),
         }))
     }
 }

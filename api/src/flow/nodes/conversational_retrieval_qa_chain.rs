@@ -43,6 +43,7 @@ impl Node for ConversationalRetrievalQaChain {
             node_id: node.id().to_owned(),
             window: None,
             session_id: None,
+            label: None,
         });
         Ok(Component::RetrievalChain(RetrievalChainSpec {
             kind: RetrievalKind::Conversational,

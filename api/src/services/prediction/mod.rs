@@ -29,7 +29,7 @@ pub use answer::{Prediction, PredictionEvent, PredictionResult, Progress};
 pub use request::{HistoryItem, HumanAnswer, PredictionRequest, Upload};
 
 use super::{ServiceError, ServiceResult, Services};
-use crate::domain::{Chatflow, MessageRole, Variable, VariableType};
+use crate::domain::{Chatflow, MessageRole, NewLead, Variable, VariableType};
 use crate::flow::plan::Runnable;
 use crate::flow::tools::ToolEnv;
 use crate::flow::{FlowError, Overrides, RunInput};
@@ -151,8 +151,14 @@ pub async fn start(
         tool_env(state, flow, &runnable, request.override_config.as_ref()).await?
     };
 
-    if let Some(email) = &request.lead_email {
-        state.store.create_lead(flow.id, &chat_id, email).await?;
+    if let Some(email) = request.lead_email.take() {
+        let lead = NewLead {
+            chatflow_id: flow.id,
+            chat_id: chat_id.clone(),
+            email: Some(email),
+            ..NewLead::default()
+        };
+        state.store.create_lead(lead).await?;
     }
     if !request.uploads.is_empty()
         && let Some(store) = runnable.upload_store()
@@ -216,6 +222,7 @@ pub async fn start(
         workspace_id: flow.workspace_id,
         depth: request.depth,
         streaming: request.streaming,
+        chat_type: request.chat_type,
         chat_id: chat_id.clone(),
         session,
         env,

@@ -36,6 +36,8 @@ pub struct PredictionRequest {
     pub streaming: bool,
     /// A person's answer to an agentflow run that stopped for it.
     pub human_input: Option<HumanAnswer>,
+    /// Where the conversation came from (stored with its messages).
+    pub chat_type: crate::domain::ChatType,
     /// How many flows deep this run is (0: a client's or a trigger's; more when
     /// an agentflow's `executeFlowAgentflow` runs it).
     pub depth: u32,

@@ -12,7 +12,9 @@ use uuid::Uuid;
 
 use super::answer::{PredictionEvent, PredictionResult};
 use crate::config::Config;
-use crate::domain::{ExecutionState, ExecutionUpdate, MessageRole, NewChatMessage, NewExecution};
+use crate::domain::{
+    ChatType, ExecutionState, ExecutionUpdate, MessageRole, NewChatMessage, NewExecution,
+};
 use crate::flow::engine;
 use crate::flow::plan::Runnable;
 use crate::flow::runtime::{Limits, RunError};
@@ -35,6 +37,7 @@ pub(super) struct RunTask {
     pub(super) session: String,
     pub(super) env: ToolEnv,
     pub(super) streaming: bool,
+    pub(super) chat_type: ChatType,
     /// The agentflow run's execution record.
     pub(super) execution: Option<Uuid>,
     /// That record when it is a new one, not written yet.
@@ -250,12 +253,22 @@ impl RunTask {
             content: content.to_owned(),
             source_documents: None,
             used_tools: None,
+            chat_type: self.chat_type,
+            execution_id: self.execution,
+            memory_type: self
+                .runnable
+                .memory
+                .as_ref()
+                .and_then(|m| m.label)
+                .map(str::to_owned),
+            details: None,
         };
         let answer = NewChatMessage {
             used_tools: (!output.used_tools.is_empty())
                 .then(|| Value::from(output.used_tools.clone()).to_string()),
             source_documents: (!output.source_documents.is_empty())
                 .then(|| serde_json::to_string(&output.source_documents).unwrap_or_default()),
+            details: answer_details(output),
             ..message(MessageRole::Api, &output.text)
         };
         let ending = record.update_execution.as_ref().map(|(id, _)| *id);
@@ -289,6 +302,25 @@ impl RunTask {
             .map(|m| m.id)
             .unwrap_or_else(Uuid::new_v4))
     }
+}
+
+/// What an answer's message keeps beside its text (Flowise's message fields,
+/// each only when the run produced it), as JSON text.
+fn answer_details(output: &RunOutput) -> Option<String> {
+    let mut details = serde_json::Map::new();
+    if !output.agent_reasoning.is_empty() {
+        details.insert(
+            "agentReasoning".into(),
+            output.agent_reasoning.clone().into(),
+        );
+    }
+    if !output.artifacts.is_empty() {
+        details.insert("artifacts".into(), output.artifacts.clone().into());
+    }
+    if let Some(action) = output.agentflow.as_ref().and_then(|a| a.action.clone()) {
+        details.insert("action".into(), action);
+    }
+    (!details.is_empty()).then(|| Value::Object(details).to_string())
 }
 
 /// The executed items a run's record holds, as the answer's JSON.

@@ -24,7 +24,7 @@ use super::super::prediction::{
 use super::super::{ServiceError, Services};
 use crate::domain::callback;
 use crate::domain::trigger::{NewTriggerResult, ResultStatus, failure_mail};
-use crate::domain::{Firing, TriggerResult, time};
+use crate::domain::{ChatType, Firing, TriggerResult, time};
 
 /// Firings this replica is running; the scheduler renews their leases.
 #[derive(Default)]
@@ -219,6 +219,11 @@ pub async fn execute(
                 human_input: ask.human_input,
                 streaming: ask.live.is_some(),
                 permit: ask.permit,
+                chat_type: if firing.is_cron {
+                    ChatType::Scheduled
+                } else {
+                    ChatType::Webhook
+                },
                 ..Default::default()
             };
             let limit = Duration::from_secs(u64::try_from(trigger.timeout).unwrap_or(1));

@@ -66,29 +66,164 @@ impl ConversationStore for PostgresStore {
         }
     }
 
+    async fn query_chat_messages(
+        &self,
+        chatflow: Uuid,
+        filter: &MessageFilter,
+        descending: bool,
+    ) -> StoreResult<Vec<ChatMessageRecord>> {
+        let (conditions, params) =
+            sql::message_conditions(sql::Dialect::Postgres, chatflow, filter);
+        let args: Vec<Arg> = params.into_iter().map(postgres_arg).collect();
+        let args: Vec<&(dyn ToSql + Sync)> =
+            args.iter().map(|a| &**a as &(dyn ToSql + Sync)).collect();
+        let order = if descending { "DESC" } else { "ASC" };
+        self.query_all(
+            &format!(
+                "SELECT {MESSAGE_COLUMNS_OF_M} FROM chat_messages m
+                 WHERE {conditions} ORDER BY m.seq {order}"
+            ),
+            &args,
+            message_from_row,
+        )
+        .await
+    }
+
+    async fn find_chat_message(&self, id: Uuid) -> StoreResult<Option<ChatMessageRecord>> {
+        self.query_opt(
+            &format!("SELECT {MESSAGE_COLUMNS} FROM chat_messages WHERE id = $1"),
+            &[&id],
+            message_from_row,
+        )
+        .await
+    }
+
     async fn delete_chat_messages(
         &self,
         chatflow: Uuid,
-        chat_id: Option<&str>,
+        filter: &MessageFilter,
     ) -> StoreResult<u64> {
+        let (conditions, params) =
+            sql::message_conditions(sql::Dialect::Postgres, chatflow, filter);
+        let args: Vec<Arg> = params.into_iter().map(postgres_arg).collect();
+        let args: Vec<&(dyn ToSql + Sync)> =
+            args.iter().map(|a| &**a as &(dyn ToSql + Sync)).collect();
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(backend)?;
-        let deleted = tx
-            .execute(
-                "DELETE FROM chat_messages WHERE chatflow_id = $1 AND ($2::text IS NULL OR chat_id = $2)",
-                &[&chatflow, &chat_id],
+        // A whole chat (or every chat) cleared loses its agent checkpoints;
+        // otherwise the chats losing messages do (`$1` is the chatflow).
+        if filter.takes_whole_chats() {
+            tx.execute(
+                "DELETE FROM agent_checkpoints
+                 WHERE chatflow_id = $1 AND ($2::text IS NULL OR session_id = $2)",
+                &[&chatflow, &filter.chat_id],
             )
             .await
             .map_err(backend)?;
-        tx.execute(
-            "DELETE FROM agent_checkpoints
-             WHERE chatflow_id = $1 AND ($2::text IS NULL OR session_id = $2)",
-            &[&chatflow, &chat_id],
-        )
-        .await
-        .map_err(backend)?;
+        } else {
+            tx.execute(
+                &format!(
+                    "DELETE FROM agent_checkpoints WHERE chatflow_id = $1 AND session_id IN
+                       (SELECT m.chat_id FROM chat_messages m WHERE {conditions})"
+                ),
+                &args,
+            )
+            .await
+            .map_err(backend)?;
+        }
+        let deleted = tx
+            .execute(
+                &format!("DELETE FROM chat_messages AS m WHERE {conditions}"),
+                &args,
+            )
+            .await
+            .map_err(backend)?;
         tx.commit().await.map_err(backend)?;
         Ok(deleted)
+    }
+
+    async fn rate_message(&self, feedback: Feedback) -> StoreResult<Feedback> {
+        let row = self
+            .query_opt(
+                &format!(
+                    "INSERT INTO chat_feedback ({FEEDBACK_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7)
+                     ON CONFLICT (message_id) DO UPDATE
+                       SET rating = EXCLUDED.rating, content = EXCLUDED.content
+                     RETURNING {FEEDBACK_COLUMNS}"
+                ),
+                &[
+                    &feedback.id,
+                    &feedback.chatflow_id,
+                    &feedback.chat_id,
+                    &feedback.message_id,
+                    &feedback.rating.as_str(),
+                    &feedback.content,
+                    &feedback.created_date,
+                ],
+                feedback_from_row,
+            )
+            .await?;
+        row.ok_or_else(|| StoreError::Backend("the rating was not returned".into()))
+    }
+
+    async fn get_feedback(&self, id: Uuid) -> StoreResult<Option<Feedback>> {
+        self.query_opt(
+            &format!("SELECT {FEEDBACK_COLUMNS} FROM chat_feedback WHERE id = $1"),
+            &[&id],
+            feedback_from_row,
+        )
+        .await
+    }
+
+    async fn update_feedback(&self, feedback: &Feedback) -> StoreResult<bool> {
+        let changed = self
+            .execute(
+                "UPDATE chat_feedback SET rating = $2, content = $3 WHERE id = $1",
+                &[&feedback.id, &feedback.rating.as_str(), &feedback.content],
+            )
+            .await?;
+        Ok(changed == 1)
+    }
+
+    async fn list_feedback(
+        &self,
+        chatflow: Uuid,
+        filter: &FeedbackFilter,
+    ) -> StoreResult<Vec<Feedback>> {
+        let order = if filter.descending { "DESC" } else { "ASC" };
+        self.query_all(
+            &format!(
+                "SELECT {FEEDBACK_COLUMNS} FROM chat_feedback
+                 WHERE chatflow_id = $1 AND ($2::text IS NULL OR chat_id = $2)
+                   AND ($3::timestamptz IS NULL OR created_at >= $3)
+                   AND ($4::timestamptz IS NULL OR created_at <= $4)
+                 ORDER BY created_at {order}, id {order}"
+            ),
+            &[
+                &chatflow,
+                &filter.chat_id,
+                &filter.start_date,
+                &filter.end_date,
+            ],
+            feedback_from_row,
+        )
+        .await
+    }
+
+    async fn feedback_of_messages(
+        &self,
+        chatflow: Uuid,
+        messages: &[Uuid],
+    ) -> StoreResult<Vec<Feedback>> {
+        self.query_all(
+            &format!(
+                "SELECT {FEEDBACK_COLUMNS} FROM chat_feedback
+                 WHERE chatflow_id = $1 AND message_id = ANY($2)"
+            ),
+            &[&chatflow, &messages],
+            feedback_from_row,
+        )
+        .await
     }
 
     async fn get_agent_checkpoint(
@@ -121,17 +256,20 @@ impl ConversationStore for PostgresStore {
         .map(|_| ())
     }
 
-    async fn create_lead(&self, chatflow: Uuid, chat_id: &str, email: &str) -> StoreResult<Lead> {
-        let lead = Lead {
-            id: Uuid::new_v4(),
-            chatflow_id: chatflow,
-            chat_id: chat_id.to_owned(),
-            email: email.to_owned(),
-            created_date: time::now(),
-        };
+    async fn create_lead(&self, lead: NewLead) -> StoreResult<Lead> {
+        let lead = lead.into_lead(Uuid::new_v4(), time::now());
         self.execute(
-            "INSERT INTO leads (id, chatflow_id, chat_id, email, created_at) VALUES ($1, $2, $3, $4, $5)",
-            &[&lead.id, &lead.chatflow_id, &lead.chat_id, &lead.email, &lead.created_date],
+            "INSERT INTO leads (id, chatflow_id, chat_id, name, email, phone, created_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            &[
+                &lead.id,
+                &lead.chatflow_id,
+                &lead.chat_id,
+                &lead.name,
+                &lead.email,
+                &lead.phone,
+                &lead.created_date,
+            ],
         )
         .await?;
         Ok(lead)
@@ -139,7 +277,7 @@ impl ConversationStore for PostgresStore {
 
     async fn list_leads(&self, chatflow: Uuid) -> StoreResult<Vec<Lead>> {
         self.query_all(
-            "SELECT id, chatflow_id, chat_id, email, created_at FROM leads
+            "SELECT id, chatflow_id, chat_id, name, email, phone, created_at FROM leads
              WHERE chatflow_id = $1 ORDER BY created_at, id",
             &[&chatflow],
             lead_from_row,

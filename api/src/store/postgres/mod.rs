@@ -30,7 +30,8 @@ use uuid::Uuid;
 use super::migrations::{self, Migration};
 use super::sql::{
     self, CHATFLOW_COLUMNS, CREDENTIAL_COLUMNS, EXECUTION_COLUMN_COUNT, EXECUTION_COLUMNS,
-    MESSAGE_COLUMNS, RESULT_COLUMNS, TOOL_COLUMNS, TRIGGER_COLUMNS, VARIABLE_COLUMNS,
+    FEEDBACK_COLUMNS, MESSAGE_COLUMNS, MESSAGE_COLUMNS_OF_M, RESULT_COLUMNS, TOOL_COLUMNS,
+    TRIGGER_COLUMNS, VARIABLE_COLUMNS,
 };
 use super::{
     ChatflowStore, ConversationStore, CredentialStore, ExecutionStore, KeyStore, RateLimitStore,
@@ -49,10 +50,11 @@ use crate::domain::trigger::{self as trig, LEASE_EXPIRED, failure_mail};
 use crate::domain::vector::{ChunkKey, UpsertCounts, embedding_bytes, embedding_from_bytes};
 use crate::domain::{AgentflowRef, Execution, ExecutionFilter, ExecutionState, ListedExecution};
 use crate::domain::{
-    ApiKey, ChatMessageRecord, Chatflow, ChatflowPatch, ChatflowType, Delivery, Firing, Lead,
-    MessageRole, NewApiKey, NewChatflow, NewMail, NewTool, NewTriggerResult, NewVariable,
-    OutboxMail, Page, Permission, ResultStatus, Tool, ToolPatch, Trigger, TriggerResult,
-    TriggerType, UpsertRecord, Variable, VariablePatch, VariableType, WebhookClaim, Workspace,
+    ApiKey, ChatMessageRecord, ChatType, Chatflow, ChatflowPatch, ChatflowType, Delivery, Feedback,
+    FeedbackFilter, Firing, Lead, MessageFilter, MessageRole, NewApiKey, NewChatflow, NewLead,
+    NewMail, NewTool, NewTriggerResult, NewVariable, OutboxMail, Page, Permission, Rating,
+    ResultStatus, Tool, ToolPatch, Trigger, TriggerResult, TriggerType, UpsertRecord, Variable,
+    VariablePatch, VariableType, WebhookClaim, Workspace,
 };
 use crate::domain::{VectorChunk, VectorWrite, execution, tool, variable};
 
@@ -631,6 +633,22 @@ fn message_from_row(row: &Row) -> PgResult<ChatMessageRecord> {
         source_documents: row.try_get(5)?,
         used_tools: row.try_get(6)?,
         created_date: row.try_get(7)?,
+        chat_type: ChatType::parse_stored(row.try_get(8)?),
+        execution_id: row.try_get(9)?,
+        memory_type: row.try_get(10)?,
+        details: row.try_get(11)?,
+    })
+}
+
+fn feedback_from_row(row: &Row) -> PgResult<Feedback> {
+    Ok(Feedback {
+        id: row.try_get(0)?,
+        chatflow_id: row.try_get(1)?,
+        chat_id: row.try_get(2)?,
+        message_id: row.try_get(3)?,
+        rating: Rating::parse_stored(row.try_get(4)?),
+        content: row.try_get(5)?,
+        created_date: row.try_get(6)?,
     })
 }
 
@@ -639,8 +657,10 @@ fn lead_from_row(row: &Row) -> PgResult<Lead> {
         id: row.try_get(0)?,
         chatflow_id: row.try_get(1)?,
         chat_id: row.try_get(2)?,
-        email: row.try_get(3)?,
-        created_date: row.try_get(4)?,
+        name: row.try_get(3)?,
+        email: row.try_get(4)?,
+        phone: row.try_get(5)?,
+        created_date: row.try_get(6)?,
     })
 }
 
@@ -701,17 +721,23 @@ async fn insert_messages(client: &impl GenericClient, written: &[RunWritten]) ->
     let contents = column(|r| Some(r.content.as_str()));
     let sources = column(|r| r.source_documents.as_deref());
     let tools = column(|r| r.used_tools.as_deref());
+    let chat_types = column(|r| Some(r.chat_type.as_str()));
+    let executions: Vec<Option<Uuid>> = records.iter().map(|r| r.execution_id).collect();
+    let memory_types = column(|r| r.memory_type.as_deref());
+    let details = column(|r| r.details.as_deref());
     let now = records[0].created_date;
     // The ordinality keeps `seq` in the order given.
     let stmt = client
         .prepare_cached(&format!(
             "INSERT INTO chat_messages ({MESSAGE_COLUMNS})
              SELECT m.id, m.chatflow_id, m.chat_id, m.role, m.content, m.source_documents,
-                    m.used_tools, $8
+                    m.used_tools, $8, m.chat_type, m.execution_id, m.memory_type, m.details
              FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[],
-                         $6::text[], $7::text[])
+                         $6::text[], $7::text[], $9::text[], $10::uuid[], $11::text[],
+                         $12::text[])
                   WITH ORDINALITY AS m(id, chatflow_id, chat_id, role, content,
-                                       source_documents, used_tools, ord)
+                                       source_documents, used_tools, chat_type, execution_id,
+                                       memory_type, details, ord)
              ORDER BY m.ord"
         ))
         .await
@@ -720,7 +746,18 @@ async fn insert_messages(client: &impl GenericClient, written: &[RunWritten]) ->
         .execute(
             &stmt,
             &[
-                &ids, &chatflows, &chat_ids, &roles, &contents, &sources, &tools, &now,
+                &ids,
+                &chatflows,
+                &chat_ids,
+                &roles,
+                &contents,
+                &sources,
+                &tools,
+                &now,
+                &chat_types,
+                &executions,
+                &memory_types,
+                &details,
             ],
         )
         .await

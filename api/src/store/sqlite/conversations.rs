@@ -79,25 +79,173 @@ impl ConversationStore for SqliteStore {
         .await
     }
 
+    async fn query_chat_messages(
+        &self,
+        chatflow: Uuid,
+        filter: &MessageFilter,
+        descending: bool,
+    ) -> StoreResult<Vec<ChatMessageRecord>> {
+        let filter = filter.clone();
+        self.read(move |conn| {
+            let (conditions, params) =
+                sql::message_conditions(sql::Dialect::Sqlite, chatflow, &filter);
+            let args: Vec<Value> = params.into_iter().map(sqlite_value).collect();
+            let order = if descending { "DESC" } else { "ASC" };
+            conn.prepare_cached(&format!(
+                "SELECT {MESSAGE_COLUMNS_OF_M} FROM chat_messages m
+                 WHERE {conditions} ORDER BY m.seq {order}"
+            ))?
+            .query_map(rusqlite::params_from_iter(&args), message_from_row)?
+            .collect()
+        })
+        .await
+    }
+
+    async fn find_chat_message(&self, id: Uuid) -> StoreResult<Option<ChatMessageRecord>> {
+        self.read(move |conn| {
+            conn.prepare_cached(&format!(
+                "SELECT {MESSAGE_COLUMNS} FROM chat_messages WHERE id = ?1"
+            ))?
+            .query_row([id.to_string()], message_from_row)
+            .optional()
+        })
+        .await
+    }
+
     async fn delete_chat_messages(
         &self,
         chatflow: Uuid,
-        chat_id: Option<&str>,
+        filter: &MessageFilter,
     ) -> StoreResult<u64> {
-        let chat_id = chat_id.map(str::to_owned);
+        let filter = filter.clone();
         self.call(move |conn| {
+            let (conditions, params) =
+                sql::message_conditions(sql::Dialect::Sqlite, chatflow, &filter);
+            let mut args: Vec<Value> = params.into_iter().map(sqlite_value).collect();
             let tx = conn.transaction()?;
+            // A whole chat (or every chat) cleared loses its agent checkpoints;
+            // otherwise the chats losing messages do.
+            if filter.takes_whole_chats() {
+                tx.execute(
+                    "DELETE FROM agent_checkpoints
+                     WHERE chatflow_id = ?1 AND (?2 IS NULL OR session_id = ?2)",
+                    params![chatflow.to_string(), filter.chat_id],
+                )?;
+            } else {
+                let n = args.len();
+                args.push(Value::Text(chatflow.to_string()));
+                tx.execute(
+                    &format!(
+                        "DELETE FROM agent_checkpoints WHERE chatflow_id = ?{} AND session_id IN
+                           (SELECT m.chat_id FROM chat_messages m WHERE {conditions})",
+                        n + 1
+                    ),
+                    rusqlite::params_from_iter(&args),
+                )?;
+                args.pop();
+            }
             let deleted = tx.execute(
-                "DELETE FROM chat_messages WHERE chatflow_id = ?1 AND (?2 IS NULL OR chat_id = ?2)",
-                params![chatflow.to_string(), chat_id],
-            )?;
-            tx.execute(
-                "DELETE FROM agent_checkpoints
-                 WHERE chatflow_id = ?1 AND (?2 IS NULL OR session_id = ?2)",
-                params![chatflow.to_string(), chat_id],
+                &format!("DELETE FROM chat_messages AS m WHERE {conditions}"),
+                rusqlite::params_from_iter(&args),
             )?;
             tx.commit()?;
             Ok(deleted as u64)
+        })
+        .await
+    }
+
+    async fn rate_message(&self, feedback: Feedback) -> StoreResult<Feedback> {
+        self.call(move |conn| {
+            conn.prepare_cached(&format!(
+                "INSERT INTO chat_feedback ({FEEDBACK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                 ON CONFLICT (message_id) DO UPDATE
+                   SET rating = excluded.rating, content = excluded.content
+                 RETURNING {FEEDBACK_COLUMNS}"
+            ))?
+            .query_row(
+                params![
+                    feedback.id.to_string(),
+                    feedback.chatflow_id.to_string(),
+                    feedback.chat_id,
+                    feedback.message_id.to_string(),
+                    feedback.rating.as_str(),
+                    feedback.content,
+                    to_millis(&feedback.created_date),
+                ],
+                feedback_from_row,
+            )
+        })
+        .await
+    }
+
+    async fn get_feedback(&self, id: Uuid) -> StoreResult<Option<Feedback>> {
+        self.read(move |conn| {
+            conn.prepare_cached(&format!(
+                "SELECT {FEEDBACK_COLUMNS} FROM chat_feedback WHERE id = ?1"
+            ))?
+            .query_row([id.to_string()], feedback_from_row)
+            .optional()
+        })
+        .await
+    }
+
+    async fn update_feedback(&self, feedback: &Feedback) -> StoreResult<bool> {
+        let feedback = feedback.clone();
+        self.call(move |conn| {
+            let changed = conn.execute(
+                "UPDATE chat_feedback SET rating = ?2, content = ?3 WHERE id = ?1",
+                params![
+                    feedback.id.to_string(),
+                    feedback.rating.as_str(),
+                    feedback.content
+                ],
+            )?;
+            Ok(changed == 1)
+        })
+        .await
+    }
+
+    async fn list_feedback(
+        &self,
+        chatflow: Uuid,
+        filter: &FeedbackFilter,
+    ) -> StoreResult<Vec<Feedback>> {
+        let filter = filter.clone();
+        self.read(move |conn| {
+            let order = if filter.descending { "DESC" } else { "ASC" };
+            conn.prepare_cached(&format!(
+                "SELECT {FEEDBACK_COLUMNS} FROM chat_feedback
+                 WHERE chatflow_id = ?1 AND (?2 IS NULL OR chat_id = ?2)
+                   AND (?3 IS NULL OR created_at >= ?3) AND (?4 IS NULL OR created_at <= ?4)
+                 ORDER BY created_at {order}, id {order}"
+            ))?
+            .query_map(
+                params![
+                    chatflow.to_string(),
+                    filter.chat_id,
+                    filter.start_date.as_ref().map(to_millis),
+                    filter.end_date.as_ref().map(to_millis),
+                ],
+                feedback_from_row,
+            )?
+            .collect()
+        })
+        .await
+    }
+
+    async fn feedback_of_messages(
+        &self,
+        chatflow: Uuid,
+        messages: &[Uuid],
+    ) -> StoreResult<Vec<Feedback>> {
+        let ids = serde_json::to_string(&messages).unwrap_or_else(|_| "[]".into());
+        self.read(move |conn| {
+            conn.prepare_cached(&format!(
+                "SELECT {FEEDBACK_COLUMNS} FROM chat_feedback
+                 WHERE chatflow_id = ?1 AND message_id IN (SELECT value FROM json_each(?2))"
+            ))?
+            .query_map(params![chatflow.to_string(), ids], feedback_from_row)?
+            .collect()
         })
         .await
     }
@@ -144,23 +292,19 @@ impl ConversationStore for SqliteStore {
         .await
     }
 
-    async fn create_lead(&self, chatflow: Uuid, chat_id: &str, email: &str) -> StoreResult<Lead> {
-        let lead = Lead {
-            id: Uuid::new_v4(),
-            chatflow_id: chatflow,
-            chat_id: chat_id.to_owned(),
-            email: email.to_owned(),
-            created_date: time::now(),
-        };
+    async fn create_lead(&self, lead: NewLead) -> StoreResult<Lead> {
+        let lead = lead.into_lead(Uuid::new_v4(), time::now());
         self.call(move |conn| {
             conn.execute(
-                "INSERT INTO leads (id, chatflow_id, chat_id, email, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                "INSERT INTO leads (id, chatflow_id, chat_id, name, email, phone, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
                 params![
                     lead.id.to_string(),
                     lead.chatflow_id.to_string(),
                     lead.chat_id,
+                    lead.name,
                     lead.email,
+                    lead.phone,
                     to_millis(&lead.created_date)
                 ],
             )?;
@@ -172,7 +316,7 @@ impl ConversationStore for SqliteStore {
     async fn list_leads(&self, chatflow: Uuid) -> StoreResult<Vec<Lead>> {
         self.read(move |conn| {
             let mut stmt = conn.prepare_cached(
-                "SELECT id, chatflow_id, chat_id, email, created_at FROM leads
+                "SELECT id, chatflow_id, chat_id, name, email, phone, created_at FROM leads
                  WHERE chatflow_id = ?1 ORDER BY created_at, id",
             )?;
             stmt.query_map([chatflow.to_string()], lead_from_row)?

@@ -31,7 +31,8 @@ use uuid::Uuid;
 use super::migrations::{self, Migration};
 use super::sql::{
     self, CHATFLOW_COLUMNS, CREDENTIAL_COLUMNS, EXECUTION_COLUMN_COUNT, EXECUTION_COLUMNS,
-    MESSAGE_COLUMNS, RESULT_COLUMNS, TOOL_COLUMNS, TRIGGER_COLUMNS, VARIABLE_COLUMNS,
+    FEEDBACK_COLUMNS, MESSAGE_COLUMNS, MESSAGE_COLUMNS_OF_M, RESULT_COLUMNS, TOOL_COLUMNS,
+    TRIGGER_COLUMNS, VARIABLE_COLUMNS,
 };
 use super::{
     ChatflowStore, ConversationStore, CredentialStore, ExecutionStore, KeyStore, RateLimitStore,
@@ -51,11 +52,11 @@ use crate::domain::trigger::{self as trig, LEASE_EXPIRED, failure_mail};
 use crate::domain::vector::{ChunkKey, UpsertCounts, embedding_bytes, embedding_from_bytes};
 use crate::domain::{AgentflowRef, Execution, ExecutionFilter, ListedExecution};
 use crate::domain::{
-    ApiKey, ChatMessageRecord, Chatflow, ChatflowPatch, ChatflowType, Delivery, Firing, Lead,
-    MessageRole, NewApiKey, NewChatflow, NewMail, NewTool, NewTriggerResult, NewVariable,
-    OutboxMail, Page, Permission, ResultStatus, Tool, ToolPatch, Trigger, TriggerResult,
-    TriggerType, UpsertRecord, Variable, VariablePatch, VariableType, VectorChunk, VectorWrite,
-    WebhookClaim, Workspace,
+    ApiKey, ChatMessageRecord, ChatType, Chatflow, ChatflowPatch, ChatflowType, Delivery, Feedback,
+    FeedbackFilter, Firing, Lead, MessageFilter, MessageRole, NewApiKey, NewChatflow, NewLead,
+    NewMail, NewTool, NewTriggerResult, NewVariable, OutboxMail, Page, Permission, Rating,
+    ResultStatus, Tool, ToolPatch, Trigger, TriggerResult, TriggerType, UpsertRecord, Variable,
+    VariablePatch, VariableType, VectorChunk, VectorWrite, WebhookClaim, Workspace,
 };
 use crate::domain::{execution, tool, variable};
 
@@ -626,6 +627,25 @@ fn message_from_row(row: &Row<'_>) -> rusqlite::Result<ChatMessageRecord> {
         source_documents: row.get(5)?,
         used_tools: row.get(6)?,
         created_date: from_millis(row.get(7)?),
+        chat_type: ChatType::parse_stored(&row.get::<_, String>(8)?),
+        execution_id: row
+            .get::<_, Option<String>>(9)?
+            .map(|_| uuid_at(row, 9))
+            .transpose()?,
+        memory_type: row.get(10)?,
+        details: row.get(11)?,
+    })
+}
+
+fn feedback_from_row(row: &Row<'_>) -> rusqlite::Result<Feedback> {
+    Ok(Feedback {
+        id: uuid_at(row, 0)?,
+        chatflow_id: uuid_at(row, 1)?,
+        chat_id: row.get(2)?,
+        message_id: uuid_at(row, 3)?,
+        rating: Rating::parse_stored(&row.get::<_, String>(4)?),
+        content: row.get(5)?,
+        created_date: from_millis(row.get(6)?),
     })
 }
 
@@ -634,8 +654,10 @@ fn lead_from_row(row: &Row<'_>) -> rusqlite::Result<Lead> {
         id: uuid_at(row, 0)?,
         chatflow_id: uuid_at(row, 1)?,
         chat_id: row.get(2)?,
-        email: row.get(3)?,
-        created_date: from_millis(row.get(4)?),
+        name: row.get(3)?,
+        email: row.get(4)?,
+        phone: row.get(5)?,
+        created_date: from_millis(row.get(6)?),
     })
 }
 
@@ -725,7 +747,8 @@ fn write_run(conn: &Connection, run: RunWrites, now: Timestamp) -> StoreResult<R
     if !run.messages.is_empty() {
         let mut stmt = conn
             .prepare_cached(&format!(
-                "INSERT INTO chat_messages ({MESSAGE_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
+                "INSERT INTO chat_messages ({MESSAGE_COLUMNS})
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
             ))
             .map_err(backend)?;
         written.messages.reserve(run.messages.len());
@@ -742,6 +765,10 @@ fn write_run(conn: &Connection, run: RunWrites, now: Timestamp) -> StoreResult<R
                 r.source_documents,
                 r.used_tools,
                 to_millis(&r.created_date),
+                r.chat_type.as_str(),
+                r.execution_id.map(|id| id.to_string()),
+                r.memory_type,
+                r.details,
             ])
             .map_err(backend)?;
             written.messages.push(r);

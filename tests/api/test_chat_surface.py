@@ -1,0 +1,201 @@
+"""The calls around a conversation that Flowise's clients make: stored messages in
+Flowise's field names and filters, ratings of answers (`/feedback`), visitors'
+contacts (`/leads`), and who may do each on a public chatflow."""
+
+import json
+import uuid
+
+import pytest
+import requests
+
+import flows
+from fakes import FakeProviders
+from prediction_client import create_flow, predict
+from weir_harness import Api, assert_error
+
+
+@pytest.fixture(scope="module")
+def fake():
+    f = FakeProviders()
+    yield f
+    f.close()
+
+
+def ask(api, flow, question, chat):
+    r = predict(api, flow, question, chatId=chat)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_messages_carry_flowises_fields_and_filters(api, fake):
+    flow = create_flow(api, flows.conversation(flows.openai_model(fake.url), flows.buffer_memory()))
+    first = ask(api, flow, "one", "chat-a")
+    ask(api, flow, "two", "chat-b")
+    ask(api, flow, "three", "chat-a")
+
+    stored = api.get(f"/chatmessage/{flow}").json()
+    assert [m["content"] for m in stored] == ["one", "Echo: one", "two", "Echo: two", "three", "Echo: three"]
+    answer = stored[1]
+    assert answer["id"] == first["chatMessageId"]
+    assert answer["chatflowid"] == flow and answer["chatflowId"] == flow  # the old name, deprecated
+    assert answer["role"] == "apiMessage" and answer["chatType"] == "EXTERNAL"
+    assert answer["chatId"] == answer["sessionId"] == "chat-a"
+    assert answer["memoryType"] == "Buffer Memory"
+    for field in ("executionId", "sourceDocuments", "usedTools", "agentReasoning", "artifacts", "action",
+                  "fileUploads", "followUpPrompts", "fileAnnotations", "createdDate"):
+        assert field in answer, field
+    assert "feedback" not in answer
+
+    texts = lambda **q: [m["content"] for m in api.get(f"/chatmessage/{flow}", params=q).json()]
+    assert texts(chatId="chat-b") == ["two", "Echo: two"]
+    assert texts(sessionId="chat-b") == ["two", "Echo: two"]
+    assert texts(chatId="chat-a", order="DESC") == ["Echo: three", "three", "Echo: one", "one"]
+    assert texts(messageId=first["chatMessageId"]) == ["Echo: one"]
+    assert texts(chatType="EXTERNAL") == texts()
+    assert texts(chatType=json.dumps(["WEBHOOK", "SCHEDULED"])) == []
+    assert texts(memoryType="Buffer Memory")[0] == "one"
+    assert texts(startDate="2999-01-01") == []
+    assert texts(endDate="2000-01-01T00:00:00Z") == []
+    assert len(texts(startDate="2000-01-01", endDate="2999-12-31")) == 6
+    assert_error(api.get(f"/chatmessage/{flow}", params={"chatType": "CHAT"}), 400, "chat type")
+    assert_error(api.get(f"/chatmessage/{flow}", params={"order": "sideways"}), 400, "order")
+    assert_error(api.get(f"/chatmessage/{flow}", params={"startDate": "yesterday"}), 400, "startDate")
+
+    # DELETE takes the same filters and answers as Flowise does.
+    r = api.delete(f"/chatmessage/{flow}", params={"chatId": "chat-b"})
+    assert r.status_code == 200 and r.json() == {"raw": [], "affected": 2}, r.text
+    assert texts(chatId="chat-b") == []
+    assert api.delete(f"/chatmessage/{flow}", params={"chatType": "WEBHOOK"}).json()["affected"] == 0
+    assert len(texts()) == 4
+
+
+def test_a_trigger_runs_messages_are_typed_by_their_door(api, fake):
+    # Webhook addresses are global per node: a fresh node id.
+    node_id = f"hook_{uuid.uuid4().hex[:10]}"
+    model = flows.openai_model(fake.url)
+    chain = flows.node(node_id, "conversationChain", {"model": flows.ref(model["id"])})
+    flow = create_flow(api, flows.graph([model, chain], [flows.edge(model["id"], node_id)]))
+    created = api.post("/triggers", json={"name": "hook", "chatflowId": flow, "nodeId": node_id, "type": "webhook"})
+    assert created.status_code == 201, created.text
+    r = requests.post(created.json()["webhookUrl"], json={"text": "from outside"}, timeout=30)
+    assert r.status_code == 200, r.text
+    stored = api.get(f"/chatmessage/{flow}", params={"chatType": "WEBHOOK"}).json()
+    assert [m["role"] for m in stored] == ["userMessage", "apiMessage"]
+    assert all(m["chatType"] == "WEBHOOK" for m in stored)
+    assert api.get(f"/chatmessage/{flow}", params={"chatType": "EXTERNAL"}).json() == []
+
+
+def test_visitors_rate_answers_of_their_own_chat_on_a_public_flow(api, fake, server):
+    flow = create_flow(api, flows.conversation(flows.openai_model(fake.url)), isPublic=True)
+    visitor = Api(server.url, None)
+    answer = ask(visitor, flow, "rate me", "visitor-chat")
+    message = answer["chatMessageId"]
+
+    # The widget's call: POST /feedback/:chatflowid with Flowise's body.
+    body = {"chatflowid": flow, "chatId": "visitor-chat", "messageId": message, "rating": "THUMBS_UP", "content": ""}
+    r = visitor.post(f"/feedback/{flow}", json=body)
+    assert r.status_code == 200, r.text
+    rated = r.json()
+    assert rated["rating"] == "THUMBS_UP" and rated["messageId"] == message
+    assert rated["chatflowid"] == flow and rated["chatId"] == "visitor-chat" and rated["content"] is None
+    # …then its comment, by the rating's id.
+    r = visitor.put(f"/feedback/{rated['id']}", json={"content": "Spot on"})
+    assert r.status_code == 200 and r.json() == {"status": "OK"}, r.text
+    # Rating again replaces the rating.
+    again = visitor.post("/feedback", json={**body, "rating": "THUMBS_DOWN"}).json()
+    assert again["id"] == rated["id"] and again["rating"] == "THUMBS_DOWN"
+
+    listed = api.get(f"/feedback/{flow}").json()
+    assert [(f["id"], f["rating"], f["content"]) for f in listed] == [(rated["id"], "THUMBS_DOWN", None)]
+    assert api.get(f"/feedback/{flow}", params={"chatId": "other"}).json() == []
+    assert api.get(f"/feedback/{flow}", params={"sortOrder": "DESC"}).status_code == 200
+    assert visitor.get(f"/feedback/{flow}").status_code == 401  # reading them takes a key
+
+    # A visitor must name the chat, and only its own chat's answers.
+    assert_error(visitor.post("/feedback", json={**body, "chatId": None}), 400, "chatId")
+    assert_error(visitor.post("/feedback", json={**body, "chatId": "someone-else"}), 400, "Inconsistent chat ID")
+    assert_error(visitor.post("/feedback", json={**body, "messageId": None}), 400, "Message ID is required")
+    assert_error(visitor.post("/feedback", json={**body, "rating": "MEH"}), 400)
+    assert_error(visitor.post("/feedback", json={**body, "messageId": str(uuid.uuid4())}), 404, "not found")
+    question = api.get(f"/chatmessage/{flow}").json()[0]
+    assert_error(visitor.post("/feedback", json={**body, "messageId": question["id"]}), 400, "apiMessage")
+    assert_error(visitor.put(f"/feedback/{uuid.uuid4()}", json={"content": "x"}), 404, "not found")
+    assert_error(visitor.put(f"/feedback/{rated['id']}", json={"messageId": question["id"]}), 400, "stays")
+
+    # The rating shows on the messages, and filters them.
+    with_feedback = api.get(f"/chatmessage/{flow}", params={"feedback": "true"}).json()
+    assert with_feedback[0]["feedback"] is None
+    assert with_feedback[1]["feedback"]["rating"] == "THUMBS_DOWN"
+    down = api.get(f"/chatmessage/{flow}", params={"feedbackType": "THUMBS_DOWN"}).json()
+    assert [m["content"] for m in down] == ["rate me", "Echo: rate me"]
+    assert api.get(f"/chatmessage/{flow}", params={"feedbackType": "THUMBS_UP"}).json() == []
+
+
+def test_ratings_are_counted_in_the_metrics(make_weir, fake):
+    w = make_weir()
+    w.env["METRICS_TOKEN"] = "scrape-chat"
+    w.start()
+    api = Api(w.url, w.create_key())
+    flow = create_flow(api, flows.conversation(flows.openai_model(fake.url)))
+    for question, rating in (("a", "THUMBS_UP"), ("b", "THUMBS_UP"), ("c", "THUMBS_DOWN")):
+        answer = ask(api, flow, question, f"chat-{question}")
+        r = api.post("/feedback", json={"messageId": answer["chatMessageId"], "rating": rating})
+        assert r.status_code == 200, r.text
+    text = requests.get(f"{w.url}/metrics", headers={"Authorization": "Bearer scrape-chat"}, timeout=10).text
+    assert f'weir_chat_feedback_total{{chatflow="{flow}",rating="THUMBS_UP"}} 2' in text
+    assert f'weir_chat_feedback_total{{chatflow="{flow}",rating="THUMBS_DOWN"}} 1' in text
+
+
+def test_a_private_flows_answers_are_rated_only_with_its_access(api, fake, server):
+    flow = create_flow(api, flows.conversation(flows.openai_model(fake.url)))
+    answer = ask(api, flow, "private", "p-chat")
+    body = {"messageId": answer["chatMessageId"], "rating": "THUMBS_UP"}
+    anonymous = Api(server.url, None)
+    assert_error(anonymous.post("/feedback", json=body), 401)
+    stranger = Api(server.url, server.create_key(workspace="stranger"))
+    assert_error(stranger.post("/feedback", json={**body, "chatId": "p-chat"}), 404, "not found")
+    # A member of the workspace needs no chatId.
+    r = api.post("/feedback", json=body)
+    assert r.status_code == 200, r.text
+    assert_error(anonymous.put(f"/feedback/{r.json()['id']}", json={"content": "x"}), 401)
+    assert_error(api.post("/feedback", json={**body, "chatflowid": str(uuid.uuid4())}), 400, "Inconsistent chatflow")
+
+
+def test_visitors_leave_leads_as_the_widget_sends_them(api, fake, server):
+    flow = create_flow(api, flows.conversation(flows.openai_model(fake.url)), isPublic=True)
+    visitor = Api(server.url, None)
+    # The widget posts to /leads/ and sends the fields it does not show as "".
+    r = visitor.post("/leads/", json={"chatflowid": flow, "chatId": "lead-chat", "name": "Ada Lovelace",
+                                      "email": "ada@example.com", "phone": ""})
+    assert r.status_code == 200, r.text
+    lead = r.json()
+    assert (lead["name"], lead["email"], lead["phone"], lead["chatId"]) == (
+        "Ada Lovelace", "ada@example.com", None, "lead-chat")
+    assert lead["chatflowid"] == flow
+    r = visitor.post("/leads", json={"chatflowid": flow, "phone": "+44 20 7946 0958"})
+    assert r.status_code == 200, r.text
+    uuid.UUID(r.json()["chatId"])  # a new chat when none is named
+    # A prediction's leadEmail is a lead too.
+    predict(visitor, flow, "hello", chatId="lead-chat", leadEmail="grace@example.com")
+    leads = api.get(f"/leads/{flow}").json()
+    assert [(l["name"], l["email"], l["phone"]) for l in leads] == [
+        ("Ada Lovelace", "ada@example.com", None), (None, None, "+44 20 7946 0958"),
+        (None, "grace@example.com", None)]
+
+    assert_error(visitor.post("/leads", json={"chatflowid": flow, "name": "", "email": ""}), 400, "name")
+    assert_error(visitor.post("/leads", json={"chatflowid": flow, "email": "not-an-address"}), 400, "email")
+    assert_error(visitor.post("/leads", json={"chatflowid": flow, "phone": "call me maybe"}), 400, "phone")
+    assert_error(visitor.post("/leads", json={"email": "a@example.com"}), 412, "chatflowid")
+    assert_error(visitor.post("/leads", json={"chatflowid": str(uuid.uuid4()), "email": "a@example.com"}), 404)
+    private = create_flow(api, flows.conversation(flows.openai_model(fake.url)))
+    assert_error(visitor.post("/leads", json={"chatflowid": private, "email": "a@example.com"}), 401)
+
+
+def test_visitors_ratings_and_leads_are_rate_limited(api, fake, server):
+    flow = create_flow(api, flows.conversation(flows.openai_model(fake.url)), isPublic=True)
+    visitor = Api(server.url, None)
+    statuses = [visitor.post("/leads", json={"chatflowid": flow, "email": f"v{i}@example.com"}).status_code
+                for i in range(31)]
+    assert statuses[:30] == [200] * 30 and statuses[30] == 429, statuses
+    # A key of the workspace is not a visitor.
+    assert api.post("/leads", json={"chatflowid": flow, "email": "owner@example.com"}).status_code == 200
