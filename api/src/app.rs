@@ -83,6 +83,10 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let cancel = CancellationToken::new();
     let background = triggers::start_background(&state, cancel.child_token());
+    background.spawn(crate::services::aborts::run(
+        state.clone(),
+        cancel.child_token(),
+    ));
     background.spawn(crate::services::uploads::run_sweeper(
         std::sync::Arc::clone(&state.uploads),
         cancel.child_token(),

@@ -121,7 +121,7 @@ impl Metrics {
         let predictions = Family::<PredictionLabels, Counter>::default();
         registry.register(
             "predictions",
-            "Predictions run, by chatflow and outcome (success, error, cancelled)",
+            "Predictions run, by chatflow and outcome (success, error, cancelled, aborted)",
             predictions.clone(),
         );
         let tokens = Family::<ChatflowLabels, Counter>::default();

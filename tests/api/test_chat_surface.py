@@ -3,6 +3,8 @@ Flowise's field names and filters, ratings of answers (`/feedback`), visitors'
 contacts (`/leads`), and who may do each on a public chatflow."""
 
 import json
+import threading
+import time
 import uuid
 
 import pytest
@@ -11,7 +13,7 @@ import requests
 import flows
 from fakes import FakeProviders
 from prediction_client import create_flow, predict
-from weir_harness import Api, assert_error
+from weir_harness import PG_URL, Api, assert_error, start_replicas, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -199,3 +201,92 @@ def test_visitors_ratings_and_leads_are_rate_limited(api, fake, server):
     assert statuses[:30] == [200] * 30 and statuses[30] == 429, statuses
     # A key of the workspace is not a visitor.
     assert api.post("/leads", json={"chatflowid": flow, "email": "owner@example.com"}).status_code == 200
+
+
+def stream_until_tokens(api, flow, chat, question="SLOW", tokens=2):
+    """A streamed prediction read until its first `tokens` tokens: (lines left, events so far)."""
+    r = api.post(f"/prediction/{flow}", json={"question": question, "streaming": True, "chatId": chat}, stream=True)
+    assert r.status_code == 200, r.text
+    lines = r.iter_lines(decode_unicode=True)
+    events = []
+    for raw in lines:
+        if raw.startswith("data:"):
+            payload = json.loads(raw[len("data:"):])
+            events.append((payload["event"], payload["data"]))
+            if sum(name == "token" for name, _ in events) >= tokens:
+                break
+    return lines, events
+
+
+def read_rest(lines, events):
+    for raw in lines:
+        if raw.startswith("data:"):
+            payload = json.loads(raw[len("data:"):])
+            events.append((payload["event"], payload["data"]))
+    return events
+
+
+def test_a_streaming_answer_stops_when_its_chat_is_aborted(api, fake, server):
+    flow = create_flow(api, flows.conversation(flows.openai_model(fake.url), flows.buffer_memory()), isPublic=True)
+    visitor = Api(server.url, None)
+    lines, events = stream_until_tokens(visitor, flow, "stop-me")
+    began = time.monotonic()
+    # The widget's stop button: PUT, no body.
+    r = visitor.put(f"/chatmessage/abort/{flow}/stop-me")
+    assert r.status_code == 200 and r.json() == {"status": 200, "message": "Chat message aborted"}, r.text
+    events = read_rest(lines, events)
+    assert time.monotonic() - began < 5, "the stream did not stop"
+    assert [name for name, _ in events][-3:] == ["metadata", "abort", "end"], events
+    partial = "".join(data for name, data in events if name == "token")
+    assert partial.startswith("tick ") and partial.count("tick") < 100
+    meta = dict(events)["metadata"]
+
+    stored = api.get(f"/chatmessage/{flow}", params={"chatId": "stop-me"}).json()
+    assert [(m["role"], m["content"]) for m in stored] == [("userMessage", "SLOW"), ("apiMessage", partial)]
+    assert stored[1]["aborted"] is True and stored[1]["id"] == meta["chatMessageId"]
+    assert "aborted" not in stored[0]
+    # The chat goes on; a stop asked before a question does not stop it.
+    assert ask(visitor, flow, "after", "stop-me")["text"] == "Echo: after"
+    # Stopping a chat that runs nothing is answered the same; a private flow's
+    # chats are stopped only with its access.
+    assert visitor.put(f"/chatmessage/abort/{flow}/idle-chat").status_code == 200
+    private = create_flow(api, flows.conversation(flows.openai_model(fake.url)))
+    assert_error(visitor.put(f"/chatmessage/abort/{private}/x"), 401)
+    assert_error(visitor.put(f"/chatmessage/abort/{uuid.uuid4()}/x"), 404)
+
+
+def test_an_agentflow_run_stopped_ends_its_execution_stopped(api, fake):
+    start = flows.af_start()
+    llm = flows.af_llm("llmAgentflow_0", flows.af_openai(fake.url))
+    flow = create_flow(api, flows.agentflow([start, llm], [(start["id"], llm["id"])]), type="AGENTFLOW")
+    answered = {}
+    calls = fake.count("/chat/completions")
+    asking = threading.Thread(target=lambda: answered.update(
+        r=predict(api, flow, "SLOW", chatId="af-stop")))
+    asking.start()
+    wait_for(lambda: fake.count("/chat/completions") > calls, 10, "the model call")
+    time.sleep(0.5)
+    assert api.put(f"/chatmessage/abort/{flow}/af-stop").status_code == 200
+    asking.join(10)
+    assert not asking.is_alive(), "the JSON answer did not come"
+    body = answered["r"].json()
+    assert answered["r"].status_code == 200 and body["aborted"] is True, body
+    assert body["text"].startswith("tick ") or body["text"] == ""
+    execution = api.get(f"/executions/{body['executionId']}").json()
+    assert execution["state"] == "STOPPED", execution
+    stored = api.get(f"/chatmessage/{flow}", params={"chatId": "af-stop"}).json()
+    assert stored[-1]["executionId"] == body["executionId"] and stored[-1]["aborted"] is True
+
+
+@pytest.mark.skipif(not PG_URL, reason="WEIR_TEST_DATABASE_URL is not set: PostgreSQL not tested")
+def test_a_stop_asked_of_one_replica_stops_the_run_on_another(make_weir, fake):
+    first, second = start_replicas(make_weir, 2)
+    owner = Api(first.url, first.create_key(workspace="replicas"))
+    flow = create_flow(owner, flows.conversation(flows.openai_model(fake.url)), isPublic=True)
+    lines, events = stream_until_tokens(Api(first.url, None), flow, "far-away")
+    began = time.monotonic()
+    r = Api(second.url, None).put(f"/chatmessage/abort/{flow}/far-away")
+    assert r.status_code == 200, r.text
+    events = read_rest(lines, events)
+    assert time.monotonic() - began < 5, "the other replica's run did not stop"
+    assert [name for name, _ in events][-2:] == ["abort", "end"], events

@@ -17,7 +17,7 @@ pub async fn run<E: From<FlowEvent> + Send>(
     ctx: &RunContext<'_>,
     events: &mpsc::Sender<E>,
 ) -> Result<RunOutput, RunError> {
-    let tokens = Tokens::new(events);
+    let tokens = Tokens::new(events, ctx.transcript);
     let mut output = answer(runnable, input, ctx, &tokens).await?;
     output.tokens_streamed = tokens.sent();
     Ok(output)

@@ -155,6 +155,9 @@ fn sse_events(
                         metadata["action"] = action.clone();
                     }
                     s.queue.push_back(sse("metadata", &metadata));
+                    if result.aborted {
+                        s.queue.push_back(sse("abort", "[DONE]"));
+                    }
                     s.queue.push_back(sse("end", "[DONE]"));
                     s.finished = true;
                 }

@@ -1,11 +1,13 @@
 //! The calls around a conversation that Flowise's clients make: its stored
 //! messages (`/api/v1/chatmessage/:id`, listed and deleted with Flowise's
-//! filters, in Flowise's field names), ratings of answers (`/api/v1/feedback`)
-//! and the contacts visitors leave (`/api/v1/leads`).
+//! filters, in Flowise's field names), stopping a chat's running prediction
+//! (`/api/v1/chatmessage/abort`), ratings of answers (`/api/v1/feedback`) and
+//! the contacts visitors leave (`/api/v1/leads`).
 //!
 //! Access: the workspace's keys list and delete (`chatflows:read`,
 //! `chatflows:write`). A chat's visitor rates answers and leaves a lead under
-//! the prediction's rule ([`super::flow_access`]: anyone for a public chatflow);
+//! the prediction's rule ([`super::flow_access`]: anyone for a public chatflow),
+//! and so does a stop of a chat's prediction;
 //! a caller without a key of the chatflow's workspace rates only messages of
 //! the chat it names, changes only ratings whose id it was given, and is
 //! rate-limited ([`VISITOR_LIMIT`]).
@@ -49,6 +51,7 @@ const MAX_FEEDBACK: usize = 10_000;
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(list_messages, delete_messages))
+        .routes(routes!(abort_prediction))
         .routes(routes!(rate_answer))
         .routes(routes!(rate_answer_of_chatflow, list_feedback))
         .routes(routes!(update_feedback))
@@ -408,6 +411,53 @@ async fn delete_messages(
             .await;
     }
     Ok(Json(Deleted { raw: [], affected }))
+}
+
+/// Flowise's answer to an abort.
+#[derive(Debug, Serialize, ToSchema)]
+struct Aborted {
+    /// `200`.
+    status: u16,
+    /// `Chat message aborted`.
+    message: &'static str,
+}
+
+/// Stops the chat's running prediction, on whichever replica runs it: its
+/// stream ends with `abort` then `end`, the answer so far is stored marked
+/// `aborted`, and an agentflow's execution ends `STOPPED`. Answered at once,
+/// whether or not a prediction of the chat was running.
+#[utoipa::path(
+    put,
+    path = "/api/v1/chatmessage/abort/{id}/{chatId}",
+    tag = "chat",
+    security((), ("bearer" = []), ("apiKey" = [])),
+    params(
+        ("id" = Uuid, Path, description = "Chatflow id"),
+        ("chatId" = String, Path, description = "The chat whose prediction stops")
+    ),
+    responses(
+        (status = 200, description = "Asked to stop", body = Aborted),
+        (status = 404, description = "No such chatflow", body = ErrorBody),
+        (status = 429, description = "Over the visitors' limit", body = ErrorBody),
+        CommonErrors
+    )
+)]
+async fn abort_prediction(
+    State(state): State<AppState>,
+    Path((id, chat_id)): Path<(Uuid, String)>,
+    parts: Parts,
+) -> ApiResult<Json<Aborted>> {
+    if chat_id.len() > MAX_CHAT_ID {
+        return Err(ApiError::BadRequest(format!(
+            "'chatId' must be at most {MAX_CHAT_ID} characters"
+        )));
+    }
+    let (flow, _) = visit(&state, &parts, id).await?;
+    crate::services::aborts::request(&state, flow.id, &chat_id).await?;
+    Ok(Json(Aborted {
+        status: 200,
+        message: "Chat message aborted",
+    }))
 }
 
 /// A rating of an answer (Flowise's body; `chatflowid` and `chatId` are the

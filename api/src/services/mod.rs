@@ -18,7 +18,9 @@
 //! - [`credentials`]: credentials sealed at rest and opened for the runs that use them.
 //! - [`in_flight`]: the bound on a workspace's predictions running at once.
 //! - [`uploads`]: the files chats bring, kept within a quota and swept.
+//! - [`aborts`]: stopping a chat's running prediction on whichever replica runs it.
 
+pub mod aborts;
 pub mod credentials;
 pub mod in_flight;
 pub mod prediction;
@@ -72,6 +74,8 @@ pub struct Services {
     pub in_flight: Arc<in_flight::InFlight>,
     /// The files chats brought, kept for the flows that take them.
     pub uploads: Arc<uploads::Uploads>,
+    /// The predictions this replica runs, for stopping them.
+    pub aborts: Arc<aborts::Aborts>,
 }
 
 impl Services {
@@ -133,6 +137,7 @@ impl Services {
             keyring,
             in_flight,
             uploads,
+            aborts: Arc::default(),
         })
     }
 }

@@ -388,6 +388,18 @@ impl ConversationStore for CachedStore {
         self.inner.create_lead(lead).await
     }
 
+    async fn request_abort(&self, chatflow: Uuid, chat_id: &str, at: Timestamp) -> StoreResult<()> {
+        self.inner.request_abort(chatflow, chat_id, at).await
+    }
+
+    async fn aborts_since(&self, since: Timestamp) -> StoreResult<Vec<(Uuid, String, Timestamp)>> {
+        self.inner.aborts_since(since).await
+    }
+
+    async fn sweep_aborts(&self, before: Timestamp) -> StoreResult<u64> {
+        self.inner.sweep_aborts(before).await
+    }
+
     async fn list_leads(&self, chatflow: Uuid) -> StoreResult<Vec<Lead>> {
         self.inner.list_leads(chatflow).await
     }

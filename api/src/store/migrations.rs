@@ -76,6 +76,11 @@ pub const SQLITE: &[Migration] = &[
         name: "chat_surface",
         sql: include_str!("migrations/sqlite/0013_chat_surface.sql"),
     },
+    Migration {
+        version: 14,
+        name: "chat_aborts",
+        sql: include_str!("migrations/sqlite/0014_chat_aborts.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -143,6 +148,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 13,
         name: "chat_surface",
         sql: include_str!("migrations/postgres/0013_chat_surface.sql"),
+    },
+    Migration {
+        version: 14,
+        name: "chat_aborts",
+        sql: include_str!("migrations/postgres/0014_chat_aborts.sql"),
     },
 ];
 

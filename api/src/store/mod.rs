@@ -257,6 +257,15 @@ pub trait ConversationStore: Send + Sync {
 
     async fn create_lead(&self, lead: NewLead) -> StoreResult<Lead>;
 
+    /// Asks the chat's running prediction to stop (the latest ask is kept).
+    async fn request_abort(&self, chatflow: Uuid, chat_id: &str, at: Timestamp) -> StoreResult<()>;
+
+    /// The stops asked at or after `since`: (chatflow, chat, when asked).
+    async fn aborts_since(&self, since: Timestamp) -> StoreResult<Vec<(Uuid, String, Timestamp)>>;
+
+    /// Forgets the stops asked before `before`.
+    async fn sweep_aborts(&self, before: Timestamp) -> StoreResult<u64>;
+
     async fn list_leads(&self, chatflow: Uuid) -> StoreResult<Vec<Lead>>;
 }
 

@@ -140,6 +140,9 @@ pub struct RunContext<'a> {
     pub flows: Option<&'a dyn FlowCaller>,
     /// An agentflow run's limits.
     pub limits: Limits,
+    /// Where the answer's streamed text is also kept, for a run that may be
+    /// stopped midway (its partial answer is stored).
+    pub transcript: Option<&'a std::sync::Mutex<String>>,
 }
 
 impl RunContext<'_> {
@@ -164,13 +167,18 @@ fn model_failed(spec: &ModelSpec, e: &LlmError) -> RunError {
 pub struct Tokens<'a, E> {
     events: &'a mpsc::Sender<E>,
     sent: AtomicU64,
+    transcript: Option<&'a std::sync::Mutex<String>>,
 }
 
 impl<'a, E> Tokens<'a, E> {
-    pub fn new(events: &'a mpsc::Sender<E>) -> Self {
+    pub fn new(
+        events: &'a mpsc::Sender<E>,
+        transcript: Option<&'a std::sync::Mutex<String>>,
+    ) -> Self {
         Tokens {
             events,
             sent: AtomicU64::new(0),
+            transcript,
         }
     }
 
@@ -183,6 +191,12 @@ impl<'a, E> Tokens<'a, E> {
 impl<E: From<FlowEvent>> Tokens<'_, E> {
     pub async fn send(&self, token: String) -> Result<(), RunError> {
         self.sent.fetch_add(1, Ordering::Relaxed);
+        if let Some(transcript) = self.transcript {
+            transcript
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push_str(&token);
+        }
         self.events
             .send(FlowEvent::Token(token).into())
             .await

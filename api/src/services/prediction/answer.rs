@@ -45,6 +45,10 @@ pub struct PredictionResult {
     /// What a stopped agentflow run waits for (answer it with `humanInput`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub action: Option<Value>,
+    /// The run was stopped (`PUT /chatmessage/abort`): `text` is what it had
+    /// answered by then.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub aborted: bool,
 }
 
 #[derive(Debug)]

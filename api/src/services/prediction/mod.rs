@@ -204,6 +204,9 @@ pub async fn start(
         None => agentflow::Prepared::default(),
     };
 
+    // A client's (or a trigger's) run can be stopped by its chat; a flow
+    // another flow runs stops with its caller.
+    let stop = (request.depth == 0).then(|| state.aborts.register(flow.id, &chat_id));
     let (tx, rx) = mpsc::channel(EVENT_BUFFER);
     let task = task::RunTask {
         state: state.clone(),
@@ -226,6 +229,7 @@ pub async fn start(
         chat_id: chat_id.clone(),
         session,
         env,
+        stop,
         _permit: permit,
     };
     let task = tokio::spawn(task.run(tx)).abort_handle();

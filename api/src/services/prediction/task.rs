@@ -44,6 +44,9 @@ pub(super) struct RunTask {
     pub(super) execution_start: Option<NewExecution>,
     pub(super) workspace_id: Uuid,
     pub(super) depth: u32,
+    /// Where a stop of the chat's prediction reaches the run (`PUT
+    /// /chatmessage/abort`); none for a flow another flow runs.
+    pub(super) stop: Option<crate::services::aborts::Registration>,
     /// Counts the run against its workspace's bound until the task ends.
     pub(super) _permit: Option<crate::services::in_flight::Permit>,
 }
@@ -56,6 +59,8 @@ impl RunTask {
             workspace: self.workspace_id,
             depth: self.depth,
         };
+        // The streamed text, kept for the partial answer of a stopped run.
+        let transcript = std::sync::Mutex::new(String::new());
         let ctx = RunContext {
             models: &self.state.models,
             tools: &self.state.tools,
@@ -69,9 +74,20 @@ impl RunTask {
             progress: self.streaming,
             flows: Some(&flows),
             limits: agentflow_limits(&self.state.config),
+            transcript: self.stop.is_some().then_some(&transcript),
         };
         let mut start = self.execution_start.take();
-        let running = engine::run(&self.runnable, &self.input, &ctx, &out);
+        let stop = self.stop.take();
+        let running = async {
+            let running = engine::run(&self.runnable, &self.input, &ctx, &out);
+            match &stop {
+                None => Some(running.await),
+                Some(stop) => tokio::select! {
+                    result = running => Some(result),
+                    () = stop.stopped() => None,
+                },
+            }
+        };
         let result = match &start {
             None => running.await,
             Some(new) => {
@@ -99,6 +115,14 @@ impl RunTask {
                     }
                 }
             }
+        };
+        let Some(result) = result else {
+            let partial = std::mem::take(
+                &mut *transcript
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner),
+            );
+            return self.stopped(start, partial, &out).await;
         };
         let chatflow = self.chatflow_id.to_string();
         let metrics = crate::metrics::metrics();
@@ -139,7 +163,7 @@ impl RunTask {
         }
         let executed = executed_text(&record);
         match result {
-            Ok(output) => match self.remember(&output, record).await {
+            Ok(output) => match self.remember(&output, record, false).await {
                 Ok(message_id) => {
                     let result = PredictionResult {
                         text: output.text,
@@ -161,6 +185,7 @@ impl RunTask {
                         agent_flow_executed_data: output.agentflow.and_then(|a| {
                             executed.or_else(|| serde_json::value::to_raw_value(&a.executed).ok())
                         }),
+                        aborted: false,
                     };
                     let _ = out.send(PredictionEvent::Done(Box::new(result))).await;
                 }
@@ -181,6 +206,57 @@ impl RunTask {
                 tracing::info!(chatflow = %self.chatflow_id, "client went away; run cancelled");
             }
         }
+    }
+
+    /// Ends a run stopped by its chat (`PUT /chatmessage/abort`): the question
+    /// and the answer so far are stored (marked aborted), an agentflow's
+    /// execution ends `STOPPED`, and the caller gets the partial answer.
+    async fn stopped(
+        &self,
+        start: Option<NewExecution>,
+        partial: String,
+        out: &mpsc::Sender<PredictionEvent>,
+    ) {
+        tracing::info!(chatflow = %self.chatflow_id, chat = %self.chat_id, "prediction stopped by its chat");
+        crate::metrics::metrics().prediction(&self.chatflow_id.to_string(), "aborted", 0);
+        let record = RunWrites {
+            start_execution: start,
+            update_execution: self.execution.map(|id| {
+                let update = ExecutionUpdate {
+                    state: Some(ExecutionState::Stopped),
+                    ..ExecutionUpdate::default()
+                };
+                (id, update)
+            }),
+            ..RunWrites::default()
+        };
+        let output = RunOutput {
+            text: partial,
+            ..RunOutput::default()
+        };
+        let event = match self.remember(&output, record, true).await {
+            Ok(message_id) => PredictionEvent::Done(Box::new(PredictionResult {
+                text: output.text,
+                json: None,
+                question: self.input.question.clone(),
+                chat_id: self.chat_id.clone(),
+                chat_message_id: message_id,
+                session_id: self.chat_id.clone(),
+                source_documents: Vec::new(),
+                used_tools: Vec::new(),
+                agent_reasoning: Vec::new(),
+                artifacts: Vec::new(),
+                execution_id: self.execution,
+                agent_flow_executed_data: None,
+                action: None,
+                aborted: true,
+            })),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot store the stopped conversation");
+                PredictionEvent::Error("the answer could not be stored; try again".into())
+            }
+        };
+        let _ = out.send(event).await;
     }
 
     /// Keeps where the session's next run begins (agent memory).
@@ -245,6 +321,7 @@ impl RunTask {
         &self,
         output: &RunOutput,
         mut record: RunWrites,
+        aborted: bool,
     ) -> Result<Uuid, crate::store::StoreError> {
         let message = |role, content: &str| NewChatMessage {
             chatflow_id: self.chatflow_id,
@@ -268,7 +345,7 @@ impl RunTask {
                 .then(|| Value::from(output.used_tools.clone()).to_string()),
             source_documents: (!output.source_documents.is_empty())
                 .then(|| serde_json::to_string(&output.source_documents).unwrap_or_default()),
-            details: answer_details(output),
+            details: answer_details(output, aborted),
             ..message(MessageRole::Api, &output.text)
         };
         let ending = record.update_execution.as_ref().map(|(id, _)| *id);
@@ -306,8 +383,11 @@ impl RunTask {
 
 /// What an answer's message keeps beside its text (Flowise's message fields,
 /// each only when the run produced it), as JSON text.
-fn answer_details(output: &RunOutput) -> Option<String> {
+fn answer_details(output: &RunOutput, aborted: bool) -> Option<String> {
     let mut details = serde_json::Map::new();
+    if aborted {
+        details.insert("aborted".into(), true.into());
+    }
     if !output.agent_reasoning.is_empty() {
         details.insert(
             "agentReasoning".into(),

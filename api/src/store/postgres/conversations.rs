@@ -275,6 +275,33 @@ impl ConversationStore for PostgresStore {
         Ok(lead)
     }
 
+    async fn request_abort(&self, chatflow: Uuid, chat_id: &str, at: Timestamp) -> StoreResult<()> {
+        self.execute(
+            "INSERT INTO chat_aborts (chatflow_id, chat_id, requested_at) VALUES ($1, $2, $3)
+             ON CONFLICT (chatflow_id, chat_id) DO UPDATE SET requested_at = EXCLUDED.requested_at",
+            &[&chatflow, &chat_id, &at],
+        )
+        .await
+        .map(|_| ())
+    }
+
+    async fn aborts_since(&self, since: Timestamp) -> StoreResult<Vec<(Uuid, String, Timestamp)>> {
+        self.query_all(
+            "SELECT chatflow_id, chat_id, requested_at FROM chat_aborts WHERE requested_at >= $1",
+            &[&since],
+            |row| Ok((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?)),
+        )
+        .await
+    }
+
+    async fn sweep_aborts(&self, before: Timestamp) -> StoreResult<u64> {
+        self.execute(
+            "DELETE FROM chat_aborts WHERE requested_at < $1",
+            &[&before],
+        )
+        .await
+    }
+
     async fn list_leads(&self, chatflow: Uuid) -> StoreResult<Vec<Lead>> {
         self.query_all(
             "SELECT id, chatflow_id, chat_id, name, email, phone, created_at FROM leads

@@ -313,6 +313,43 @@ impl ConversationStore for SqliteStore {
         .await
     }
 
+    async fn request_abort(&self, chatflow: Uuid, chat_id: &str, at: Timestamp) -> StoreResult<()> {
+        let chat_id = chat_id.to_owned();
+        self.call(move |conn| {
+            conn.execute(
+                "INSERT INTO chat_aborts (chatflow_id, chat_id, requested_at) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (chatflow_id, chat_id) DO UPDATE SET requested_at = excluded.requested_at",
+                params![chatflow.to_string(), chat_id, to_millis(&at)],
+            )
+            .map(|_| ())
+        })
+        .await
+    }
+
+    async fn aborts_since(&self, since: Timestamp) -> StoreResult<Vec<(Uuid, String, Timestamp)>> {
+        self.read(move |conn| {
+            conn.prepare_cached(
+                "SELECT chatflow_id, chat_id, requested_at FROM chat_aborts WHERE requested_at >= ?1",
+            )?
+            .query_map([to_millis(&since)], |row| {
+                Ok((uuid_at(row, 0)?, row.get(1)?, from_millis(row.get(2)?)))
+            })?
+            .collect()
+        })
+        .await
+    }
+
+    async fn sweep_aborts(&self, before: Timestamp) -> StoreResult<u64> {
+        self.call(move |conn| {
+            conn.execute(
+                "DELETE FROM chat_aborts WHERE requested_at < ?1",
+                [to_millis(&before)],
+            )
+            .map(|n| n as u64)
+        })
+        .await
+    }
+
     async fn list_leads(&self, chatflow: Uuid) -> StoreResult<Vec<Lead>> {
         self.read(move |conn| {
             let mut stmt = conn.prepare_cached(
