@@ -551,6 +551,22 @@ async fn leads_are_listed_per_chatflow(t: &common::TestStore) {
         .await
         .unwrap();
     assert_eq!(store.list_leads(a).await.unwrap(), vec![lead]);
+    // One lead per address and chat: the address again adds nothing, and its
+    // name and phone are taken.
+    let first = store.list_leads(b).await.unwrap().pop().expect("b's lead");
+    let again = store
+        .create_lead(NewLead {
+            chatflow_id: b,
+            chat_id: "chat-2".into(),
+            email: Some("y@example.com".into()),
+            name: Some("Yves".into()),
+            ..NewLead::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(again.id, first.id);
+    assert_eq!(again.name.as_deref(), Some("Yves"));
+    assert_eq!(store.list_leads(b).await.unwrap(), vec![again]);
 }
 
 /// Flowise's message filters, and ratings: one per answer (rating again

@@ -177,8 +177,13 @@ def test_visitors_leave_leads_as_the_widget_sends_them(api, fake, server):
     r = visitor.post("/leads", json={"chatflowid": flow, "phone": "+44 20 7946 0958"})
     assert r.status_code == 200, r.text
     uuid.UUID(r.json()["chatId"])  # a new chat when none is named
-    # A prediction's leadEmail is a lead too.
-    predict(visitor, flow, "hello", chatId="lead-chat", leadEmail="grace@example.com")
+    # A prediction's leadEmail is a lead too — once per address and chat (the
+    # widget sends it with every question after its form), kept on the question.
+    for _ in range(2):
+        predict(visitor, flow, "hello", chatId="lead-chat", leadEmail="grace@example.com")
+    predict(visitor, flow, "hello", chatId="lead-chat", leadEmail="ada@example.com")
+    asked = api.get(f"/chatmessage/{flow}", params={"chatId": "lead-chat"}).json()
+    assert [m["leadEmail"] for m in asked] == ["grace@example.com", None] * 2 + ["ada@example.com", None]
     leads = api.get(f"/leads/{flow}").json()
     assert [(l["name"], l["email"], l["phone"]) for l in leads] == [
         ("Ada Lovelace", "ada@example.com", None), (None, None, "+44 20 7946 0958"),

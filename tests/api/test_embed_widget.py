@@ -151,3 +151,59 @@ def test_the_widget_is_told_when_a_chat_takes_files(api):
     uploads = api.get(f"/public-chatbotConfig/{created.json()['id']}").json()["uploads"]
     assert uploads["isRAGFileUploadAllowed"] is True
     assert uploads["fileUploadSizeAndTypes"] == [{"fileTypes": ["*"], "maxUploadSize": 50}]
+
+
+def test_the_widget_leaves_a_lead_and_rates_an_answer(make_weir, widget_js):
+    """The lead form and the thumbs, as Flowise's widget drives them: the lead and
+    the rating (with its comment) reach the store in Flowise's shapes."""
+    fake = FakeProviders()
+    w = make_weir()
+    w.start()
+    api = Api(w.url, w.create_key(workspace="shop"))
+    chatbot = {"chatFeedback": {"status": True},
+               "leads": {"status": True, "title": "Who are you?", "name": True, "email": True}}
+    created = api.post("/chatflows", json={"name": "shop", "isPublic": True, "chatbotConfig": json.dumps(chatbot),
+                                           "flowData": flows.conversation(flows.openai_model(fake.url))})
+    assert created.status_code == 201, created.text
+    flow = created.json()["id"]
+    page = FakeSite(pages={"/": embed_page(flow, w.url),
+                           "/web.js": ("text/javascript", widget_js.read_bytes())})
+    refused = []
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=[
+                "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync"])
+            tab = browser.new_page()
+            tab.on("requestfailed", lambda r: refused.append((r.url, r.failure)))
+            tab.goto(page.url)
+
+            # The lead form comes first; the chat opens once it is saved.
+            tab.get_by_text("Who are you?").wait_for(timeout=20_000)
+            tab.get_by_placeholder("Name").fill("Ada Lovelace")
+            tab.get_by_placeholder("Email Address").fill("ada@example.com")
+            tab.locator("form", has=tab.get_by_placeholder("Email Address")).locator("button[type=submit]").click()
+            tab.get_by_text("Thank you for submitting your contact information.").wait_for(timeout=10_000)
+
+            box = tab.get_by_placeholder("Type your question")
+            box.fill("Is it in stock?")
+            box.press("Enter")
+            tab.get_by_text("Echo: Is it in stock?").wait_for(timeout=30_000)
+            tab.get_by_title("Thumbs Up").click()
+            tab.get_by_placeholder("What do you think of the response?").fill("Quick and right")
+            tab.get_by_text("Submit Feedback").click()
+            tab.get_by_text("Provide additional feedback").wait_for(state="detached", timeout=10_000)
+            browser.close()
+    finally:
+        page.close()
+        fake.close()
+
+    assert refused == [], refused
+    leads = api.get(f"/leads/{flow}").json()
+    assert [(l["name"], l["email"]) for l in leads] == [("Ada Lovelace", "ada@example.com")]
+    [rating] = api.get(f"/feedback/{flow}").json()
+    assert (rating["rating"], rating["content"]) == ("THUMBS_UP", "Quick and right")
+    stored = api.get(f"/chatmessage/{flow}", params={"feedback": "true"}).json()
+    assert [m["content"] for m in stored] == ["Is it in stock?", "Echo: Is it in stock?"]
+    assert stored[0]["leadEmail"] == "ada@example.com" and stored[0]["chatId"] == leads[0]["chatId"]
+    assert stored[1]["feedback"]["id"] == rating["id"]

@@ -115,7 +115,7 @@ pub struct ChatMessageRecord {
     pub memory_type: Option<String>,
     /// JSON text of an object with the rest of Flowise's message fields, each
     /// present only when set: `agentReasoning`, `artifacts`, `action`,
-    /// `fileUploads`, `followUpPrompts`, `aborted`.
+    /// `fileUploads`, `followUpPrompts`, `aborted`, `leadEmail`.
     pub details: Option<String>,
 }
 

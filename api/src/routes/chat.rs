@@ -103,6 +103,8 @@ struct ChatMessage {
     file_uploads: Option<Value>,
     /// JSON text of the suggested next questions (a string, as Flowise sends it).
     follow_up_prompts: Option<String>,
+    /// The address a visitor's question came with (`leadEmail`).
+    lead_email: Option<String>,
     /// Whether the answer was cut short by `PUT /chatmessage/abort`.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     aborted: bool,
@@ -130,7 +132,9 @@ impl ChatMessage {
             Value::String(s) => s,
             other => other.to_string(),
         });
+        let lead_email = take("leadEmail").and_then(|v| v.as_str().map(str::to_owned));
         ChatMessage {
+            lead_email,
             id: record.id,
             role: record.role,
             chatflowid: record.chatflow_id,

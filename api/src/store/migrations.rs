@@ -81,6 +81,11 @@ pub const SQLITE: &[Migration] = &[
         name: "chat_aborts",
         sql: include_str!("migrations/sqlite/0014_chat_aborts.sql"),
     },
+    Migration {
+        version: 15,
+        name: "lead_per_address",
+        sql: include_str!("migrations/sqlite/0015_lead_per_address.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -153,6 +158,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 14,
         name: "chat_aborts",
         sql: include_str!("migrations/postgres/0014_chat_aborts.sql"),
+    },
+    Migration {
+        version: 15,
+        name: "lead_per_address",
+        sql: include_str!("migrations/postgres/0015_lead_per_address.sql"),
     },
 ];
 

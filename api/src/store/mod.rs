@@ -255,6 +255,8 @@ pub trait ConversationStore: Send + Sync {
         checkpoint: &str,
     ) -> StoreResult<()>;
 
+    /// Keeps a lead: one per address and chat (a lead of an address the chat
+    /// left before takes the name and phone given, keeping its id).
     async fn create_lead(&self, lead: NewLead) -> StoreResult<Lead>;
 
     /// Asks the chat's running prediction to stop (the latest ask is kept).

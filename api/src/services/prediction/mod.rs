@@ -151,11 +151,11 @@ pub async fn start(
         tool_env(state, flow, &runnable, request.override_config.as_ref()).await?
     };
 
-    if let Some(email) = request.lead_email.take() {
+    if let Some(email) = &request.lead_email {
         let lead = NewLead {
             chatflow_id: flow.id,
             chat_id: chat_id.clone(),
-            email: Some(email),
+            email: Some(email.clone()),
             ..NewLead::default()
         };
         state.store.create_lead(lead).await?;
@@ -226,6 +226,7 @@ pub async fn start(
         depth: request.depth,
         streaming: request.streaming,
         chat_type: request.chat_type,
+        lead_email: request.lead_email,
         chat_id: chat_id.clone(),
         session,
         env,

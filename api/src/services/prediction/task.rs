@@ -38,6 +38,8 @@ pub(super) struct RunTask {
     pub(super) env: ToolEnv,
     pub(super) streaming: bool,
     pub(super) chat_type: ChatType,
+    /// The address the question came with (kept on the question's message).
+    pub(super) lead_email: Option<String>,
     /// The agentflow run's execution record.
     pub(super) execution: Option<Uuid>,
     /// That record when it is a new one, not written yet.
@@ -355,7 +357,14 @@ impl RunTask {
             update_execution: record.update_execution.clone(),
             messages: Vec::new(),
         });
-        record.messages = vec![message(MessageRole::User, &self.input.question), answer];
+        let question = NewChatMessage {
+            details: self
+                .lead_email
+                .as_ref()
+                .map(|email| serde_json::json!({ "leadEmail": email }).to_string()),
+            ..message(MessageRole::User, &self.input.question)
+        };
+        record.messages = vec![question, answer];
         let stored = match self.state.store.write_run(record).await {
             Ok(stored) => stored,
             Err(e) => {

@@ -258,21 +258,27 @@ impl ConversationStore for PostgresStore {
 
     async fn create_lead(&self, lead: NewLead) -> StoreResult<Lead> {
         let lead = lead.into_lead(Uuid::new_v4(), time::now());
-        self.execute(
-            "INSERT INTO leads (id, chatflow_id, chat_id, name, email, phone, created_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7)",
-            &[
-                &lead.id,
-                &lead.chatflow_id,
-                &lead.chat_id,
-                &lead.name,
-                &lead.email,
-                &lead.phone,
-                &lead.created_date,
-            ],
-        )
-        .await?;
-        Ok(lead)
+        let kept = self
+            .query_opt(
+                "INSERT INTO leads (id, chatflow_id, chat_id, name, email, phone, created_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)
+                 ON CONFLICT (chatflow_id, chat_id, email) WHERE email IS NOT NULL DO UPDATE
+                   SET name = coalesce(EXCLUDED.name, leads.name),
+                       phone = coalesce(EXCLUDED.phone, leads.phone)
+                 RETURNING id, chatflow_id, chat_id, name, email, phone, created_at",
+                &[
+                    &lead.id,
+                    &lead.chatflow_id,
+                    &lead.chat_id,
+                    &lead.name,
+                    &lead.email,
+                    &lead.phone,
+                    &lead.created_date,
+                ],
+                lead_from_row,
+            )
+            .await?;
+        kept.ok_or_else(|| StoreError::Backend("the lead was not returned".into()))
     }
 
     async fn request_abort(&self, chatflow: Uuid, chat_id: &str, at: Timestamp) -> StoreResult<()> {

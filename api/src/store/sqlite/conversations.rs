@@ -295,9 +295,15 @@ impl ConversationStore for SqliteStore {
     async fn create_lead(&self, lead: NewLead) -> StoreResult<Lead> {
         let lead = lead.into_lead(Uuid::new_v4(), time::now());
         self.call(move |conn| {
-            conn.execute(
+            conn.prepare_cached(
                 "INSERT INTO leads (id, chatflow_id, chat_id, name, email, phone, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                 ON CONFLICT (chatflow_id, chat_id, email) WHERE email IS NOT NULL DO UPDATE
+                   SET name = coalesce(excluded.name, leads.name),
+                       phone = coalesce(excluded.phone, leads.phone)
+                 RETURNING id, chatflow_id, chat_id, name, email, phone, created_at",
+            )?
+            .query_row(
                 params![
                     lead.id.to_string(),
                     lead.chatflow_id.to_string(),
@@ -307,8 +313,8 @@ impl ConversationStore for SqliteStore {
                     lead.phone,
                     to_millis(&lead.created_date)
                 ],
-            )?;
-            Ok(lead)
+                lead_from_row,
+            )
         })
         .await
     }
