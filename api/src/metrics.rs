@@ -64,6 +64,13 @@ pub struct FiringLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ModelTokenLabels {
+    pub chatflow: String,
+    pub model: String,
+    pub kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RatingLabels {
     pub chatflow: String,
     pub rating: &'static str,
@@ -90,6 +97,7 @@ pub struct Metrics {
     pub webhook_rejected: Counter,
     pub callback_attempts: Family<OutcomeLabels, Counter>,
     pub feedback: Family<RatingLabels, Counter>,
+    pub model_tokens: Family<ModelTokenLabels, Counter>,
 }
 
 /// The process's metrics.
@@ -178,6 +186,12 @@ impl Metrics {
             "Attempts to deliver a webhook call's callback, by outcome (delivered, retry, failed)",
             callback_attempts.clone(),
         );
+        let model_tokens = Family::<ModelTokenLabels, Counter>::default();
+        registry.register(
+            "model_tokens",
+            "Tokens models read (kind=input) and wrote (kind=output), by chatflow and model, as providers count them",
+            model_tokens.clone(),
+        );
         let feedback = Family::<RatingLabels, Counter>::default();
         registry.register(
             "chat_feedback",
@@ -199,6 +213,7 @@ impl Metrics {
             webhook_rejected,
             callback_attempts,
             feedback,
+            model_tokens,
         }
     }
 
@@ -266,6 +281,24 @@ impl Metrics {
         self.callback_attempts
             .get_or_create(&OutcomeLabels { outcome })
             .inc();
+    }
+
+    /// What one node's model calls of a run of `chatflow` read and wrote.
+    pub fn model_tokens(&self, chatflow: &str, model: &str, usage: crate::llm::Usage) {
+        for (kind, count) in [
+            ("input", usage.input_tokens),
+            ("output", usage.output_tokens),
+        ] {
+            if count > 0 {
+                self.model_tokens
+                    .get_or_create(&ModelTokenLabels {
+                        chatflow: chatflow.to_owned(),
+                        model: model.to_owned(),
+                        kind,
+                    })
+                    .inc_by(count);
+            }
+        }
     }
 
     /// A rating given (or changed) to an answer of `chatflow`.

@@ -502,6 +502,15 @@ class FakeProviders:
             return {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "model": body.get("model"),
                     "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
 
+        def usage(completion_tokens):
+            # What OpenAI sends last when asked (`stream_options.include_usage`):
+            # here one prompt token per word of the messages, one per chunk.
+            if (body.get("stream_options") or {}).get("include_usage"):
+                prompt = sum(len(str(m.get("content") or "").split()) for m in body.get("messages", []))
+                send({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "choices": [],
+                      "usage": {"prompt_tokens": prompt, "completion_tokens": completion_tokens,
+                                "total_tokens": prompt + completion_tokens}})
+
         if answer and answer.calls:
             send(choice({"role": "assistant", "content": None}))
             for k, (name, arguments) in enumerate(answer.calls):
@@ -510,6 +519,7 @@ class FakeProviders:
                 for part in halves(json.dumps(arguments)):
                     send(choice({"tool_calls": [{"index": k, "function": {"arguments": part}}]}))
             send(choice({}, "tool_calls"))
+            usage(7 * len(answer.calls))
             h.wfile.write(b"data: [DONE]\n\n")
             return
         chunks, delay, fail = (pieces(answer.text), 0.0, False) if answer else self.script(last_user_text(turns))
@@ -521,7 +531,9 @@ class FakeProviders:
         if fail:
             h.wfile.write(b'data: {"error":{"message":"upstream exploded"}}\n\n')
             return
-        h.wfile.write(b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n')
+        h.wfile.write(b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n')
+        usage(len(chunks))
+        h.wfile.write(b"data: [DONE]\n\n")
 
     # Embeddings
 
@@ -628,7 +640,7 @@ class FakeProviders:
         if answer and answer.calls:
             line({"role": "assistant", "content": "", "tool_calls": [
                 {"function": {"name": name, "arguments": arguments}} for name, arguments in answer.calls]}, False)
-            line({"role": "assistant", "content": ""}, True, done_reason="stop")
+            line({"role": "assistant", "content": ""}, True, done_reason="stop", prompt_eval_count=12, eval_count=3)
             return
         chunks, delay, fail = (pieces(answer.text), 0.0, False) if answer else self.script(last_user_text(turns))
         for c in chunks:
@@ -637,7 +649,7 @@ class FakeProviders:
         if fail:
             h.wfile.write(b'{"error":"runner crashed"}\n')
             return
-        line({"role": "assistant", "content": ""}, True)
+        line({"role": "assistant", "content": ""}, True, prompt_eval_count=12, eval_count=len(chunks))
 
 
 class FakeTelegram:

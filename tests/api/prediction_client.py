@@ -57,14 +57,16 @@ def stream(api, flow_id, question, **body):
 
 def assert_stream(events, text, extras):
     """`start`, `token`*, then exactly the `extras` (names from AFTER_TOKENS, in
-    the contract's order), `metadata`, `end`; the tokens make `text`, and metadata
+    the contract's order), `usageMetadata` when the models reported tokens, `metadata`, `end`; the tokens make `text`, and metadata
     repeats each extra. Returns {event name: data} of the events after the tokens."""
     names = [e for e, _ in events]
     tokens = [d for e, d in events if e == "token"]
     assert names[0] == "start" and events[0][1] == tokens[0], names
     count = len(tokens)
     assert names[1:1 + count] == ["token"] * count, names
-    expected = [e for e in AFTER_TOKENS if e in extras] + ["metadata", "end"]
+    # A run whose models reported their tokens says so just before its metadata.
+    usage = ["usageMetadata"] if "usageMetadata" in names else []
+    expected = [e for e in AFTER_TOKENS if e in extras] + usage + ["metadata", "end"]
     assert names[1 + count:] == expected, names
     assert "".join(tokens) == text
     after = dict(events[1 + count:])

@@ -703,7 +703,7 @@ def test_the_nodes_of_an_iteration_never_stream(api, fake):
     events = stream(api, flow, "Stream", chatId=f"sse-it-{marker}")
     names = [e for e, _ in events]
     assert events[0] == ("agentFlowEvent", "INPROGRESS")
-    assert names[-3:] == ["agentFlowEvent", "metadata", "end"] and events[-3][1] == "FINISHED"
+    assert names[-4:] == ["agentFlowEvent", "usageMetadata", "metadata", "end"] and events[-4][1] == "FINISHED"
     reply_starts = next(k for k, (e, d) in enumerate(events)
                         if e == "nextAgentFlow" and d == {"nodeId": REPLY, "nodeLabel": "Direct Reply",
                                                           "status": "INPROGRESS"})
@@ -1122,7 +1122,12 @@ def check_stream(events, question, chat, nodes):
     meta = after[-2][1]
     assert (meta["chatId"], meta["sessionId"], meta["question"]) == (chat, chat, question)
     assert meta["chatMessageId"] and meta["executionId"]
-    return "".join(tokens), after[:-2]
+    # The models' tokens come just before the metadata.
+    extras = after[:-2]
+    if extras and extras[-1][0] == "usageMetadata":
+        assert extras[-1][1]["total_tokens"] > 0, extras[-1]
+        extras = extras[:-1]
+    return "".join(tokens), extras
 
 
 def test_a_streamed_llm_answer(api, fake):
@@ -1357,9 +1362,9 @@ def test_a_paused_stream(api, fake):
     names = [e for e, _ in events]
     assert events[0] == ("agentFlowEvent", "INPROGRESS")
     stopped = events.index(("nextAgentFlow", {"nodeId": HUMAN, "nodeLabel": "Human Input", "status": "STOPPED"}))
-    assert names[stopped:] == ["nextAgentFlow", "agentFlowExecutedData", "agentFlowEvent", "action", "metadata",
-                               "end"], names
-    _, done, status, action, meta, end = [d for _, d in events[stopped:]]
+    assert names[stopped:] == ["nextAgentFlow", "agentFlowExecutedData", "agentFlowEvent", "action",
+                               "usageMetadata", "metadata", "end"], names
+    _, done, status, action, _usage, meta, end = [d for _, d in events[stopped:]]
     assert [(i["nodeId"], i["status"]) for i in done] == [(START, "FINISHED"), (LLM, "FINISHED"), (HUMAN, "STOPPED")]
     assert status == "STOPPED" and end == "[DONE]"
     check_action(action)

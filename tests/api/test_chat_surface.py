@@ -12,7 +12,7 @@ import requests
 
 import flows
 from fakes import FakeProviders
-from prediction_client import create_flow, predict
+from prediction_client import create_flow, predict, sse_events
 from weir_harness import PG_URL, Api, assert_error, start_replicas, wait_for
 
 
@@ -295,3 +295,56 @@ def test_a_stop_asked_of_one_replica_stops_the_run_on_another(make_weir, fake):
     events = read_rest(lines, events)
     assert time.monotonic() - began < 5, "the other replica's run did not stop"
     assert [name for name, _ in events][-2:] == ["abort", "end"], events
+
+
+def scrape(w, token):
+    return requests.get(f"{w.url}/metrics", headers={"Authorization": f"Bearer {token}"}, timeout=10).text
+
+
+def test_answers_carry_the_tokens_their_models_used(make_weir, fake):
+    w = make_weir()
+    w.env["METRICS_TOKEN"] = "scrape-usage"
+    w.start()
+    api = Api(w.url, w.create_key())
+    flow = create_flow(api, flows.conversation(flows.openai_model(fake.url)))
+    body = ask(api, flow, "count my tokens please", "usage-chat")
+    sent = fake.last("/chat/completions")
+    assert sent["stream_options"] == {"include_usage": True}
+    # The fake counts a prompt token per word of the messages and one per chunk.
+    words = sum(len(str(m["content"]).split()) for m in sent["messages"])
+    usage = body["usageMetadata"]
+    assert (usage["input_tokens"], usage["total_tokens"]) == (words, words + usage["output_tokens"])
+    assert usage["output_tokens"] > 0
+    assert usage["nodes"] == [{"nodeId": "chatOpenAI_0", "model": "gpt-test", "input_tokens": words,
+                               "output_tokens": usage["output_tokens"], "total_tokens": usage["total_tokens"]}]
+    # The stream says the same before its metadata; the stored answer keeps it.
+    r = api.post(f"/prediction/{flow}", json={"question": "count my tokens please", "streaming": True,
+                                              "chatId": "usage-chat-2"}, stream=True)
+    events = sse_events(r)
+    names = [name for name, _ in events]
+    assert names.index("usageMetadata") == names.index("metadata") - 1, names
+    assert dict(events)["usageMetadata"] == usage
+    stored = api.get(f"/chatmessage/{flow}", params={"chatId": "usage-chat"}).json()
+    assert stored[1]["usageMetadata"] == usage and stored[0]["usageMetadata"] is None
+    text = scrape(w, "scrape-usage")
+    assert f'weir_model_tokens_total{{chatflow="{flow}",model="gpt-test",kind="input"}} {2 * words}' in text
+    assert f'weir_model_tokens_total{{chatflow="{flow}",model="gpt-test",kind="output"}} {2 * usage["output_tokens"]}' in text
+
+
+def test_an_agentflows_usage_is_summed_over_its_nodes(api, fake):
+    start = flows.af_start()
+    first = flows.af_llm("llmAgentflow_0", flows.af_openai(fake.url), label="Draft")
+    second = flows.af_llm("llmAgentflow_1", flows.af_model("llmModel", flows.anthropic_model(fake.url)),
+                          label="Polish")
+    flow = create_flow(api, flows.agentflow([start, first, second],
+                                            [(start["id"], first["id"]), (first["id"], second["id"])]),
+                       type="AGENTFLOW")
+    usage = ask(api, flow, "two models", "af-usage")["usageMetadata"]
+    by_node = {n["nodeId"]: n for n in usage["nodes"]}
+    assert set(by_node) == {"llmAgentflow_0", "llmAgentflow_1"}, usage
+    # The Anthropic fake reports 10 input tokens and one output token per chunk.
+    assert by_node["llmAgentflow_1"]["input_tokens"] == 10
+    assert by_node["llmAgentflow_1"]["model"] == "claude-test"
+    assert usage["input_tokens"] == sum(n["input_tokens"] for n in usage["nodes"])
+    assert usage["output_tokens"] == sum(n["output_tokens"] for n in usage["nodes"])
+    assert usage["total_tokens"] == usage["input_tokens"] + usage["output_tokens"] > 10

@@ -136,8 +136,8 @@ def test_streaming_matches_json(api, fake):
     assert r.headers["cache-control"] == "no-cache" and r.headers["x-accel-buffering"] == "no"
     events = sse_events(r)
     names = [e for e, _ in events]
-    assert names[0] == "start" and names[-2:] == ["metadata", "end"]
-    assert set(names[1:-2]) == {"token"}
+    assert names[0] == "start" and names[-3:] == ["usageMetadata", "metadata", "end"]
+    assert set(names[1:-3]) == {"token"}
     tokens = [d for e, d in events if e == "token"]
     assert len(tokens) > 1 and "".join(tokens) == json_text
     assert events[0][1] == tokens[0]

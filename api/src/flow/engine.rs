@@ -20,6 +20,7 @@ pub async fn run<E: From<FlowEvent> + Send>(
     let tokens = Tokens::new(events, ctx.transcript);
     let mut output = answer(runnable, input, ctx, &tokens).await?;
     output.tokens_streamed = tokens.sent();
+    output.usage = ctx.usage.take();
     Ok(output)
 }
 
@@ -81,7 +82,9 @@ async fn moderate(
                         vec![ChatMessage::new(Role::User, ask)],
                         spec.params.clone(),
                     );
-                    let step = model_step::<FlowEvent>(spec, &*model, request, None, false).await?;
+                    let step =
+                        model_step::<FlowEvent>(spec, &*model, request, None, false, &ctx.usage)
+                            .await?;
                     if step.text.to_lowercase().contains("yes") {
                         return Ok(Some(check.message.clone()));
                     }

@@ -154,6 +154,9 @@ fn sse_events(
                         s.queue.push_back(sse("action", action));
                         metadata["action"] = action.clone();
                     }
+                    if let Some(usage) = &result.usage_metadata {
+                        s.queue.push_back(sse("usageMetadata", usage));
+                    }
                     s.queue.push_back(sse("metadata", &metadata));
                     if result.aborted {
                         s.queue.push_back(sse("abort", "[DONE]"));

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use super::http::{deltas, send, sse_events};
 use super::{
     ChatMessage, ChatModel, ChatRequest, Delta, DeltaStream, LlmError, Role, ToolCallParts,
-    ToolChoice,
+    ToolChoice, Usage,
 };
 
 pub const DEFAULT_BASE: &str = "https://api.anthropic.com";
@@ -161,8 +161,28 @@ fn event(
         serde_json::from_str(data)
             .map_err(|e| LlmError::new(format!("{PROVIDER} sent an unreadable event: {e}")))
     };
+    let usage = |v: &Value| {
+        v.as_object().map(|u| {
+            let count = |field: &str| u.get(field).and_then(Value::as_u64).unwrap_or_default();
+            Delta::Usage(Usage {
+                input_tokens: count("input_tokens")
+                    + count("cache_creation_input_tokens")
+                    + count("cache_read_input_tokens"),
+                output_tokens: count("output_tokens"),
+            })
+        })
+    };
     match name {
         "message_stop" => Ok(true),
+        // The input's count comes first, the output's with the end (totals).
+        "message_start" => {
+            out.extend(parse()?.pointer("/message/usage").and_then(usage));
+            Ok(false)
+        }
+        "message_delta" => {
+            out.extend(parse()?.get("usage").and_then(usage));
+            Ok(false)
+        }
         "content_block_start" => {
             let v = parse()?;
             if v.pointer("/content_block/type").and_then(Value::as_str) == Some("tool_use") {

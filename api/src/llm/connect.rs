@@ -32,6 +32,18 @@ pub enum Provider {
     Local,
 }
 
+impl Provider {
+    /// The model a node asks for (`embedded` for the embedded model).
+    pub fn model_name(&self) -> &str {
+        match self {
+            Provider::OpenAi { model, .. }
+            | Provider::Anthropic { model, .. }
+            | Provider::Ollama { model, .. } => model,
+            Provider::Local => "embedded",
+        }
+    }
+}
+
 /// Where chat models come from: the shared HTTP client for providers, and the
 /// embedded model.
 #[derive(Clone)]

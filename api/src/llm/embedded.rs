@@ -16,7 +16,7 @@ use tokio::sync::{OnceCell, Semaphore, mpsc};
 
 use super::connect::LocalModels;
 use super::local::LocalModel;
-use super::{ChatModel, ChatRequest, Delta, DeltaStream, LlmError};
+use super::{ChatModel, ChatRequest, Delta, DeltaStream, LlmError, Usage};
 
 /// The directory `scripts/fetch-models` fills, inside the models dir.
 pub const SMOLLM2_DIR: &str = "smollm2";
@@ -95,9 +95,17 @@ impl ChatModel for LocalChat {
             let _turn = turn;
             let mut on_token =
                 |piece: &str| tx.blocking_send(Ok(Delta::Text(piece.to_owned()))).is_ok();
-            let result = model.generate(&messages, &params, &mut on_token);
-            if let Err(e) = result {
-                let _ = tx.blocking_send(Err(LlmError::new(format!("local model: {e}"))));
+            match model.generate(&messages, &params, &mut on_token) {
+                // The embedded model counts its own tokens.
+                Ok(stats) => {
+                    let _ = tx.blocking_send(Ok(Delta::Usage(Usage {
+                        input_tokens: stats.prompt_tokens as u64,
+                        output_tokens: stats.generated_tokens as u64,
+                    })));
+                }
+                Err(e) => {
+                    let _ = tx.blocking_send(Err(LlmError::new(format!("local model: {e}"))));
+                }
             }
         });
         Ok(futures_util::stream::unfold(rx, |mut rx| async move {

@@ -133,6 +133,30 @@ pub enum Delta {
     Text(String),
     /// A whole call, sent once its last argument fragment arrived.
     ToolCall(ToolCall),
+    /// What the call has cost so far, as the provider counts it (each count
+    /// is the call's total up to now: a later report replaces an earlier one).
+    Usage(Usage),
+}
+
+/// Tokens a model call read and wrote.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+impl Usage {
+    /// The later of two reports of one call: each count as its largest.
+    pub fn latest(self, report: Usage) -> Usage {
+        Usage {
+            input_tokens: self.input_tokens.max(report.input_tokens),
+            output_tokens: self.output_tokens.max(report.output_tokens),
+        }
+    }
+
+    pub fn total(self) -> u64 {
+        self.input_tokens + self.output_tokens
+    }
 }
 
 /// How to sample. `None` means the provider's (or model's) default; the local

@@ -6,7 +6,7 @@ use futures_util::StreamExt;
 use serde_json::{Value, json};
 
 use super::http::{deltas, lines, send};
-use super::{ChatMessage, ChatModel, ChatRequest, Delta, DeltaStream, LlmError, Role};
+use super::{ChatMessage, ChatModel, ChatRequest, Delta, DeltaStream, LlmError, Role, Usage};
 
 pub const DEFAULT_BASE: &str = "http://localhost:11434";
 const PROVIDER: &str = "Ollama";
@@ -85,7 +85,15 @@ impl ChatModel for OllamaChat {
                 );
                 calls_seen += 1;
             }
-            Ok(v.get("done").and_then(Value::as_bool) == Some(true))
+            let done = v.get("done").and_then(Value::as_bool) == Some(true);
+            if done {
+                let count = |field: &str| v.get(field).and_then(Value::as_u64).unwrap_or_default();
+                out.push(Delta::Usage(Usage {
+                    input_tokens: count("prompt_eval_count"),
+                    output_tokens: count("eval_count"),
+                }));
+            }
+            Ok(done)
         }))
     }
 

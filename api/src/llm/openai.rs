@@ -12,7 +12,7 @@ use serde_json::{Map, Value, json};
 use super::http::{deltas, send, sse_events};
 use super::{
     ChatMessage, ChatModel, ChatRequest, Delta, DeltaStream, LlmError, Role, ToolCallParts,
-    ToolChoice,
+    ToolChoice, Usage,
 };
 
 pub const DEFAULT_BASE: &str = "https://api.openai.com/v1";
@@ -78,6 +78,8 @@ fn request_body(model: &str, request: &ChatRequest) -> Value {
         request.messages.iter().map(wire_message).collect(),
     );
     body.insert("stream".into(), true.into());
+    // The last chunk then reports the call's tokens (what a flow costs).
+    body.insert("stream_options".into(), json!({"include_usage": true}));
     let params = &request.params;
     let fields = [
         ("temperature", params.temperature.map(Value::from)),
@@ -164,6 +166,13 @@ fn chunk(
         return Err(LlmError::new(format!(
             "{provider} failed mid-answer: {message}"
         )));
+    }
+    if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
+        let count = |field: &str| usage.get(field).and_then(Value::as_u64).unwrap_or_default();
+        out.push(Delta::Usage(Usage {
+            input_tokens: count("prompt_tokens"),
+            output_tokens: count("completion_tokens"),
+        }));
     }
     let Some(delta) = chunk.pointer("/choices/0/delta") else {
         return Ok(false);

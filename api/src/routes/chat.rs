@@ -105,6 +105,9 @@ struct ChatMessage {
     follow_up_prompts: Option<String>,
     /// The address a visitor's question came with (`leadEmail`).
     lead_email: Option<String>,
+    /// An answer's tokens, in all and per node (as the prediction answered them).
+    #[schema(value_type = Option<Object>)]
+    usage_metadata: Option<Value>,
     /// Whether the answer was cut short by `PUT /chatmessage/abort`.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     aborted: bool,
@@ -133,8 +136,10 @@ impl ChatMessage {
             other => other.to_string(),
         });
         let lead_email = take("leadEmail").and_then(|v| v.as_str().map(str::to_owned));
+        let usage_metadata = take("usageMetadata");
         ChatMessage {
             lead_email,
+            usage_metadata,
             id: record.id,
             role: record.role,
             chatflowid: record.chatflow_id,

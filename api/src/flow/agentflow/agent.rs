@@ -94,7 +94,14 @@ pub async fn run<E: From<FlowEvent>>(
                 done.text
             ),
         )];
-        let answer = structured(&agent.model, &*model, convert, &agent.structured).await?;
+        let answer = structured(
+            &agent.model,
+            &*model,
+            convert,
+            &agent.structured,
+            &ctx.usage,
+        )
+        .await?;
         written = serde_json::to_string_pretty(&answer).unwrap_or_default();
         done.text = format!("```json\n{written}\n```");
         output.extend(answer);

@@ -151,7 +151,7 @@ pub async fn ask_human<E: From<FlowEvent>>(
             messages.push(ChatMessage::new(Role::User, prompt));
             let chat = ctx.model(model).await?;
             let request = ChatRequest::text(messages, model.params.clone());
-            model_step(model, &*chat, request, Some(tokens), false)
+            model_step(model, &*chat, request, Some(tokens), false, &ctx.usage)
                 .await?
                 .text
         }
@@ -304,9 +304,11 @@ async fn summarize(
         vec![ChatMessage::new(Role::User, prompt)],
         model.params.clone(),
     );
-    Ok(model_step::<FlowEvent>(model, &*llm, request, None, false)
-        .await?
-        .text)
+    Ok(
+        model_step::<FlowEvent>(model, &*llm, request, None, false, &ctx.usage)
+            .await?
+            .text,
+    )
 }
 
 /// The history within `limit` tokens (cl100k, as Flowise counts with its
@@ -367,11 +369,11 @@ async fn run_llm<E: From<FlowEvent>>(
     let mut output = Map::new();
     let content = if llm.structured.is_empty() {
         let request = ChatRequest::text(messages, llm.model.params.clone());
-        model_step(&llm.model, &*model, request, stream, false)
+        model_step(&llm.model, &*model, request, stream, false, &ctx.usage)
             .await?
             .text
     } else {
-        let answer = structured(&llm.model, &*model, messages, &llm.structured).await?;
+        let answer = structured(&llm.model, &*model, messages, &llm.structured, &ctx.usage).await?;
         let content = serde_json::to_string_pretty(&answer).unwrap_or_default();
         output.extend(answer);
         if let Some(tokens) = stream {
@@ -432,7 +434,8 @@ async fn run_condition_agent(
         params: agent.model.params.clone(),
     };
     let model = ctx.model(&agent.model).await?;
-    let step = model_step::<FlowEvent>(&agent.model, &*model, request, None, false).await?;
+    let step =
+        model_step::<FlowEvent>(&agent.model, &*model, request, None, false, &ctx.usage).await?;
     let said = step
         .calls
         .iter()

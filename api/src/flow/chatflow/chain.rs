@@ -94,7 +94,7 @@ pub async fn run<E: From<FlowEvent>>(
     let model = ctx.model(spec).await?;
     let request = ChatRequest::text(messages(chain, input), spec.params.clone());
     let Some(parser) = &chain.output_parser else {
-        let text = model_step(spec, &*model, request, Some(tokens), false)
+        let text = model_step(spec, &*model, request, Some(tokens), false, &ctx.usage)
             .await?
             .text;
         return Ok(RunOutput {
@@ -102,7 +102,7 @@ pub async fn run<E: From<FlowEvent>>(
             ..RunOutput::default()
         });
     };
-    let text = model_step::<E>(spec, &*model, request, None, false)
+    let text = model_step::<E>(spec, &*model, request, None, false, &ctx.usage)
         .await?
         .text;
     let json = match parser.parse(&text) {
@@ -115,7 +115,9 @@ pub async fn run<E: From<FlowEvent>>(
                 )],
                 spec.params.clone(),
             );
-            let fixed = model_step::<E>(spec, &*model, fix, None, false).await?.text;
+            let fixed = model_step::<E>(spec, &*model, fix, None, false, &ctx.usage)
+                .await?
+                .text;
             parser
                 .parse(&fixed)
                 .map_err(|why| unparsed(parser, &format!("{why}, after one attempt to fix it")))?

@@ -75,7 +75,7 @@ pub async fn run<E: From<FlowEvent>>(
         vec![ChatMessage::new(Role::User, ask)],
         spec.model.params.clone(),
     );
-    let written = model_step::<E>(&spec.model, &*model, request, None, false)
+    let written = model_step::<E>(&spec.model, &*model, request, None, false, &ctx.usage)
         .await?
         .text;
     let code = strip_fences(&written);
@@ -111,9 +111,16 @@ pub async fn run<E: From<FlowEvent>>(
         vec![ChatMessage::new(Role::User, prompt)],
         spec.model.params.clone(),
     );
-    let text = model_step(&spec.model, &*model, request, Some(tokens), false)
-        .await?
-        .text;
+    let text = model_step(
+        &spec.model,
+        &*model,
+        request,
+        Some(tokens),
+        false,
+        &ctx.usage,
+    )
+    .await?
+    .text;
     Ok(RunOutput {
         text,
         ..RunOutput::default()

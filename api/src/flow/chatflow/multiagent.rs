@@ -60,7 +60,7 @@ pub async fn run<E: From<FlowEvent>>(
             tool_choice: ToolChoice::Force("route".into()),
             params: supervisor.model.params.clone(),
         };
-        let decision = decide::<E>(&*model, request, supervisor, &names).await?;
+        let decision = decide::<E>(&*model, request, supervisor, &names, &ctx.usage).await?;
         if let Some(previous) = out.agent_reasoning.last_mut() {
             previous["next"] = Value::from(decision.next.as_str());
         }
@@ -175,8 +175,9 @@ async fn decide<E: From<FlowEvent>>(
     request: ChatRequest,
     supervisor: &SupervisorSpec,
     names: &[&str],
+    ledger: &crate::flow::runtime::UsageLedger,
 ) -> Result<Decision, RunError> {
-    let step = model_step::<E>(&supervisor.model, model, request, None, false).await?;
+    let step = model_step::<E>(&supervisor.model, model, request, None, false, ledger).await?;
     let route = step
         .calls
         .into_iter()

@@ -56,7 +56,7 @@ pub async fn run<E: From<FlowEvent>>(
                     vec![ChatMessage::new(Role::User, prompt)],
                     spec.params.clone(),
                 );
-                let standalone = model_step::<E>(spec, &*model, request, None, false)
+                let standalone = model_step::<E>(spec, &*model, request, None, false, &ctx.usage)
                     .await?
                     .text;
                 match standalone.trim() {
@@ -86,7 +86,7 @@ pub async fn run<E: From<FlowEvent>>(
         }
     };
     let request = ChatRequest::text(messages, spec.params.clone());
-    let text = model_step(spec, &*model, request, Some(tokens), false)
+    let text = model_step(spec, &*model, request, Some(tokens), false, &ctx.usage)
         .await?
         .text;
     Ok(RunOutput {

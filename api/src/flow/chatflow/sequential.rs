@@ -429,7 +429,8 @@ async fn run_node<E: From<FlowEvent>>(view: &View<'_>, task: &Task) -> Result<St
                 ..ChatRequest::default()
             };
             let model = ctx.model(model_spec).await?;
-            let said = model_step::<E>(model_spec, &*model, request, None, false).await?;
+            let said =
+                model_step::<E>(model_spec, &*model, request, None, false, &ctx.usage).await?;
             let has_tool_node =
                 !tool_specs.is_empty() || spec.graph.tool_node_of.contains_key(&task.id);
             if has_tool_node && !said.calls.is_empty() {
@@ -599,7 +600,9 @@ async fn decide(agent: &SeqConditionAgent, view: &View<'_>) -> Result<Value, Run
     let model = view.ctx.model(model_spec).await?;
     if agent.structured.is_empty() {
         let request = ChatRequest::text(messages, model_spec.params.clone());
-        let said = model_step::<FlowEvent>(model_spec, &*model, request, None, false).await?;
+        let said =
+            model_step::<FlowEvent>(model_spec, &*model, request, None, false, &view.ctx.usage)
+                .await?;
         return Ok(json!({"content": said.text}));
     }
     let answer = crate::flow::runtime::structured::structured(
@@ -607,6 +610,7 @@ async fn decide(agent: &SeqConditionAgent, view: &View<'_>) -> Result<Value, Run
         &*model,
         messages,
         &agent.structured,
+        &view.ctx.usage,
     )
     .await?;
     Ok(Value::Object(answer))

@@ -115,6 +115,8 @@ pub struct RunOutput {
     pub checkpoint: Option<Checkpoint>,
     /// Answer tokens streamed to the caller.
     pub tokens_streamed: u64,
+    /// What the run's model calls cost, node by node.
+    pub usage: Vec<NodeUsage>,
 }
 
 /// A sequential flow's session as its last run left it (agent memory): kept
@@ -143,6 +145,57 @@ pub struct RunContext<'a> {
     /// Where the answer's streamed text is also kept, for a run that may be
     /// stopped midway (its partial answer is stored).
     pub transcript: Option<&'a std::sync::Mutex<String>>,
+    /// What the run's model calls cost, node by node.
+    pub usage: UsageLedger,
+}
+
+/// What one node's model calls cost in a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeUsage {
+    pub node_id: String,
+    /// The model, as the node names it (`embedded` for the embedded model).
+    pub model: String,
+    pub usage: crate::llm::Usage,
+}
+
+/// The tokens a run's model calls read and wrote, summed per node (nodes in
+/// the order of their first call).
+#[derive(Debug, Default)]
+pub struct UsageLedger {
+    nodes: std::sync::Mutex<Vec<NodeUsage>>,
+}
+
+impl UsageLedger {
+    pub fn add(&self, spec: &ModelSpec, usage: crate::llm::Usage) {
+        if usage == crate::llm::Usage::default() {
+            return;
+        }
+        let mut nodes = self
+            .nodes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match nodes.iter_mut().find(|n| n.node_id == spec.node_id) {
+            Some(node) => {
+                node.usage.input_tokens += usage.input_tokens;
+                node.usage.output_tokens += usage.output_tokens;
+            }
+            None => nodes.push(NodeUsage {
+                node_id: spec.node_id.clone(),
+                model: spec.provider.model_name().to_owned(),
+                usage,
+            }),
+        }
+    }
+
+    /// The nodes' usage so far; the ledger is emptied.
+    pub fn take(&self) -> Vec<NodeUsage> {
+        std::mem::take(
+            &mut *self
+                .nodes
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    }
 }
 
 impl RunContext<'_> {
@@ -233,6 +286,7 @@ pub async fn model_step<E: From<FlowEvent>>(
     request: ChatRequest,
     tokens: Option<&Tokens<'_, E>>,
     separate: bool,
+    ledger: &UsageLedger,
 ) -> Result<Step, RunError> {
     let mut stream = model
         .stream(request)
@@ -243,6 +297,21 @@ pub async fn model_step<E: From<FlowEvent>>(
         calls: Vec::new(),
         separated: false,
     };
+    // Counted once the call ends, also when it fails midway: what was used was used.
+    let mut usage = crate::llm::Usage::default();
+    let outcome = read_step(spec, &mut stream, &mut step, &mut usage, tokens, separate).await;
+    ledger.add(spec, usage);
+    outcome.map(|()| step)
+}
+
+async fn read_step<E: From<FlowEvent>>(
+    spec: &ModelSpec,
+    stream: &mut crate::llm::DeltaStream,
+    step: &mut Step,
+    usage: &mut crate::llm::Usage,
+    tokens: Option<&Tokens<'_, E>>,
+    separate: bool,
+) -> Result<(), RunError> {
     while let Some(delta) = stream.next().await {
         match delta.map_err(|e| model_failed(spec, &e))? {
             Delta::Text(piece) => {
@@ -256,9 +325,10 @@ pub async fn model_step<E: From<FlowEvent>>(
                 }
             }
             Delta::ToolCall(call) => step.calls.push(call),
+            Delta::Usage(report) => *usage = usage.latest(report),
         }
     }
-    Ok(step)
+    Ok(())
 }
 
 #[derive(Debug)]

@@ -19,6 +19,7 @@ pub async fn structured(
     model: &dyn crate::llm::ChatModel,
     mut messages: Vec<ChatMessage>,
     fields: &[OutputField],
+    ledger: &super::UsageLedger,
 ) -> Result<Map<String, Value>, RunError> {
     let tool = ToolDef {
         name: STRUCTURED_TOOL.into(),
@@ -33,7 +34,7 @@ pub async fn structured(
             tool_choice: ToolChoice::Force(STRUCTURED_TOOL.into()),
             params: spec.params.clone(),
         };
-        let step = model_step::<FlowEvent>(spec, model, request, None, false).await?;
+        let step = model_step::<FlowEvent>(spec, model, request, None, false, ledger).await?;
         let arguments = step
             .calls
             .into_iter()

@@ -80,7 +80,15 @@ pub async fn run_guarded_loop<E: From<FlowEvent>>(
             tool_choice: ToolChoice::Auto,
             params: spec.params.clone(),
         };
-        let step = model_step(spec, &*model, request, tokens, !out.text.is_empty()).await?;
+        let step = model_step(
+            spec,
+            &*model,
+            request,
+            tokens,
+            !out.text.is_empty(),
+            &ctx.usage,
+        )
+        .await?;
         match tokens {
             Some(_) => {
                 if step.separated {

@@ -49,6 +49,58 @@ pub struct PredictionResult {
     /// answered by then.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub aborted: bool,
+    /// The tokens the run's model calls read and wrote, in all and per node
+    /// (absent when no model was called).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage_metadata: Option<UsageMetadata>,
+}
+
+/// Tokens of a run (LangChain's `usage_metadata` names, as Flowise passes them on).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+pub struct UsageMetadata {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub total_tokens: u64,
+    /// Each node that called a model, in the order of its first call.
+    pub nodes: Vec<NodeUsageMetadata>,
+}
+
+/// One node's share of [`UsageMetadata`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+pub struct NodeUsageMetadata {
+    #[serde(rename = "nodeId")]
+    pub node_id: String,
+    pub model: String,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub total_tokens: u64,
+}
+
+impl UsageMetadata {
+    /// The run's sum of its nodes' usage; `None` when no model reported any.
+    pub fn of(nodes: &[crate::flow::runtime::NodeUsage]) -> Option<Self> {
+        if nodes.is_empty() {
+            return None;
+        }
+        let nodes: Vec<NodeUsageMetadata> = nodes
+            .iter()
+            .map(|n| NodeUsageMetadata {
+                node_id: n.node_id.clone(),
+                model: n.model.clone(),
+                input_tokens: n.usage.input_tokens,
+                output_tokens: n.usage.output_tokens,
+                total_tokens: n.usage.total(),
+            })
+            .collect();
+        let input_tokens = nodes.iter().map(|n| n.input_tokens).sum();
+        let output_tokens = nodes.iter().map(|n| n.output_tokens).sum();
+        Some(UsageMetadata {
+            input_tokens,
+            output_tokens,
+            total_tokens: input_tokens + output_tokens,
+            nodes,
+        })
+    }
 }
 
 #[derive(Debug)]

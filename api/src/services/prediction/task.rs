@@ -10,14 +10,14 @@ use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
-use super::answer::{PredictionEvent, PredictionResult};
+use super::answer::{PredictionEvent, PredictionResult, UsageMetadata};
 use crate::config::Config;
 use crate::domain::{
     ChatType, ExecutionState, ExecutionUpdate, MessageRole, NewChatMessage, NewExecution,
 };
 use crate::flow::engine;
 use crate::flow::plan::Runnable;
-use crate::flow::runtime::{Limits, RunError};
+use crate::flow::runtime::{Limits, RunError, UsageLedger};
 use crate::flow::tools::{FlowContext, ToolEnv};
 use crate::flow::{RunContext, RunInput, RunOutput};
 use crate::services::Services;
@@ -77,6 +77,7 @@ impl RunTask {
             flows: Some(&flows),
             limits: agentflow_limits(&self.state.config),
             transcript: self.stop.is_some().then_some(&transcript),
+            usage: UsageLedger::default(),
         };
         let mut start = self.execution_start.take();
         let stop = self.stop.take();
@@ -124,10 +125,13 @@ impl RunTask {
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner),
             );
-            return self.stopped(start, partial, &out).await;
+            return self.stopped(start, partial, ctx.usage.take(), &out).await;
         };
         let chatflow = self.chatflow_id.to_string();
         let metrics = crate::metrics::metrics();
+        if let Ok(output) = &result {
+            count_usage(&chatflow, &output.usage);
+        }
         match &result {
             Ok(output) if output.agentflow.as_ref().is_some_and(|a| a.error.is_some()) => {
                 metrics.prediction(&chatflow, "error", output.tokens_streamed);
@@ -188,6 +192,7 @@ impl RunTask {
                             executed.or_else(|| serde_json::value::to_raw_value(&a.executed).ok())
                         }),
                         aborted: false,
+                        usage_metadata: UsageMetadata::of(&output.usage),
                     };
                     let _ = out.send(PredictionEvent::Done(Box::new(result))).await;
                 }
@@ -217,8 +222,10 @@ impl RunTask {
         &self,
         start: Option<NewExecution>,
         partial: String,
+        usage: Vec<crate::flow::runtime::NodeUsage>,
         out: &mpsc::Sender<PredictionEvent>,
     ) {
+        count_usage(&self.chatflow_id.to_string(), &usage);
         tracing::info!(chatflow = %self.chatflow_id, chat = %self.chat_id, "prediction stopped by its chat");
         crate::metrics::metrics().prediction(&self.chatflow_id.to_string(), "aborted", 0);
         let record = RunWrites {
@@ -234,6 +241,7 @@ impl RunTask {
         };
         let output = RunOutput {
             text: partial,
+            usage,
             ..RunOutput::default()
         };
         let event = match self.remember(&output, record, true).await {
@@ -252,6 +260,7 @@ impl RunTask {
                 agent_flow_executed_data: None,
                 action: None,
                 aborted: true,
+                usage_metadata: UsageMetadata::of(&output.usage),
             })),
             Err(e) => {
                 tracing::error!(error = %e, "cannot store the stopped conversation");
@@ -394,6 +403,11 @@ impl RunTask {
 /// each only when the run produced it), as JSON text.
 fn answer_details(output: &RunOutput, aborted: bool) -> Option<String> {
     let mut details = serde_json::Map::new();
+    if let Some(usage) = UsageMetadata::of(&output.usage)
+        && let Ok(usage) = serde_json::to_value(usage)
+    {
+        details.insert("usageMetadata".into(), usage);
+    }
     if aborted {
         details.insert("aborted".into(), true.into());
     }
@@ -410,6 +424,14 @@ fn answer_details(output: &RunOutput, aborted: bool) -> Option<String> {
         details.insert("action".into(), action);
     }
     (!details.is_empty()).then(|| Value::Object(details).to_string())
+}
+
+/// Counts a run's tokens in `/metrics`, by chatflow and model.
+fn count_usage(chatflow: &str, usage: &[crate::flow::runtime::NodeUsage]) {
+    let metrics = crate::metrics::metrics();
+    for node in usage {
+        metrics.model_tokens(chatflow, &node.model, node.usage);
+    }
 }
 
 /// The executed items a run's record holds, as the answer's JSON.
