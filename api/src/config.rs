@@ -242,6 +242,14 @@ pub struct Config {
           value_parser = clap::value_parser!(u64).range(1..=1_000_000), global = true)]
     pub workspace_max_predictions: u64,
 
+    /// Tokens one workspace's model calls may read and write per day (UTC), as providers
+    /// report them; unset (the default) sets no budget and counts nothing. Over it, the
+    /// workspace's predictions, webhook calls and cron firings are refused (429 naming the
+    /// budget) until midnight UTC. See Token usage in docs/chat.md.
+    #[arg(long, env = "WORKSPACE_TOKEN_BUDGET_DAILY",
+          value_parser = clap::value_parser!(u64).range(1..), global = true)]
+    pub workspace_token_budget_daily: Option<u64>,
+
     /// Bytes of chat uploads one workspace keeps on this server (default 1 GiB); a
     /// question whose files would go over is answered 413 naming it, and nothing of it is
     /// kept. See Predictions in docs/api.md.

@@ -284,11 +284,8 @@ impl Metrics {
     }
 
     /// What one node's model calls of a run of `chatflow` read and wrote.
-    pub fn model_tokens(&self, chatflow: &str, model: &str, usage: crate::llm::Usage) {
-        for (kind, count) in [
-            ("input", usage.input_tokens),
-            ("output", usage.output_tokens),
-        ] {
+    pub fn model_tokens(&self, chatflow: &str, model: &str, input: u64, output: u64) {
+        for (kind, count) in [("input", input), ("output", output)] {
             if count > 0 {
                 self.model_tokens
                     .get_or_create(&ModelTokenLabels {

@@ -348,3 +348,23 @@ def test_an_agentflows_usage_is_summed_over_its_nodes(api, fake):
     assert usage["input_tokens"] == sum(n["input_tokens"] for n in usage["nodes"])
     assert usage["output_tokens"] == sum(n["output_tokens"] for n in usage["nodes"])
     assert usage["total_tokens"] == usage["input_tokens"] + usage["output_tokens"] > 10
+
+
+def test_a_workspace_over_its_daily_token_budget_is_refused(make_weir, fake):
+    w = make_weir()
+    w.env["WORKSPACE_TOKEN_BUDGET_DAILY"] = "40"
+    w.start()
+    api = Api(w.url, w.create_key(workspace="thrifty"))
+    flow = create_flow(api, flows.conversation(flows.openai_model(fake.url)))
+    long_question = " ".join(["word"] * 30)
+    # Under the budget a run starts, and finishes whatever it costs (more than the budget here).
+    assert ask(api, flow, long_question, "b1")["usageMetadata"]["total_tokens"] > 40
+    r = predict(api, flow, "and another", chatId="b3")
+    assert_error(r, 429, "WORKSPACE_TOKEN_BUDGET_DAILY")
+    assert 1 <= int(r.headers["retry-after"]) <= 86_400
+    # Streams are refused the same way; other workspaces are not touched.
+    r = api.post(f"/prediction/{flow}", json={"question": "stream", "streaming": True})
+    assert_error(r, 429, "daily budget")
+    other = Api(w.url, w.create_key(workspace="other"))
+    their = create_flow(other, flows.conversation(flows.openai_model(fake.url)))
+    assert ask(other, their, "hello", "o1")["text"] == "Echo: hello"

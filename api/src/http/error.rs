@@ -177,6 +177,13 @@ impl From<ServiceError> for ApiError {
                 message,
                 retry_after: 1,
             },
+            ServiceError::OverBudget {
+                message,
+                retry_after,
+            } => ApiError::TooManyRequests {
+                message,
+                retry_after,
+            },
             ServiceError::Flow(e) => e.into(),
             ServiceError::Store(e) => e.into(),
             ServiceError::Internal(m) => ApiError::Internal(m),

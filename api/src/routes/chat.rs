@@ -377,7 +377,7 @@ async fn list_messages(
 
 /// What a deletion removed (TypeORM's `DeleteResult`, as Flowise answers).
 #[derive(Debug, Serialize, ToSchema)]
-struct Deleted {
+struct DeletedMessages {
     /// Always empty (Flowise passes the driver's raw answer).
     #[schema(value_type = Vec<Object>)]
     raw: [(); 0],
@@ -394,7 +394,7 @@ struct Deleted {
     tag = "chat",
     params(("id" = Uuid, Path, description = "Chatflow id"), MessageQuery),
     responses(
-        (status = 200, description = "How many messages were deleted", body = Deleted),
+        (status = 200, description = "How many messages were deleted", body = DeletedMessages),
         (status = 404, description = "No such chatflow in this workspace", body = ErrorBody),
         CommonErrors
     )
@@ -404,7 +404,7 @@ async fn delete_messages(
     State(state): State<AppState>,
     Path(id): Path<Uuid>,
     RawQuery(query): RawQuery,
-) -> ApiResult<Json<Deleted>> {
+) -> ApiResult<Json<DeletedMessages>> {
     auth.require(Permission::ChatflowsWrite)?;
     let ask = MessageAsk::parse(query.as_deref())?;
     let flow = own_chatflow(&state, &auth, id).await?;
@@ -419,7 +419,7 @@ async fn delete_messages(
             .forget(flow.workspace_id, flow.id, ask.filter.chat_id.as_deref())
             .await;
     }
-    Ok(Json(Deleted { raw: [], affected }))
+    Ok(Json(DeletedMessages { raw: [], affected }))
 }
 
 /// Flowise's answer to an abort.
@@ -867,6 +867,7 @@ async fn leave_lead(state: &AppState, parts: &Parts, body: LeadBody) -> ApiResul
     responses(
         (status = 200, description = "The lead", body = Lead),
         (status = 404, description = "No such chatflow", body = ErrorBody),
+        (status = 412, description = "`chatflowid` is missing", body = ErrorBody),
         (status = 429, description = "Over the visitors' limit", body = ErrorBody),
         BodyErrors,
         CommonErrors
@@ -890,6 +891,7 @@ async fn create_lead(
     responses(
         (status = 200, description = "The lead", body = Lead),
         (status = 404, description = "No such chatflow", body = ErrorBody),
+        (status = 412, description = "`chatflowid` is missing", body = ErrorBody),
         (status = 429, description = "Over the visitors' limit", body = ErrorBody),
         BodyErrors,
         CommonErrors

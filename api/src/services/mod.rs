@@ -19,11 +19,13 @@
 //! - [`in_flight`]: the bound on a workspace's predictions running at once.
 //! - [`uploads`]: the files chats bring, kept within a quota and swept.
 //! - [`aborts`]: stopping a chat's running prediction on whichever replica runs it.
+//! - [`token_budget`]: a workspace's daily token budget.
 
 pub mod aborts;
 pub mod credentials;
 pub mod in_flight;
 pub mod prediction;
+pub mod token_budget;
 pub mod triggers;
 pub mod uploads;
 pub mod vectors;
@@ -175,6 +177,10 @@ pub enum ServiceError {
     /// The workspace has as much running as it may; retry in a moment (429).
     #[error("{0}")]
     Busy(String),
+    /// The workspace has used what a budget allows; retry after `retry_after`
+    /// seconds (429).
+    #[error("{message}")]
+    OverBudget { message: String, retry_after: u64 },
     /// The chatflow could not be built or failed while running.
     #[error("{0}")]
     Flow(FlowError),

@@ -400,6 +400,14 @@ impl ConversationStore for CachedStore {
         self.inner.sweep_aborts(before).await
     }
 
+    async fn add_token_usage(&self, workspace: Uuid, day: &str, tokens: u64) -> StoreResult<()> {
+        self.inner.add_token_usage(workspace, day, tokens).await
+    }
+
+    async fn token_usage(&self, workspace: Uuid, day: &str) -> StoreResult<u64> {
+        self.inner.token_usage(workspace, day).await
+    }
+
     async fn list_leads(&self, chatflow: Uuid) -> StoreResult<Vec<Lead>> {
         self.inner.list_leads(chatflow).await
     }

@@ -86,6 +86,11 @@ pub const SQLITE: &[Migration] = &[
         name: "lead_per_address",
         sql: include_str!("migrations/sqlite/0015_lead_per_address.sql"),
     },
+    Migration {
+        version: 16,
+        name: "token_usage",
+        sql: include_str!("migrations/sqlite/0016_token_usage.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -163,6 +168,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 15,
         name: "lead_per_address",
         sql: include_str!("migrations/postgres/0015_lead_per_address.sql"),
+    },
+    Migration {
+        version: 16,
+        name: "token_usage",
+        sql: include_str!("migrations/postgres/0016_token_usage.sql"),
     },
 ];
 

@@ -268,6 +268,12 @@ pub trait ConversationStore: Send + Sync {
     /// Forgets the stops asked before `before`.
     async fn sweep_aborts(&self, before: Timestamp) -> StoreResult<u64>;
 
+    /// Counts `tokens` to the workspace's `day` (`YYYY-MM-DD`, UTC).
+    async fn add_token_usage(&self, workspace: Uuid, day: &str, tokens: u64) -> StoreResult<()>;
+
+    /// The tokens counted to the workspace's `day`.
+    async fn token_usage(&self, workspace: Uuid, day: &str) -> StoreResult<u64>;
+
     async fn list_leads(&self, chatflow: Uuid) -> StoreResult<Vec<Lead>>;
 }
 

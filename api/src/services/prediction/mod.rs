@@ -71,6 +71,9 @@ pub async fn start(
     let plan = state
         .plans
         .get(flow.id, flow.updated_date, &flow.flow_data)?;
+    if request.depth == 0 {
+        super::token_budget::check(state, flow.workspace_id).await?;
+    }
     // A flow another flow runs counts as part of its caller's prediction.
     let permit = match (request.permit.take(), request.depth) {
         (Some(taken), _) => Some(taken),

@@ -129,9 +129,15 @@ impl RunTask {
         };
         let chatflow = self.chatflow_id.to_string();
         let metrics = crate::metrics::metrics();
-        if let Ok(output) = &result {
-            count_usage(&chatflow, &output.usage);
-        }
+        // What the models used counts, also for a run that failed midway.
+        let left_in_ledger = ctx.usage.take();
+        let spent = match &result {
+            Ok(output) => &output.usage,
+            Err(_) => &left_in_ledger,
+        };
+        count_usage(&chatflow, spent);
+        crate::services::token_budget::record(&self.state, self.workspace_id, total_tokens(spent))
+            .await;
         match &result {
             Ok(output) if output.agentflow.as_ref().is_some_and(|a| a.error.is_some()) => {
                 metrics.prediction(&chatflow, "error", output.tokens_streamed);
@@ -226,6 +232,8 @@ impl RunTask {
         out: &mpsc::Sender<PredictionEvent>,
     ) {
         count_usage(&self.chatflow_id.to_string(), &usage);
+        crate::services::token_budget::record(&self.state, self.workspace_id, total_tokens(&usage))
+            .await;
         tracing::info!(chatflow = %self.chatflow_id, chat = %self.chat_id, "prediction stopped by its chat");
         crate::metrics::metrics().prediction(&self.chatflow_id.to_string(), "aborted", 0);
         let record = RunWrites {
@@ -426,11 +434,21 @@ fn answer_details(output: &RunOutput, aborted: bool) -> Option<String> {
     (!details.is_empty()).then(|| Value::Object(details).to_string())
 }
 
+/// The tokens of a run's nodes, in all.
+fn total_tokens(usage: &[crate::flow::runtime::NodeUsage]) -> u64 {
+    usage.iter().map(|n| n.usage.total()).sum()
+}
+
 /// Counts a run's tokens in `/metrics`, by chatflow and model.
 fn count_usage(chatflow: &str, usage: &[crate::flow::runtime::NodeUsage]) {
     let metrics = crate::metrics::metrics();
     for node in usage {
-        metrics.model_tokens(chatflow, &node.model, node.usage);
+        metrics.model_tokens(
+            chatflow,
+            &node.model,
+            node.usage.input_tokens,
+            node.usage.output_tokens,
+        );
     }
 }
 

@@ -243,6 +243,7 @@ pub async fn execute(
                 Ok(Ok(result)) => Outcome::Success(Box::new(result)),
                 Ok(Err(ServiceError::Flow(e))) => Outcome::Failed(e.message),
                 Ok(Err(ServiceError::Busy(message))) => Outcome::Failed(message),
+                Ok(Err(ServiceError::OverBudget { message, .. })) => Outcome::Failed(message),
                 Ok(Err(e)) => {
                     tracing::error!(error = %e, "trigger run failed inside weir");
                     Outcome::Failed(

@@ -308,6 +308,28 @@ impl ConversationStore for PostgresStore {
         .await
     }
 
+    async fn add_token_usage(&self, workspace: Uuid, day: &str, tokens: u64) -> StoreResult<()> {
+        let tokens = i64::try_from(tokens).unwrap_or(i64::MAX);
+        self.execute(
+            "INSERT INTO token_usage (workspace_id, day, tokens) VALUES ($1, $2, $3)
+             ON CONFLICT (workspace_id, day) DO UPDATE SET tokens = token_usage.tokens + EXCLUDED.tokens",
+            &[&workspace, &day, &tokens],
+        )
+        .await
+        .map(|_| ())
+    }
+
+    async fn token_usage(&self, workspace: Uuid, day: &str) -> StoreResult<u64> {
+        let tokens: Option<i64> = self
+            .query_opt(
+                "SELECT tokens FROM token_usage WHERE workspace_id = $1 AND day = $2",
+                &[&workspace, &day],
+                |row| row.try_get(0),
+            )
+            .await?;
+        Ok(tokens.map_or(0, |t| u64::try_from(t).unwrap_or_default()))
+    }
+
     async fn list_leads(&self, chatflow: Uuid) -> StoreResult<Vec<Lead>> {
         self.query_all(
             "SELECT id, chatflow_id, chat_id, name, email, phone, created_at FROM leads

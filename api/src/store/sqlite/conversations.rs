@@ -356,6 +356,35 @@ impl ConversationStore for SqliteStore {
         .await
     }
 
+    async fn add_token_usage(&self, workspace: Uuid, day: &str, tokens: u64) -> StoreResult<()> {
+        let day = day.to_owned();
+        let tokens = i64::try_from(tokens).unwrap_or(i64::MAX);
+        self.call(move |conn| {
+            conn.execute(
+                "INSERT INTO token_usage (workspace_id, day, tokens) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (workspace_id, day) DO UPDATE SET tokens = tokens + excluded.tokens",
+                params![workspace.to_string(), day, tokens],
+            )
+            .map(|_| ())
+        })
+        .await
+    }
+
+    async fn token_usage(&self, workspace: Uuid, day: &str) -> StoreResult<u64> {
+        let day = day.to_owned();
+        self.read(move |conn| {
+            conn.prepare_cached(
+                "SELECT tokens FROM token_usage WHERE workspace_id = ?1 AND day = ?2",
+            )?
+            .query_row(params![workspace.to_string(), day], |row| {
+                row.get::<_, i64>(0)
+            })
+            .optional()
+            .map(|tokens| tokens.map_or(0, |t| u64::try_from(t).unwrap_or_default()))
+        })
+        .await
+    }
+
     async fn list_leads(&self, chatflow: Uuid) -> StoreResult<Vec<Lead>> {
         self.read(move |conn| {
             let mut stmt = conn.prepare_cached(
