@@ -38,6 +38,7 @@ def test_messages_carry_flowises_fields_and_filters(api, fake):
     stored = api.get(f"/chatmessage/{flow}").json()
     assert [m["content"] for m in stored] == ["one", "Echo: one", "two", "Echo: two", "three", "Echo: three"]
     answer = stored[1]
+    assert first["memoryType"] == "Buffer Memory"
     assert answer["id"] == first["chatMessageId"]
     assert answer["chatflowid"] == flow and answer["chatflowId"] == flow  # the old name, deprecated
     assert answer["role"] == "apiMessage" and answer["chatType"] == "EXTERNAL"
@@ -368,3 +369,21 @@ def test_a_workspace_over_its_daily_token_budget_is_refused(make_weir, fake):
     other = Api(w.url, w.create_key(workspace="other"))
     their = create_flow(other, flows.conversation(flows.openai_model(fake.url)))
     assert ask(other, their, "hello", "o1")["text"] == "Echo: hello"
+
+
+def test_an_agents_calls_are_announced_before_they_run(api, fake):
+    flow = create_flow(api, flows.tool_agent(flows.openai_model(fake.url), [flows.calculator()]))
+    question = 'What is six times seven? CALL calculator {"input": "6 * 7"}'
+    r = api.post(f"/prediction/{flow}", json={"question": question, "streaming": True}, stream=True)
+    events = sse_events(r)
+    names = [name for name, _ in events]
+    called = names.index("calledTools")
+    assert called < names.index("start") < names.index("usedTools"), names
+    assert events[called][1] == [{"tool": "calculator", "toolInput": {"input": "6 * 7"}, "toolOutput": ""}]
+    used = dict(events)["usedTools"]
+    assert [(u["tool"], u["toolInput"], u["toolOutput"]) for u in used] == [("calculator", {"input": "6 * 7"}, "42")]
+    # A flow without memory names none; JSON answers have no calledTools.
+    meta = dict(events)["metadata"]
+    assert "memoryType" not in meta
+    body = ask(api, flow, question, "calls-json")
+    assert "calledTools" not in body and "memoryType" not in body

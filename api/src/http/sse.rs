@@ -53,6 +53,7 @@ fn progress_event(progress: &Progress) -> Event {
             sse("nextAgentFlow", &data)
         }
         Progress::Executed(items) => sse("agentFlowExecutedData", items),
+        Progress::CalledTools(calls) => sse("calledTools", calls),
     }
 }
 
@@ -110,8 +111,11 @@ fn sse_events(
             };
             match next {
                 Some(PredictionEvent::Progress(progress)) => {
-                    // An agentflow streams its own events and no `start`.
-                    s.started = true;
+                    // An agentflow streams its own events and no `start`; the
+                    // calls an agent makes come before its answer's `start`.
+                    if !matches!(progress, Progress::CalledTools(_)) {
+                        s.started = true;
+                    }
                     s.queue.push_back(progress_event(&progress));
                 }
                 Some(PredictionEvent::Token(token)) => {
@@ -149,6 +153,9 @@ fn sse_events(
                     }
                     if let Some(id) = result.execution_id {
                         metadata["executionId"] = json!(id);
+                    }
+                    if let Some(memory) = &result.memory_type {
+                        metadata["memoryType"] = json!(memory);
                     }
                     if let Some(action) = &result.action {
                         s.queue.push_back(sse("action", action));

@@ -62,6 +62,9 @@ pub enum Progress {
     },
     /// `agentFlowExecutedData`: every node run so far.
     Executed(Value),
+    /// `calledTools`: the calls a model made, sent before the tools run
+    /// (`[{tool, toolInput, toolOutput: ""}]`).
+    CalledTools(Value),
 }
 
 /// The conversation a run starts from.

@@ -106,6 +106,17 @@ pub async fn run_guarded_loop<E: From<FlowEvent>>(
             out.waiting = Some(messages);
             return Ok(out);
         }
+        // A live caller hears of the calls before they run (they may take a while).
+        if let Some(tokens) = tokens.filter(|_| ctx.progress) {
+            let called = step
+                .calls
+                .iter()
+                .map(|c| serde_json::json!({"tool": c.name, "toolInput": c.arguments, "toolOutput": ""}))
+                .collect();
+            tokens
+                .progress(super::Progress::CalledTools(Value::Array(called)))
+                .await?;
+        }
         let outcomes = call_tools(ctx, tools, &step.calls).await;
         messages.push(ChatMessage::tool_calls(step.text, step.calls.clone()));
         let mut direct = None;

@@ -49,6 +49,9 @@ pub struct PredictionResult {
     /// answered by then.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub aborted: bool,
+    /// The label of the flow's memory node (`Buffer Memory`…), when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_type: Option<String>,
     /// The tokens the run's model calls read and wrote, in all and per node
     /// (absent when no model was called).
     #[serde(skip_serializing_if = "Option::is_none")]

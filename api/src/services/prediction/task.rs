@@ -199,6 +199,7 @@ impl RunTask {
                         }),
                         aborted: false,
                         usage_metadata: UsageMetadata::of(&output.usage),
+                        memory_type: self.memory_type(),
                     };
                     let _ = out.send(PredictionEvent::Done(Box::new(result))).await;
                 }
@@ -269,6 +270,7 @@ impl RunTask {
                 action: None,
                 aborted: true,
                 usage_metadata: UsageMetadata::of(&output.usage),
+                memory_type: self.memory_type(),
             })),
             Err(e) => {
                 tracing::error!(error = %e, "cannot store the stopped conversation");
@@ -276,6 +278,15 @@ impl RunTask {
             }
         };
         let _ = out.send(event).await;
+    }
+
+    /// The label of the flow's memory node, when it has one (`memoryType`).
+    fn memory_type(&self) -> Option<String> {
+        self.runnable
+            .memory
+            .as_ref()
+            .and_then(|m| m.label)
+            .map(str::to_owned)
     }
 
     /// Keeps where the session's next run begins (agent memory).
@@ -351,12 +362,7 @@ impl RunTask {
             used_tools: None,
             chat_type: self.chat_type,
             execution_id: self.execution,
-            memory_type: self
-                .runnable
-                .memory
-                .as_ref()
-                .and_then(|m| m.label)
-                .map(str::to_owned),
+            memory_type: self.memory_type(),
             details: None,
         };
         let answer = NewChatMessage {
