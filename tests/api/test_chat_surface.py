@@ -387,3 +387,24 @@ def test_an_agents_calls_are_announced_before_they_run(api, fake):
     assert "memoryType" not in meta
     body = ask(api, flow, question, "calls-json")
     assert "calledTools" not in body and "memoryType" not in body
+
+
+def test_the_flowise_python_client_reads_the_new_events(api, fake):
+    from flowise import Flowise, PredictionData
+    client = Flowise(base_url=api.url.removesuffix("/api/v1"), api_key=api.key)
+    agent = create_flow(api, flows.tool_agent(flows.openai_model(fake.url), [flows.calculator()]))
+    question = 'What is six times seven? CALL calculator {"input": "6 * 7"}'
+    chunks = [json.loads(c) for c in client.create_prediction(
+        PredictionData(chatflowId=agent, question=question, chatId="sdk-agent", streaming=True))]
+    names = [c["event"] for c in chunks]
+    assert names.index("calledTools") < names.index("usedTools") < names.index("usageMetadata"), names
+    assert names[-2:] == ["metadata", "end"]
+    # The stop button's call ends a stream the client is reading.
+    slow = create_flow(api, flows.conversation(flows.openai_model(fake.url)))
+    seen = []
+    for chunk in client.create_prediction(
+            PredictionData(chatflowId=slow, question="SLOW", chatId="sdk-stop", streaming=True)):
+        seen.append(json.loads(chunk))
+        if [c["event"] for c in seen].count("token") == 2:
+            assert api.put(f"/chatmessage/abort/{slow}/sdk-stop").status_code == 200
+    assert [c["event"] for c in seen][-3:] == ["metadata", "abort", "end"], seen
