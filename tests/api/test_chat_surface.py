@@ -64,6 +64,12 @@ def test_messages_carry_flowises_fields_and_filters(api, fake):
     assert_error(api.get(f"/chatmessage/{flow}", params={"order": "sideways"}), 400, "order")
     assert_error(api.get(f"/chatmessage/{flow}", params={"startDate": "yesterday"}), 400, "startDate")
 
+    # With feedback, page and limit page whole chats (as Flowise's message view does).
+    assert texts(feedback="true", page=1, limit=1) == ["one", "Echo: one", "three", "Echo: three"]
+    assert texts(feedback="true", page=2, limit=1) == ["two", "Echo: two"]
+    assert texts(feedback="true", page=3, limit=1) == []
+    assert len(texts(page=2, limit=1)) == 6  # without feedback, Flowise pages nothing
+
     # DELETE takes the same filters and answers as Flowise does.
     r = api.delete(f"/chatmessage/{flow}", params={"chatId": "chat-b"})
     assert r.status_code == 200 and r.json() == {"raw": [], "affected": 2}, r.text

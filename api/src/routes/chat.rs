@@ -301,12 +301,12 @@ fn page_of_chats(
     page: u32,
     per_page: u32,
 ) -> Vec<ChatMessageRecord> {
-    let mut chats: Vec<&str> = Vec::new();
-    for m in &messages {
-        if !chats.contains(&m.chat_id.as_str()) {
-            chats.push(&m.chat_id);
-        }
-    }
+    let mut seen = std::collections::HashSet::new();
+    let chats: Vec<&str> = messages
+        .iter()
+        .map(|m| m.chat_id.as_str())
+        .filter(|chat| seen.insert(*chat))
+        .collect();
     let skip = (page as usize - 1).saturating_mul(per_page as usize);
     let kept: std::collections::HashSet<String> = chats
         .into_iter()
