@@ -59,9 +59,12 @@ def assert_stream(events, text, extras):
     """`start`, `token`*, then exactly the `extras` (names from AFTER_TOKENS, in
     the contract's order), `usageMetadata` when the models reported tokens, `metadata`, `end`; the tokens make `text`, and metadata
     repeats each extra. Returns {event name: data} of the events after the tokens."""
-    # An agent's calls are announced as they are made (`calledTools`, checked
-    # where a test is about them); the rest of the sequence is the contract's.
-    events = [(e, d) for e, d in events if e != "calledTools"]
+    # An agent's calls are announced as they are made (`calledTools`) and a
+    # team's steps as they end (`nextAgent`, `agentReasoning` before the answer),
+    # checked where a test is about them; the rest is the contract's sequence.
+    answer = next((i for i, (e, _) in enumerate(events) if e in ("start", "token")), len(events))
+    events = [(e, d) for i, (e, d) in enumerate(events)
+              if e not in ("calledTools", "nextAgent") and not (e == "agentReasoning" and i < answer)]
     names = [e for e, _ in events]
     tokens = [d for e, d in events if e == "token"]
     assert names[0] == "start" and events[0][1] == tokens[0], names

@@ -66,8 +66,14 @@ def test_a_streamed_team_answer(api, fake):
     body = ask(api, flow, f"ROUTE researcher,writer {nonce()}")
     extras = [e for e in AFTER_TOKENS if body.get(e)]
     assert "agentReasoning" in extras
-    after = assert_stream(stream(api, flow, f"ROUTE researcher,writer {nonce()}"), body["text"], extras)
+    events = stream(api, flow, f"ROUTE researcher,writer {nonce()}")
+    after = assert_stream(events, body["text"], extras)
     assert [s["agentName"] for s in after["agentReasoning"]] == ["researcher", "writer"]
+    # Live, the team's steps come as they happen: who acts next, then the steps so far.
+    live = [(e, d) for e, d in events[:[e for e, _ in events].index("start")]]
+    assert [(e, d if e == "nextAgent" else [s["agentName"] for s in d]) for e, d in live] == [
+        ("nextAgent", "researcher"), ("agentReasoning", ["researcher"]),
+        ("nextAgent", "writer"), ("agentReasoning", ["researcher", "writer"])]
 
 
 def test_the_recursion_limit_ends_the_run_clearly(api, fake):

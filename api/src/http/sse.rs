@@ -54,6 +54,8 @@ fn progress_event(progress: &Progress) -> Event {
         }
         Progress::Executed(items) => sse("agentFlowExecutedData", items),
         Progress::CalledTools(calls) => sse("calledTools", calls),
+        Progress::NextAgent(agent) => sse("nextAgent", agent),
+        Progress::AgentReasoning(steps) => sse("agentReasoning", steps),
     }
 }
 
@@ -111,9 +113,14 @@ fn sse_events(
             };
             match next {
                 Some(PredictionEvent::Progress(progress)) => {
-                    // An agentflow streams its own events and no `start`; the
-                    // calls an agent makes come before its answer's `start`.
-                    if !matches!(progress, Progress::CalledTools(_)) {
+                    // An agentflow streams its own events and no `start`; an
+                    // agent's calls and a team's steps come before the answer's.
+                    if !matches!(
+                        progress,
+                        Progress::CalledTools(_)
+                            | Progress::NextAgent(_)
+                            | Progress::AgentReasoning(_)
+                    ) {
                         s.started = true;
                     }
                     s.queue.push_back(progress_event(&progress));

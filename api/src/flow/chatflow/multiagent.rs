@@ -12,7 +12,7 @@ use crate::flow::FlowError;
 use crate::flow::component::{SupervisorSpec, WorkerSpec};
 use crate::flow::runtime::tool_loop::run_loop;
 use crate::flow::runtime::{
-    FlowEvent, RunContext, RunError, RunInput, RunOutput, Tokens, model_step,
+    FlowEvent, Progress, RunContext, RunError, RunInput, RunOutput, Tokens, model_step,
 };
 use crate::flow::{prompt, tools};
 use crate::llm::{ChatMessage, ChatRequest, Role, ToolChoice, ToolDef};
@@ -64,6 +64,12 @@ pub async fn run<E: From<FlowEvent>>(
         if let Some(previous) = out.agent_reasoning.last_mut() {
             previous["next"] = Value::from(decision.next.as_str());
         }
+        // A live caller follows the team: who acts next, then each step.
+        if ctx.progress && decision.next != FINISH {
+            tokens
+                .progress(Progress::NextAgent(decision.next.clone()))
+                .await?;
+        }
         if decision.next == FINISH {
             finished = true;
             if last_answer.is_none() && !decision.reasoning.is_empty() {
@@ -101,6 +107,13 @@ pub async fn run<E: From<FlowEvent>>(
             "usedTools": done.used_tools,
             "sourceDocuments": [],
         }));
+        if ctx.progress {
+            tokens
+                .progress(Progress::AgentReasoning(Value::from(
+                    out.agent_reasoning.clone(),
+                )))
+                .await?;
+        }
         out.used_tools.extend(done.used_tools);
         out.artifacts.extend(done.artifacts);
         out.source_documents.extend(done.sources);

@@ -65,6 +65,10 @@ pub enum Progress {
     /// `calledTools`: the calls a model made, sent before the tools run
     /// (`[{tool, toolInput, toolOutput: ""}]`).
     CalledTools(Value),
+    /// `nextAgent`: the agent a supervisor handed the conversation to.
+    NextAgent(String),
+    /// `agentReasoning`: the team's steps so far, after each step.
+    AgentReasoning(Value),
 }
 
 /// The conversation a run starts from.
