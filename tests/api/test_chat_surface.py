@@ -414,3 +414,55 @@ def test_the_flowise_python_client_reads_the_new_events(api, fake):
         if [c["event"] for c in seen].count("token") == 2:
             assert api.put(f"/chatmessage/abort/{slow}/sdk-stop").status_code == 200
     assert [c["event"] for c in seen][-3:] == ["metadata", "abort", "end"], seen
+
+
+def test_attached_files_are_read_kept_and_served_back(api, fake, server):
+    chatbot = {"fullFileUpload": {"status": True, "allowedUploadFileTypes": "text/plain,text/csv,application/pdf"}}
+    flow = create_flow(api, flows.conversation(flows.openai_model(fake.url), flows.buffer_memory()), isPublic=True,
+                       chatbotConfig=json.dumps(chatbot))
+    visitor = Api(server.url, None)
+    files = [("files", ("notes.txt", b"The parcel left Leeds on Monday.", "text/plain")),
+             ("files", ("stock.csv", b"item,count\nmugs,4\n", "text/csv"))]
+    r = visitor.post(f"/attachments/{flow}/att-chat", files=files, data={"chatId": "att-chat"})
+    assert r.status_code == 200, r.text
+    read = r.json()
+    assert [(a["name"], a["mimeType"], a["size"]) for a in read] == [
+        ("notes.txt", "text/plain", 32), ("stock.csv", "text/csv", 18)]
+    assert read[0]["content"] == "The parcel left Leeds on Monday."
+    assert "mugs" in read[1]["content"]
+    r = visitor.post(f"/attachments/{flow}/att-chat", files=files[:1], data={"base64": "true"})
+    assert r.json()[0]["content"].startswith("data:text/plain;base64,")
+
+    # The widget sends the text with the next question (type file:full).
+    upload = {"data": read[0]["content"], "type": "file:full", "name": "notes.txt", "mime": "text/plain"}
+    answer = predict(visitor, flow, "When did it leave?", chatId="att-chat", uploads=[upload]).json()
+    assert "The parcel left Leeds on Monday." in answer["text"]
+
+    # Kept with the chat, served back as a download, never as a page.
+    got = visitor.get("/get-upload-file", params={"chatflowId": flow, "chatId": "att-chat", "fileName": "notes.txt"})
+    assert got.status_code == 200 and got.content == b"The parcel left Leeds on Monday."
+    assert got.headers["content-type"] == "application/octet-stream"
+    assert got.headers["x-content-type-options"] == "nosniff"
+    assert got.headers["content-disposition"].startswith("attachment")
+    assert_error(visitor.get("/get-upload-file", params={"chatflowId": flow, "chatId": "other", "fileName": "notes.txt"}), 404)
+    assert_error(visitor.get("/get-upload-file", params={"chatflowId": flow, "chatId": "att-chat",
+                                                         "fileName": "../x"}), 400, "Invalid path")
+    assert_error(visitor.get("/get-upload-file", params={"chatflowId": flow}), 400, "chatId")
+    assert api.delete(f"/chatmessage/{flow}", params={"chatId": "att-chat"}).status_code == 200
+    assert visitor.get("/get-upload-file", params={"chatflowId": flow, "chatId": "att-chat",
+                                                  "fileName": "notes.txt"}).status_code == 404
+
+    # Types the chatflow does not list, types weir cannot read, and chats that take no files.
+    html = [("files", ("page.html", b"<p>x</p>", "text/html"))]
+    assert_error(visitor.post(f"/attachments/{flow}/att-chat", files=html), 400, "not allowed")
+    anything = create_flow(api, flows.conversation(flows.openai_model(fake.url)), isPublic=True,
+                           chatbotConfig=json.dumps({"fullFileUpload": {"status": True}}))
+    image = [("files", ("photo.png", b"\x89PNG\r\n", "image/png"))]
+    assert_error(visitor.post(f"/attachments/{anything}/c", files=image), 400, "cannot read")
+    lying = [("files", ("notes.txt", b"x", "application/pdf"))]
+    assert_error(visitor.post(f"/attachments/{anything}/c", files=lying), 400, "extension")
+    closed = create_flow(api, flows.conversation(flows.openai_model(fake.url)), isPublic=True)
+    assert_error(visitor.post(f"/attachments/{closed}/c", files=files[:1]), 400, "not enabled")
+    private = create_flow(api, flows.conversation(flows.openai_model(fake.url)),
+                          chatbotConfig=json.dumps({"fullFileUpload": {"status": True}}))
+    assert_error(visitor.post(f"/attachments/{private}/c", files=files[:1]), 401)

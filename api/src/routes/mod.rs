@@ -8,6 +8,7 @@
 
 pub mod apikeys;
 pub mod artifacts;
+pub mod attachments;
 pub mod chat;
 pub mod chatflows;
 pub mod credentials;
@@ -75,6 +76,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .merge(tools::router())
         .merge(predictions::router())
         .merge(chat::router())
+        .merge(attachments::router())
         .merge(artifacts::router())
         .merge(triggers::router())
         .merge(schedules::router())

@@ -134,7 +134,18 @@ impl JsonUpload {
 
 impl PredictionBody {
     fn into_request(self, mut uploads: Vec<Upload>) -> ApiResult<(PredictionRequest, bool)> {
+        // Files the widget attached whole (`POST /attachments` read them): their
+        // text goes to the model with the question.
+        let mut attached = String::new();
         for upload in self.uploads.unwrap_or_default() {
+            if upload.kind.as_deref() == Some("file:full") {
+                let name = upload.name.as_deref().unwrap_or("attachment");
+                attached.push_str(&format!(
+                    "\n\n[Attached file: {name}]\n{}",
+                    upload.data.as_deref().unwrap_or_default()
+                ));
+                continue;
+            }
             if let Some(file) = upload.decode()? {
                 uploads.push(file);
             }
@@ -167,7 +178,7 @@ impl PredictionBody {
             (Some(q), true) if q.trim().is_empty() => {
                 return Err(ApiError::BadRequest("'question' must not be empty".into()));
             }
-            (Some(q), true) => q,
+            (Some(q), true) => q + &attached,
             (None, true) => return Err(ApiError::missing("question")),
             (Some(q), false) if !q.trim().is_empty() => {
                 return Err(ApiError::BadRequest(

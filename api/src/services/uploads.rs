@@ -89,6 +89,36 @@ impl Uploads {
             .map_err(|e| ServiceError::Internal(format!("cannot keep uploaded files: {e}")))
     }
 
+    /// The newest file of this name a chat kept (as `get-upload-file` names it).
+    pub async fn find(
+        &self,
+        workspace: Uuid,
+        flow: Uuid,
+        chat: &str,
+        name: &str,
+    ) -> ServiceResult<Option<bytes::Bytes>> {
+        let dir = self.flow_dir(workspace, flow).join(safe_segment(chat));
+        let suffix = format!("-{}", safe_segment(name));
+        let newest = tokio::task::spawn_blocking(move || {
+            let entries = std::fs::read_dir(&dir).ok()?;
+            entries
+                .flatten()
+                .filter(|e| e.file_name().to_string_lossy().ends_with(&suffix))
+                .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+                .max_by_key(|(at, _)| *at)
+                .map(|(_, path)| path)
+        })
+        .await
+        .map_err(|e| ServiceError::Internal(format!("upload lookup: {e}")))?;
+        match newest {
+            None => Ok(None),
+            Some(path) => tokio::fs::read(&path)
+                .await
+                .map(|b| Some(bytes::Bytes::from(b)))
+                .map_err(|e| ServiceError::Internal(format!("cannot read an uploaded file: {e}"))),
+        }
+    }
+
     /// Removes files [`Uploads::keep`] wrote for a question that then failed, so a
     /// failing question takes none of the quota.
     pub async fn discard(&self, kept: &[PathBuf]) {
