@@ -83,14 +83,7 @@ async fn get_artifact(
     let headers = response.headers_mut();
     let active = is_active_document(&content_type);
     headers.insert(header::CONTENT_TYPE, content_type);
-    headers.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    headers.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static("sandbox"),
-    );
+    confine(headers);
     if active && !state.config.artifacts_inline_html {
         headers.insert(header::CONTENT_DISPOSITION, attachment(&filename));
     }
@@ -99,6 +92,19 @@ async fn get_artifact(
 }
 
 /// Whether a browser would render `content_type` as a document that can run script.
+/// Keeps a served file from running as a page of weir's origin: no type
+/// sniffing, and a sandbox should a browser render it.
+pub(super) fn confine(headers: &mut axum::http::HeaderMap) {
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static("sandbox"),
+    );
+}
+
 fn is_active_document(content_type: &HeaderValue) -> bool {
     let essence = content_type
         .to_str()
@@ -116,7 +122,7 @@ fn is_active_document(content_type: &HeaderValue) -> bool {
 
 /// `Content-Disposition: attachment` with the file name, made of the characters a
 /// quoted header value carries safely (uploads' path-segment rule).
-fn attachment(filename: &str) -> HeaderValue {
+pub(super) fn attachment(filename: &str) -> HeaderValue {
     let safe = safe_segment(filename);
     HeaderValue::from_str(&format!("attachment; filename=\"{safe}\""))
         .unwrap_or(HeaderValue::from_static("attachment"))

@@ -10,7 +10,7 @@
 //! `nosniff` and a sandboxing policy, so an uploaded page never runs as weir's.
 
 use axum::extract::{DefaultBodyLimit, FromRequest, Multipart, Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -20,8 +20,8 @@ use utoipa_axum::routes;
 use uuid::Uuid;
 
 use super::CommonErrors;
-use super::flow_access::{authorize, caller_key, check_origin};
-use super::predictions::{MAX_FILES, MAX_UPLOAD_BYTES};
+use super::flow_access::{admit, authorize, caller_key};
+use super::predictions::{MAX_FILES, MAX_UPLOAD_BYTES, multipart_error};
 use crate::domain::Chatflow;
 use crate::http::AppState;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
@@ -105,16 +105,7 @@ fn loader_for(name: &str) -> Option<LoaderKind> {
 
 /// Reads a multipart body: files in `files`, and whether `base64` is asked.
 async fn read_files(form: &mut Multipart) -> ApiResult<(Vec<(FileData, String)>, bool)> {
-    let bad = |e: axum::extract::multipart::MultipartError| {
-        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::PayloadTooLarge(format!(
-                "the request is over {} MiB",
-                MAX_UPLOAD_BYTES / (1024 * 1024)
-            ))
-        } else {
-            ApiError::BadRequest(format!("malformed multipart body: {}", e.body_text()))
-        }
-    };
+    let bad = multipart_error;
     let mut files = Vec::new();
     let mut base64 = false;
     while let Some(field) = form.next_field().await.map_err(bad)? {
@@ -181,9 +172,7 @@ async fn attach_files(
     request: Request,
 ) -> ApiResult<Json<Vec<Attachment>>> {
     let (parts, body) = request.into_parts();
-    let auth = caller_key(&state, &parts).await?;
-    let flow = authorize(&state, id, auth.as_ref()).await?;
-    check_origin(&flow, &parts.headers)?;
+    let (flow, _) = admit(&state, &parts, id).await?;
     if chat_id.is_empty() || chat_id.len() > 256 {
         return Err(ApiError::BadRequest(
             "'chatId' must be 1 to 256 characters".into(),
@@ -320,18 +309,11 @@ async fn get_upload_file(
         "application/octet-stream"
     };
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(served));
+    super::artifacts::confine(headers);
     headers.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
+        header::CONTENT_DISPOSITION,
+        super::artifacts::attachment(&name),
     );
-    headers.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static("sandbox; default-src 'none'"),
-    );
-    let file_name = crate::services::uploads::safe_segment(&name);
-    if let Ok(value) = HeaderValue::from_str(&format!("attachment; filename=\"{file_name}\"")) {
-        headers.insert(header::CONTENT_DISPOSITION, value);
-    }
     Ok(response)
 }
 

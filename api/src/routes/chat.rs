@@ -21,7 +21,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use super::flow_access::{authorize, caller, caller_key, check_origin};
+use super::flow_access::{admit, caller};
 use super::{BodyErrors, CommonErrors, end_of_day, parse_date, parse_uuid};
 use crate::domain::time::{self, Timestamp};
 use crate::domain::{
@@ -36,11 +36,11 @@ use crate::ratelimit;
 
 /// Ratings and leads a caller without a workspace key may send per chatflow
 /// and client address.
-pub const VISITOR_LIMIT: RateLimit = RateLimit {
+pub static VISITOR_LIMIT: std::sync::LazyLock<RateLimit> = std::sync::LazyLock::new(|| RateLimit {
     max: 30,
     window_secs: 60,
-    message: String::new(),
-};
+    message: "Too many ratings or leads from this address; retry in a minute".into(),
+});
 
 /// Longest `chatId`, name, phone number and feedback text taken.
 const MAX_CHAT_ID: usize = 256;
@@ -58,14 +58,6 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(create_lead))
         .routes(routes!(create_lead_slash))
         .routes(routes!(list_leads))
-}
-
-async fn own_chatflow(state: &AppState, auth: &AuthUser, id: Uuid) -> ApiResult<Chatflow> {
-    state
-        .store
-        .get_chatflow(auth.workspace(), id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("chatflow"))
 }
 
 /// A stored message in Flowise's shape (`GET /chatmessage`).
@@ -228,6 +220,17 @@ fn values_of<T: std::str::FromStr<Err = String>>(field: &str, raw: &str) -> ApiR
         .collect()
 }
 
+/// `ASC` (oldest first) or `DESC`, in any case: whether newest come first.
+fn descending(field: &str, value: &str) -> ApiResult<bool> {
+    match value.to_ascii_uppercase().as_str() {
+        "ASC" => Ok(false),
+        "DESC" => Ok(true),
+        _ => Err(ApiError::BadRequest(format!(
+            "'{field}' must be ASC or DESC"
+        ))),
+    }
+}
+
 fn truthy(value: &str) -> bool {
     matches!(value, "true" | "1" | "yes")
 }
@@ -255,15 +258,7 @@ impl MessageAsk {
                 "feedbackType" => f
                     .feedback_types
                     .extend(values_of::<Rating>("feedbackType", &value)?),
-                "order" => {
-                    ask.descending = match value.to_ascii_uppercase().as_str() {
-                        "ASC" => false,
-                        "DESC" => true,
-                        _ => {
-                            return Err(ApiError::BadRequest("'order' must be ASC or DESC".into()));
-                        }
-                    }
-                }
+                "order" => ask.descending = descending("order", &value)?,
                 "chatId" | "sessionId" => {
                     if f.chat_id.as_ref().is_some_and(|c| *c != value) {
                         return Err(ApiError::BadRequest(
@@ -340,7 +335,7 @@ async fn list_messages(
 ) -> ApiResult<Json<Vec<ChatMessage>>> {
     auth.require(Permission::ChatflowsRead)?;
     let ask = MessageAsk::parse(query.as_deref())?;
-    let flow = own_chatflow(&state, &auth, id).await?;
+    let flow = super::chatflows::find(&state, &auth, id).await?;
     let mut messages = state
         .store
         .query_chat_messages(flow.id, &ask.filter, ask.descending)
@@ -407,7 +402,7 @@ async fn delete_messages(
 ) -> ApiResult<Json<DeletedMessages>> {
     auth.require(Permission::ChatflowsWrite)?;
     let ask = MessageAsk::parse(query.as_deref())?;
-    let flow = own_chatflow(&state, &auth, id).await?;
+    let flow = super::chatflows::find(&state, &auth, id).await?;
     let affected = state
         .store
         .delete_chat_messages(flow.id, &ask.filter)
@@ -501,17 +496,17 @@ async fn visit(
     parts: &Parts,
     flow_id: Uuid,
 ) -> ApiResult<(std::sync::Arc<Chatflow>, bool)> {
-    let auth = caller_key(state, parts).await?;
-    let flow = authorize(state, flow_id, auth.as_ref()).await?;
-    check_origin(&flow, &parts.headers)?;
+    let (flow, auth) = admit(state, parts, flow_id).await?;
     let member = is_member(auth.as_ref(), &flow);
     if !member {
         let who = caller(parts, auth.as_ref(), state.config.trust_proxy);
-        let limit = RateLimit {
-            message: "Too many ratings or leads from this address; retry in a minute".into(),
-            ..VISITOR_LIMIT
-        };
-        ratelimit::check(&*state.store, &limit, flow.id, &format!("visitor:{who}")).await?;
+        ratelimit::check(
+            &*state.store,
+            &VISITOR_LIMIT,
+            flow.id,
+            &format!("visitor:{who}"),
+        )
+        .await?;
     }
     Ok((flow, member))
 }
@@ -680,17 +675,9 @@ async fn list_feedback(
 ) -> ApiResult<Json<Vec<Feedback>>> {
     auth.require(Permission::ChatflowsRead)?;
     let given = |v: Option<String>| v.filter(|v| !v.is_empty());
-    let descending = match given(query.sort_order.or(query.order))
-        .map(|o| o.to_ascii_uppercase())
-        .as_deref()
-    {
-        None | Some("ASC") => false,
-        Some("DESC") => true,
-        Some(_) => {
-            return Err(ApiError::BadRequest(
-                "'sortOrder' must be ASC or DESC".into(),
-            ));
-        }
+    let descending = match given(query.sort_order.or(query.order)) {
+        Some(order) => descending("sortOrder", &order)?,
+        None => false,
     };
     let filter = FeedbackFilter {
         chat_id: given(query.chat_id),
@@ -702,7 +689,7 @@ async fn list_feedback(
             .transpose()?,
         descending,
     };
-    let flow = own_chatflow(&state, &auth, id).await?;
+    let flow = super::chatflows::find(&state, &auth, id).await?;
     Ok(Json(state.store.list_feedback(flow.id, &filter).await?))
 }
 
@@ -923,7 +910,7 @@ async fn list_leads(
     Path(id): Path<Uuid>,
 ) -> ApiResult<Json<Vec<Lead>>> {
     auth.require(Permission::ChatflowsRead)?;
-    let flow = own_chatflow(&state, &auth, id).await?;
+    let flow = super::chatflows::find(&state, &auth, id).await?;
     Ok(Json(state.store.list_leads(flow.id).await?))
 }
 

@@ -88,7 +88,7 @@ pub async fn authorize(
 }
 
 /// Refuses a page whose origin the chatflow's `chatbotConfig.allowedOrigins` leaves out.
-pub fn check_origin(flow: &Chatflow, headers: &HeaderMap) -> ApiResult<()> {
+fn check_origin(flow: &Chatflow, headers: &HeaderMap) -> ApiResult<()> {
     let origin = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok());
     if cors::origin_allowed_by_chatflow(flow.chatbot_config.as_deref(), origin) {
         Ok(())
@@ -97,4 +97,17 @@ pub fn check_origin(flow: &Chatflow, headers: &HeaderMap) -> ApiResult<()> {
             "This site is not allowed to access this chatbot".into(),
         ))
     }
+}
+
+/// The chatflow, when this caller may use it from where it asks (its key, and
+/// the embedding page's origin); with the key the caller presented, if any.
+pub async fn admit(
+    state: &AppState,
+    parts: &Parts,
+    id: Uuid,
+) -> ApiResult<(Arc<Chatflow>, Option<AuthUser>)> {
+    let auth = caller_key(state, parts).await?;
+    let flow = authorize(state, id, auth.as_ref()).await?;
+    check_origin(&flow, &parts.headers)?;
+    Ok((flow, auth))
 }

@@ -15,7 +15,7 @@ use utoipa_axum::routes;
 use uuid::Uuid;
 
 use super::CommonErrors;
-use super::flow_access::{authorize, caller, caller_key, check_origin};
+use super::flow_access::{admit, authorize, caller, caller_key};
 use crate::domain::{ChatType, is_email};
 use crate::http::AppState;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
@@ -228,17 +228,21 @@ impl PredictionBody {
 }
 
 /// Reads a multipart body: `files` parts are uploads, every other part a text field.
+/// A multipart body that could not be read: over [`MAX_UPLOAD_BYTES`] (413),
+/// else malformed (400).
+pub(super) fn multipart_error(e: axum::extract::multipart::MultipartError) -> ApiError {
+    if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        ApiError::PayloadTooLarge(format!(
+            "the request is over {} MiB",
+            MAX_UPLOAD_BYTES / (1024 * 1024)
+        ))
+    } else {
+        ApiError::BadRequest(format!("malformed multipart body: {}", e.body_text()))
+    }
+}
+
 async fn read_multipart(mut form: Multipart) -> ApiResult<(PredictionBody, Vec<Upload>)> {
-    let bad = |e: axum::extract::multipart::MultipartError| {
-        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::PayloadTooLarge(format!(
-                "the request is over {} MiB",
-                MAX_UPLOAD_BYTES / (1024 * 1024)
-            ))
-        } else {
-            ApiError::BadRequest(format!("malformed multipart body: {}", e.body_text()))
-        }
-    };
+    let bad = multipart_error;
     let mut fields = Map::new();
     let mut uploads = Vec::new();
     while let Some(field) = form.next_field().await.map_err(bad)? {
@@ -300,9 +304,7 @@ async fn create_prediction(
     request: Request,
 ) -> ApiResult<Response> {
     let (parts, body) = request.into_parts();
-    let auth = caller_key(&state, &parts).await?;
-    let flow = authorize(&state, id, auth.as_ref()).await?;
-    check_origin(&flow, &parts.headers)?;
+    let (flow, auth) = admit(&state, &parts, id).await?;
     if let Some(limit) = flow.api_config.as_ref().and_then(|c| c.rate_limit()) {
         let who = caller(&parts, auth.as_ref(), state.config.trust_proxy);
         ratelimit::check(&*state.store, limit, flow.id, &who).await?;
@@ -417,9 +419,7 @@ async fn public_chatbot_config(
     request: Request,
 ) -> ApiResult<axum::Json<Map<String, Value>>> {
     let (parts, _) = request.into_parts();
-    let auth = caller_key(&state, &parts).await?;
-    let flow = authorize(&state, id, auth.as_ref()).await?;
-    check_origin(&flow, &parts.headers)?;
+    let (flow, _) = admit(&state, &parts, id).await?;
     let mut config = flow
         .chatbot_config
         .as_deref()

@@ -75,6 +75,40 @@ pub enum Param {
     Time(Timestamp),
 }
 
+/// A `WHERE` being built: conditions joined by `AND`, each `?` of them numbered
+/// in order for the dialect, with its argument.
+struct Conditions {
+    dialect: Dialect,
+    sql: Vec<String>,
+    args: Vec<Param>,
+}
+
+impl Conditions {
+    fn new(dialect: Dialect) -> Self {
+        Conditions {
+            dialect,
+            sql: Vec::new(),
+            args: Vec::new(),
+        }
+    }
+
+    /// Adds `condition`, each of its `?`s taking the next of `values`.
+    fn add(&mut self, condition: &str, values: impl IntoIterator<Item = Param>) {
+        let mut pieces = condition.split('?');
+        let mut numbered = pieces.next().unwrap_or_default().to_owned();
+        for (piece, value) in pieces.zip(values) {
+            self.args.push(value);
+            numbered.push_str(&self.dialect.placeholder(self.args.len()));
+            numbered.push_str(piece);
+        }
+        self.sql.push(numbered);
+    }
+
+    fn finish(self) -> (String, Vec<Param>) {
+        (self.sql.join(" AND "), self.args)
+    }
+}
+
 /// The `WHERE` of an executions listing (`e` the execution, `c` its chatflow)
 /// and its arguments, numbered from 1: only the filters given, so that each
 /// shape of query gets a plan of its own.
@@ -83,12 +117,9 @@ pub fn execution_conditions(
     workspace: Uuid,
     filter: &ExecutionFilter,
 ) -> (String, Vec<Param>) {
-    let mut args = vec![Param::Uuid(workspace)];
-    let mut conditions = vec![format!("e.workspace_id = {}", dialect.placeholder(1))];
-    let mut add = |condition: &str, value: Param| {
-        args.push(value);
-        conditions.push(condition.replace('?', &dialect.placeholder(args.len())));
-    };
+    let mut conditions = Conditions::new(dialect);
+    conditions.add("e.workspace_id = ?", [Param::Uuid(workspace)]);
+    let mut add = |condition: &str, value: Param| conditions.add(condition, [value]);
     if let Some(id) = filter.id {
         add("e.id = ?", Param::Uuid(id));
     }
@@ -110,7 +141,7 @@ pub fn execution_conditions(
     if let Some(end) = filter.end_date {
         add("e.created_at <= ?", Param::Time(end));
     }
-    (conditions.join(" AND "), args)
+    conditions.finish()
 }
 
 /// The `WHERE` of a messages listing or deletion (`m` the message) and its
@@ -121,19 +152,9 @@ pub fn message_conditions(
     chatflow: Uuid,
     filter: &MessageFilter,
 ) -> (String, Vec<Param>) {
-    let mut args = vec![Param::Uuid(chatflow)];
-    let mut conditions = vec![format!("m.chatflow_id = {}", dialect.placeholder(1))];
-    // Each `?` of a condition takes the next value, numbered on from the last.
-    let mut add = |condition: &str, values: Vec<Param>| {
-        let mut pieces = condition.split('?');
-        let mut numbered = pieces.next().unwrap_or_default().to_owned();
-        for (piece, value) in pieces.zip(values) {
-            args.push(value);
-            numbered.push_str(&dialect.placeholder(args.len()));
-            numbered.push_str(piece);
-        }
-        conditions.push(numbered);
-    };
+    let mut conditions = Conditions::new(dialect);
+    conditions.add("m.chatflow_id = ?", [Param::Uuid(chatflow)]);
+    let mut add = |condition: &str, values: Vec<Param>| conditions.add(condition, values);
     if let Some(chat) = &filter.chat_id {
         add("m.chat_id = ?", vec![Param::Text(chat.clone())]);
     }
@@ -182,7 +203,7 @@ pub fn message_conditions(
             values,
         );
     }
-    (conditions.join(" AND "), args)
+    conditions.finish()
 }
 
 #[cfg(test)]

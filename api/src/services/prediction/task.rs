@@ -135,9 +135,7 @@ impl RunTask {
             Ok(output) => &output.usage,
             Err(_) => &left_in_ledger,
         };
-        count_usage(&chatflow, spent);
-        crate::services::token_budget::record(&self.state, self.workspace_id, total_tokens(spent))
-            .await;
+        self.spend(spent).await;
         match &result {
             Ok(output) if output.agentflow.as_ref().is_some_and(|a| a.error.is_some()) => {
                 metrics.prediction(&chatflow, "error", output.tokens_streamed);
@@ -175,43 +173,7 @@ impl RunTask {
         }
         let executed = executed_text(&record);
         match result {
-            Ok(output) => match self.remember(&output, record, false).await {
-                Ok(message_id) => {
-                    let result = PredictionResult {
-                        text: output.text,
-                        json: output.json,
-                        question: self.input.question.clone(),
-                        chat_id: self.chat_id.clone(),
-                        chat_message_id: message_id,
-                        session_id: self.chat_id.clone(),
-                        source_documents: output
-                            .source_documents
-                            .iter()
-                            .map(|d| serde_json::to_value(d).unwrap_or(Value::Null))
-                            .collect(),
-                        used_tools: output.used_tools,
-                        agent_reasoning: output.agent_reasoning,
-                        artifacts: output.artifacts,
-                        execution_id: self.execution,
-                        action: output.agentflow.as_ref().and_then(|a| a.action.clone()),
-                        agent_flow_executed_data: output.agentflow.and_then(|a| {
-                            executed.or_else(|| serde_json::value::to_raw_value(&a.executed).ok())
-                        }),
-                        aborted: false,
-                        usage_metadata: UsageMetadata::of(&output.usage),
-                        memory_type: self.memory_type(),
-                    };
-                    let _ = out.send(PredictionEvent::Done(Box::new(result))).await;
-                }
-                Err(e) => {
-                    tracing::error!(error = %e, "cannot store the conversation");
-                    let _ = out
-                        .send(PredictionEvent::Error(
-                            "the answer could not be stored; try again".into(),
-                        ))
-                        .await;
-                }
-            },
+            Ok(output) => self.answer(output, record, executed, false, &out).await,
             Err(RunError::Flow(e)) => {
                 tracing::warn!(chatflow = %self.chatflow_id, error = %e.message, "chatflow run failed");
                 let _ = out.send(PredictionEvent::Error(e.message)).await;
@@ -232,9 +194,7 @@ impl RunTask {
         usage: Vec<crate::flow::runtime::NodeUsage>,
         out: &mpsc::Sender<PredictionEvent>,
     ) {
-        count_usage(&self.chatflow_id.to_string(), &usage);
-        crate::services::token_budget::record(&self.state, self.workspace_id, total_tokens(&usage))
-            .await;
+        self.spend(&usage).await;
         tracing::info!(chatflow = %self.chatflow_id, chat = %self.chat_id, "prediction stopped by its chat");
         crate::metrics::metrics().prediction(&self.chatflow_id.to_string(), "aborted", 0);
         let record = RunWrites {
@@ -253,31 +213,71 @@ impl RunTask {
             usage,
             ..RunOutput::default()
         };
-        let event = match self.remember(&output, record, true).await {
+        self.answer(output, record, None, true, out).await;
+    }
+
+    /// Stores the question and the answer with the run's execution `record`
+    /// (`remember`), then sends the caller the answer, or why it is lost.
+    async fn answer(
+        &self,
+        output: RunOutput,
+        record: RunWrites,
+        executed: Option<Box<RawValue>>,
+        aborted: bool,
+        out: &mpsc::Sender<PredictionEvent>,
+    ) {
+        let usage = UsageMetadata::of(&output.usage);
+        let event = match self
+            .remember(&output, record, aborted, usage.as_ref())
+            .await
+        {
             Ok(message_id) => PredictionEvent::Done(Box::new(PredictionResult {
-                text: output.text,
-                json: None,
                 question: self.input.question.clone(),
                 chat_id: self.chat_id.clone(),
                 chat_message_id: message_id,
                 session_id: self.chat_id.clone(),
-                source_documents: Vec::new(),
-                used_tools: Vec::new(),
-                agent_reasoning: Vec::new(),
-                artifacts: Vec::new(),
+                source_documents: output
+                    .source_documents
+                    .iter()
+                    .map(|d| serde_json::to_value(d).unwrap_or(Value::Null))
+                    .collect(),
                 execution_id: self.execution,
-                agent_flow_executed_data: None,
-                action: None,
-                aborted: true,
-                usage_metadata: UsageMetadata::of(&output.usage),
+                action: output.agentflow.as_ref().and_then(|a| a.action.clone()),
+                usage_metadata: usage,
                 memory_type: self.memory_type(),
+                aborted,
+                agent_flow_executed_data: output.agentflow.and_then(|a| {
+                    executed.or_else(|| serde_json::value::to_raw_value(&a.executed).ok())
+                }),
+                text: output.text,
+                json: output.json,
+                used_tools: output.used_tools,
+                agent_reasoning: output.agent_reasoning,
+                artifacts: output.artifacts,
             })),
             Err(e) => {
-                tracing::error!(error = %e, "cannot store the stopped conversation");
+                tracing::error!(error = %e, "cannot store the conversation");
                 PredictionEvent::Error("the answer could not be stored; try again".into())
             }
         };
         let _ = out.send(event).await;
+    }
+
+    /// Counts what a run's models used: in `/metrics` by model, and to the
+    /// workspace's token budget.
+    async fn spend(&self, usage: &[crate::flow::runtime::NodeUsage]) {
+        let chatflow = self.chatflow_id.to_string();
+        let metrics = crate::metrics::metrics();
+        for node in usage {
+            metrics.model_tokens(
+                &chatflow,
+                &node.model,
+                node.usage.input_tokens,
+                node.usage.output_tokens,
+            );
+        }
+        let total = usage.iter().map(|n| n.usage.total()).sum();
+        crate::services::token_budget::record(&self.state, self.workspace_id, total).await;
     }
 
     /// The label of the flow's memory node, when it has one (`memoryType`).
@@ -352,6 +352,7 @@ impl RunTask {
         output: &RunOutput,
         mut record: RunWrites,
         aborted: bool,
+        usage: Option<&UsageMetadata>,
     ) -> Result<Uuid, crate::store::StoreError> {
         let message = |role, content: &str| NewChatMessage {
             chatflow_id: self.chatflow_id,
@@ -370,7 +371,7 @@ impl RunTask {
                 .then(|| Value::from(output.used_tools.clone()).to_string()),
             source_documents: (!output.source_documents.is_empty())
                 .then(|| serde_json::to_string(&output.source_documents).unwrap_or_default()),
-            details: answer_details(output, aborted),
+            details: answer_details(output, aborted, usage),
             ..message(MessageRole::Api, &output.text)
         };
         let ending = record.update_execution.as_ref().map(|(id, _)| *id);
@@ -415,9 +416,13 @@ impl RunTask {
 
 /// What an answer's message keeps beside its text (Flowise's message fields,
 /// each only when the run produced it), as JSON text.
-fn answer_details(output: &RunOutput, aborted: bool) -> Option<String> {
+fn answer_details(
+    output: &RunOutput,
+    aborted: bool,
+    usage: Option<&UsageMetadata>,
+) -> Option<String> {
     let mut details = serde_json::Map::new();
-    if let Some(usage) = UsageMetadata::of(&output.usage)
+    if let Some(usage) = usage
         && let Ok(usage) = serde_json::to_value(usage)
     {
         details.insert("usageMetadata".into(), usage);
@@ -438,24 +443,6 @@ fn answer_details(output: &RunOutput, aborted: bool) -> Option<String> {
         details.insert("action".into(), action);
     }
     (!details.is_empty()).then(|| Value::Object(details).to_string())
-}
-
-/// The tokens of a run's nodes, in all.
-fn total_tokens(usage: &[crate::flow::runtime::NodeUsage]) -> u64 {
-    usage.iter().map(|n| n.usage.total()).sum()
-}
-
-/// Counts a run's tokens in `/metrics`, by chatflow and model.
-fn count_usage(chatflow: &str, usage: &[crate::flow::runtime::NodeUsage]) {
-    let metrics = crate::metrics::metrics();
-    for node in usage {
-        metrics.model_tokens(
-            chatflow,
-            &node.model,
-            node.usage.input_tokens,
-            node.usage.output_tokens,
-        );
-    }
 }
 
 /// The executed items a run's record holds, as the answer's JSON.
