@@ -114,6 +114,7 @@ fn seeded_sampling_is_reproducible() {
         top_p: Some(0.95),
         max_tokens: Some(16),
         seed: Some(seed),
+        ..SamplingParams::default()
     };
     let (a, _) = ask(&model, "Tell me a fun fact.", &params(7));
     let (b, _) = ask(&model, "Tell me a fun fact.", &params(7));

@@ -33,6 +33,19 @@ prompt templates require; text after the JSON object is ignored.
 
 No directive, or no tools: the Echo behaviour above.
 
+Thinking. A question containing `THINK` makes the OpenAI-compatible fake reason
+first (before its text or its tool calls, not before a forced call):
+`delta.reasoning_content` pieces ("Let me think.", " Still thinking.") 0.6 s
+apart, then the answer (so the reasoning lasts about 1.2 s: Flowise's `duration` 1).
+Ollama's sends the same as `message.thinking`. The Anthropic fake thinks when the
+request asks for it (`thinking: {"type": "enabled", "budget_tokens": N}`, which must
+be at least 1024 and below `max_tokens`, with no `temperature`): a `thinking` block
+(`thinking_delta` pieces, then a `signature_delta`) before its text or tool calls.
+As Anthropic does, it then refuses (400) a request whose assistant turn with
+`tool_use` blocks does not start with that thinking block, signature unchanged.
+`THINK` in a question sent to the Anthropic fake without thinking asked is answered
+without it.
+
 Forced tools (what agentflow nodes send). When a request forces one tool — OpenAI
 `tool_choice: {"type": "function", "function": {"name": N}}`, Anthropic
 `tool_choice: {"type": "tool", "name": N}`, or `"required"` / `{"type": "any"}`
@@ -176,6 +189,33 @@ def anthropic_conversation(body):
         if calls:
             turns.append(Turn("assistant", "", calls))
     return _text_of(body.get("system", "")), turns
+
+
+THOUGHTS = ["Let me think.", " Still thinking."]
+THINK_PAUSE = 0.6
+THOUGHT_SIGNATURE = "c2lnbmVkIGJ5IHRoZSBmYWtl"
+
+
+def anthropic_thinking_refusal(body):
+    """What Anthropic says of a request asking for thinking that it refuses, or None."""
+    thinking = body["thinking"]
+    budget = thinking.get("budget_tokens") or 0
+    if thinking.get("type") != "enabled" or budget < 1024:
+        return "thinking.budget_tokens: must be at least 1024"
+    if budget >= (body.get("max_tokens") or 0):
+        return "max_tokens must be greater than thinking.budget_tokens"
+    if "temperature" in body or "top_p" in body:
+        return "temperature and top_p may not be set when thinking is enabled"
+    for m in body.get("messages", []):
+        blocks = m.get("content")
+        if m.get("role") != "assistant" or not isinstance(blocks, list):
+            continue
+        if any(b.get("type") == "tool_use" for b in blocks):
+            head = blocks[0] if blocks else {}
+            if head.get("type") != "thinking" or head.get("signature") != THOUGHT_SIGNATURE:
+                return ("messages: Expected `thinking` or `redacted_thinking`, but found `tool_use`. When "
+                        "`thinking` is enabled, a final `assistant` message must start with a thinking block")
+    return None
 
 
 def last_user_text(turns):
@@ -493,6 +533,8 @@ class FakeProviders:
         system, turns = openai_conversation(body)
         answer = self.decide(body, system, turns)
         self.start_stream(h, "text/event-stream")
+        # A forced call (a structured answer) is made without reasoning.
+        thinks = "THINK" in last_user_text(turns) and not forced_tool(body)
 
         def send(payload):
             h.wfile.write(f"data: {json.dumps(payload)}\n\n".encode())
@@ -511,6 +553,9 @@ class FakeProviders:
                       "usage": {"prompt_tokens": prompt, "completion_tokens": completion_tokens,
                                 "total_tokens": prompt + completion_tokens}})
 
+        for thought in THOUGHTS if thinks else []:
+            send(choice({"content": None, "reasoning_content": thought}))
+            time.sleep(THINK_PAUSE)
         if answer and answer.calls:
             send(choice({"role": "assistant", "content": None}))
             for k, (name, arguments) in enumerate(answer.calls):
@@ -585,6 +630,11 @@ class FakeProviders:
     def anthropic(self, h, body):
         if h.headers.get("x-api-key") != GOOD_KEY:
             return self.reply_json(h, 401, {"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}})
+        thinking = body.get("thinking") or {}
+        if thinking:
+            refused = anthropic_thinking_refusal(body)
+            if refused:
+                return self.reply_json(h, 400, {"type": "error", "error": {"type": "invalid_request_error", "message": refused}})
         system, turns = anthropic_conversation(body)
         answer = self.decide(body, system, turns)
         self.start_stream(h, "text/event-stream")
@@ -597,8 +647,20 @@ class FakeProviders:
             "id": f"msg_{uuid.uuid4().hex[:24]}", "type": "message", "role": "assistant", "content": [],
             "model": body.get("model"), "stop_reason": None, "stop_sequence": None,
             "usage": {"input_tokens": 10, "output_tokens": 1}}})
+        first = 0
+        if thinking:
+            event("content_block_start", {"type": "content_block_start", "index": 0,
+                                          "content_block": {"type": "thinking", "thinking": ""}})
+            for thought in THOUGHTS:
+                event("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                              "delta": {"type": "thinking_delta", "thinking": thought}})
+                time.sleep(THINK_PAUSE)
+            event("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                          "delta": {"type": "signature_delta", "signature": THOUGHT_SIGNATURE}})
+            event("content_block_stop", {"type": "content_block_stop", "index": 0})
+            first = 1
         if answer and answer.calls:
-            for k, (name, arguments) in enumerate(answer.calls):
+            for k, (name, arguments) in enumerate(answer.calls, start=first):
                 event("content_block_start", {"type": "content_block_start", "index": k, "content_block": {
                     "type": "tool_use", "id": f"toolu_{uuid.uuid4().hex[:24]}", "name": name, "input": {}}})
                 for part in halves(json.dumps(arguments)):
@@ -610,15 +672,15 @@ class FakeProviders:
             event("message_stop", {"type": "message_stop"})
             return
         chunks, delay, fail = (pieces(answer.text), 0.0, False) if answer else self.script(last_user_text(turns))
-        event("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})
+        event("content_block_start", {"type": "content_block_start", "index": first, "content_block": {"type": "text", "text": ""}})
         event("ping", {"type": "ping"})
         for c in chunks:
-            event("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": c}})
+            event("content_block_delta", {"type": "content_block_delta", "index": first, "delta": {"type": "text_delta", "text": c}})
             time.sleep(delay)
         if fail:
             event("error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
             return
-        event("content_block_stop", {"type": "content_block_stop", "index": 0})
+        event("content_block_stop", {"type": "content_block_stop", "index": first})
         event("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
                                 "usage": {"output_tokens": len(chunks)}})
         event("message_stop", {"type": "message_stop"})
@@ -643,6 +705,9 @@ class FakeProviders:
             line({"role": "assistant", "content": ""}, True, done_reason="stop", prompt_eval_count=12, eval_count=3)
             return
         chunks, delay, fail = (pieces(answer.text), 0.0, False) if answer else self.script(last_user_text(turns))
+        for thought in THOUGHTS if "THINK" in last_user_text(turns) else []:
+            line({"role": "assistant", "content": "", "thinking": thought}, False)
+            time.sleep(THINK_PAUSE)
         for c in chunks:
             line({"role": "assistant", "content": c}, False)
             time.sleep(delay)

@@ -31,21 +31,28 @@ def ask(api, flow_id, question, **body) -> dict:
     return r.json()
 
 
-def sse_events(response):
-    """(event, data) pairs of an SSE answer, checking Flowise's framing."""
+def sse_frames(response):
+    """The JSON frames of an SSE answer, checking Flowise's framing: each is
+    `{"event", "data"}`, and the end of a model's thinking also has its `duration`."""
     assert response.status_code == 200, response.text
     assert response.headers["content-type"].startswith("text/event-stream"), response.headers
-    events = []
+    frames = []
     name = None
     for raw in response.iter_lines(decode_unicode=True):
         if raw.startswith("event:"):
             name = raw[len("event:"):].strip()
         elif raw.startswith("data:"):
             payload = json.loads(raw[len("data:"):].strip())
-            assert set(payload) == {"event", "data"}, payload
+            keys = {"event", "data", "duration"} if payload.get("event") == "thinking" else {"event", "data"}
+            assert {"event", "data"} <= set(payload) <= keys, payload
             assert payload["event"] == name, (payload, name)
-            events.append((payload["event"], payload["data"]))
-    return events
+            frames.append(payload)
+    return frames
+
+
+def sse_events(response):
+    """(event, data) pairs of an SSE answer, checking Flowise's framing."""
+    return [(f["event"], f["data"]) for f in sse_frames(response)]
 
 
 def stream(api, flow_id, question, **body):
@@ -64,7 +71,7 @@ def assert_stream(events, text, extras):
     # checked where a test is about them; the rest is the contract's sequence.
     answer = next((i for i, (e, _) in enumerate(events) if e in ("start", "token")), len(events))
     events = [(e, d) for i, (e, d) in enumerate(events)
-              if e not in ("calledTools", "nextAgent") and not (e == "agentReasoning" and i < answer)]
+              if e not in ("calledTools", "nextAgent", "thinking") and not (e == "agentReasoning" and i < answer)]
     names = [e for e, _ in events]
     tokens = [d for e, d in events if e == "token"]
     assert names[0] == "start" and events[0][1] == tokens[0], names

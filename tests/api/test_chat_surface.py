@@ -12,7 +12,7 @@ import requests
 
 import flows
 from fakes import FakeProviders
-from prediction_client import create_flow, predict, sse_events
+from prediction_client import create_flow, nonce, predict, sse_events
 from weir_harness import PG_URL, Api, assert_error, start_replicas, wait_for
 
 
@@ -466,3 +466,257 @@ def test_attached_files_are_read_kept_and_served_back(api, fake, server):
     private = create_flow(api, flows.conversation(flows.openai_model(fake.url)),
                           chatbotConfig=json.dumps({"fullFileUpload": {"status": True}}))
     assert_error(visitor.post(f"/attachments/{private}/c", files=files[:1]), 401)
+
+
+def test_a_models_thinking_streams_before_its_answer_and_is_kept(api, fake):
+    from prediction_client import sse_frames
+    flow = create_flow(api, flows.conversation(flows.openai_model(fake.url)))
+    r = api.post(f"/prediction/{flow}", json={"question": "THINK about owls", "streaming": True,
+                                              "chatId": "thinker"}, stream=True)
+    frames = sse_frames(r)
+    names = [f["event"] for f in frames]
+    thinking = [f for f in frames if f["event"] == "thinking"]
+    # The reasoning comes in pieces, then once more with no text and its duration
+    # in whole seconds (the fake reasons for about 1.2 s), all before the answer.
+    assert [f["data"] for f in thinking] == ["Let me think.", " Still thinking.", ""], thinking
+    assert "duration" not in thinking[0] and thinking[-1]["duration"] in (1, 2), thinking
+    assert max(i for i, n in enumerate(names) if n == "thinking") < names.index("start"), names
+    assert "".join(f["data"] for f in frames if f["event"] == "token") == "Echo: THINK about owls"
+    body = ask(api, flow, "THINK again", "thinker-json")
+    reason = body["reasonContent"]
+    assert reason["thinking"] == "Let me think. Still thinking." and reason["thinkingDuration"] in (1, 2), body
+    assert body["text"] == "Echo: THINK again"
+    stored = api.get(f"/chatmessage/{flow}", params={"chatId": "thinker-json"}).json()
+    assert stored[1]["reasonContent"] == reason and stored[0]["reasonContent"] is None
+    # A model that does not think sends no thinking at all.
+    assert "reasonContent" not in ask(api, flow, "just answer", "plain")
+
+
+def test_anthropic_extended_thinking_goes_back_signed_with_the_tool_calls(api, fake):
+    model = flows.anthropic_model(fake.url)
+    model["data"]["inputs"].update({"extendedThinking": True, "budgetTokens": 2048})
+    flow = create_flow(api, flows.tool_agent(model, [flows.calculator()]))
+    marker = nonce()
+    question = f'What is six times seven ({marker})? CALL calculator {{"input": "6 * 7"}}'
+    body = ask(api, flow, question, "claude-thinks")
+    assert body["text"] == "Done: 42", body
+    first, second = fake.bodies("/v1/messages", marker)
+    # Thinking asked as Anthropic takes it: the budget within max_tokens, no temperature.
+    assert first["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+    assert first["max_tokens"] > 2048 and "temperature" not in first
+    # The turn that called the calculator goes back starting with its signed thinking
+    # (the fake refuses it otherwise, as Anthropic does).
+    calling = next(m for m in second["messages"] if m["role"] == "assistant")
+    assert calling["content"][0]["type"] == "thinking"
+    assert calling["content"][0]["thinking"] == "Let me think. Still thinking."
+    assert calling["content"][1]["type"] == "tool_use"
+    # Both calls thought; the answer keeps all of it.
+    reason = body["reasonContent"]
+    assert reason["thinking"] == "Let me think. Still thinking.\n\nLet me think. Still thinking."
+    assert reason["thinkingDuration"] >= 2
+
+
+def follow_up_config(fake, credential, **more):
+    prompt = ('STRUCT {"questions": ["Where do owls live?", "What do owls eat?", "Do owls sleep?", "Extra?"]}\n'
+              "The conversation: {history}")
+    return {"followUpPrompts": {"status": True, "selectedProvider": "openAI", "openAI": {
+        "credentialId": credential, "modelName": "gpt-follow", "baseUrl": f"{fake.url}/v1",
+        "prompt": prompt, "temperature": 0.2, **more}}}
+
+
+def test_follow_up_prompts_are_suggested_by_the_chosen_model(api, fake):
+    credential = api.post("/credentials", json={
+        "name": "follow-ups", "credentialName": "openAIApi", "plainDataObj": {"openAIApiKey": "sk-good"},
+        "allowedHosts": ["127.0.0.1"]})
+    assert credential.status_code == 201, credential.text
+    config = follow_up_config(fake, credential.json()["id"])
+    flow = create_flow(api, flows.conversation(flows.openai_model(fake.url), flows.buffer_memory()),
+                       chatbotConfig=json.dumps(config))
+    expected = json.dumps(["Where do owls live?", "What do owls eat?", "Do owls sleep?"])
+    body = ask(api, flow, "tell me of owls", "follow")
+    # A JSON string of at most three questions, as Flowise sends it.
+    assert json.loads(body["followUpPrompts"]) == json.loads(expected), body
+    asked = fake.last("/chat/completions")
+    assert asked["model"] == "gpt-follow" and asked["temperature"] == 0.2
+    assert "Human: tell me of owls\nAI: Echo: tell me of owls" in asked["messages"][-1]["content"]
+    nodes = {n["nodeId"]: n for n in body["usageMetadata"]["nodes"]}
+    assert nodes["followUpPrompts"]["model"] == "gpt-follow" and nodes["chatOpenAI_0"]["model"] == "gpt-test"
+    # The stream's metadata carries them; the stored answer keeps them.
+    events = dict(sse_events(api.post(f"/prediction/{flow}", json={
+        "question": "and their eyes?", "streaming": True, "chatId": "follow"}, stream=True)))
+    assert json.loads(events["metadata"]["followUpPrompts"]) == json.loads(expected)
+    # The second question's suggestions saw the chat's earlier turns (memory).
+    assert "Human: tell me of owls" in fake.last("/chat/completions")["messages"][-1]["content"]
+    stored = api.get(f"/chatmessage/{flow}", params={"chatId": "follow"}).json()
+    assert json.loads(stored[1]["followUpPrompts"]) == json.loads(expected) and stored[0]["followUpPrompts"] is None
+    # A follow-up model that fails leaves the answer without suggestions.
+    broken = follow_up_config(fake, credential.json()["id"], modelName="server-error")
+    assert api.put(f"/chatflows/{flow}", json={"chatbotConfig": json.dumps(broken)}).status_code == 200
+    assert "followUpPrompts" not in ask(api, flow, "still there?", "follow-broken")
+
+
+def test_a_follow_up_setting_weir_cannot_run_is_refused_when_saved(api, fake):
+    flow_data = flows.conversation(flows.openai_model(fake.url))
+    for setting, says in [({"status": True, "selectedProvider": "groqChat", "groqChat": {"modelName": "x"}}, "groqChat"),
+                          ({"status": True, "selectedProvider": "openAI"}, "openAI")]:
+        r = api.post("/chatflows", json={"name": "f", "flowData": flow_data,
+                                         "chatbotConfig": json.dumps({"followUpPrompts": setting})})
+        assert_error(r, 400)
+        assert says in r.json()["message"]
+    # Off, it is not read.
+    create_flow(api, flow_data, chatbotConfig=json.dumps({"followUpPrompts": {"status": False}}))
+
+
+def test_an_agentflows_state_is_sent_as_flow_variables(api, fake):
+    start = flows.af_start(state=[{"key": "topic", "value": "owls"}])
+    llm = flows.af_llm("llmAgentflow_0", flows.af_openai(fake.url),
+                       llmUpdateState=[{"key": "topic", "value": "{{ output }}"}])
+    flow = create_flow(api, flows.agentflow([start, llm], [(start["id"], llm["id"])]), type="AGENTFLOW")
+    body = ask(api, flow, "birds", "af-vars")
+    assert body["flowVariables"] == {"topic": "Echo: birds"}, body
+    events = dict(sse_events(api.post(f"/prediction/{flow}", json={
+        "question": "fish", "streaming": True, "chatId": "af-vars-2"}, stream=True)))
+    assert events["metadata"]["flowVariables"] == {"topic": "Echo: fish"}
+    # A chatflow without state sends none.
+    plain = create_flow(api, flows.conversation(flows.openai_model(fake.url)))
+    assert "flowVariables" not in ask(api, plain, "hi", "no-vars")
+
+
+FLOWISE_SDK = "flowise-sdk@1.0.9"
+FLOWISE_SDK_SHA256 = "4f14ec24f120317ea02e5595d2e2a17c4839022bed6ccc38480130498ad4dbb0"
+
+
+@pytest.fixture(scope="module")
+def flowise_sdk():
+    """Flowise's npm client (its published dist/flowise-sdk.js), fetched once and
+    checked against its pinned digest. It needs nothing but Node's own fetch."""
+    import hashlib
+    import subprocess
+    import tarfile
+    from pathlib import Path
+    cache = Path(__file__).resolve().parent.parent / ".cache"
+    target = cache / "flowise-sdk-1.0.9" / "flowise-sdk.js"
+    if not target.exists():
+        cache.mkdir(exist_ok=True)
+        packed = subprocess.run(["npm", "pack", FLOWISE_SDK, "--silent", "--pack-destination", str(cache)],
+                                check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
+        tarball = cache / packed
+        digest = hashlib.sha256(tarball.read_bytes()).hexdigest()
+        assert digest == FLOWISE_SDK_SHA256, f"{FLOWISE_SDK} is not the package pinned here (sha256 {digest})"
+        with tarfile.open(tarball) as tar:
+            source = tar.extractfile("package/dist/flowise-sdk.js")
+            assert source is not None
+            target.parent.mkdir(exist_ok=True)
+            target.write_bytes(source.read())
+        tarball.unlink()
+    return target
+
+
+def sdk_events(sdk, api, flow, question, chat, **more):
+    import subprocess
+    from pathlib import Path
+    script = Path(__file__).resolve().parent / "flowise_sdk_stream.cjs"
+    ask_it = {"baseUrl": api.url.removesuffix("/api/v1"), "apiKey": api.key, "chatflowId": flow,
+              "question": question, "chatId": chat, **more}
+    done = subprocess.run(["node", str(script), str(sdk), json.dumps(ask_it)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+def test_the_flowise_npm_client_reads_every_new_event(api, fake, flowise_sdk):
+    credential = api.post("/credentials", json={
+        "name": "follow-ups", "credentialName": "openAIApi", "plainDataObj": {"openAIApiKey": "sk-good"},
+        "allowedHosts": ["127.0.0.1"]}).json()["id"]
+    agent = create_flow(api, flows.tool_agent(flows.openai_model(fake.url), [flows.calculator()]),
+                        chatbotConfig=json.dumps(follow_up_config(fake, credential)))
+    question = 'THINK: what is six times seven? CALL calculator {"input": "6 * 7"}'
+    events = sdk_events(flowise_sdk, api, agent, question, "npm-agent")
+    names = [e["event"] for e in events]
+    # The reasoning and the calls come before the answer; usage and metadata after it.
+    assert names.index("thinking") < names.index("calledTools") < names.index("start"), names
+    assert names.index("usedTools") < names.index("usageMetadata") < names.index("metadata"), names
+    assert names[-1] == "end"
+    ended = next(e for e in events if e["event"] == "thinking" and e["data"] == "")
+    assert ended["duration"] >= 1
+    meta = next(e["data"] for e in events if e["event"] == "metadata")
+    assert json.loads(meta["followUpPrompts"])[0] == "Where do owls live?"
+    assert meta["chatId"] == "npm-agent" and meta["chatMessageId"]
+    # The stop button's call ends the stream the client reads.
+    slow = create_flow(api, flows.conversation(flows.openai_model(fake.url)))
+    stopped = sdk_events(flowise_sdk, api, slow, "SLOW", "npm-stop", stopAfterTokens=2)
+    assert [e["event"] for e in stopped][-3:] == ["metadata", "abort", "end"], stopped
+
+
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(40))
+
+
+def image_upload(name="cat.png", mime="image/png", content=PNG):
+    import base64
+    return {"data": f"data:{mime};base64,{base64.b64encode(content).decode()}", "type": "file",
+            "name": name, "mime": mime}
+
+
+def test_pictures_go_to_a_model_that_sees_them(api, fake, server):
+    flow = create_flow(api, flows.conversation(flows.openai_model(fake.url)), isPublic=True)
+    # The widget learns it may attach pictures (the model's Allow Image Uploads).
+    uploads = api.get(f"/public-chatbotConfig/{flow}").json()["uploads"]
+    assert uploads["isImageUploadAllowed"] is True
+    assert uploads["imgUploadSizeAndTypes"] == [{"fileTypes": ["image/gif", "image/jpeg", "image/png", "image/webp"],
+                                                 "maxUploadSize": 5}]
+    visitor = Api(server.url, None)
+    body = predict(visitor, flow, "what is this?", chatId="pics", uploads=[image_upload()]).json()
+    assert body["text"] == "Echo: what is this?", body
+    asked = fake.last("/chat/completions")["messages"][-1]
+    png_url = image_upload()["data"]
+    assert asked["content"] == [{"type": "text", "text": "what is this?"},
+                                {"type": "image_url", "image_url": {"url": png_url}}]
+    # The question keeps the picture's name, the chat keeps the picture.
+    stored = api.get(f"/chatmessage/{flow}", params={"chatId": "pics"}).json()
+    assert stored[0]["fileUploads"] == [{"type": "stored-file", "name": "cat.png", "mime": "image/png"}]
+    got = visitor.get("/get-upload-file", params={"chatflowId": flow, "chatId": "pics", "fileName": "cat.png"})
+    assert got.status_code == 200 and got.content == PNG
+    # The next question of the chat is text again: the picture went with its own turn.
+    predict(visitor, flow, "and now?", chatId="pics")
+    assert isinstance(fake.last("/chat/completions")["messages"][-1]["content"], str)
+    # A picture must be what it says it is, and of a type a model takes.
+    assert_error(predict(visitor, flow, "x", uploads=[image_upload(content=b"<svg/>")]), 400, "not a image/png")
+    assert_error(predict(visitor, flow, "x", uploads=[image_upload("a.svg", "image/svg+xml", b"<svg/>")]), 400)
+    assert_error(predict(visitor, flow, "x", uploads=[image_upload(content=PNG + bytes(5 * 1024 * 1024))]), 413)
+
+
+def test_anthropic_ollama_and_agentflow_models_see_pictures_in_their_own_format(api, fake):
+    claude = flows.anthropic_model(fake.url)
+    claude["data"]["inputs"]["allowImageUploads"] = True
+    flow = create_flow(api, flows.conversation(claude))
+    predict(api, flow, "describe it", chatId="pics-claude-2", uploads=[image_upload()])
+    import base64
+    content = fake.last("/v1/messages")["messages"][-1]["content"]
+    assert content == [{"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                                    "data": base64.b64encode(PNG).decode()}},
+                       {"type": "text", "text": "describe it"}]
+    llama = flows.ollama_model(fake.url)
+    llama["data"]["inputs"]["allowImageUploads"] = "true"
+    flow = create_flow(api, flows.conversation(llama))
+    predict(api, flow, "and this?", uploads=[image_upload()])
+    asked = fake.last("/api/chat")["messages"][-1]
+    assert asked["images"] == [base64.b64encode(PNG).decode()] and asked["content"] == "and this?"
+    # An agentflow's LLM node whose model allows pictures sees them with the question.
+    start = flows.af_start()
+    seeing = flows.af_openai(fake.url)
+    seeing["llmModelConfig"]["allowImageUploads"] = True
+    llm = flows.af_llm("llmAgentflow_0", seeing)
+    flow = create_flow(api, flows.agentflow([start, llm], [(start["id"], llm["id"])]), type="AGENTFLOW")
+    body = predict(api, flow, "look", uploads=[image_upload()])
+    assert body.status_code == 200, body.text
+    asked = fake.last("/chat/completions")["messages"][-1]
+    assert asked["content"][1]["image_url"]["url"].startswith("data:image/png;base64,")
+
+
+def test_a_flow_whose_model_does_not_see_refuses_pictures(api, fake):
+    blind = flows.openai_model(fake.url, allowImageUploads=False)
+    flow = create_flow(api, flows.conversation(blind), isPublic=True)
+    assert api.get(f"/public-chatbotConfig/{flow}").json()["uploads"]["isImageUploadAllowed"] is False
+    assert_error(predict(api, flow, "x", uploads=[image_upload()]), 400, "does not take pictures")
+    # Nothing of the refused question was kept.
+    assert api.get(f"/chatmessage/{flow}").json() == []

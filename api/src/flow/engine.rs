@@ -20,7 +20,8 @@ pub async fn run<E: From<FlowEvent> + Send>(
     let tokens = Tokens::new(events, ctx.transcript);
     let mut output = answer(runnable, input, ctx, &tokens).await?;
     output.tokens_streamed = tokens.sent();
-    output.usage = ctx.usage.take();
+    output.usage = ctx.ledger.take_usage();
+    output.thinking = ctx.ledger.take_thinking();
     Ok(output)
 }
 
@@ -83,7 +84,7 @@ async fn moderate(
                         spec.params.clone(),
                     );
                     let step =
-                        model_step::<FlowEvent>(spec, &*model, request, None, false, &ctx.usage)
+                        model_step::<FlowEvent>(spec, &*model, request, None, false, &ctx.ledger)
                             .await?;
                     if step.text.to_lowercase().contains("yes") {
                         return Ok(Some(check.message.clone()));

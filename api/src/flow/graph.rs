@@ -113,7 +113,7 @@ impl FlowEdge {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct FlowGraph {
     pub nodes: Vec<FlowNode>,
     index: HashMap<String, usize>,

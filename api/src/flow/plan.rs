@@ -386,6 +386,35 @@ impl Plan {
         self.takes_chat_files
     }
 
+    /// Whether the flow's models see pictures sent with a question: one of its
+    /// chat models (a node, or one chosen inside an agentflow node) has
+    /// Flowise's `allowImageUploads` on, and is of a type that sends pictures
+    /// (not the embedded model, which reads text only).
+    pub fn takes_images(&self) -> bool {
+        const VISION: &str = "allowImageUploads";
+        let seeing_model = |name: &str| {
+            registry::spec(name)
+                .and_then(|s| s.input(VISION))
+                .is_some_and(|input| input.kind == InputKind::Boolean)
+        };
+        let on = |v: Option<&serde_json::Value>| match v {
+            Some(serde_json::Value::Bool(on)) => *on,
+            Some(serde_json::Value::String(s)) => s == "true",
+            _ => false,
+        };
+        self.graph.nodes.iter().any(|node| {
+            (seeing_model(&node.name) && node.input_flag(VISION))
+                || node.inputs.iter().any(|(key, config)| {
+                    // `llmModel` names the model, `llmModelConfig` holds its inputs.
+                    let chosen = key
+                        .strip_suffix("Config")
+                        .and_then(|param| node.inputs.get(param))
+                        .and_then(serde_json::Value::as_str);
+                    chosen.is_some_and(seeing_model) && on(config.get(VISION))
+                })
+        })
+    }
+
     pub fn runnable(&self, overrides: &Overrides<'_>) -> Result<Runnable, FlowError> {
         check_overrides(&self.graph, overrides)?;
         let mut runnable = self.answer(overrides)?;

@@ -123,6 +123,23 @@ pub fn build_node(
     kind.build(&Build::new(self::node, graph, node, overrides)?)
 }
 
+/// A chat model node standing alone (not in a flow: a chatflow setting's
+/// model, e.g. the one that writes follow-up prompts), built as a flow's node
+/// is — its credential's fields, its endpoint checked against where the
+/// credential may go.
+pub fn standalone_model(
+    node: &FlowNode,
+    overrides: &Overrides<'_>,
+) -> Result<crate::flow::component::ModelSpec, FlowError> {
+    match build_node(&FlowGraph::default(), node, overrides)? {
+        Component::Model(model) => Ok(model),
+        _ => Err(FlowError::invalid(format!(
+            "'{}' is not a chat model",
+            node.name
+        ))),
+    }
+}
+
 /// Where docs/nodes.md's generated list of node types begins and ends: the
 /// lines between are [`reference_table`]'s, checked by a test.
 pub const REFERENCE_BEGIN: &str =

@@ -56,7 +56,16 @@ fn progress_event(progress: &Progress) -> Event {
         Progress::CalledTools(calls) => sse("calledTools", calls),
         Progress::NextAgent(agent) => sse("nextAgent", agent),
         Progress::AgentReasoning(steps) => sse("agentReasoning", steps),
+        Progress::Thinking(piece) => sse("thinking", piece),
+        Progress::Thought { seconds } => thought_for(*seconds),
     }
+}
+
+/// The end of a model's reasoning as Flowise frames it: empty `data` and the
+/// `duration` in seconds beside it (`{"event":"thinking","data":"","duration":3}`).
+fn thought_for(seconds: u64) -> Event {
+    let line = json!({"event": "thinking", "data": "", "duration": seconds}).to_string();
+    Event::default().event("thinking").data(line)
 }
 
 /// The SSE answer. A failure before the first token is still a plain JSON error
@@ -120,6 +129,8 @@ fn sse_events(
                         Progress::CalledTools(_)
                             | Progress::NextAgent(_)
                             | Progress::AgentReasoning(_)
+                            | Progress::Thinking(_)
+                            | Progress::Thought { .. }
                     ) {
                         s.started = true;
                     }
@@ -167,6 +178,12 @@ fn sse_events(
                     if let Some(action) = &result.action {
                         s.queue.push_back(sse("action", action));
                         metadata["action"] = action.clone();
+                    }
+                    if let Some(flow_variables) = &result.flow_variables {
+                        metadata["flowVariables"] = json!(flow_variables);
+                    }
+                    if let Some(prompts) = &result.follow_up_prompts {
+                        metadata["followUpPrompts"] = json!(prompts);
                     }
                     if let Some(usage) = &result.usage_metadata {
                         s.queue.push_back(sse("usageMetadata", usage));

@@ -6,8 +6,8 @@ use serde_json::{Value, json};
 
 use super::http::{deltas, send, sse_events};
 use super::{
-    ChatMessage, ChatModel, ChatRequest, Delta, DeltaStream, LlmError, Role, ToolCallParts,
-    ToolChoice, Usage,
+    ChatMessage, ChatModel, ChatRequest, Delta, DeltaStream, LlmError, Role, Thinking,
+    ToolCallParts, ToolChoice, Usage,
 };
 
 pub const DEFAULT_BASE: &str = "https://api.anthropic.com";
@@ -28,20 +28,35 @@ impl ChatModel for AnthropicChat {
     async fn stream(&self, request: ChatRequest) -> Result<DeltaStream, LlmError> {
         let params = &request.params;
         let (system, turns) = to_anthropic(&request.messages, !request.tools.is_empty());
+        // Anthropic refuses thinking beside a forced tool (a structured answer).
+        let thinking = params
+            .thinking_budget
+            .filter(|_| !matches!(request.tool_choice, ToolChoice::Force(_)));
+        let mut max_tokens = params.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS);
+        if let Some(budget) = thinking {
+            // The budget is part of `max_tokens`, which must leave room to answer.
+            max_tokens = max_tokens.max(budget.saturating_add(DEFAULT_MAX_TOKENS));
+        }
         let mut body = json!({
             "model": self.model,
-            "max_tokens": params.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
+            "max_tokens": max_tokens,
             "messages": turns,
             "stream": true,
         });
         if !system.is_empty() {
             body["system"] = Value::from(system);
         }
-        if let Some(t) = params.temperature {
-            body["temperature"] = Value::from(t);
-        }
-        if let Some(p) = params.top_p {
-            body["top_p"] = Value::from(p);
+        match thinking {
+            // Thinking takes no temperature or top_p other than the defaults.
+            Some(budget) => body["thinking"] = json!({"type": "enabled", "budget_tokens": budget}),
+            None => {
+                if let Some(t) = params.temperature {
+                    body["temperature"] = Value::from(t);
+                }
+                if let Some(p) = params.top_p {
+                    body["top_p"] = Value::from(p);
+                }
+            }
         }
         if !request.tools.is_empty() {
             body["tools"] = request
@@ -105,7 +120,25 @@ fn to_anthropic(messages: &[ChatMessage], tools_offered: bool) -> (String, Vec<V
                 })],
             ),
             role => {
-                let mut blocks = Vec::with_capacity(1 + m.tool_calls.len());
+                let mut blocks = Vec::with_capacity(2 + m.tool_calls.len());
+                // A turn that called tools starts with its signed thinking.
+                if let Some(Thinking {
+                    text,
+                    signature: Some(signature),
+                }) = &m.thinking
+                    && tools_offered
+                    && !m.tool_calls.is_empty()
+                {
+                    blocks.push(
+                        json!({"type": "thinking", "thinking": text, "signature": signature}),
+                    );
+                }
+                // Pictures before the text, as Anthropic advises.
+                for image in &m.images {
+                    blocks.push(json!({"type": "image", "source": {
+                        "type": "base64", "media_type": image.mime, "data": &*image.base64,
+                    }}));
+                }
                 if !m.content.is_empty() {
                     blocks.push(json!({"type": "text", "text": m.content}));
                 }
@@ -207,6 +240,20 @@ fn event(
                         .unwrap_or_default();
                     parts.push(index, None, None, piece);
                 }
+                Some("thinking_delta") => {
+                    if let Some(text) = v
+                        .pointer("/delta/thinking")
+                        .and_then(Value::as_str)
+                        .filter(|s| !s.is_empty())
+                    {
+                        out.push(Delta::Thinking(text.to_owned()));
+                    }
+                }
+                Some("signature_delta") => {
+                    if let Some(signature) = v.pointer("/delta/signature").and_then(Value::as_str) {
+                        out.push(Delta::ThinkingSignature(signature.to_owned()));
+                    }
+                }
                 _ => {
                     if let Some(text) = v
                         .pointer("/delta/text")
@@ -291,6 +338,50 @@ mod tests {
             )
             .is_err()
         );
+    }
+
+    #[test]
+    fn thinking_comes_apart_and_goes_back_signed() {
+        let mut parts = ToolCallParts::default();
+        let mut out = Vec::new();
+        for d in [
+            json!({"index": 0, "delta": {"type": "thinking_delta", "thinking": "Let me add."}}),
+            json!({"index": 0, "delta": {"type": "signature_delta", "signature": "sig=="}}),
+            json!({"index": 1, "delta": {"type": "text_delta", "text": "4"}}),
+        ] {
+            event("content_block_delta", &d.to_string(), &mut parts, &mut out).unwrap();
+        }
+        assert_eq!(
+            out,
+            vec![
+                Delta::Thinking("Let me add.".into()),
+                Delta::ThinkingSignature("sig==".into()),
+                Delta::Text("4".into())
+            ]
+        );
+        let call = crate::llm::ToolCall {
+            id: "t1".into(),
+            name: "calc".into(),
+            arguments: json!({}),
+        };
+        let mut turn = ChatMessage::tool_calls("", vec![call.clone()]);
+        turn.thinking = Some(Thinking {
+            text: "Let me add.".into(),
+            signature: Some("sig==".into()),
+        });
+        let (_, turns) = to_anthropic(
+            &[
+                ChatMessage::new(Role::User, "2+2?"),
+                turn,
+                ChatMessage::tool_result(&call, "4"),
+            ],
+            true,
+        );
+        assert_eq!(
+            turns[1]["content"][0],
+            json!({"type": "thinking", "thinking": "Let me add.", "signature": "sig=="})
+        );
+        assert_eq!(turns[1]["content"][1]["type"], "tool_use");
     }
 
     #[test]

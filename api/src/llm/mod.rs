@@ -51,6 +51,40 @@ pub struct ChatMessage {
     /// The tool a `Tool` turn comes from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// What the model thought before an assistant turn that called tools:
+    /// Anthropic wants it back, signed, with the calls' results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking: Option<Thinking>,
+    /// Pictures sent with a user turn, for a model that sees (never kept:
+    /// a stored conversation holds their names, not their bytes).
+    #[serde(skip)]
+    pub images: Vec<Image>,
+}
+
+/// A picture as a vision model takes it: its type and its bytes in base64
+/// (shared: a conversation is cloned for every step of an agent).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Image {
+    /// `image/png`, `image/jpeg`, `image/gif` or `image/webp`.
+    pub mime: &'static str,
+    pub base64: std::sync::Arc<str>,
+}
+
+impl Image {
+    /// The picture as a data URL (`data:image/png;base64,…`).
+    pub fn data_url(&self) -> String {
+        format!("data:{};base64,{}", self.mime, self.base64)
+    }
+}
+
+/// A model's reasoning before its answer (Anthropic's thinking block, an
+/// OpenAI-compatible server's `reasoning_content`, Ollama's `thinking`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Thinking {
+    pub text: String,
+    /// Anthropic's signature of the block (sent back as it came).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
 }
 
 impl ChatMessage {
@@ -61,6 +95,16 @@ impl ChatMessage {
             tool_calls: Vec::new(),
             tool_call_id: None,
             name: None,
+            thinking: None,
+            images: Vec::new(),
+        }
+    }
+
+    /// A user turn with pictures.
+    pub fn user_with_images(content: impl Into<String>, images: Vec<Image>) -> Self {
+        ChatMessage {
+            images,
+            ..ChatMessage::new(Role::User, content)
         }
     }
 
@@ -136,6 +180,10 @@ pub enum Delta {
     /// What the call has cost so far, as the provider counts it (each count
     /// is the call's total up to now: a later report replaces an earlier one).
     Usage(Usage),
+    /// A piece of the model's reasoning, before its answer.
+    Thinking(String),
+    /// The signature of the reasoning so far (Anthropic), to send back with it.
+    ThinkingSignature(String),
 }
 
 /// Tokens a model call read and wrote.
@@ -167,6 +215,9 @@ pub struct SamplingParams {
     pub top_p: Option<f64>,
     pub max_tokens: Option<u32>,
     pub seed: Option<u64>,
+    /// Tokens the model may think with before answering (Anthropic's extended
+    /// thinking); `None`: no thinking asked for.
+    pub thinking_budget: Option<u32>,
 }
 
 /// A provider failure, in words a user can act on.

@@ -59,6 +59,14 @@ impl ChatModel for OllamaChat {
         let mut calls_seen = 0u64;
         Ok(deltas(lines, move |line: String, parts, out| {
             let v = parse(&line)?;
+            // A thinking model's reasoning (`think`, Ollama 0.9 on).
+            if let Some(thinking) = v
+                .pointer("/message/thinking")
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+            {
+                out.push(Delta::Thinking(thinking.to_owned()));
+            }
             if let Some(text) = v
                 .pointer("/message/content")
                 .and_then(Value::as_str)
@@ -115,6 +123,9 @@ fn wire_message(m: &ChatMessage) -> Value {
         && let Some(name) = &m.name
     {
         out["tool_name"] = Value::from(name.as_str());
+    }
+    if !m.images.is_empty() {
+        out["images"] = m.images.iter().map(|i| Value::from(&*i.base64)).collect();
     }
     out
 }

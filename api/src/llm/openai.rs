@@ -138,6 +138,15 @@ fn wire_message(m: &ChatMessage) -> Value {
             "tool_call_id": m.tool_call_id.as_deref().unwrap_or_default(),
             "content": m.content,
         }),
+        Role::User if !m.images.is_empty() => {
+            let mut parts = vec![json!({"type": "text", "text": m.content})];
+            parts.extend(
+                m.images
+                    .iter()
+                    .map(|i| json!({"type": "image_url", "image_url": {"url": i.data_url()}})),
+            );
+            json!({"role": "user", "content": parts})
+        }
         role => json!({"role": role.as_str(), "content": m.content}),
     }
 }
@@ -177,6 +186,14 @@ fn chunk(
     let Some(delta) = chunk.pointer("/choices/0/delta") else {
         return Ok(false);
     };
+    // DeepSeek's and vLLM's name of the reasoning, then OpenRouter's and newer vLLM's.
+    if let Some(thinking) = ["reasoning_content", "reasoning"]
+        .iter()
+        .find_map(|field| delta.get(*field).and_then(Value::as_str))
+        .filter(|s| !s.is_empty())
+    {
+        out.push(Delta::Thinking(thinking.to_owned()));
+    }
     if let Some(text) = delta
         .get("content")
         .and_then(Value::as_str)

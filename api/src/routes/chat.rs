@@ -100,6 +100,9 @@ struct ChatMessage {
     /// An answer's tokens, in all and per node (as the prediction answered them).
     #[schema(value_type = Option<Object>)]
     usage_metadata: Option<Value>,
+    /// What the models thought before answering: `{thinking, thinkingDuration}`.
+    #[schema(value_type = Option<Object>)]
+    reason_content: Option<Value>,
     /// Whether the answer was cut short by `PUT /chatmessage/abort`.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     aborted: bool,
@@ -129,7 +132,9 @@ impl ChatMessage {
         });
         let lead_email = take("leadEmail").and_then(|v| v.as_str().map(str::to_owned));
         let usage_metadata = take("usageMetadata");
+        let reason_content = take("reasonContent");
         ChatMessage {
+            reason_content,
             lead_email,
             usage_metadata,
             id: record.id,

@@ -21,6 +21,7 @@ use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::{Json, Path, Query, required};
 use crate::http::pagination::{PageQuery, total_count};
 use crate::services::credentials;
+use crate::services::prediction::follow_up::FollowUpSetting;
 use crate::services::triggers::start_node;
 use crate::store::Listing;
 
@@ -82,6 +83,9 @@ impl ChatflowBody {
             Ok(value)
         };
         let chatbot_config = config("chatbotConfig", self.chatbot_config)?;
+        if let Some(Some(text)) = &chatbot_config {
+            check_follow_ups(text, auth)?;
+        }
         let api_config = config("apiConfig", self.api_config)?;
         let apikeyid = match self.apikeyid {
             Some(Some(id)) if !id.trim().is_empty() => {
@@ -102,6 +106,26 @@ impl ChatflowBody {
             flow_type: self.flow_type,
         })
     }
+}
+
+/// `chatbotConfig.followUpPrompts`, when on, must name a provider weir runs and
+/// its model; naming a credential takes `credentials:read`, as a flow's node does.
+fn check_follow_ups(chatbot_config: &str, auth: &AuthUser) -> ApiResult<()> {
+    let setting =
+        FollowUpSetting::of(Some(chatbot_config)).map_err(|e| ApiError::BadRequest(e.message))?;
+    if setting
+        .as_ref()
+        .and_then(FollowUpSetting::credential)
+        .is_some()
+        && !auth.key.has(Permission::CredentialsRead)
+    {
+        return Err(ApiError::Forbidden(
+            "chatbotConfig.followUpPrompts names a stored credential: saving it needs the \
+             'credentials:read' permission"
+                .into(),
+        ));
+    }
+    Ok(())
 }
 
 /// A chatflow of the caller's workspace; 404 `Chatflow <id> not found` (Flowise's

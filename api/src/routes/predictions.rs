@@ -22,13 +22,16 @@ use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::{Json, Path};
 use crate::ratelimit;
 use crate::services::prediction::{
-    self, HistoryItem, HumanAnswer, PredictionRequest, PredictionResult, Upload,
+    self, HistoryItem, HumanAnswer, ImageUpload, PredictionRequest, PredictionResult, Upload,
+    image_type,
 };
 
 /// Largest prediction body (files included).
 pub const MAX_UPLOAD_BYTES: usize = 50 * 1024 * 1024;
 /// Most files one prediction may attach.
 pub const MAX_FILES: usize = 20;
+/// Largest picture sent to a vision model (Flowise's default limit).
+pub const MAX_IMAGE_BYTES: usize = 5 * 1024 * 1024;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -104,6 +107,50 @@ struct JsonUpload {
 }
 
 impl JsonUpload {
+    /// Whether this is a picture (`data:image/…`), for the chat model to see.
+    fn is_image(&self) -> bool {
+        self.kind.as_deref() != Some("url")
+            && self
+                .data
+                .as_deref()
+                .is_some_and(|d| d.starts_with("data:image/"))
+    }
+
+    /// The decoded picture: its declared type must be one a vision model takes
+    /// and its bytes must be of that type.
+    fn decode_image(self) -> ApiResult<ImageUpload> {
+        let declared = self
+            .data
+            .as_deref()
+            .and_then(|d| d.strip_prefix("data:"))
+            .and_then(|d| d.split_once(';'))
+            .map(|(mime, _)| mime.to_owned())
+            .unwrap_or_default();
+        let Some(file) = self.decode()? else {
+            return Err(ApiError::BadRequest(
+                "an image upload must carry its data".into(),
+            ));
+        };
+        if file.bytes.len() > MAX_IMAGE_BYTES {
+            return Err(ApiError::PayloadTooLarge(format!(
+                "image '{}' is larger than {} MiB",
+                file.name,
+                MAX_IMAGE_BYTES / (1024 * 1024)
+            )));
+        }
+        match image_type(&file.bytes) {
+            Some(mime) if mime == declared => Ok(ImageUpload {
+                name: file.name,
+                mime,
+                bytes: file.bytes,
+            }),
+            _ => Err(ApiError::BadRequest(format!(
+                "image '{}' is not a {declared} picture (weir takes PNG, JPEG, GIF and WebP)",
+                file.name
+            ))),
+        }
+    }
+
     /// The decoded file, or `None` for a reference (`type: "url"`) weir does not fetch.
     fn decode(self) -> ApiResult<Option<Upload>> {
         use base64::Engine;
@@ -137,7 +184,12 @@ impl PredictionBody {
         // Files the widget attached whole (`POST /attachments` read them): their
         // text goes to the model with the question.
         let mut attached = String::new();
+        let mut images = Vec::new();
         for upload in self.uploads.unwrap_or_default() {
+            if upload.is_image() {
+                images.push(upload.decode_image()?);
+                continue;
+            }
             if upload.kind.as_deref() == Some("file:full") {
                 let name = upload.name.as_deref().unwrap_or("attachment");
                 attached.push_str(&format!(
@@ -150,7 +202,7 @@ impl PredictionBody {
                 uploads.push(file);
             }
         }
-        if uploads.len() > MAX_FILES {
+        if uploads.len() + images.len() > MAX_FILES {
             return Err(ApiError::BadRequest(format!(
                 "at most {MAX_FILES} files may be attached"
             )));
@@ -214,6 +266,7 @@ impl PredictionBody {
                 override_config: self.override_config,
                 lead_email,
                 uploads,
+                images,
                 flow_vars: Map::new(),
                 form,
                 streaming: self.streaming.unwrap_or(false),
@@ -430,13 +483,19 @@ async fn public_chatbot_config(
         .get(flow.id, flow.updated_date, &flow.flow_data)
         .ok();
     let takes_files = plan.as_ref().is_some_and(|plan| plan.takes_chat_files());
+    let takes_images = plan.as_ref().is_some_and(|plan| plan.takes_images());
     config.insert(
         "uploads".into(),
         json!({
             "isSpeechToTextEnabled": false,
-            "isImageUploadAllowed": false,
+            "isImageUploadAllowed": takes_images,
             "isRAGFileUploadAllowed": takes_files,
-            "imgUploadSizeAndTypes": [],
+            "imgUploadSizeAndTypes": if takes_images {
+                json!([{"fileTypes": ["image/gif", "image/jpeg", "image/png", "image/webp"],
+                        "maxUploadSize": MAX_IMAGE_BYTES / (1024 * 1024)}])
+            } else {
+                json!([])
+            },
             "fileUploadSizeAndTypes": if takes_files {
                 json!([{"fileTypes": ["*"], "maxUploadSize": MAX_UPLOAD_BYTES / (1024 * 1024)}])
             } else {

@@ -99,7 +99,7 @@ pub async fn run<E: From<FlowEvent>>(
             &*model,
             convert,
             &agent.structured,
-            &ctx.usage,
+            &ctx.ledger,
         )
         .await?;
         written = serde_json::to_string_pretty(&answer).unwrap_or_default();

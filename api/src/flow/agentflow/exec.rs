@@ -485,8 +485,7 @@ impl<'r, 'c, E: From<FlowEvent> + Send> Run<'r, 'c, E> {
             self.state.extend(written);
         }
         if done.opens && self.runtime.is_empty() {
-            self.runtime
-                .push(ChatMessage::new(Role::User, self.input.question.clone()));
+            self.runtime.push(self.input.question_turn());
         }
         self.runtime.append(&mut done.chat);
         self.out.used_tools.append(&mut done.used_tools);
@@ -650,6 +649,7 @@ impl<'r, 'c, E: From<FlowEvent> + Send> Run<'r, 'c, E> {
     fn scope<'a>(&'a self, history: &'a str, iteration: Option<&'a Value>) -> Scope<'a> {
         Scope {
             question: &self.input.question,
+            images: &self.input.images,
             chat_history: history,
             form: &self.input.form,
             vars: &self.ctx.env.vars,

@@ -151,7 +151,7 @@ pub async fn ask_human<E: From<FlowEvent>>(
             messages.push(ChatMessage::new(Role::User, prompt));
             let chat = ctx.model(model).await?;
             let request = ChatRequest::text(messages, model.params.clone());
-            model_step(model, &*chat, request, Some(tokens), false, &ctx.usage)
+            model_step(model, &*chat, request, Some(tokens), false, &ctx.ledger)
                 .await?
                 .text
         }
@@ -221,7 +221,9 @@ pub(super) async fn conversation(
         .iter()
         .map(|(role, content)| ChatMessage::new(*role, seen.scope.resolve(content)))
         .collect();
-    let question = || ChatMessage::new(Role::User, seen.scope.question.to_owned());
+    let question = || {
+        ChatMessage::user_with_images(seen.scope.question.to_owned(), seen.scope.images.to_vec())
+    };
     match talk.memory {
         Memory::Off => {
             if seen.runtime.is_empty() && !talk.messages.iter().any(|(r, _)| *r == Role::User) {
@@ -305,7 +307,7 @@ async fn summarize(
         model.params.clone(),
     );
     Ok(
-        model_step::<FlowEvent>(model, &*llm, request, None, false, &ctx.usage)
+        model_step::<FlowEvent>(model, &*llm, request, None, false, &ctx.ledger)
             .await?
             .text,
     )
@@ -369,11 +371,12 @@ async fn run_llm<E: From<FlowEvent>>(
     let mut output = Map::new();
     let content = if llm.structured.is_empty() {
         let request = ChatRequest::text(messages, llm.model.params.clone());
-        model_step(&llm.model, &*model, request, stream, false, &ctx.usage)
+        model_step(&llm.model, &*model, request, stream, false, &ctx.ledger)
             .await?
             .text
     } else {
-        let answer = structured(&llm.model, &*model, messages, &llm.structured, &ctx.usage).await?;
+        let answer =
+            structured(&llm.model, &*model, messages, &llm.structured, &ctx.ledger).await?;
         let content = serde_json::to_string_pretty(&answer).unwrap_or_default();
         output.extend(answer);
         if let Some(tokens) = stream {
@@ -435,7 +438,7 @@ async fn run_condition_agent(
     };
     let model = ctx.model(&agent.model).await?;
     let step =
-        model_step::<FlowEvent>(&agent.model, &*model, request, None, false, &ctx.usage).await?;
+        model_step::<FlowEvent>(&agent.model, &*model, request, None, false, &ctx.ledger).await?;
     let said = step
         .calls
         .iter()

@@ -18,6 +18,8 @@ use serde_json::{Map, Value};
 /// What a node's variables can see.
 pub struct Scope<'a> {
     pub question: &'a str,
+    /// Pictures the question came with (the user's turn carries them).
+    pub images: &'a [crate::llm::Image],
     /// `Human: …` / `Assistant: …` lines of the session and the run so far.
     pub chat_history: &'a str,
     pub form: &'a Map<String, Value>,
@@ -260,6 +262,7 @@ mod tests {
     ) -> Scope<'a> {
         Scope {
             question: "What is up?",
+            images: &[],
             chat_history: "Human: hi\nAssistant: hello",
             form,
             vars: form,

@@ -19,7 +19,7 @@ pub async fn run<E: From<FlowEvent>>(
     let mut messages = Vec::with_capacity(input.history.len() + 2);
     messages.push(ChatMessage::new(Role::System, spec.system_message.clone()));
     messages.extend(input.history.iter().cloned());
-    messages.push(ChatMessage::new(Role::User, input.question.clone()));
+    messages.push(input.question_turn());
     let done = run_loop(
         ctx,
         &spec.model,

@@ -65,7 +65,7 @@ pub fn messages(chain: &ChainSpec, input: &RunInput) -> Vec<ChatMessage> {
             ));
             out
         }
-        (ChainKind::Llm, None) => vec![ChatMessage::new(Role::User, input.question.clone())],
+        (ChainKind::Llm, None) => vec![input.question_turn()],
         (ChainKind::Conversation, prompt) => {
             let system = match prompt {
                 Some(PromptSpec::Chat { system, values, .. }) if !system.is_empty() => {
@@ -76,7 +76,7 @@ pub fn messages(chain: &ChainSpec, input: &RunInput) -> Vec<ChatMessage> {
             let mut out = Vec::with_capacity(input.history.len() + 2);
             out.push(ChatMessage::new(Role::System, system));
             out.extend(input.history.iter().cloned());
-            out.push(ChatMessage::new(Role::User, input.question.clone()));
+            out.push(input.question_turn());
             out
         }
     }
@@ -94,7 +94,7 @@ pub async fn run<E: From<FlowEvent>>(
     let model = ctx.model(spec).await?;
     let request = ChatRequest::text(messages(chain, input), spec.params.clone());
     let Some(parser) = &chain.output_parser else {
-        let text = model_step(spec, &*model, request, Some(tokens), false, &ctx.usage)
+        let text = model_step(spec, &*model, request, Some(tokens), false, &ctx.ledger)
             .await?
             .text;
         return Ok(RunOutput {
@@ -102,7 +102,7 @@ pub async fn run<E: From<FlowEvent>>(
             ..RunOutput::default()
         });
     };
-    let text = model_step::<E>(spec, &*model, request, None, false, &ctx.usage)
+    let text = model_step::<E>(spec, &*model, request, None, false, &ctx.ledger)
         .await?
         .text;
     let json = match parser.parse(&text) {
@@ -115,7 +115,7 @@ pub async fn run<E: From<FlowEvent>>(
                 )],
                 spec.params.clone(),
             );
-            let fixed = model_step::<E>(spec, &*model, fix, None, false, &ctx.usage)
+            let fixed = model_step::<E>(spec, &*model, fix, None, false, &ctx.ledger)
                 .await?
                 .text;
             parser

@@ -75,7 +75,7 @@ pub async fn run<E: From<FlowEvent>>(
         vec![ChatMessage::new(Role::User, ask)],
         spec.model.params.clone(),
     );
-    let written = model_step::<E>(&spec.model, &*model, request, None, false, &ctx.usage)
+    let written = model_step::<E>(&spec.model, &*model, request, None, false, &ctx.ledger)
         .await?
         .text;
     let code = strip_fences(&written);
@@ -117,7 +117,7 @@ pub async fn run<E: From<FlowEvent>>(
         request,
         Some(tokens),
         false,
-        &ctx.usage,
+        &ctx.ledger,
     )
     .await?
     .text;

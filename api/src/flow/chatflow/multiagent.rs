@@ -38,7 +38,7 @@ pub async fn run<E: From<FlowEvent>>(
         .collect::<Result<Vec<_>, _>>()?;
 
     let mut conversation = input.history.clone();
-    conversation.push(ChatMessage::new(Role::User, input.question.clone()));
+    conversation.push(input.question_turn());
     let mut out = RunOutput::default();
     let mut last_answer: Option<String> = None;
     let mut finished = false;
@@ -60,7 +60,7 @@ pub async fn run<E: From<FlowEvent>>(
             tool_choice: ToolChoice::Force("route".into()),
             params: supervisor.model.params.clone(),
         };
-        let decision = decide::<E>(&*model, request, supervisor, &names, &ctx.usage).await?;
+        let decision = decide::<E>(&*model, request, supervisor, &names, &ctx.ledger).await?;
         if let Some(previous) = out.agent_reasoning.last_mut() {
             previous["next"] = Value::from(decision.next.as_str());
         }
@@ -188,7 +188,7 @@ async fn decide<E: From<FlowEvent>>(
     request: ChatRequest,
     supervisor: &SupervisorSpec,
     names: &[&str],
-    ledger: &crate::flow::runtime::UsageLedger,
+    ledger: &crate::flow::runtime::ModelLedger,
 ) -> Result<Decision, RunError> {
     let step = model_step::<E>(&supervisor.model, model, request, None, false, ledger).await?;
     let route = step

@@ -56,7 +56,7 @@ pub async fn run<E: From<FlowEvent>>(
                     vec![ChatMessage::new(Role::User, prompt)],
                     spec.params.clone(),
                 );
-                let standalone = model_step::<E>(spec, &*model, request, None, false, &ctx.usage)
+                let standalone = model_step::<E>(spec, &*model, request, None, false, &ctx.ledger)
                     .await?
                     .text;
                 match standalone.trim() {
@@ -76,7 +76,7 @@ pub async fn run<E: From<FlowEvent>>(
             let mut messages = Vec::with_capacity(input.history.len() + 2);
             messages.push(ChatMessage::new(Role::System, system));
             messages.extend(input.history.iter().cloned());
-            messages.push(ChatMessage::new(Role::User, input.question.clone()));
+            messages.push(input.question_turn());
             let sources = if chain.return_sources {
                 documents
             } else {
@@ -86,7 +86,7 @@ pub async fn run<E: From<FlowEvent>>(
         }
     };
     let request = ChatRequest::text(messages, spec.params.clone());
-    let text = model_step(spec, &*model, request, Some(tokens), false, &ctx.usage)
+    let text = model_step(spec, &*model, request, Some(tokens), false, &ctx.ledger)
         .await?
         .text;
     Ok(RunOutput {

@@ -100,7 +100,7 @@ pub async fn run<E: From<FlowEvent>>(
         }
     }
     let mut conversation = input.history.clone();
-    conversation.push(ChatMessage::new(Role::User, input.question.clone()));
+    conversation.push(input.question_turn());
     let mut out = RunOutput::default();
     let mut last_output = String::new();
     let mut arrived: HashMap<String, HashSet<String>> = HashMap::new();
@@ -430,15 +430,12 @@ async fn run_node<E: From<FlowEvent>>(view: &View<'_>, task: &Task) -> Result<St
             };
             let model = ctx.model(model_spec).await?;
             let said =
-                model_step::<E>(model_spec, &*model, request, None, false, &ctx.usage).await?;
+                model_step::<E>(model_spec, &*model, request, None, false, &ctx.ledger).await?;
             let has_tool_node =
                 !tool_specs.is_empty() || spec.graph.tool_node_of.contains_key(&task.id);
             if has_tool_node && !said.calls.is_empty() {
                 StepDone {
-                    messages: vec![ChatMessage::tool_calls(
-                        said.text.clone(),
-                        said.calls.clone(),
-                    )],
+                    messages: vec![said.calls_turn()],
                     output: json!({"content": said.text}),
                     calls: said.calls,
                     ..StepDone::default()
@@ -601,7 +598,7 @@ async fn decide(agent: &SeqConditionAgent, view: &View<'_>) -> Result<Value, Run
     if agent.structured.is_empty() {
         let request = ChatRequest::text(messages, model_spec.params.clone());
         let said =
-            model_step::<FlowEvent>(model_spec, &*model, request, None, false, &view.ctx.usage)
+            model_step::<FlowEvent>(model_spec, &*model, request, None, false, &view.ctx.ledger)
                 .await?;
         return Ok(json!({"content": said.text}));
     }
@@ -610,7 +607,7 @@ async fn decide(agent: &SeqConditionAgent, view: &View<'_>) -> Result<Value, Run
         &*model,
         messages,
         &agent.structured,
-        &view.ctx.usage,
+        &view.ctx.ledger,
     )
     .await?;
     Ok(Value::Object(answer))

@@ -17,6 +17,7 @@ pub struct AzureChatOpenAI;
 pub(super) const DEFAULT_API_VERSION: &str = "2024-10-21";
 
 const INPUTS: [InputSpec; 18] = with_ignored([
+    input("allowImageUploads", K::Boolean),
     input("modelName", K::Text),
     input("temperature", K::Number),
     input("maxTokens", K::Integer),

@@ -6,10 +6,12 @@ use crate::flow::component::{Component, ModelSpec, Provider};
 use crate::flow::node::{
     Build, Category, InputSpec, Node, NodeSpec, endpoint_url, input, sensitive,
 };
+use crate::llm::SamplingParams;
 
 pub struct ChatAnthropic;
 
 const INPUTS: [InputSpec; 16] = with_ignored([
+    input("allowImageUploads", K::Boolean),
     input("modelName", K::Text),
     input("temperature", K::Number),
     input("maxTokensToSample", K::Integer),
@@ -18,8 +20,8 @@ const INPUTS: [InputSpec; 16] = with_ignored([
     input("topK", K::Ignored),
     sensitive("anthropicApiKey", K::Text),
     endpoint_url("basePath"),
-    input("extendedThinking", K::Ignored),
-    input("budgetTokens", K::Ignored),
+    input("extendedThinking", K::Boolean),
+    input("budgetTokens", K::Integer),
 ]);
 
 static SPEC: NodeSpec = NodeSpec {
@@ -38,7 +40,10 @@ impl Node for ChatAnthropic {
         Ok(Component::Model(ModelSpec {
             node_id: node.id().to_owned(),
             node_type: SPEC.name,
-            params: sampling(node, &["maxTokensToSample", "maxTokens"], None)?,
+            params: SamplingParams {
+                thinking_budget: thinking_budget(node)?,
+                ..sampling(node, &["maxTokensToSample", "maxTokens"], None)?
+            },
             provider: Provider::Anthropic {
                 base,
                 api_key,
@@ -46,4 +51,23 @@ impl Node for ChatAnthropic {
             },
         }))
     }
+}
+
+/// Anthropic's least thinking budget, also Flowise's default.
+const MIN_THINKING_BUDGET: u32 = 1024;
+
+/// The thinking budget when `extendedThinking` is on: `budgetTokens`, at least
+/// Anthropic's minimum.
+fn thinking_budget(node: &Build<'_>) -> Result<Option<u32>, FlowError> {
+    if !node.boolean("extendedThinking")? {
+        return Ok(None);
+    }
+    let budget = node
+        .integer("budgetTokens")?
+        .unwrap_or(MIN_THINKING_BUDGET.into());
+    Ok(Some(
+        u32::try_from(budget)
+            .unwrap_or(u32::MAX)
+            .max(MIN_THINKING_BUDGET),
+    ))
 }

@@ -9,6 +9,7 @@ use crate::flow::node::{Build, Category, InputSpec, Node, NodeSpec, input};
 pub struct ChatLocal;
 
 const INPUTS: [InputSpec; 10] = with_ignored([
+    input("allowImageUploads", K::Ignored),
     input("temperature", K::Number),
     input("maxTokens", K::Integer),
     input("topP", K::Number),

@@ -13,6 +13,7 @@ use crate::llm::openai::Auth;
 pub struct ChatMistralAI;
 
 const INPUTS: [InputSpec; 15] = with_ignored([
+    input("allowImageUploads", K::Ignored),
     input("modelName", K::Text),
     input("temperature", K::Number),
     input("maxOutputTokens", K::Integer),

@@ -9,6 +9,7 @@ use crate::llm::ollama;
 pub struct ChatOllama;
 
 const INPUTS: [InputSpec; 17] = with_ignored([
+    input("allowImageUploads", K::Boolean),
     endpoint_url("baseUrl"),
     input("modelName", K::Text),
     input("temperature", K::Number),

@@ -11,6 +11,7 @@ use crate::llm::openai::{self, Auth};
 pub struct ChatOpenAI;
 
 const INPUTS: [InputSpec; 19] = with_ignored([
+    input("allowImageUploads", K::Boolean),
     input("modelName", K::Text),
     input("temperature", K::Number),
     input("maxTokens", K::Integer),

@@ -72,10 +72,9 @@ use crate::llm::SamplingParams;
 use crate::llm::endpoints;
 
 /// Inputs Flowise puts on chat models that weir accepts without effect.
-const MODEL_IGNORED: [InputSpec; 6] = [
+const MODEL_IGNORED: [InputSpec; 5] = [
     input("cache", K::Ignored),
     input("streaming", K::Ignored),
-    input("allowImageUploads", K::Ignored),
     input("imageResolution", K::Ignored),
     input("timeout", K::Ignored),
     input("stopSequence", K::Ignored),
@@ -232,6 +231,7 @@ fn sampling(
             Some(name) => node.integer(name)?,
             None => None,
         },
+        thinking_budget: None,
     })
 }
 

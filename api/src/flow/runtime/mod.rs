@@ -69,6 +69,11 @@ pub enum Progress {
     NextAgent(String),
     /// `agentReasoning`: the team's steps so far, after each step.
     AgentReasoning(Value),
+    /// `thinking`: a piece of the answering model's reasoning.
+    Thinking(String),
+    /// `thinking` with its `duration`: the model has stopped thinking, after
+    /// this many seconds.
+    Thought { seconds: u64 },
 }
 
 /// The conversation a run starts from.
@@ -86,9 +91,15 @@ pub struct RunInput {
     pub persisted_state: Option<serde_json::Map<String, Value>>,
     /// A paused agentflow run going on with a person's decision.
     pub resume: Option<Resume>,
+    /// Pictures sent with the question, for models that see.
+    pub images: Vec<crate::llm::Image>,
 }
 
 impl RunInput {
+    /// The question as the user's turn, with the pictures it came with.
+    pub fn question_turn(&self) -> ChatMessage {
+        ChatMessage::user_with_images(self.question.clone(), self.images.clone())
+    }
     /// The history as `Human: …` / `AI: …` lines (`{{chat_history}}`).
     pub fn history_text(&self) -> String {
         self.history
@@ -124,6 +135,15 @@ pub struct RunOutput {
     pub tokens_streamed: u64,
     /// What the run's model calls cost, node by node.
     pub usage: Vec<NodeUsage>,
+    /// What the run's models thought before answering (Flowise's `reasonContent`).
+    pub thinking: Option<Thought>,
+}
+
+/// A run's reasoning: its models' thinking, and for how long they thought.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Thought {
+    pub text: String,
+    pub seconds: u64,
 }
 
 /// A sequential flow's session as its last run left it (agent memory): kept
@@ -152,8 +172,8 @@ pub struct RunContext<'a> {
     /// Where the answer's streamed text is also kept, for a run that may be
     /// stopped midway (its partial answer is stored).
     pub transcript: Option<&'a std::sync::Mutex<String>>,
-    /// What the run's model calls cost, node by node.
-    pub usage: UsageLedger,
+    /// What the run's model calls cost and thought.
+    pub ledger: ModelLedger,
 }
 
 /// What one node's model calls cost in a run.
@@ -165,14 +185,38 @@ pub struct NodeUsage {
     pub usage: crate::llm::Usage,
 }
 
-/// The tokens a run's model calls read and wrote, summed per node (nodes in
-/// the order of their first call).
+/// What a run's model calls cost and thought: the tokens they read and wrote,
+/// summed per node (nodes in the order of their first call), and their
+/// reasoning, in the order they thought.
 #[derive(Debug, Default)]
-pub struct UsageLedger {
+pub struct ModelLedger {
     nodes: std::sync::Mutex<Vec<NodeUsage>>,
+    thinking: std::sync::Mutex<Option<Thought>>,
 }
 
-impl UsageLedger {
+impl ModelLedger {
+    /// Keeps one call's reasoning.
+    pub fn thought(&self, text: &str, seconds: u64) {
+        let mut kept = self
+            .thinking
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let thought = kept.get_or_insert_with(Thought::default);
+        if !thought.text.is_empty() {
+            thought.text.push_str("\n\n");
+        }
+        thought.text.push_str(text);
+        thought.seconds += seconds;
+    }
+
+    /// The reasoning so far; the ledger forgets it.
+    pub fn take_thinking(&self) -> Option<Thought> {
+        self.thinking
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+    }
+
     pub fn add(&self, spec: &ModelSpec, usage: crate::llm::Usage) {
         if usage == crate::llm::Usage::default() {
             return;
@@ -194,8 +238,8 @@ impl UsageLedger {
         }
     }
 
-    /// The nodes' usage so far; the ledger is emptied.
-    pub fn take(&self) -> Vec<NodeUsage> {
+    /// The nodes' usage so far; the ledger forgets it.
+    pub fn take_usage(&self) -> Vec<NodeUsage> {
         std::mem::take(
             &mut *self
                 .nodes
@@ -276,12 +320,24 @@ impl<E: From<FlowEvent>> Tokens<'_, E> {
     }
 }
 
-/// What one model call gave: its text, its tool calls, and whether a blank-line
-/// separator token was streamed before the text.
+/// What one model call gave: its text, its tool calls, whether a blank-line
+/// separator token was streamed before the text, and what it thought first.
 pub struct Step {
     pub text: String,
     pub calls: Vec<ToolCall>,
     pub separated: bool,
+    pub thinking: Option<crate::llm::Thinking>,
+}
+
+impl Step {
+    /// The assistant turn that made this step's tool calls, with its thinking
+    /// (Anthropic wants it back with the calls' results).
+    pub fn calls_turn(&self) -> ChatMessage {
+        ChatMessage {
+            thinking: self.thinking.clone(),
+            ..ChatMessage::tool_calls(self.text.clone(), self.calls.clone())
+        }
+    }
 }
 
 /// One model call, collected. With `tokens`, its text streams as it arrives
@@ -293,7 +349,7 @@ pub async fn model_step<E: From<FlowEvent>>(
     request: ChatRequest,
     tokens: Option<&Tokens<'_, E>>,
     separate: bool,
-    ledger: &UsageLedger,
+    ledger: &ModelLedger,
 ) -> Result<Step, RunError> {
     let mut stream = model
         .stream(request)
@@ -303,24 +359,79 @@ pub async fn model_step<E: From<FlowEvent>>(
         text: String::new(),
         calls: Vec::new(),
         separated: false,
+        thinking: None,
     };
     // Counted once the call ends, also when it fails midway: what was used was used.
     let mut usage = crate::llm::Usage::default();
-    let outcome = read_step(spec, &mut stream, &mut step, &mut usage, tokens, separate).await;
+    let mut thinking = Thinking::default();
+    let outcome = read_step(
+        spec,
+        &mut stream,
+        &mut step,
+        (&mut usage, &mut thinking),
+        tokens,
+        separate,
+    )
+    .await;
     ledger.add(spec, usage);
+    if let Some(seconds) = thinking.seconds {
+        ledger.thought(&thinking.text.text, seconds);
+        step.thinking = Some(thinking.text);
+    }
     outcome.map(|()| step)
+}
+
+/// One call's reasoning as it streams: its text, when it began, and for how
+/// long it went on once it ended.
+#[derive(Default)]
+struct Thinking {
+    text: crate::llm::Thinking,
+    began: Option<std::time::Instant>,
+    seconds: Option<u64>,
+}
+
+impl Thinking {
+    /// The reasoning has ended (the answer began, or the call ended): for how
+    /// many whole seconds it went on (as Flowise counts), once.
+    fn end(&mut self) -> Option<u64> {
+        let began = self.began.take()?;
+        let seconds = began.elapsed().as_secs_f64().round() as u64;
+        self.seconds = Some(seconds);
+        Some(seconds)
+    }
 }
 
 async fn read_step<E: From<FlowEvent>>(
     spec: &ModelSpec,
     stream: &mut crate::llm::DeltaStream,
     step: &mut Step,
-    usage: &mut crate::llm::Usage,
+    (usage, thinking): (&mut crate::llm::Usage, &mut Thinking),
     tokens: Option<&Tokens<'_, E>>,
     separate: bool,
 ) -> Result<(), RunError> {
     while let Some(delta) = stream.next().await {
-        match delta.map_err(|e| model_failed(spec, &e))? {
+        let delta = delta.map_err(|e| model_failed(spec, &e))?;
+        if matches!(delta, Delta::Text(_) | Delta::ToolCall(_))
+            && let Some(seconds) = thinking.end()
+            && let Some(tokens) = tokens
+        {
+            tokens.progress(Progress::Thought { seconds }).await?;
+        }
+        match delta {
+            Delta::Thinking(piece) => {
+                thinking.began.get_or_insert_with(std::time::Instant::now);
+                thinking.text.text.push_str(&piece);
+                if let Some(tokens) = tokens {
+                    tokens.progress(Progress::Thinking(piece)).await?;
+                }
+            }
+            Delta::ThinkingSignature(signature) => {
+                thinking
+                    .text
+                    .signature
+                    .get_or_insert_with(String::new)
+                    .push_str(&signature);
+            }
             Delta::Text(piece) => {
                 step.text.push_str(&piece);
                 if let Some(tokens) = tokens {
@@ -334,6 +445,11 @@ async fn read_step<E: From<FlowEvent>>(
             Delta::ToolCall(call) => step.calls.push(call),
             Delta::Usage(report) => *usage = usage.latest(report),
         }
+    }
+    if let Some(seconds) = thinking.end()
+        && let Some(tokens) = tokens
+    {
+        tokens.progress(Progress::Thought { seconds }).await?;
     }
     Ok(())
 }

@@ -19,7 +19,7 @@ pub async fn structured(
     model: &dyn crate::llm::ChatModel,
     mut messages: Vec<ChatMessage>,
     fields: &[OutputField],
-    ledger: &super::UsageLedger,
+    ledger: &super::ModelLedger,
 ) -> Result<Map<String, Value>, RunError> {
     let tool = ToolDef {
         name: STRUCTURED_TOOL.into(),

@@ -86,7 +86,7 @@ pub async fn run_guarded_loop<E: From<FlowEvent>>(
             request,
             tokens,
             !out.text.is_empty(),
-            &ctx.usage,
+            &ctx.ledger,
         )
         .await?;
         match tokens {
@@ -102,7 +102,7 @@ pub async fn run_guarded_loop<E: From<FlowEvent>>(
             return Ok(out);
         }
         if step.calls.iter().any(|c| guarded.contains(&c.name)) {
-            messages.push(ChatMessage::tool_calls(step.text, step.calls));
+            messages.push(step.calls_turn());
             out.waiting = Some(messages);
             return Ok(out);
         }
@@ -118,7 +118,7 @@ pub async fn run_guarded_loop<E: From<FlowEvent>>(
                 .await?;
         }
         let outcomes = call_tools(ctx, tools, &step.calls).await;
-        messages.push(ChatMessage::tool_calls(step.text, step.calls.clone()));
+        messages.push(step.calls_turn());
         let mut direct = None;
         for (call, outcome) in step.calls.iter().zip(outcomes) {
             out.record(call, &outcome);

@@ -158,8 +158,8 @@ mod tests {
         SamplingParams {
             temperature: t,
             top_p: p,
-            max_tokens: None,
             seed: Some(seed),
+            ..SamplingParams::default()
         }
     }
 

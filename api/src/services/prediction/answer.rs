@@ -56,6 +56,35 @@ pub struct PredictionResult {
     /// (absent when no model was called).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub usage_metadata: Option<UsageMetadata>,
+    /// What the models thought before answering, when they said.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason_content: Option<ReasonContent>,
+    /// The questions a person would likely ask next, as a JSON string of the
+    /// list (Flowise's form), when the chatflow's follow-up prompts are on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub follow_up_prompts: Option<String>,
+    /// The state an agentflow (or a sequential flow) ended with.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub flow_variables: Option<serde_json::Map<String, Value>>,
+}
+
+/// A model's reasoning as Flowise keeps it (`reasonContent`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReasonContent {
+    pub thinking: String,
+    /// Whole seconds the models thought.
+    pub thinking_duration: u64,
+}
+
+impl ReasonContent {
+    pub fn of(thought: &crate::flow::runtime::Thought) -> Self {
+        ReasonContent {
+            thinking: thought.text.clone(),
+            thinking_duration: thought.seconds,
+        }
+    }
 }
 
 /// Tokens of a run (LangChain's `usage_metadata` names, as Flowise passes them on).

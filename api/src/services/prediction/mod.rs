@@ -17,6 +17,7 @@
 
 pub mod agentflow;
 pub mod answer;
+pub mod follow_up;
 pub mod request;
 pub mod subflow;
 mod task;
@@ -26,7 +27,7 @@ use tokio::sync::mpsc;
 use uuid::Uuid;
 
 pub use answer::{Prediction, PredictionEvent, PredictionResult, Progress};
-pub use request::{HistoryItem, HumanAnswer, PredictionRequest, Upload};
+pub use request::{HistoryItem, HumanAnswer, ImageUpload, PredictionRequest, Upload, image_type};
 
 use super::{ServiceError, ServiceResult, Services};
 use crate::domain::{Chatflow, MessageRole, NewLead, Variable, VariableType};
@@ -34,6 +35,7 @@ use crate::flow::plan::Runnable;
 use crate::flow::tools::ToolEnv;
 use crate::flow::{FlowError, Overrides, RunInput};
 use crate::llm::{ChatMessage, Role};
+use follow_up::FollowUpSetting;
 
 /// Events between the run and the answer, buffered at most this many.
 const EVENT_BUFFER: usize = 64;
@@ -44,6 +46,56 @@ fn start_nested<'a>(
     request: PredictionRequest,
 ) -> futures_util::future::BoxFuture<'a, ServiceResult<Prediction>> {
     Box::pin(start(state, flow, request))
+}
+
+/// The pictures sent with the question, for the flow's models to see, and what
+/// the question's message keeps of them (Flowise's `fileUploads`). They are kept
+/// with the chat (within the workspace's quota; `get-upload-file` serves them).
+/// A flow whose models do not see pictures refuses them.
+async fn pictures(
+    state: &Services,
+    flow: &Chatflow,
+    plan: &crate::flow::Plan,
+    session: &str,
+    request: &mut PredictionRequest,
+) -> ServiceResult<(Vec<crate::llm::Image>, Option<Value>)> {
+    use base64::Engine;
+    let sent = std::mem::take(&mut request.images);
+    if sent.is_empty() {
+        return Ok((Vec::new(), None));
+    }
+    if !plan.takes_images() {
+        return Err(FlowError::invalid(
+            "this chatflow's chat model does not take pictures (its 'Allow Image Uploads' is \
+             off, or it is the embedded model): send the question without images",
+        )
+        .into());
+    }
+    let files: Vec<Upload> = sent
+        .iter()
+        .map(|i| Upload {
+            name: i.name.clone(),
+            bytes: i.bytes.clone(),
+        })
+        .collect();
+    state
+        .uploads
+        .keep(flow.workspace_id, flow.id, session, &files)
+        .await?;
+    let listed = sent
+        .iter()
+        .map(|i| serde_json::json!({"type": "stored-file", "name": i.name, "mime": i.mime}))
+        .collect();
+    let images = sent
+        .into_iter()
+        .map(|i| crate::llm::Image {
+            mime: i.mime,
+            base64: base64::engine::general_purpose::STANDARD
+                .encode(&i.bytes)
+                .into(),
+        })
+        .collect();
+    Ok((images, Some(Value::Array(listed))))
 }
 
 /// A run slot of the workspace (`WORKSPACE_MAX_PREDICTIONS`), or 429 when it
@@ -80,11 +132,28 @@ pub async fn start(
         (None, 0) => Some(run_slot(state, flow.workspace_id)?),
         (None, _) => None,
     };
+    // A flow another flow runs answers its caller: nobody sees its suggestions.
+    let follow_up = match FollowUpSetting::of(flow.chatbot_config.as_deref()) {
+        Ok(setting) => setting.filter(|_| request.depth == 0),
+        Err(e) => {
+            tracing::warn!(chatflow = %flow.id, error = %e.message, "follow-up prompts are off");
+            None
+        }
+    };
+    let follow_up_credential = follow_up.as_ref().and_then(FollowUpSetting::credential);
+    let credential_ids = match follow_up_credential {
+        Some(id) if !plan.credential_ids().iter().any(|c| c == id) => {
+            let mut ids = plan.credential_ids().to_vec();
+            ids.push(id.to_owned());
+            std::borrow::Cow::Owned(ids)
+        }
+        _ => std::borrow::Cow::Borrowed(plan.credential_ids()),
+    };
     let credentials = super::credentials::open_for_run(
         &*state.store,
         &state.keyring,
         flow.workspace_id,
-        plan.credential_ids(),
+        &credential_ids,
     )
     .await?;
     let overrides = Overrides {
@@ -94,6 +163,20 @@ pub async fn start(
         settings: &state.config.providers,
     };
     let runnable = plan.runnable(&overrides)?;
+    let follow_ups = follow_up.and_then(|setting| {
+        let chatflow_own = Overrides {
+            values: None,
+            allowed: crate::domain::api_config::nothing_allowed(),
+            credentials: overrides.credentials,
+            settings: overrides.settings,
+        };
+        setting
+            .model(&chatflow_own)
+            .map_err(|e| {
+                tracing::warn!(chatflow = %flow.id, error = %e.message, "follow-up prompts are off");
+            })
+            .ok()
+    });
     let chat_id = request
         .chat_id
         .clone()
@@ -193,6 +276,7 @@ pub async fn start(
     }
     // A flow that takes no files reads nothing of them and keeps nothing.
     request.uploads.clear();
+    let (images, image_files) = pictures(state, flow, &plan, &session, &mut request).await?;
 
     let agentflow = match runnable.agentflow() {
         Some(agentflow) => {
@@ -222,7 +306,9 @@ pub async fn start(
             form: request.form,
             persisted_state: agentflow.persisted_state.or(checkpoint_state),
             resume: agentflow.resume,
+            images,
         },
+        image_files,
         execution: agentflow.execution,
         execution_start: agentflow.start,
         workspace_id: flow.workspace_id,
@@ -234,6 +320,7 @@ pub async fn start(
         session,
         env,
         stop,
+        follow_ups,
         _permit: permit,
     };
     let task = tokio::spawn(task.run(tx)).abort_handle();

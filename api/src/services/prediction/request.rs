@@ -19,6 +19,31 @@ pub struct HistoryItem {
 /// A file attached to a prediction: what document loaders read.
 pub use crate::retrieval::load::FileData as Upload;
 
+/// A picture sent with the question, for a chat model that sees
+/// (`allowImageUploads`); its type checked against its bytes.
+#[derive(Debug, Clone)]
+pub struct ImageUpload {
+    pub name: String,
+    pub mime: &'static str,
+    pub bytes: bytes::Bytes,
+}
+
+/// The pictures a vision model takes, by their first bytes: `image/png`,
+/// `image/jpeg`, `image/gif` or `image/webp`; `None` for anything else.
+pub fn image_type(bytes: &[u8]) -> Option<&'static str> {
+    if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
+        Some("image/png")
+    } else if bytes.starts_with(&[0xFF, 0xD8, 0xFF]) {
+        Some("image/jpeg")
+    } else if bytes.starts_with(b"GIF87a") || bytes.starts_with(b"GIF89a") {
+        Some("image/gif")
+    } else if bytes.len() >= 12 && &bytes[..4] == b"RIFF" && &bytes[8..12] == b"WEBP" {
+        Some("image/webp")
+    } else {
+        None
+    }
+}
+
 /// A validated prediction request.
 #[derive(Debug, Default)]
 pub struct PredictionRequest {
@@ -28,6 +53,8 @@ pub struct PredictionRequest {
     pub override_config: Option<Map<String, Value>>,
     pub lead_email: Option<String>,
     pub uploads: Vec<Upload>,
+    /// Pictures for the chat model (the widget's image uploads).
+    pub images: Vec<ImageUpload>,
     /// `$flow` values prompts may use (`{{$flow.body}}` of a webhook call).
     pub flow_vars: Map<String, Value>,
     /// An agentflow's form values (`$form`).

@@ -10,14 +10,14 @@ use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
-use super::answer::{PredictionEvent, PredictionResult, UsageMetadata};
+use super::answer::{PredictionEvent, PredictionResult, ReasonContent, UsageMetadata};
 use crate::config::Config;
 use crate::domain::{
     ChatType, ExecutionState, ExecutionUpdate, MessageRole, NewChatMessage, NewExecution,
 };
 use crate::flow::engine;
 use crate::flow::plan::Runnable;
-use crate::flow::runtime::{Limits, RunError, UsageLedger};
+use crate::flow::runtime::{Limits, ModelLedger, RunError};
 use crate::flow::tools::{FlowContext, ToolEnv};
 use crate::flow::{RunContext, RunInput, RunOutput};
 use crate::services::Services;
@@ -40,6 +40,8 @@ pub(super) struct RunTask {
     pub(super) chat_type: ChatType,
     /// The address the question came with (kept on the question's message).
     pub(super) lead_email: Option<String>,
+    /// The pictures the question came with, as its message keeps them (`fileUploads`).
+    pub(super) image_files: Option<Value>,
     /// The agentflow run's execution record.
     pub(super) execution: Option<Uuid>,
     /// That record when it is a new one, not written yet.
@@ -49,6 +51,8 @@ pub(super) struct RunTask {
     /// Where a stop of the chat's prediction reaches the run (`PUT
     /// /chatmessage/abort`); none for a flow another flow runs.
     pub(super) stop: Option<crate::services::aborts::Registration>,
+    /// The model that suggests the next questions, when the chatflow asks for them.
+    pub(super) follow_ups: Option<super::follow_up::FollowUps>,
     /// Counts the run against its workspace's bound until the task ends.
     pub(super) _permit: Option<crate::services::in_flight::Permit>,
 }
@@ -77,7 +81,7 @@ impl RunTask {
             flows: Some(&flows),
             limits: agentflow_limits(&self.state.config),
             transcript: self.stop.is_some().then_some(&transcript),
-            usage: UsageLedger::default(),
+            ledger: ModelLedger::default(),
         };
         let mut start = self.execution_start.take();
         let stop = self.stop.take();
@@ -125,12 +129,19 @@ impl RunTask {
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner),
             );
-            return self.stopped(start, partial, ctx.usage.take(), &out).await;
+            return self
+                .stopped(start, partial, ctx.ledger.take_usage(), &out)
+                .await;
         };
+        let mut result = result;
+        let mut follow_ups = None;
+        if let Ok(output) = &mut result {
+            follow_ups = self.suggest(output, &ctx.ledger).await;
+        }
         let chatflow = self.chatflow_id.to_string();
         let metrics = crate::metrics::metrics();
         // What the models used counts, also for a run that failed midway.
-        let left_in_ledger = ctx.usage.take();
+        let left_in_ledger = ctx.ledger.take_usage();
         let spent = match &result {
             Ok(output) => &output.usage,
             Err(_) => &left_in_ledger,
@@ -173,7 +184,10 @@ impl RunTask {
         }
         let executed = executed_text(&record);
         match result {
-            Ok(output) => self.answer(output, record, executed, false, &out).await,
+            Ok(output) => {
+                self.answer(output, follow_ups, record, executed, false, &out)
+                    .await
+            }
             Err(RunError::Flow(e)) => {
                 tracing::warn!(chatflow = %self.chatflow_id, error = %e.message, "chatflow run failed");
                 let _ = out.send(PredictionEvent::Error(e.message)).await;
@@ -213,7 +227,43 @@ impl RunTask {
             usage,
             ..RunOutput::default()
         };
-        self.answer(output, record, None, true, out).await;
+        self.answer(output, None, record, None, true, out).await;
+    }
+
+    /// The questions the chatflow's follow-up model suggests after a finished
+    /// answer (none for a failed or waiting agentflow run); what it used
+    /// counts with the run's usage. A failure leaves the answer without them,
+    /// said in the log.
+    async fn suggest(&self, output: &mut RunOutput, ledger: &ModelLedger) -> Option<String> {
+        let follow_ups = self.follow_ups.as_ref()?;
+        if output
+            .agentflow
+            .as_ref()
+            .is_some_and(|a| a.error.is_some() || a.action.is_some())
+            || output.text.trim().is_empty()
+        {
+            return None;
+        }
+        let mut conversation = self.input.history_text();
+        if !conversation.is_empty() {
+            conversation.push('\n');
+        }
+        conversation.push_str(&format!(
+            "Human: {}\nAI: {}",
+            self.input.question, output.text
+        ));
+        let suggested = follow_ups
+            .suggest(&self.state.models, &conversation, ledger)
+            .await;
+        output.usage.extend(ledger.take_usage());
+        match suggested {
+            Ok(prompts) => Some(prompts),
+            Err(why) => {
+                tracing::warn!(chatflow = %self.chatflow_id, error = %why,
+                    "no follow-up prompts: the follow-up model failed");
+                None
+            }
+        }
     }
 
     /// Stores the question and the answer with the run's execution `record`
@@ -221,16 +271,21 @@ impl RunTask {
     async fn answer(
         &self,
         output: RunOutput,
+        follow_up_prompts: Option<String>,
         record: RunWrites,
         executed: Option<Box<RawValue>>,
         aborted: bool,
         out: &mpsc::Sender<PredictionEvent>,
     ) {
         let usage = UsageMetadata::of(&output.usage);
-        let event = match self
-            .remember(&output, record, aborted, usage.as_ref())
-            .await
-        {
+        let reason_content = output.thinking.as_ref().map(ReasonContent::of);
+        let extras = AnswerExtras {
+            aborted,
+            usage: usage.as_ref(),
+            reason_content: reason_content.as_ref(),
+            follow_up_prompts: follow_up_prompts.as_deref(),
+        };
+        let event = match self.remember(&output, record, extras).await {
             Ok(message_id) => PredictionEvent::Done(Box::new(PredictionResult {
                 question: self.input.question.clone(),
                 chat_id: self.chat_id.clone(),
@@ -245,6 +300,9 @@ impl RunTask {
                 action: output.agentflow.as_ref().and_then(|a| a.action.clone()),
                 usage_metadata: usage,
                 memory_type: self.memory_type(),
+                flow_variables: flow_variables(&output),
+                reason_content,
+                follow_up_prompts,
                 aborted,
                 agent_flow_executed_data: output.agentflow.and_then(|a| {
                     executed.or_else(|| serde_json::value::to_raw_value(&a.executed).ok())
@@ -351,8 +409,7 @@ impl RunTask {
         &self,
         output: &RunOutput,
         mut record: RunWrites,
-        aborted: bool,
-        usage: Option<&UsageMetadata>,
+        extras: AnswerExtras<'_>,
     ) -> Result<Uuid, crate::store::StoreError> {
         let message = |role, content: &str| NewChatMessage {
             chatflow_id: self.chatflow_id,
@@ -371,7 +428,7 @@ impl RunTask {
                 .then(|| Value::from(output.used_tools.clone()).to_string()),
             source_documents: (!output.source_documents.is_empty())
                 .then(|| serde_json::to_string(&output.source_documents).unwrap_or_default()),
-            details: answer_details(output, aborted, usage),
+            details: answer_details(output, extras),
             ..message(MessageRole::Api, &output.text)
         };
         let ending = record.update_execution.as_ref().map(|(id, _)| *id);
@@ -381,11 +438,15 @@ impl RunTask {
             update_execution: record.update_execution.clone(),
             messages: Vec::new(),
         });
+        let mut asked = serde_json::Map::new();
+        if let Some(email) = &self.lead_email {
+            asked.insert("leadEmail".into(), email.as_str().into());
+        }
+        if let Some(files) = &self.image_files {
+            asked.insert("fileUploads".into(), files.clone());
+        }
         let question = NewChatMessage {
-            details: self
-                .lead_email
-                .as_ref()
-                .map(|email| serde_json::json!({ "leadEmail": email }).to_string()),
+            details: (!asked.is_empty()).then(|| Value::Object(asked).to_string()),
             ..message(MessageRole::User, &self.input.question)
         };
         record.messages = vec![question, answer];
@@ -414,20 +475,44 @@ impl RunTask {
     }
 }
 
+/// What an answer carries beside the run's output.
+#[derive(Clone, Copy)]
+struct AnswerExtras<'a> {
+    aborted: bool,
+    usage: Option<&'a UsageMetadata>,
+    reason_content: Option<&'a ReasonContent>,
+    follow_up_prompts: Option<&'a str>,
+}
+
+/// The state an agentflow or a sequential flow ended with (`flowVariables`),
+/// when it has any.
+fn flow_variables(output: &RunOutput) -> Option<serde_json::Map<String, Value>> {
+    let state = match (&output.agentflow, &output.checkpoint) {
+        (Some(run), _) => &run.state,
+        (None, Some(checkpoint)) => &checkpoint.state,
+        (None, None) => return None,
+    };
+    (!state.is_empty()).then(|| state.clone())
+}
+
 /// What an answer's message keeps beside its text (Flowise's message fields,
 /// each only when the run produced it), as JSON text.
-fn answer_details(
-    output: &RunOutput,
-    aborted: bool,
-    usage: Option<&UsageMetadata>,
-) -> Option<String> {
+fn answer_details(output: &RunOutput, extras: AnswerExtras<'_>) -> Option<String> {
     let mut details = serde_json::Map::new();
-    if let Some(usage) = usage
+    if let Some(usage) = extras.usage
         && let Ok(usage) = serde_json::to_value(usage)
     {
         details.insert("usageMetadata".into(), usage);
     }
-    if aborted {
+    if let Some(reason) = extras.reason_content
+        && let Ok(reason) = serde_json::to_value(reason)
+    {
+        details.insert("reasonContent".into(), reason);
+    }
+    if let Some(prompts) = extras.follow_up_prompts {
+        details.insert("followUpPrompts".into(), prompts.into());
+    }
+    if extras.aborted {
         details.insert("aborted".into(), true.into());
     }
     if !output.agent_reasoning.is_empty() {
