@@ -66,15 +66,21 @@ def assert_stream(events, text, extras):
     """`start`, `token`*, then exactly the `extras` (names from AFTER_TOKENS, in
     the contract's order), `usageMetadata` when the models reported tokens, `metadata`, `end`; the tokens make `text`, and metadata
     repeats each extra. Returns {event name: data} of the events after the tokens."""
-    # An agent's calls are announced as they are made (`calledTools`) and a
-    # team's steps as they end (`nextAgent`, `agentReasoning` before the answer),
-    # checked where a test is about them; the rest is the contract's sequence.
-    answer = next((i for i, (e, _) in enumerate(events) if e in ("start", "token")), len(events))
-    events = [(e, d) for i, (e, d) in enumerate(events)
-              if e not in ("calledTools", "nextAgent", "thinking") and not (e == "agentReasoning" and i < answer)]
+    # An agent's calls are announced as they are made (`calledTools`), a team's
+    # steps as they end (`nextAgent`, `agentReasoning` before the answer) and a
+    # model's reasoning as it thinks (`thinking`), after an empty `start` (the
+    # widget opens the answer at `start`); they are checked where a test is
+    # about them, the rest is the contract's sequence.
+    assert events[0][0] == "start", events
+    answer = next((i for i, (e, _) in enumerate(events) if e == "token"), len(events))
+    live = [e for e, _ in events[1:answer] if e != "agentReasoning"]
+    assert set(live) <= {"calledTools", "nextAgent", "thinking"}, live
+    if answer > 1:
+        assert events[0][1] == "", events[0]
+        events = [events[0]] + [(e, d) for e, d in events[answer:]]
     names = [e for e, _ in events]
     tokens = [d for e, d in events if e == "token"]
-    assert names[0] == "start" and events[0][1] == tokens[0], names
+    assert names[0] == "start" and events[0][1] in ("", tokens[0]), names
     count = len(tokens)
     assert names[1:1 + count] == ["token"] * count, names
     # A run whose models reported their tokens says so just before its metadata.

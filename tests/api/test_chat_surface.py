@@ -384,7 +384,9 @@ def test_an_agents_calls_are_announced_before_they_run(api, fake):
     events = sse_events(r)
     names = [name for name, _ in events]
     called = names.index("calledTools")
-    assert called < names.index("start") < names.index("usedTools"), names
+    # An empty start opens the answer (the widget shows the calls in it).
+    assert names[0] == "start" and events[0][1] == "" and called < names.index("token"), names
+    assert names.index("token") < names.index("usedTools"), names
     assert events[called][1] == [{"tool": "calculator", "toolInput": {"input": "6 * 7"}, "toolOutput": ""}]
     used = dict(events)["usedTools"]
     assert [(u["tool"], u["toolInput"], u["toolOutput"]) for u in used] == [("calculator", {"input": "6 * 7"}, "42")]
@@ -480,7 +482,7 @@ def test_a_models_thinking_streams_before_its_answer_and_is_kept(api, fake):
     # in whole seconds (the fake reasons for about 1.2 s), all before the answer.
     assert [f["data"] for f in thinking] == ["Let me think.", " Still thinking.", ""], thinking
     assert "duration" not in thinking[0] and thinking[-1]["duration"] in (1, 2), thinking
-    assert max(i for i, n in enumerate(names) if n == "thinking") < names.index("start"), names
+    assert names[0] == "start" and max(i for i, n in enumerate(names) if n == "thinking") < names.index("token"), names
     assert "".join(f["data"] for f in frames if f["event"] == "token") == "Echo: THINK about owls"
     body = ask(api, flow, "THINK again", "thinker-json")
     reason = body["reasonContent"]
@@ -634,7 +636,7 @@ def test_the_flowise_npm_client_reads_every_new_event(api, fake, flowise_sdk):
     events = sdk_events(flowise_sdk, api, agent, question, "npm-agent")
     names = [e["event"] for e in events]
     # The reasoning and the calls come before the answer; usage and metadata after it.
-    assert names.index("thinking") < names.index("calledTools") < names.index("start"), names
+    assert names[0] == "start" and names.index("thinking") < names.index("calledTools") < names.index("token"), names
     assert names.index("usedTools") < names.index("usageMetadata") < names.index("metadata"), names
     assert names[-1] == "end"
     ended = next(e for e in events if e["event"] == "thinking" and e["data"] == "")

@@ -18,7 +18,7 @@ from playwright.sync_api import sync_playwright
 
 import flows
 from fakes import FakeProviders, FakeSite
-from weir_harness import Api
+from weir_harness import Api, wait_for
 
 WIDGET = "flowise-embed@3.1.6"
 WIDGET_SHA256 = "4a8aa53c20cddb93cd00e838c3b97c82915730a5c8259c08d733df40defebffc"
@@ -207,3 +207,99 @@ def test_the_widget_leaves_a_lead_and_rates_an_answer(make_weir, widget_js):
     assert [m["content"] for m in stored] == ["Is it in stock?", "Echo: Is it in stock?"]
     assert stored[0]["leadEmail"] == "ada@example.com" and stored[0]["chatId"] == leads[0]["chatId"]
     assert stored[1]["feedback"]["id"] == rating["id"]
+
+
+def test_the_widget_attaches_files_and_pictures_shows_thinking_and_follow_ups_and_stops(make_weir, widget_js):
+    """The paper clip, the picture button, the model's thinking, the suggested next
+    questions and the stop button, as Flowise's widget drives them."""
+    fake = FakeProviders()
+    w = make_weir()
+    w.start()
+    api = Api(w.url, w.create_key(workspace="shop"))
+    credential = api.post("/credentials", json={
+        "name": "follow-ups", "credentialName": "openAIApi", "plainDataObj": {"openAIApiKey": "sk-good"},
+        "allowedHosts": ["127.0.0.1"]}).json()["id"]
+    suggest = 'STRUCT {"questions": ["Where is it now?", "When will it arrive?"]} {history}'
+    chatbot = {"fullFileUpload": {"status": True, "allowedUploadFileTypes": "text/plain"},
+               "followUpPrompts": {"status": True, "selectedProvider": "openAI", "openAI": {
+                   "credentialId": credential, "modelName": "gpt-follow", "baseUrl": f"{fake.url}/v1",
+                   "prompt": suggest}}}
+    created = api.post("/chatflows", json={"name": "shop", "isPublic": True, "chatbotConfig": json.dumps(chatbot),
+                                           "flowData": flows.conversation(flows.openai_model(fake.url))})
+    assert created.status_code == 201, created.text
+    flow = created.json()["id"]
+    # The public configuration says follow-ups come, not how they are written.
+    public = Api(w.url, None).get(f"/public-chatbotConfig/{flow}").json()
+    assert public["followUpPrompts"] == {"status": True}
+    start = flows.af_start()
+    llm = flows.af_llm("llmAgentflow_0", flows.af_openai(fake.url))
+    created = api.post("/chatflows", json={"name": "agent", "isPublic": True, "type": "AGENTFLOW",
+                                           "flowData": flows.agentflow([start, llm], [(start["id"], llm["id"])])})
+    assert created.status_code == 201, created.text
+    agentflow = created.json()["id"]
+    page = FakeSite(pages={"/": embed_page(flow, w.url),
+                           "/web.js": ("text/javascript", widget_js.read_bytes())})
+    agent_page = FakeSite(pages={"/": embed_page(agentflow, w.url),
+                                 "/web.js": ("text/javascript", widget_js.read_bytes())})
+    png = b"\x89PNG\r\n\x1a\n" + bytes(range(40))
+    refused = []
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=[
+                "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync"])
+            tab = browser.new_page()
+            tab.on("requestfailed", lambda r: refused.append((r.url, r.failure)))
+            tab.goto(page.url)
+            box = tab.get_by_placeholder("Type your question")
+            box.wait_for(timeout=20_000)
+
+            # A text file through the paper clip: read by weir, sent with the question.
+            # The widget's buttons are icons: each opens the file input after it.
+            with tab.expect_file_chooser() as chooser:
+                tab.locator('button:has(+ input[type=file][accept="text/plain"])').click()
+            chooser.value.set_files({"name": "notes.txt", "mimeType": "text/plain",
+                                     "buffer": b"The parcel left Leeds on Monday."})
+            box.fill("When did it leave? THINK")
+            box.press("Enter")
+            tab.get_by_text("The parcel left Leeds on Monday.").last.wait_for(timeout=30_000)
+            # The thinking is shown with its duration, and the suggested questions.
+            tab.get_by_text("Thought for").wait_for(timeout=10_000)
+            tab.get_by_text("When will it arrive?").wait_for(timeout=10_000)
+
+            # A picture through the picture button, to a model that sees.
+            with tab.expect_file_chooser() as chooser:
+                tab.locator('button:has(+ input[type=file][accept^="image/"])').click()
+            chooser.value.set_files({"name": "parcel.png", "mimeType": "image/png", "buffer": png})
+            box.fill("What is in the picture?")
+            box.press("Enter")
+            tab.get_by_text("Echo: What is in the picture?").wait_for(timeout=30_000)
+
+            # The stop button (the widget shows it for an agentflow's answer) ends a slow one.
+            tab.goto(agent_page.url)
+            box = tab.get_by_placeholder("Type your question")
+            box.wait_for(timeout=20_000)
+            box.fill("SLOW")
+            box.press("Enter")
+            tab.get_by_text("tick tick").wait_for(timeout=20_000)
+            # While the answer streams, the send button is the stop button.
+            tab.locator('[data-testid="input"] textarea + button').click()
+            wait_for(lambda: any(m.get("aborted") for m in api.get(f"/chatmessage/{agentflow}").json()), 10,
+                     "the stopped answer")
+            browser.close()
+    finally:
+        page.close()
+        agent_page.close()
+        fake.close()
+
+    assert refused == [], refused
+    stored = api.get(f"/chatmessage/{flow}").json()
+    questions = [m for m in stored if m["role"] == "userMessage"]
+    answers = [m for m in stored if m["role"] == "apiMessage"]
+    assert questions[0]["content"].startswith("When did it leave? THINK\n\n[Attached file: notes.txt]\n")
+    assert answers[0]["reasonContent"]["thinking"] == "Let me think. Still thinking."
+    assert json.loads(answers[0]["followUpPrompts"]) == ["Where is it now?", "When will it arrive?"]
+    assert questions[1]["fileUploads"] == [{"type": "stored-file", "name": "parcel.png", "mime": "image/png"}]
+    [_, stopped] = api.get(f"/chatmessage/{agentflow}").json()
+    assert stopped["aborted"] is True and stopped["content"].startswith("tick")
+    assert api.get(f"/executions/{stopped['executionId']}").json()["state"] == "STOPPED"

@@ -70,7 +70,7 @@ def test_a_streamed_team_answer(api, fake):
     after = assert_stream(events, body["text"], extras)
     assert [s["agentName"] for s in after["agentReasoning"]] == ["researcher", "writer"]
     # Live, the team's steps come as they happen: who acts next, then the steps so far.
-    live = [(e, d) for e, d in events[:[e for e, _ in events].index("start")]]
+    live = [(e, d) for e, d in events[1:[e for e, _ in events].index("token")]]
     assert [(e, d if e == "nextAgent" else [s["agentName"] for s in d]) for e, d in live] == [
         ("nextAgent", "researcher"), ("agentReasoning", ["researcher"]),
         ("nextAgent", "writer"), ("agentReasoning", ["researcher", "writer"])]
@@ -114,6 +114,18 @@ def test_a_condition_takes_each_branch(api, fake):
     no = ask(api, flow, "no thanks")
     assert [s["agentName"] for s in no["agentReasoning"]] == ["classifier"]
     assert no["text"] == "Echo: no thanks"
+
+
+def test_a_sequential_flows_steps_stream_live(api, fake):
+    flow = create_flow(api, branching(fake), type="MULTIAGENT")
+    events = stream(api, flow, "yes please, go ahead")
+    after = assert_stream(events, "Echo: Say it is settled.", ["agentReasoning"])
+    assert [s["agentName"] for s in after["agentReasoning"]] == ["classifier", "affirmer"]
+    # Before the answer: who takes the conversation, then the steps so far, per step.
+    live = events[1:[e for e, _ in events].index("token")]
+    assert [(e, d if e == "nextAgent" else [s["agentName"] for s in d]) for e, d in live] == [
+        ("nextAgent", "classifier"), ("agentReasoning", ["classifier"]),
+        ("nextAgent", "affirmer"), ("agentReasoning", ["classifier", "affirmer"])]
 
 
 def test_a_sequential_agent_with_a_tool(api, fake):

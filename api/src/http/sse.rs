@@ -1,6 +1,7 @@
 //! Server-sent events in Flowise's framing: each event is `event: NAME` and one
 //! line of JSON `{"event": NAME, "data": VALUE}`, in the order Flowise's
-//! clients read — `start` (with the first token), `token`*, an agentflow's
+//! clients read — `start` (with the first token, or empty before what comes
+//! ahead of the tokens: calls, steps, thinking), `token`*, an agentflow's
 //! progress events, the extras (`sourceDocuments`, `usedTools`,
 //! `agentReasoning`, `artifacts`, `action`), `metadata`, `end` — with a
 //! `heartbeat` comment while the run is quiet.
@@ -122,18 +123,23 @@ fn sse_events(
             };
             match next {
                 Some(PredictionEvent::Progress(progress)) => {
-                    // An agentflow streams its own events and no `start`; an
-                    // agent's calls and a team's steps come before the answer's.
-                    if !matches!(
-                        progress,
-                        Progress::CalledTools(_)
-                            | Progress::NextAgent(_)
-                            | Progress::AgentReasoning(_)
-                            | Progress::Thinking(_)
-                            | Progress::Thought { .. }
-                    ) {
-                        s.started = true;
+                    // An agentflow streams its own events and no `start`. What
+                    // comes before an answer's tokens (an agent's calls, a team's
+                    // steps, the model's thinking) goes to the answer the widget
+                    // opens at `start`, so `start` (empty) comes first.
+                    if !s.started
+                        && matches!(
+                            progress,
+                            Progress::CalledTools(_)
+                                | Progress::NextAgent(_)
+                                | Progress::AgentReasoning(_)
+                                | Progress::Thinking(_)
+                                | Progress::Thought { .. }
+                        )
+                    {
+                        s.queue.push_back(sse("start", ""));
                     }
+                    s.started = true;
                     s.queue.push_back(progress_event(&progress));
                 }
                 Some(PredictionEvent::Token(token)) => {

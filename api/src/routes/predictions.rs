@@ -482,6 +482,11 @@ async fn public_chatbot_config(
         .plans
         .get(flow.id, flow.updated_date, &flow.flow_data)
         .ok();
+    // The widget needs only whether follow-up prompts come; their model and
+    // credential are the chatflow's business.
+    if let Some(Value::Object(follow_ups)) = config.get_mut("followUpPrompts") {
+        follow_ups.retain(|key, _| key == "status");
+    }
     let takes_files = plan.as_ref().is_some_and(|plan| plan.takes_chat_files());
     let takes_images = plan.as_ref().is_some_and(|plan| plan.takes_images());
     config.insert(

@@ -26,7 +26,7 @@ use crate::flow::component::{
 use crate::flow::plan::SequentialSpec;
 use crate::flow::runtime::tool_loop::{call_tools, run_loop};
 use crate::flow::runtime::{
-    FlowEvent, RunContext, RunError, RunInput, RunOutput, Tokens, model_step,
+    FlowEvent, Progress, RunContext, RunError, RunInput, RunOutput, Tokens, model_step,
 };
 use crate::flow::{prompt, tools};
 use crate::llm::{ChatMessage, ChatRequest, Role, ToolCall};
@@ -127,6 +127,18 @@ pub async fn run<E: From<FlowEvent>>(
             );
             break;
         }
+        // A live caller hears which agents take the conversation now.
+        if ctx.progress {
+            for task in &frontier {
+                if let Some(SeqStep::Agent(agent) | SeqStep::Llm(agent)) = spec.steps.get(&task.id)
+                {
+                    tokens
+                        .progress(Progress::NextAgent(agent.name.clone()))
+                        .await?;
+                }
+            }
+        }
+        let reasoned = out.agent_reasoning.len();
         let results = {
             let view = view(spec, input, ctx, &conversation, &state);
             futures_util::future::join_all(frontier.iter().map(|task| run_node::<E>(&view, task)))
@@ -145,6 +157,14 @@ pub async fn run<E: From<FlowEvent>>(
             out.artifacts.append(&mut done.artifacts);
             out.source_documents.append(&mut done.sources);
             finished.push((task.id.clone(), done));
+        }
+        // ...and the steps so far, after each round that took any.
+        if ctx.progress && out.agent_reasoning.len() > reasoned {
+            tokens
+                .progress(Progress::AgentReasoning(Value::from(
+                    out.agent_reasoning.clone(),
+                )))
+                .await?;
         }
         let mut next = Vec::new();
         {
