@@ -355,6 +355,12 @@ def test_an_agentflows_usage_is_summed_over_its_nodes(api, fake):
     assert usage["input_tokens"] == sum(n["input_tokens"] for n in usage["nodes"])
     assert usage["output_tokens"] == sum(n["output_tokens"] for n in usage["nodes"])
     assert usage["total_tokens"] == usage["input_tokens"] + usage["output_tokens"] > 10
+    # Each node's executed item says what its own calls used, as Flowise's model nodes do.
+    executed = {i["nodeId"]: i for i in ask(api, flow, "two models again", "af-usage-2")["agentFlowExecutedData"]}
+    polished = executed["llmAgentflow_1"]["data"]["output"]["usageMetadata"]
+    assert polished["input_tokens"] == 10 and polished["total_tokens"] == 10 + polished["output_tokens"]
+    assert "usageMetadata" in executed["llmAgentflow_0"]["data"]["output"]
+    assert "usageMetadata" not in executed["startAgentflow_0"]["data"]["output"]
 
 
 def test_a_workspace_over_its_daily_token_budget_is_refused(make_weir, fake):

@@ -44,6 +44,7 @@ pub async fn run<E: From<FlowEvent> + Send>(
         runtime: Vec::new(),
         outputs: HashMap::new(),
         loop_counts: HashMap::new(),
+        usage_recorded: HashMap::new(),
         last_loop: 0,
         executed: Vec::new(),
         runs: 0,
@@ -124,6 +125,9 @@ struct Run<'r, 'c, E> {
     /// The latest output of each node.
     outputs: HashMap<String, Value>,
     loop_counts: HashMap<String, u32>,
+    /// What each node's model calls had used when its last run was recorded
+    /// (a node run again records only its new use).
+    usage_recorded: HashMap<String, crate::llm::Usage>,
     /// The count of the loop node that ran last (`{{ loop_count }}`).
     last_loop: u32,
     executed: Vec<Value>,
@@ -508,6 +512,9 @@ impl<'r, 'c, E: From<FlowEvent> + Send> Run<'r, 'c, E> {
         } else {
             ExecutionState::Finished
         };
+        if let Some(used) = self.usage_of_this_run(id) {
+            done.output.insert("usageMetadata".into(), used);
+        }
         let output = Value::Object(done.output);
         self.outputs.insert(id.to_owned(), output.clone());
         // Built by moving the parts in (`json!` would copy each through a serialiser).
@@ -536,6 +543,22 @@ impl<'r, 'c, E: From<FlowEvent> + Send> Run<'r, 'c, E> {
             self.taken.remove(id);
         }
         Ok(jump)
+    }
+
+    /// The tokens this run of node `id` used (`usageMetadata` of its executed
+    /// item's output, as Flowise's model nodes report), when it called a model.
+    fn usage_of_this_run(&mut self, id: &str) -> Option<Value> {
+        let total = self.ctx.ledger.node_usage(id);
+        let before = self
+            .usage_recorded
+            .insert(id.to_owned(), total)
+            .unwrap_or_default();
+        let input_tokens = total.input_tokens.saturating_sub(before.input_tokens);
+        let output_tokens = total.output_tokens.saturating_sub(before.output_tokens);
+        (input_tokens + output_tokens > 0).then(|| {
+            json!({"input_tokens": input_tokens, "output_tokens": output_tokens,
+                   "total_tokens": input_tokens + output_tokens})
+        })
     }
 
     /// Queues what follows `id` once its inputs are ready.

@@ -238,6 +238,17 @@ impl ModelLedger {
         }
     }
 
+    /// What one node's model calls used so far in the run.
+    pub fn node_usage(&self, node_id: &str) -> crate::llm::Usage {
+        self.nodes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .find(|n| n.node_id == node_id)
+            .map(|n| n.usage)
+            .unwrap_or_default()
+    }
+
     /// The nodes' usage so far; the ledger forgets it.
     pub fn take_usage(&self) -> Vec<NodeUsage> {
         std::mem::take(
