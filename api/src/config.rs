@@ -333,6 +333,18 @@ pub struct ProviderSettings {
     #[arg(long, env = "ANTHROPIC_BASE_URL", global = true)]
     pub anthropic_base_url: Option<String>,
 
+    /// Google Gemini key for nodes without one of their own (sent only to
+    /// generativelanguage.googleapis.com, or where the server sends it, or
+    /// `PROVIDER_KEY_HOSTS`).
+    #[arg(long, env = "GOOGLE_GENERATIVE_AI_API_KEY", hide_env_values = true,
+          value_parser = parse_secret, global = true)]
+    pub google_generative_ai_api_key: Option<Secret>,
+
+    /// Base URL of Google's Generative Language API for nodes that name none
+    /// (default `https://generativelanguage.googleapis.com`).
+    #[arg(long, env = "GOOGLE_GENERATIVE_AI_BASE_URL", global = true)]
+    pub google_generative_ai_base_url: Option<String>,
+
     /// Mistral AI key for nodes without one of their own (the same rule).
     #[arg(long, env = "MISTRAL_API_KEY", hide_env_values = true,
           value_parser = parse_secret, global = true)]
@@ -375,7 +387,8 @@ pub struct ProviderSettings {
     pub azure_openai_endpoint: Option<String>,
 
     /// Hosts besides each provider's own that the server's provider keys
-    /// (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`, `MISTRAL_API_KEY`, `AZURE_OPENAI_API_KEY`)
+    /// (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`, `MISTRAL_API_KEY`, `AZURE_OPENAI_API_KEY`,
+    /// `GOOGLE_GENERATIVE_AI_API_KEY`)
     /// may be sent to when a node points there (`host` or `host:port`, comma-separated):
     /// a gateway or proxy you run. Credentials may go there too. See Credentials in
     /// docs/security.md.
@@ -393,6 +406,8 @@ impl ProviderSettings {
             "ANTHROPIC_API_KEY" => secret(&self.anthropic_api_key),
             "ANTHROPIC_BASE_URL" => self.anthropic_base_url.as_deref(),
             "MISTRAL_API_KEY" => secret(&self.mistral_api_key),
+            "GOOGLE_GENERATIVE_AI_API_KEY" => secret(&self.google_generative_ai_api_key),
+            "GOOGLE_GENERATIVE_AI_BASE_URL" => self.google_generative_ai_base_url.as_deref(),
             "AZURE_OPENAI_API_KEY" => secret(&self.azure_openai_api_key),
             "AZURE_OPENAI_API_INSTANCE_NAME" => self.azure_openai_api_instance_name.as_deref(),
             "AZURE_OPENAI_API_DEPLOYMENT_NAME" => self.azure_openai_api_deployment_name.as_deref(),

@@ -80,6 +80,16 @@ a 404.
 the next k (counted after the key check) answer `status` (500, 429...) with an
 error body, to test retries and failed upserts.
 
+Gemini. `POST …/v1beta/models/<model>:streamGenerateContent?alt=sse` speaks the
+Generative Language API (key in `x-goog-api-key`): the answer in `parts`, one chunk
+per piece, `usageMetadata` on each (a prompt token per word of the turns, one per
+chunk), tool calls as `functionCall` parts in one chunk (forced by
+`toolConfig.functionCallingConfig` `{mode: ANY, allowedFunctionNames: [N]}`), and
+with `thinkingConfig.includeThoughts` the THOUGHTS as `thought` parts first, the
+signature on the first call; as Gemini 3 does, it then refuses (400) a request
+whose model turn's first call lost it. `…:batchEmbedContents` answers
+`{"embeddings": [{"values": embed_text(text)}]}`. The model `missing-model` is a 404.
+
 Keys: `Authorization: Bearer sk-good` (OpenAI-compatible), `api-key: sk-good`
 (Azure, whose path is `/openai/deployments/<dep>/chat/completions?api-version=V`),
 `x-api-key: sk-good` (Anthropic); embeddings check the same headers as chat (Ollama
@@ -218,13 +228,40 @@ def anthropic_thinking_refusal(body):
     return None
 
 
+def gemini_conversation(body):
+    """(system text, turns) of a Gemini generateContent request."""
+    system = "\n".join(p.get("text", "") for p in (body.get("systemInstruction") or {}).get("parts") or [])
+    turns = []
+    for content in body.get("contents", []):
+        texts, calls = [], []
+        for part in content.get("parts") or []:
+            if "text" in part:
+                texts.append(part["text"])
+            elif "functionCall" in part:
+                calls.append((part["functionCall"]["name"], part["functionCall"].get("args")))
+            elif "functionResponse" in part:
+                response = part["functionResponse"].get("response") or {}
+                turns.append(Turn("tool", str(response.get("result", json.dumps(response)))))
+        role = "assistant" if content.get("role") == "model" else "user"
+        if texts or calls:
+            turns.append(Turn(role, "\n".join(texts), calls))
+    return system, turns
+
+
 def last_user_text(turns):
     return next((t.text for t in reversed(turns) if t.role == "user"), "")
 
 
+def gemini_tools(body):
+    """Gemini's function declarations of a request."""
+    return [d for tool in body.get("tools") or [] for d in tool.get("functionDeclarations") or []]
+
+
 def tool_names(body):
-    names = []
+    names = [d["name"] for d in gemini_tools(body)]
     for tool in body.get("tools") or []:
+        if "functionDeclarations" in tool:
+            continue
         names.append(tool["function"]["name"] if "function" in tool else tool.get("name"))
     return names
 
@@ -232,6 +269,10 @@ def tool_names(body):
 def forced_tool(body):
     """The name of the one tool a request forces the model to call, or None."""
     names = tool_names(body)
+    calling = (body.get("toolConfig") or {}).get("functionCallingConfig") or {}
+    if calling.get("mode") == "ANY":
+        allowed = calling.get("allowedFunctionNames") or names
+        return allowed[0] if len(allowed) == 1 else None
     choice = body.get("tool_choice")
     if isinstance(choice, dict):
         name = (choice.get("function") or {}).get("name") or choice.get("name")
@@ -245,6 +286,9 @@ def forced_tool(body):
 
 def tool_schema(body, name):
     """The JSON schema of the parameters of the offered tool `name` ({} if none)."""
+    for declaration in gemini_tools(body):
+        if declaration.get("name") == name:
+            return declaration.get("parameters") or {}
     for tool in body.get("tools") or []:
         if "function" in tool:
             if tool["function"].get("name") == name:
@@ -361,6 +405,8 @@ class FakeProviders:
                         fake.anthropic(self, body)
                     elif path.endswith("/api/chat"):
                         fake.ollama(self, body)
+                    elif "/v1beta/models/" in path:
+                        fake.gemini(self, body, path)
                     else:
                         self.send_error(404)
                 except (BrokenPipeError, ConnectionResetError):
@@ -684,6 +730,59 @@ class FakeProviders:
         event("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
                                 "usage": {"output_tokens": len(chunks)}})
         event("message_stop", {"type": "message_stop"})
+
+    # Google Gemini (the Generative Language API)
+
+    def gemini(self, h, body, path):
+        if h.headers.get("x-goog-api-key") != GOOD_KEY:
+            return self.reply_json(h, 400, {"error": {"code": 400, "status": "INVALID_ARGUMENT",
+                                                      "message": "API key not valid. Please pass a valid API key."}})
+        model, _, method = path.split("/v1beta/models/", 1)[1].partition(":")
+        if model == "missing-model":
+            return self.reply_json(h, 404, {"error": {"code": 404, "status": "NOT_FOUND",
+                                                      "message": f"models/{model} is not found for API version v1beta"}})
+        if method == "batchEmbedContents":
+            texts = ["".join(p.get("text", "") for p in r["content"]["parts"]) for r in body.get("requests", [])]
+            dims = (body.get("requests") or [{}])[0].get("outputDimensionality") or EMBED_DIMS
+            return self.reply_json(h, 200, {"embeddings": [{"values": embed_text(t, dims)} for t in texts]})
+        if method != "streamGenerateContent":
+            return self.reply_json(h, 404, {"error": {"code": 404, "message": f"no method {method} here"}})
+        thinking = ((body.get("generationConfig") or {}).get("thinkingConfig") or {}).get("includeThoughts")
+        for content in body.get("contents", []) if thinking else []:
+            calls = [p for p in content.get("parts") or [] if "functionCall" in p]
+            if calls and calls[0].get("thoughtSignature") != THOUGHT_SIGNATURE:
+                return self.reply_json(h, 400, {"error": {"code": 400, "status": "INVALID_ARGUMENT", "message":
+                                                          "Function call is missing a thought_signature"}})
+        system, turns = gemini_conversation(body)
+        answer = self.decide(body, system, turns)
+        self.start_stream(h, "text/event-stream")
+        prompt = sum(len(t.text.split()) for t in turns)
+
+        def send(parts, finish=None, output=0):
+            candidate = {"content": {"role": "model", "parts": parts}, "index": 0}
+            if finish:
+                candidate["finishReason"] = finish
+            chunk = {"candidates": [candidate], "modelVersion": model,
+                     "usageMetadata": {"promptTokenCount": prompt, "candidatesTokenCount": output,
+                                       "totalTokenCount": prompt + output}}
+            h.wfile.write(f"data: {json.dumps(chunk)}\r\n\r\n".encode())
+            h.wfile.flush()
+
+        for thought in THOUGHTS if thinking else []:
+            send([{"text": thought, "thought": True}])
+            time.sleep(THINK_PAUSE)
+        if answer and answer.calls:
+            parts = [{"functionCall": {"name": name, "args": arguments}} for name, arguments in answer.calls]
+            if thinking:
+                parts[0]["thoughtSignature"] = THOUGHT_SIGNATURE
+            send(parts, "STOP", 5 * len(parts))
+            return
+        chunks, delay, fail = (pieces(answer.text), 0.0, False) if answer else self.script(last_user_text(turns))
+        for k, c in enumerate(chunks):
+            send([{"text": c}], "STOP" if k == len(chunks) - 1 and not fail else None, k + 1)
+            time.sleep(delay)
+        if fail:
+            h.wfile.write(b'data: {"error": {"code": 503, "message": "The model is overloaded."}}\r\n\r\n')
 
     # Ollama native chat
 

@@ -38,6 +38,17 @@ def ollama_model(base, model="llama-test"):
     return node("chatOllama_0", "chatOllama", {"baseUrl": base, "modelName": model, "temperature": 0.3})
 
 
+def gemini_model(base, key="sk-good", **inputs):
+    return node("chatGoogleGenerativeAI_0", "chatGoogleGenerativeAI", {
+        "modelName": "gemini-test", "baseUrl": base, "googleGenerativeAPIKey": key, "temperature": 0.4,
+        "cache": "", "allowImageUploads": True, **inputs})
+
+
+def gemini_embeddings(base, key="sk-good", node_id="googleGenerativeAiEmbedding_0", **inputs):
+    return node(node_id, "googleGenerativeAiEmbedding", {"modelName": "gemini-embed-test", "baseUrl": base,
+                                                         "googleGenerativeAPIKey": key, **inputs})
+
+
 def local_model(**inputs):
     return node("chatLocal_0", "chatLocal", inputs)
 

@@ -20,6 +20,8 @@ pub static NODES: &[&dyn Node] = &[
     &chat_anthropic::ChatAnthropic,
     &chat_mistral_ai::ChatMistralAI,
     &chat_ollama::ChatOllama,
+    &chat_google_generative_ai::ChatGoogleGenerativeAi,
+    &google_generative_ai_embedding::GoogleGenerativeAiEmbedding,
     &chat_local::ChatLocal,
     // Prompts
     &prompt_template::PromptTemplate,

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use super::anthropic::AnthropicChat;
+use super::gemini::{GeminiChat, GeminiOptions};
 use super::ollama::OllamaChat;
 use super::openai::OpenAiChat;
 use super::{ChatModel, LlmError};
@@ -29,6 +30,12 @@ pub enum Provider {
         base: String,
         model: String,
     },
+    Gemini {
+        base: String,
+        api_key: Option<String>,
+        model: String,
+        options: GeminiOptions,
+    },
     Local,
 }
 
@@ -38,7 +45,8 @@ impl Provider {
         match self {
             Provider::OpenAi { model, .. }
             | Provider::Anthropic { model, .. }
-            | Provider::Ollama { model, .. } => model,
+            | Provider::Ollama { model, .. }
+            | Provider::Gemini { model, .. } => model,
             Provider::Local => "embedded",
         }
     }
@@ -88,6 +96,18 @@ impl Models {
                 client: self.http.clone(),
                 base: base.clone(),
                 model: model.clone(),
+            }),
+            Provider::Gemini {
+                base,
+                api_key,
+                model,
+                options,
+            } => Arc::new(GeminiChat {
+                client: self.http.clone(),
+                base: base.clone(),
+                api_key: api_key.clone(),
+                model: model.clone(),
+                options: options.clone(),
             }),
             Provider::Local => self.local.chat().await?,
         })

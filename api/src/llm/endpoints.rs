@@ -39,19 +39,21 @@ pub const AZURE_OPENAI: ProviderEndpoint = ProviderEndpoint {
     default_base: None,
 };
 
-/// Every provider whose credentials weir knows the home of (Google, Groq and
-/// Cohere credentials can be stored and kept home, though weir has no node for
-/// them yet).
+pub const GEMINI: ProviderEndpoint = ProviderEndpoint {
+    credential: "googleGenerativeAI",
+    home: "generativelanguage.googleapis.com",
+    default_base: Some(super::gemini::DEFAULT_BASE),
+};
+
+/// Every provider whose credentials weir knows the home of (Groq and Cohere
+/// credentials can be stored and kept home, though weir has no node for them
+/// yet).
 pub const PROVIDERS: &[ProviderEndpoint] = &[
     OPENAI,
     ANTHROPIC,
     MISTRAL,
     AZURE_OPENAI,
-    ProviderEndpoint {
-        credential: "googleGenerativeAI",
-        home: "generativelanguage.googleapis.com",
-        default_base: None,
-    },
+    GEMINI,
     ProviderEndpoint {
         credential: "groqApi",
         home: "api.groq.com",

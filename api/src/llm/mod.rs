@@ -246,6 +246,7 @@ pub mod anthropic;
 pub mod connect;
 pub mod embedded;
 pub mod endpoints;
+pub mod gemini;
 pub mod http;
 pub mod ollama;
 pub mod openai;

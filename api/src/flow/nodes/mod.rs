@@ -12,6 +12,7 @@ pub mod buffer_window_memory;
 pub mod calculator;
 pub mod character_text_splitter;
 pub mod chat_anthropic;
+pub mod chat_google_generative_ai;
 pub mod chat_local;
 pub mod chat_mistral_ai;
 pub mod chat_ollama;
@@ -28,6 +29,7 @@ pub mod custom_tool;
 pub mod documents;
 pub mod docx_file;
 pub mod faiss;
+pub mod google_generative_ai_embedding;
 pub mod input_moderation_simple;
 pub mod json_file;
 pub mod jsonlines_file;
@@ -132,6 +134,15 @@ const ANTHROPIC: ProviderEndpoint = ProviderEndpoint {
     key_inputs: &["anthropicApiKey"],
     key_env: "ANTHROPIC_API_KEY",
     home: endpoints::ANTHROPIC.home,
+};
+
+const GEMINI: ProviderEndpoint = ProviderEndpoint {
+    base_inputs: &["baseUrl"],
+    base_env: Some("GOOGLE_GENERATIVE_AI_BASE_URL"),
+    default_base: default_base(endpoints::GEMINI),
+    key_inputs: &["googleGenerativeAPIKey"],
+    key_env: "GOOGLE_GENERATIVE_AI_API_KEY",
+    home: endpoints::GEMINI.home,
 };
 
 const MISTRAL: ProviderEndpoint = ProviderEndpoint {

@@ -387,6 +387,9 @@ pub async fn model_step<E: From<FlowEvent>>(
     ledger.add(spec, usage);
     if let Some(seconds) = thinking.seconds {
         ledger.thought(&thinking.text.text, seconds);
+    }
+    // A signature goes back with the calls also when no reasoning was shown.
+    if thinking.seconds.is_some() || thinking.text.signature.is_some() {
         step.thinking = Some(thinking.text);
     }
     outcome.map(|()| step)

@@ -53,6 +53,16 @@ pub enum EmbeddingsSpec {
         model: String,
         batch_size: usize,
     },
+    /// Gemini's `batchEmbedContents`.
+    Gemini {
+        base: String,
+        api_key: Option<String>,
+        model: String,
+        /// What the vectors are for (`RETRIEVAL_DOCUMENT`…), when the node says.
+        task_type: Option<String>,
+        dimensions: Option<u32>,
+        batch_size: usize,
+    },
     Local,
 }
 
@@ -70,6 +80,12 @@ impl EmbeddingsSpec {
                 ..
             } => format!("{label}:{base}:{model}:{}", dimensions.unwrap_or(0)),
             EmbeddingsSpec::Ollama { base, model, .. } => format!("ollama:{base}:{model}"),
+            EmbeddingsSpec::Gemini {
+                base,
+                model,
+                dimensions,
+                ..
+            } => format!("gemini:{base}:{model}:{}", dimensions.unwrap_or(0)),
             EmbeddingsSpec::Local => "local:all-MiniLM-L6-v2".to_owned(),
         }
     }
@@ -150,6 +166,36 @@ impl Embeddings {
                     let url = format!("{base}/api/embed");
                     let answer = self.post("Ollama", &url, None, &body).await?;
                     out.extend(ollama_vectors(&answer, batch.len())?);
+                }
+            }
+            EmbeddingsSpec::Gemini {
+                base,
+                api_key,
+                model,
+                task_type,
+                dimensions,
+                batch_size,
+            } => {
+                let url = format!("{base}/v1beta/models/{model}:batchEmbedContents");
+                let key = api_key.as_ref().map(|k| ("x-goog-api-key", k.clone()));
+                for batch in texts.chunks((*batch_size).max(1)) {
+                    let requests: Vec<Value> = batch
+                        .iter()
+                        .map(|text| {
+                            let mut one = json!({"model": format!("models/{model}"),
+                                                 "content": {"parts": [{"text": text}]}});
+                            if let Some(task) = task_type {
+                                one["taskType"] = json!(task);
+                            }
+                            if let Some(d) = dimensions {
+                                one["outputDimensionality"] = json!(d);
+                            }
+                            one
+                        })
+                        .collect();
+                    let body = json!({ "requests": requests });
+                    let answer = self.post(GEMINI, &url, key.clone(), &body).await?;
+                    out.extend(gemini_vectors(&answer, batch.len())?);
                 }
             }
             EmbeddingsSpec::Local => {
@@ -262,6 +308,24 @@ fn openai_vectors(provider: &str, answer: &Value, n: usize) -> Result<Vec<Vec<f3
 }
 
 /// `{"embeddings": [[...], ...]}`
+/// Who Gemini's embeddings are, in error messages.
+const GEMINI: &str = "Google Gemini";
+
+/// `{"embeddings": [{"values": [...]}]}`, one per text in order.
+fn gemini_vectors(answer: &Value, n: usize) -> Result<Vec<Vec<f32>>, LlmError> {
+    let vectors: Option<Vec<Vec<f32>>> = answer
+        .get("embeddings")
+        .and_then(Value::as_array)
+        .map(|items| items.iter().map(|i| vector(i.get("values"))).collect())
+        .unwrap_or(None);
+    match vectors {
+        Some(v) if v.len() == n => Ok(v),
+        _ => Err(LlmError::new(format!(
+            "{GEMINI} answered without {n} embeddings"
+        ))),
+    }
+}
+
 fn ollama_vectors(answer: &Value, n: usize) -> Result<Vec<Vec<f32>>, LlmError> {
     let bad = || LlmError::new("Ollama sent embeddings weir cannot read");
     let out = answer

@@ -67,10 +67,11 @@ impl FollowUpSetting {
             "azureChatOpenAI" => ("azureChatOpenAI", "basePath"),
             "mistralAI" => ("chatMistralAI", "overrideEndpoint"),
             "ollama" => ("chatOllama", "baseUrl"),
+            "googleGenerativeAI" => ("chatGoogleGenerativeAI", "baseUrl"),
             other => {
                 return Err(FlowError::invalid(format!(
                     "chatbotConfig.followUpPrompts.selectedProvider '{other}' is not one weir \
-                     runs (openAI, anthropic, azureChatOpenAI, mistralAI, ollama)"
+                     runs (openAI, anthropic, azureChatOpenAI, mistralAI, ollama, googleGenerativeAI)"
                 )));
             }
         };
