@@ -860,7 +860,7 @@ class FakeTelegram:
 class FakeSite:
     """A web site on a loopback address (any of 127.0.0.0/8): GET answers `body`
     (as `content_type`, text/plain by default), POST answers `posted: <request
-    body>` as text/plain; with `redirect_to` every request is a 302
+    body>`, PUT `put: <request body>`, DELETE `deleted: <path>`, as text/plain; with `redirect_to` every request is a 302
     there; with `pages` ({path: html, or path: (content type, bytes)}), GET of such a
     path answers it (other paths 404); POST answers with `status` (200 unless a test
     sets another). Records each request as (method, path, headers with lower-case
@@ -903,7 +903,8 @@ class FakeSite:
                     self.end_headers()
                     self.wfile.write(payload)
                     return
-                payload = (site.body if method == "GET" else f"posted: {data}").encode()
+                payload = {"GET": site.body, "POST": f"posted: {data}", "PUT": f"put: {data}",
+                           "DELETE": f"deleted: {self.path}"}[method].encode()
                 self.send_response(200 if method == "GET" else site.status)
                 kind = site.content_type if method == "GET" else "text/plain; charset=utf-8"
                 self.send_header("Content-Type", kind)
@@ -916,6 +917,12 @@ class FakeSite:
 
             def do_POST(self):
                 self.answer("POST")
+
+            def do_PUT(self):
+                self.answer("PUT")
+
+            def do_DELETE(self):
+                self.answer("DELETE")
 
         self.server = ThreadingHTTPServer((host, 0), Handler)
         self.server.daemon_threads = True

@@ -168,6 +168,14 @@ def requests_get(node_id="requestsGet_0", **inputs):
     return node(node_id, "requestsGet", inputs)
 
 
+def requests_put(node_id="requestsPut_0", **inputs):
+    return node(node_id, "requestsPut", inputs)
+
+
+def requests_delete(node_id="requestsDelete_0", **inputs):
+    return node(node_id, "requestsDelete", inputs)
+
+
 def requests_post(node_id="requestsPost_0", **inputs):
     """Inputs: `url`, `body`, `headers`, `description`."""
     return node(node_id, "requestsPost", inputs)

@@ -1,7 +1,10 @@
-"""requests_get / requests_post tools and their guard: loopback, private, link-local
+"""The request tools (requests_get, requests_post, requests_put, requests_delete),
+Flowise 3's parameter schemas, and their guard: loopback, private, link-local
 (cloud metadata) and CGNAT addresses are refused after name resolution and on
 every redirect, as a tool error (the prediction still answers 200);
 ALLOW_PRIVATE_REQUESTS lets listed addresses (or all, with `true`) through."""
+
+import json
 
 import pytest
 
@@ -146,3 +149,58 @@ def test_true_allows_every_address(tmp_path_factory, fake, inner):
         assert "inner secret" in fetch(api, get_flow(api, fake), f"{inner.url}/secret")
     finally:
         w.cleanup()
+
+
+def offered(fake, name):
+    """The parameters the model was offered for tool `name` in the last chat request."""
+    tools = fake.last("/chat/completions").get("tools") or []
+    return next(t["function"]["parameters"] for t in tools if t["function"]["name"] == name)
+
+
+def test_put_merges_the_models_body_of_the_nodes_schema_into_the_fixed_one(allowing, fake, outer):
+    schema = {"name": {"type": "string", "required": True, "description": "What it is called"},
+              "count": {"type": "number", "description": "How many"}}
+    tool = flows.requests_put(requestsPutUrl=f"{outer.url}/items/7", requestsPutBody='{"source": "weir"}',
+                              requestsPutBodySchema=schema, requestsPutHeaders='{"X-Weir-Test": "put"}')
+    flow = create_flow(allowing, flows.tool_agent(flows.openai_model(fake.url), [tool]))
+    body = ask(allowing, flow, 'Rename it. CALL requests_put {"body": {"name": "owl", "count": 2}}')
+    [(name, _, output)] = tools_used(body["usedTools"])
+    assert name == "requests_put" and output.startswith("put: ")
+    method, path, headers, sent = outer.hits[-1]
+    assert (method, path, headers["x-weir-test"]) == ("PUT", "/items/7", "put")
+    assert json.loads(sent) == {"source": "weir", "name": "owl", "count": 2}
+    # The model was offered the node's schema as Flowise 3 builds it.
+    parameters = offered(fake, "requests_put")
+    assert parameters["required"] == ["body"]
+    assert parameters["properties"]["body"]["properties"] == {
+        "name": {"type": "string", "description": "What it is called"},
+        "count": {"type": "number", "description": "How many"}}
+    assert parameters["properties"]["body"]["required"] == ["name"]
+
+
+def test_delete_and_get_place_their_parameters_in_the_path_and_the_query(allowing, fake, outer):
+    schema = {"id": {"type": "string", "required": True, "in": "path", "description": "The item. /:id"},
+              "hard": {"type": "boolean", "in": "query", "description": "Delete for good"}}
+    delete = flows.requests_delete(requestsDeleteUrl=f"{outer.url}/items/:id/versions",
+                                   requestsDeleteQueryParamsSchema=json.dumps(schema))
+    get = flows.requests_get(requestsGetUrl=f"{outer.url}/items", requestsGetQueryParamsSchema=schema)
+    flow = create_flow(allowing, flows.tool_agent(flows.openai_model(fake.url), [delete, get]))
+    ask(allowing, flow, 'CALL requests_delete {"queryParams": {"id": "a b", "hard": "true", "other": "x"}}')
+    method, path, _, _ = outer.hits[-1]
+    assert (method, path) == ("DELETE", "/items/a%20b/versions?hard=true")
+    assert offered(fake, "requests_delete")["properties"]["queryParams"]["required"] == ["id"]
+    # A path parameter the URL has no place for is appended, as Flowise does.
+    ask(allowing, flow, 'CALL requests_get {"queryParams": {"id": "7"}}')
+    assert outer.hits[-1][:2] == ("GET", "/items/7")
+
+
+def test_put_and_delete_are_guarded_too(api, fake, inner):
+    hits = len(inner.hits)
+    tools = [flows.requests_put(requestsPutUrl=f"{inner.url}/x"),
+             flows.requests_delete(requestsDeleteUrl=f"{inner.url}/x")]
+    flow = create_flow(api, flows.tool_agent(flows.openai_model(fake.url), tools))
+    for tool in ("requests_put", "requests_delete"):
+        body = ask(api, flow, f"CALL {tool} {{}}")
+        [(_, _, output)] = tools_used(body["usedTools"])
+        assert_refused(output, "127.0.0.1")
+    assert len(inner.hits) == hits

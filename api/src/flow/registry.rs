@@ -39,6 +39,8 @@ pub static NODES: &[&dyn Node] = &[
     &current_date_time::CurrentDateTime,
     &requests_get::RequestsGet,
     &requests_post::RequestsPost,
+    &requests_put::RequestsPut,
+    &requests_delete::RequestsDelete,
     &python_tool::PythonToolNode,
     &custom_tool::CustomTool,
     &retriever_tool::RetrieverTool,

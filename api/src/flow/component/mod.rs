@@ -158,6 +158,15 @@ pub enum ToolKind {
 pub enum HttpMethod {
     Get,
     Post,
+    Put,
+    Delete,
+}
+
+impl HttpMethod {
+    /// Whether the request carries a JSON body (POST, PUT).
+    pub fn has_body(self) -> bool {
+        matches!(self, HttpMethod::Post | HttpMethod::Put)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -168,8 +177,12 @@ pub struct RequestTool {
     /// A fixed URL from the node; else the model gives one.
     pub url: Option<String>,
     pub headers: Map<String, Value>,
-    /// A fixed body from the node (POST); else the model gives one.
+    /// A fixed body from the node (POST, PUT); else the model gives one.
     pub body: Option<Value>,
+    /// Flowise 3's schema of what the model fills in: for GET and DELETE its
+    /// `queryParams` (`{name: {type, required, in: "path"|"query", description}}`),
+    /// for POST and PUT its `body` (`{name: {type, required, description}}`).
+    pub schema: Option<Map<String, Value>>,
     pub max_output: usize,
 }
 

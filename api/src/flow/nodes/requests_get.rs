@@ -1,6 +1,7 @@
 //! `requestsGet`: lets an agent GET a URL (public addresses only, see
 //! `tools::web`). Inputs under both of Flowise's names (`url`, `requestsGetUrl`…).
 
+use super::requests_post::RequestInputs;
 use crate::flow::FlowError;
 use crate::flow::component::{Component, HttpMethod, RequestTool, ToolKind, ToolSpec};
 use crate::flow::node::{
@@ -22,7 +23,7 @@ static SPEC: NodeSpec = NodeSpec {
         input("requestsGetName", K::Text),
         input("requestsGetDescription", K::Text),
         sensitive("requestsGetHeaders", K::Json),
-        input("requestsGetQueryParamsSchema", K::Ignored),
+        input("requestsGetQueryParamsSchema", K::Json),
         input("requestsGetMaxOutputLength", K::Integer),
     ],
 };
@@ -36,11 +37,14 @@ impl Node for RequestsGet {
         super::requests_post::request_tool(
             node,
             HttpMethod::Get,
-            ["url", "requestsGetUrl"],
-            ("requestsGetName", "requests_get"),
-            (["description", "requestsGetDescription"], DESCRIPTION),
-            ["headers", "requestsGetHeaders"],
-            "requestsGetMaxOutputLength",
+            &RequestInputs {
+                url: &["url", "requestsGetUrl"],
+                name: ("requestsGetName", "requests_get"),
+                description: (&["description", "requestsGetDescription"], DESCRIPTION),
+                headers: &["headers", "requestsGetHeaders"],
+                max_output: "requestsGetMaxOutputLength",
+                schema: "requestsGetQueryParamsSchema",
+            },
         )
         .map(|tool: RequestTool| {
             Component::Tool(ToolSpec {

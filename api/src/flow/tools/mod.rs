@@ -313,3 +313,16 @@ fn search_tool(name: &str, description: &str) -> ToolDef {
         }, "required": ["input"]}),
     }
 }
+
+/// Text as one URL path segment: everything but unreserved characters escaped.
+pub(super) fn percent_encode(segment: &str) -> String {
+    let mut out = String::with_capacity(segment.len());
+    for b in segment.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}

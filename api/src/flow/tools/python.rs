@@ -72,8 +72,8 @@ impl RuntimeClient {
         let url = format!(
             "{}/tools/artifacts/{}/{}",
             self.base,
-            percent_encode(workspace),
-            percent_encode(filename)
+            super::percent_encode(workspace),
+            super::percent_encode(filename)
         );
         self.authorized(self.client.get(&url))
             .timeout(Duration::from_secs(60))
@@ -202,7 +202,7 @@ fn artifact(item: &Value, workspace: &str) -> Option<Value> {
     let url = format!(
         "/api/v1/artifacts/{}/{}",
         workspace,
-        percent_encode(filename)
+        super::percent_encode(filename)
     );
     let kind = filename
         .rsplit_once('.')
@@ -216,19 +216,6 @@ fn artifact(item: &Value, workspace: &str) -> Option<Value> {
         "url": url,
         "data": url,
     }))
-}
-
-/// A file name as one URL path segment.
-fn percent_encode(segment: &str) -> String {
-    let mut out = String::with_capacity(segment.len());
-    for b in segment.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 #[cfg(test)]

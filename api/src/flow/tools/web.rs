@@ -1,4 +1,4 @@
-//! `requests_get` and `requests_post`: an agent fetching a URL, with the SSRF
+//! The request tools (GET, POST, PUT, DELETE): an agent calling a URL, with the SSRF
 //! guard of a server whose chatflows may be public. Only http(s); only public
 //! addresses ([`netguard::forbidden`]) unless `ALLOW_PRIVATE_REQUESTS` allows
 //! more. The check happens where it cannot be dodged: IP literals (every
@@ -85,6 +85,12 @@ impl WebClient {
             (None, Some(url)) => url,
             (None, None) => return ToolOutcome::error("give the 'url' to request"),
         };
+        let url_text = match arguments.get("queryParams") {
+            Some(Value::Object(params)) if !tool.method.has_body() => {
+                with_params(&url_text, params, tool.schema.as_ref())
+            }
+            _ => url_text,
+        };
         let url = match Url::parse(&url_text) {
             Ok(u) => u,
             Err(e) => return ToolOutcome::error(format!("'{url_text}' is not a URL: {e}")),
@@ -94,28 +100,21 @@ impl WebClient {
         }
         let mut request = match tool.method {
             HttpMethod::Get => self.client.get(url.clone()),
-            HttpMethod::Post => {
-                let body = tool
-                    .body
-                    .clone()
-                    .or_else(|| {
-                        arguments
-                            .get("body")
-                            .or_else(|| arguments.get("data"))
-                            .cloned()
-                    })
-                    .unwrap_or(Value::Object(Default::default()));
-                match body {
+            HttpMethod::Delete => self.client.delete(url.clone()),
+            HttpMethod::Post | HttpMethod::Put => {
+                let send = match tool.method {
+                    HttpMethod::Put => self.client.put(url.clone()),
+                    _ => self.client.post(url.clone()),
+                };
+                match request_body(tool, arguments) {
                     // A model may send JSON as text; other text goes as it is.
                     Value::String(text) => match serde_json::from_str::<Value>(&text) {
-                        Ok(json) => self.client.post(url.clone()).json(&json),
-                        Err(_) => self
-                            .client
-                            .post(url.clone())
+                        Ok(json) => send.json(&json),
+                        Err(_) => send
                             .header(reqwest::header::CONTENT_TYPE, "text/plain; charset=utf-8")
                             .body(text),
                     },
-                    other => self.client.post(url.clone()).json(&other),
+                    other => send.json(&other),
                 }
             }
         };
@@ -132,6 +131,99 @@ impl WebClient {
             Err(e) => ToolOutcome::error(format!("the request failed: {}", root_cause(&e))),
         }
     }
+}
+
+/// The body a POST or PUT sends: the node's fixed body with what the model
+/// gave over it (Flowise's merge), else what the model gave, else `{}`.
+fn request_body(tool: &RequestTool, arguments: &Value) -> Value {
+    let given = arguments
+        .get("body")
+        .or_else(|| arguments.get("data"))
+        .filter(|v| !v.is_null())
+        .cloned();
+    match (tool.body.clone(), given) {
+        (Some(Value::Object(mut fixed)), Some(Value::Object(given))) => {
+            fixed.extend(given);
+            Value::Object(fixed)
+        }
+        // A fixed body that is not an object stays as the author wrote it.
+        (Some(fixed), _) => fixed,
+        (None, Some(given)) => given,
+        (None, None) => Value::Object(Default::default()),
+    }
+}
+
+/// The URL with the model's `queryParams`: with a schema, a parameter `in:
+/// "path"` replaces `:name` in the URL (or is appended as a path segment, as
+/// Flowise does) and one `in: "query"` is added to the query; without one,
+/// every parameter goes to the query. Parameters the schema does not name are
+/// left out.
+fn with_params(
+    url: &str,
+    params: &serde_json::Map<String, Value>,
+    schema: Option<&serde_json::Map<String, Value>>,
+) -> String {
+    let text = |v: &Value| match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    let mut url = url.to_owned();
+    let mut query = Vec::new();
+    let mut segments = Vec::new();
+    for (name, value) in params.iter().filter(|(_, v)| !v.is_null()) {
+        let place = match schema {
+            None => "query",
+            Some(schema) => match schema.get(name).and_then(|c| c.get("in")) {
+                Some(Value::String(place)) => place.as_str(),
+                _ => continue,
+            },
+        };
+        let value = text(value);
+        match place {
+            "path" => {
+                let encoded = super::percent_encode(&value);
+                match find_placeholder(&url, name) {
+                    Some(at) => url.replace_range(at..at + name.len() + 1, &encoded),
+                    None => segments.push(encoded),
+                }
+            }
+            "query" => query.push((name.clone(), value)),
+            _ => {}
+        }
+    }
+    if !segments.is_empty() {
+        let (base, rest) = match url.find(['?', '#']) {
+            Some(at) => url.split_at(at),
+            None => (url.as_str(), ""),
+        };
+        url = format!(
+            "{}/{}{rest}",
+            base.trim_end_matches('/'),
+            segments.join("/")
+        );
+    }
+    match Url::parse(&url) {
+        Ok(mut parsed) if !query.is_empty() => {
+            parsed.query_pairs_mut().extend_pairs(query);
+            parsed.into()
+        }
+        _ => url,
+    }
+}
+
+/// Where `:name` stands in a URL as a whole word (not `:names`).
+fn find_placeholder(url: &str, name: &str) -> Option<usize> {
+    let pattern = format!(":{name}");
+    let mut from = 0;
+    while let Some(found) = url[from..].find(&pattern) {
+        let at = from + found;
+        let after = url[at + pattern.len()..].chars().next();
+        if !after.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+            return Some(at);
+        }
+        from = at + pattern.len();
+    }
+    None
 }
 
 /// Bytes of a web page a document loader reads at most.
@@ -294,7 +386,9 @@ fn argument(arguments: &Value, name: &str) -> Option<String> {
     }
 }
 
-/// The arguments a model gives a request tool: what the node leaves open.
+/// The arguments a model gives a request tool: what the node leaves open —
+/// the URL, and Flowise 3's `queryParams` (GET, DELETE) or `body` (POST, PUT),
+/// of the node's schema when it has one.
 pub fn parameters(tool: &RequestTool) -> Value {
     let mut properties = serde_json::Map::new();
     let mut required = Vec::new();
@@ -305,11 +399,47 @@ pub fn parameters(tool: &RequestTool) -> Value {
         );
         required.push("url");
     }
-    if tool.method == HttpMethod::Post && tool.body.is_none() {
-        properties.insert(
-            "body".into(),
-            json!({"type": "object", "description": "The JSON body to send."}),
-        );
+    let (field, description) = if tool.method.has_body() {
+        ("body", "The JSON body to send.")
+    } else {
+        ("queryParams", "Query parameters for the request.")
+    };
+    match &tool.schema {
+        Some(schema) => {
+            let mut fields = serde_json::Map::new();
+            let mut needed = Vec::new();
+            for (name, config) in schema {
+                let kind = match config.get("type").and_then(Value::as_str) {
+                    // Flowise reads query and path values as text.
+                    _ if !tool.method.has_body() => "string",
+                    Some(kind @ ("number" | "boolean" | "object" | "array")) => kind,
+                    _ => "string",
+                };
+                let mut field = json!({ "type": kind });
+                if let Some(text) = config.get("description").and_then(Value::as_str) {
+                    field["description"] = Value::from(text);
+                }
+                if config.get("required").and_then(Value::as_bool) == Some(true) {
+                    needed.push(name.clone());
+                }
+                fields.insert(name.clone(), field);
+            }
+            properties.insert(
+                field.into(),
+                json!({"type": "object", "description": description,
+                       "properties": fields, "required": needed}),
+            );
+            if tool.method.has_body() {
+                required.push(field);
+            }
+        }
+        None if tool.method.has_body() && tool.body.is_some() => {}
+        None => {
+            properties.insert(
+                field.into(),
+                json!({"type": "object", "description": description}),
+            );
+        }
     }
     json!({"type": "object", "properties": properties, "required": required})
 }
@@ -317,6 +447,27 @@ pub fn parameters(tool: &RequestTool) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parameters_go_to_the_path_and_the_query() {
+        let schema = json!({"id": {"in": "path"}, "ids": {"in": "path"}, "q": {"in": "query"}});
+        let schema = schema.as_object();
+        let params = json!({"id": "a/b", "q": "x y", "other": 1});
+        let params = params.as_object().unwrap();
+        assert_eq!(
+            with_params("http://h/items/:ids/:id?v=1", params, schema),
+            "http://h/items/:ids/a%2Fb?v=1&q=x+y"
+        );
+        assert_eq!(
+            with_params("http://h/items/", params, schema),
+            "http://h/items/a%2Fb?q=x+y"
+        );
+        // Without a schema, everything is a query parameter.
+        assert_eq!(
+            with_params("http://h/items", params, None),
+            "http://h/items?id=a%2Fb&other=1&q=x+y"
+        );
+    }
 
     #[test]
     fn literal_addresses_are_refused_in_every_spelling() {
