@@ -932,3 +932,53 @@ class FakeSite:
 
     def close(self):
         self.server.shutdown()
+
+
+class FakeSearxng:
+    """A SearXNG instance on a loopback address: `GET /search?q=…&format=json`
+    answers `{"query", "results": [{title, url, content}], "answers", "infoboxes",
+    "suggestions"}` — three results naming the query, or for the query `answer me`
+    only an answer, for `nothing` nothing. Without `format=json` it answers 403, as an
+    instance without the JSON format enabled does. Records each request's query
+    parameters and lower-case headers."""
+
+    def __init__(self, host="127.0.0.2"):
+        self.queries = []
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.0"
+
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                from urllib.parse import parse_qs, urlsplit
+                parts = urlsplit(self.path)
+                query = {k: v[0] for k, v in parse_qs(parts.query).items()}
+                fake.queries.append((parts.path, query, {k.lower(): v for k, v in self.headers.items()}))
+                if parts.path != "/search" or query.get("format") != "json":
+                    payload, status = b"Forbidden", 403
+                else:
+                    q = query.get("q", "")
+                    answer = {"query": q, "results": [], "answers": [], "infoboxes": [], "suggestions": []}
+                    if q == "answer me":
+                        answer["answers"] = ["42"]
+                    elif q != "nothing":
+                        answer["results"] = [{"title": f"{q} {n}", "url": f"https://example.com/{n}",
+                                              "content": f"About {q}, part {n}.", "engine": "fake"}
+                                             for n in range(1, 4)]
+                    payload, status = json.dumps(answer).encode(), 200
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json" if status == 200 else "text/plain")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+        self.server = ThreadingHTTPServer((host, 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://{host}:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()

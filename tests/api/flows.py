@@ -168,6 +168,10 @@ def requests_get(node_id="requestsGet_0", **inputs):
     return node(node_id, "requestsGet", inputs)
 
 
+def searxng(base, node_id="searXNG_0", **inputs):
+    return node(node_id, "searXNG", {"apiBase": base, **inputs})
+
+
 def requests_put(node_id="requestsPut_0", **inputs):
     return node(node_id, "requestsPut", inputs)
 

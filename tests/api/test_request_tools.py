@@ -204,3 +204,40 @@ def test_put_and_delete_are_guarded_too(api, fake, inner):
         [(_, _, output)] = tools_used(body["usedTools"])
         assert_refused(output, "127.0.0.1")
     assert len(inner.hits) == hits
+
+
+@pytest.fixture(scope="module")
+def searxng():
+    from fakes import FakeSearxng
+    site = FakeSearxng("127.0.0.2")
+    yield site
+    site.close()
+
+
+def test_a_searxng_instance_is_searched_for_the_model(allowing, fake, searxng):
+    tool = flows.searxng(searxng.url, categories="news", language="en", pageno=2, time_range="day",
+                         safesearch=1, headers='{"X-Weir-Test": "search"}')
+    flow = create_flow(allowing, flows.tool_agent(flows.openai_model(fake.url), [tool]))
+    body = ask(allowing, flow, 'Any news? CALL searxng-search {"input": "owls"}')
+    [(name, arguments, output)] = tools_used(body["usedTools"])
+    assert (name, arguments) == ("searxng-search", {"input": "owls"})
+    results = json.loads(output)
+    assert results[0] == {"title": "owls 1", "link": "https://example.com/1", "snippet": "About owls, part 1."}
+    assert len(results) == 3
+    path, query, headers = searxng.queries[-1]
+    assert path == "/search" and headers["x-weir-test"] == "search"
+    assert query == {"q": "owls", "format": "json", "categories": "news", "language": "en", "pageno": "2",
+                     "time_range": "day", "safesearch": "1"}
+    # An instant answer, or nothing at all, as Flowise's tool says them.
+    body = ask(allowing, flow, 'CALL searxng-search {"input": "answer me"}')
+    assert tools_used(body["usedTools"])[0][2] == "42"
+    body = ask(allowing, flow, 'CALL searxng-search {"input": "nothing"}')
+    assert tools_used(body["usedTools"])[0][2] == "No good results found."
+
+
+def test_a_searxng_instance_is_guarded_like_any_address(api, fake, searxng):
+    flow = create_flow(api, flows.tool_agent(flows.openai_model(fake.url), [flows.searxng(searxng.url)]))
+    seen = len(searxng.queries)
+    body = ask(api, flow, 'CALL searxng-search {"input": "owls"}')
+    assert_refused(tools_used(body["usedTools"])[0][2], "127.0.0.2")
+    assert len(searxng.queries) == seen

@@ -41,6 +41,7 @@ pub static NODES: &[&dyn Node] = &[
     &requests_post::RequestsPost,
     &requests_put::RequestsPut,
     &requests_delete::RequestsDelete,
+    &searxng::Searxng,
     &python_tool::PythonToolNode,
     &custom_tool::CustomTool,
     &retriever_tool::RetrieverTool,

@@ -135,6 +135,8 @@ pub enum ToolKind {
     Calculator,
     CurrentDateTime,
     Request(RequestTool),
+    /// A SearXNG instance searched with the model's query (`searXNG`).
+    WebSearch(WebSearchTool),
     Python(PythonTool),
     /// Searches a vector store with the model's query; its chunks are the output.
     Retriever {
@@ -152,6 +154,21 @@ pub enum ToolKind {
         chatflow: uuid::Uuid,
         return_sources: bool,
     },
+}
+
+/// A SearXNG instance (self-hosted metasearch) as a tool.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WebSearchTool {
+    pub name: String,
+    pub description: String,
+    /// The instance's base URL (its `/search` is asked).
+    pub base: String,
+    /// SearXNG's own search parameters (`categories`, `engines`, `language`,
+    /// `pageno`, `time_range`, `safesearch`).
+    pub params: Vec<(String, String)>,
+    pub headers: Map<String, Value>,
+    /// Results kept (Flowise's 10).
+    pub max_results: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

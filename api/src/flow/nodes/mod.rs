@@ -54,6 +54,7 @@ pub mod requests_post;
 pub mod requests_put;
 pub mod retrieval_qa_chain;
 pub mod retriever_tool;
+pub mod searxng;
 pub mod seq_agent;
 pub mod seq_condition;
 pub mod seq_condition_agent;

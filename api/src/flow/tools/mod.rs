@@ -4,7 +4,8 @@
 //! becomes an `Error: …` output the model reads and the answer reports.
 //!
 //! - [`calculator`]: arithmetic, parsed (never evaluated as code).
-//! - [`web`]: `requests_get` / `requests_post`, public addresses only ([`crate::netguard`]).
+//! - [`web`]: the request tools and SearXNG search, public addresses only
+//!   ([`crate::netguard`]) unless `ALLOW_PRIVATE_REQUESTS` allows more.
 //! - [`python`]: Python tools, run by the Python tool runtime.
 //! - [`retriever`]: vector store searches (the `retrieverTool`, retrieval chains).
 
@@ -59,6 +60,7 @@ enum Action {
     Calculator,
     CurrentDateTime,
     Request(super::component::RequestTool),
+    WebSearch(super::component::WebSearchTool),
     Python {
         definition: Arc<PythonDefinition>,
         timeout: Option<f64>,
@@ -147,6 +149,11 @@ fn ready_tool(spec: &ToolSpec, env: &ToolEnv) -> Result<ReadyTool, FlowError> {
                 parameters: web::parameters(request),
             },
             Action::Request(request.clone()),
+            false,
+        ),
+        ToolKind::WebSearch(search) => (
+            search_tool(&search.name, &search.description),
+            Action::WebSearch(search.clone()),
             false,
         ),
         ToolKind::Python(python) => {
@@ -243,6 +250,12 @@ impl ReadyTool {
                 chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             ),
             Action::Request(request) => clients.web.call(request, arguments).await,
+            Action::WebSearch(search) => {
+                clients
+                    .web
+                    .search(search, search_query(arguments).trim())
+                    .await
+            }
             Action::Python {
                 definition,
                 timeout,
