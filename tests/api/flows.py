@@ -168,6 +168,11 @@ def requests_get(node_id="requestsGet_0", **inputs):
     return node(node_id, "requestsGet", inputs)
 
 
+def web_scraper_tool(node_id="webScraperTool_0", **inputs):
+    """Inputs: scrapeMode (recursive, sitemap), maxDepth, maxPages, timeoutS, description."""
+    return node(node_id, "webScraperTool", inputs)
+
+
 def searxng(base, node_id="searXNG_0", **inputs):
     return node(node_id, "searXNG", {"apiBase": base, **inputs})
 

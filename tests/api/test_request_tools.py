@@ -241,3 +241,72 @@ def test_a_searxng_instance_is_guarded_like_any_address(api, fake, searxng):
     body = ask(api, flow, 'CALL searxng-search {"input": "owls"}')
     assert_refused(tools_used(body["usedTools"])[0][2], "127.0.0.2")
     assert len(searxng.queries) == seen
+
+
+@pytest.fixture(scope="module")
+def website():
+    """A small site on 127.0.0.2: a home page linking to /a and /b (and elsewhere),
+    /a linking to /c, a sitemap listing /b and /c, and a PDF."""
+    site = FakeSite("127.0.0.2", pages={})
+
+    def page(title, text, links=(), description=None):
+        meta = f'<meta name="description" content="{description}">' if description else ""
+        anchors = "".join(f'<a href="{href}">{href}</a>' for href in links)
+        return f"<html><head><title>{title}</title>{meta}</head><body><p>{text}</p><p>  More   text. </p>{anchors}</body></html>"
+
+    site.pages.update({
+        "/": page("Home", "Welcome home.", ["/a", "/b", "/a#top", "https://other.example/x"], "The home"),
+        "/a": page("A", "Page A.", ["/c"]),
+        "/b": page("B", "Page B."),
+        "/c": page("C", "Page C."),
+        "/sitemap.xml": ("application/xml", f"<urlset><url><loc>{site.url}/b</loc></url>"
+                                            f"<url><loc>{site.url}/c</loc></url></urlset>".encode()),
+        "/doc.pdf": ("application/pdf", b"%PDF-1.4"),
+    })
+    yield site
+    site.close()
+
+
+def scraped(api, flow, url):
+    body = ask(api, flow, f'Read the site. CALL web_scraper_tool {{"input": "{url}"}}')
+    [(name, _, output)] = tools_used(body["usedTools"])
+    assert name == "web_scraper_tool"
+    return json.loads(output)
+
+
+def test_the_web_scraper_follows_a_sites_links_level_by_level(allowing, fake, website):
+    scraper = flows.web_scraper_tool(maxDepth=2, maxPages=10)
+    flow = create_flow(allowing, flows.tool_agent(flows.openai_model(fake.url), [scraper]))
+    pages = scraped(allowing, flow, f"{website.url}/")
+    assert [p["url"] for p in pages] == [f"{website.url}/", f"{website.url}/a", f"{website.url}/b"]
+    assert pages[0] == {"url": f"{website.url}/", "title": "Home", "description": "The home",
+                        "body_text": "Welcome home. More text."}
+    assert pages[1]["description"] == "No description found"
+    # The description the model reads says what the tool will do.
+    tools = fake.last("/chat/completions")["tools"]
+    assert "up to 2 level(s) deep or until 10 pages" in tools[0]["function"]["description"]
+    # At most maxPages pages; what is not a web page is said so.
+    flow = create_flow(allowing, flows.tool_agent(flows.openai_model(fake.url),
+                                                  [flows.web_scraper_tool(maxDepth=3, maxPages=2)]))
+    assert len(scraped(allowing, flow, f"{website.url}/")) == 2
+    [pdf] = scraped(allowing, flow, f"{website.url}/doc.pdf")
+    assert pdf["error"] == "Skipped non-HTML content (Content-Type: application/pdf)"
+
+
+def test_the_web_scraper_reads_a_sitemap_or_falls_back(allowing, fake, website, outer):
+    flow = create_flow(allowing, flows.tool_agent(flows.openai_model(fake.url),
+                                                  [flows.web_scraper_tool(scrapeMode="sitemap")]))
+    pages = scraped(allowing, flow, f"{website.url}/")
+    assert [(p["url"], p["title"]) for p in pages] == [(f"{website.url}/b", "B"), (f"{website.url}/c", "C")]
+    # A site without a sitemap is scraped from the page given, with a warning.
+    fallback = scraped(allowing, flow, f"{outer.url}/page")
+    assert fallback["warning"].startswith("Sitemap not found or empty")
+    assert [p["url"] for p in fallback["scrapedData"]] == [f"{outer.url}/page"]
+
+
+def test_the_web_scraper_is_guarded_too(api, fake, inner):
+    hits = len(inner.hits)
+    flow = create_flow(api, flows.tool_agent(flows.openai_model(fake.url), [flows.web_scraper_tool()]))
+    [page] = scraped(api, flow, f"{inner.url}/secret")
+    assert "refused" in page["error"] and "127.0.0.1" in page["error"]
+    assert len(inner.hits) == hits

@@ -42,6 +42,7 @@ pub static NODES: &[&dyn Node] = &[
     &requests_put::RequestsPut,
     &requests_delete::RequestsDelete,
     &searxng::Searxng,
+    &web_scraper_tool::WebScraper,
     &python_tool::PythonToolNode,
     &custom_tool::CustomTool,
     &retriever_tool::RetrieverTool,

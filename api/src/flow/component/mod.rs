@@ -137,6 +137,8 @@ pub enum ToolKind {
     Request(RequestTool),
     /// A SearXNG instance searched with the model's query (`searXNG`).
     WebSearch(WebSearchTool),
+    /// Pages scraped from the URL the model gives (`webScraperTool`).
+    WebScraper(WebScraperTool),
     Python(PythonTool),
     /// Searches a vector store with the model's query; its chunks are the output.
     Retriever {
@@ -154,6 +156,19 @@ pub enum ToolKind {
         chatflow: uuid::Uuid,
         return_sources: bool,
     },
+}
+
+/// Flowise's web scraper tool: pages from a URL, following links or a sitemap.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WebScraperTool {
+    pub description: String,
+    /// Levels of links followed (1: the given page alone).
+    pub max_depth: u32,
+    pub max_pages: usize,
+    /// For each page.
+    pub timeout: std::time::Duration,
+    /// Pages from the site's `/sitemap.xml` first (links followed when it has none).
+    pub sitemap: bool,
 }
 
 /// A SearXNG instance (self-hosted metasearch) as a tool.

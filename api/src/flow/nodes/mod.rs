@@ -68,6 +68,7 @@ pub mod supervisor;
 pub mod text_file;
 pub mod token_text_splitter;
 pub mod tool_agent;
+pub mod web_scraper_tool;
 pub mod worker;
 
 use super::FlowError;

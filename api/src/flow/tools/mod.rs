@@ -61,6 +61,7 @@ enum Action {
     CurrentDateTime,
     Request(super::component::RequestTool),
     WebSearch(super::component::WebSearchTool),
+    WebScraper(super::component::WebScraperTool),
     Python {
         definition: Arc<PythonDefinition>,
         timeout: Option<f64>,
@@ -154,6 +155,17 @@ fn ready_tool(spec: &ToolSpec, env: &ToolEnv) -> Result<ReadyTool, FlowError> {
         ToolKind::WebSearch(search) => (
             search_tool(&search.name, &search.description),
             Action::WebSearch(search.clone()),
+            false,
+        ),
+        ToolKind::WebScraper(scraper) => (
+            ToolDef {
+                name: web::SCRAPER_NAME.into(),
+                description: scraper.description.clone(),
+                parameters: json!({"type": "object", "properties": {
+                    "input": {"type": "string", "description": "The URL of the first page."}
+                }, "required": ["input"]}),
+            },
+            Action::WebScraper(scraper.clone()),
             false,
         ),
         ToolKind::Python(python) => {
@@ -250,6 +262,17 @@ impl ReadyTool {
                 chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             ),
             Action::Request(request) => clients.web.call(request, arguments).await,
+            Action::WebScraper(scraper) => {
+                let start = match arguments {
+                    Value::String(s) => s.as_str(),
+                    other => other
+                        .get("input")
+                        .or_else(|| other.get("url"))
+                        .and_then(Value::as_str)
+                        .unwrap_or_default(),
+                };
+                clients.web.scrape(scraper, start.trim()).await
+            }
             Action::WebSearch(search) => {
                 clients
                     .web

@@ -16,9 +16,10 @@ use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use serde_json::{Value, json};
 
 use super::ToolOutcome;
-use crate::flow::component::{HttpMethod, RequestTool, WebSearchTool};
+use crate::flow::component::{HttpMethod, RequestTool, WebScraperTool, WebSearchTool};
 use crate::llm::http::root_cause;
 use crate::netguard::{self, AddressPolicy};
+use crate::retrieval::load::html;
 
 const MAX_REDIRECTS: usize = 5;
 /// Bytes of an answer read at most; the model gets `max_output` characters of it.
@@ -314,18 +315,43 @@ impl WebClient {
     /// A page for a document loader (`cheerioWebScraper`): GET through the same
     /// guard as the request tools; its final URL (after redirects) and its body.
     pub async fn fetch_page(&self, url: &Url) -> Result<(Url, bytes::Bytes), String> {
+        self.get_page(url, TIMEOUT)
+            .await
+            .map(|(page, _, body)| (page, body))
+    }
+
+    /// A page within `timeout`: where it ended up (after redirects), its
+    /// content type, its bytes.
+    async fn get_page(
+        &self,
+        url: &Url,
+        timeout: Duration,
+    ) -> Result<(Url, String, bytes::Bytes), String> {
         check_url(&self.policy, url)?;
         let response = self
             .client
             .get(url.clone())
+            .timeout(timeout)
             .send()
             .await
-            .map_err(|e| format!("the request failed: {}", root_cause(&e)))?;
+            .map_err(|e| {
+                if e.is_timeout() {
+                    format!("no answer within {} s", timeout.as_secs_f64())
+                } else {
+                    format!("the request failed: {}", root_cause(&e))
+                }
+            })?;
         let status = response.status();
         if !status.is_success() {
             return Err(format!("it answered HTTP {}", status.as_u16()));
         }
         let page = response.url().clone();
+        let kind = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_ascii_lowercase();
         let mut body = Vec::new();
         let mut stream = response.bytes_stream();
         while let Some(chunk) = stream.next().await {
@@ -335,7 +361,116 @@ impl WebClient {
             }
             body.extend_from_slice(&chunk);
         }
-        Ok((page, bytes::Bytes::from(body)))
+        Ok((page, kind, bytes::Bytes::from(body)))
+    }
+}
+
+/// The web scraper tool's name (Flowise's).
+pub const SCRAPER_NAME: &str = "web_scraper_tool";
+/// Characters of one page's paragraphs a scrape reports at most.
+const MAX_PAGE_TEXT: usize = 20_000;
+
+impl WebClient {
+    /// Flowise's web scraper tool: from `start`, pages breadth-first over their
+    /// links on the same site up to `max_depth` levels (or the site's sitemap
+    /// first), at most `max_pages`; each page's title, description and
+    /// paragraph text (or why it could not be read) as a JSON array.
+    pub async fn scrape(&self, tool: &WebScraperTool, start: &str) -> ToolOutcome {
+        let Ok(first) = Url::parse(start) else {
+            return ToolOutcome::text(
+                json!({"error": "Input must be a single URL string."}).to_string(),
+            );
+        };
+        if !matches!(first.scheme(), "http" | "https") {
+            return ToolOutcome::text(
+                json!({"error": "Invalid URL format or protocol"}).to_string(),
+            );
+        }
+        let mut pages = Vec::new();
+        let mut fell_back = false;
+        if tool.sitemap {
+            let listed = match first.join("/sitemap.xml") {
+                Ok(sitemap) => match self.get_page(&sitemap, tool.timeout).await {
+                    Ok((_, _, body)) => html::sitemap_locations(&String::from_utf8_lossy(&body)),
+                    Err(_) => Vec::new(),
+                },
+                Err(_) => Vec::new(),
+            };
+            let mut seen = std::collections::HashSet::new();
+            for location in listed {
+                if pages.len() >= tool.max_pages {
+                    break;
+                }
+                if seen.insert(location.clone()) {
+                    let (report, _) = self.scrape_page(&location, tool.timeout, false).await;
+                    pages.push(report);
+                }
+            }
+            fell_back = pages.is_empty();
+        }
+        if !tool.sitemap || fell_back {
+            pages = self.follow_links(first, tool).await;
+        }
+        let data = Value::Array(pages);
+        ToolOutcome::text(if fell_back {
+            json!({"warning": "Sitemap not found or empty; fell back to recursive scraping.",
+                   "scrapedData": data})
+            .to_string()
+        } else {
+            data.to_string()
+        })
+    }
+
+    async fn follow_links(&self, first: Url, tool: &WebScraperTool) -> Vec<Value> {
+        let mut pages = Vec::new();
+        let mut seen = std::collections::HashSet::from([first.clone()]);
+        let mut level = vec![first];
+        for depth in 1..=tool.max_depth {
+            let mut next = Vec::new();
+            for url in level {
+                if pages.len() >= tool.max_pages {
+                    return pages;
+                }
+                let (report, links) = self
+                    .scrape_page(url.as_str(), tool.timeout, depth < tool.max_depth)
+                    .await;
+                pages.push(report);
+                next.extend(links.into_iter().filter(|l| seen.insert(l.clone())));
+            }
+            level = next;
+        }
+        pages
+    }
+
+    /// One page's report, and its same-site links when `links` asks for them.
+    async fn scrape_page(&self, url: &str, timeout: Duration, links: bool) -> (Value, Vec<Url>) {
+        let failed = |why: String| {
+            (
+                json!({"url": url, "title": "", "description": "", "body_text": "", "error": why}),
+                Vec::new(),
+            )
+        };
+        let Ok(parsed) = Url::parse(url) else {
+            return failed("Invalid URL format or protocol".into());
+        };
+        let (page, kind, body) = match self.get_page(&parsed, timeout).await {
+            Ok(got) => got,
+            Err(why) => return failed(format!("Scraping Error: {why}")),
+        };
+        if !kind.contains("text/html") {
+            return failed(format!("Skipped non-HTML content (Content-Type: {kind})"));
+        }
+        let text = String::from_utf8_lossy(&body);
+        let summary = html::page_summary(&text);
+        let body_text: String = summary.body_text.chars().take(MAX_PAGE_TEXT).collect();
+        let found = if links {
+            html::same_site_links(&text, &page)
+        } else {
+            Vec::new()
+        };
+        let report = json!({"url": url, "title": summary.title, "description": summary.description,
+                            "body_text": body_text});
+        (report, found)
     }
 }
 

@@ -107,6 +107,73 @@ fn fold_space(text: &str) -> String {
     lines.join("\n")
 }
 
+/// What a scraper tool reports of a page: its title, its description (the
+/// `description` meta, else Open Graph's, else Twitter's) and the text of its
+/// paragraphs, as Flowise's web scraper tool reads them.
+pub struct PageSummary {
+    pub title: String,
+    pub description: String,
+    pub body_text: String,
+}
+
+pub fn page_summary(html: &str) -> PageSummary {
+    let document = Html::parse_document(html);
+    let first_text = |css: &str| {
+        Selector::parse(css).ok().and_then(|s| {
+            document
+                .select(&s)
+                .next()
+                .map(|e| fold_space(&e.text().collect::<String>()))
+        })
+    };
+    let meta = |css: &str| {
+        Selector::parse(css).ok().and_then(|s| {
+            document
+                .select(&s)
+                .find_map(|e| e.value().attr("content"))
+                .map(|c| c.trim().to_owned())
+                .filter(|c| !c.is_empty())
+        })
+    };
+    let mut paragraphs = Vec::new();
+    if let Ok(p) = Selector::parse("p") {
+        for element in document.select(&p) {
+            let text = fold_space(&element.text().collect::<String>());
+            if !text.is_empty() {
+                paragraphs.push(text);
+            }
+        }
+    }
+    PageSummary {
+        title: first_text("title")
+            .filter(|t| !t.is_empty())
+            .unwrap_or_else(|| "No title found".to_owned()),
+        description: meta(r#"meta[name="description"]"#)
+            .or_else(|| meta(r#"meta[property="og:description"]"#))
+            .or_else(|| meta(r#"meta[name="twitter:description"]"#))
+            .unwrap_or_else(|| "No description found".to_owned()),
+        body_text: paragraphs.join(" "),
+    }
+}
+
+/// The page addresses an XML sitemap lists (`<loc>`), in order.
+pub fn sitemap_locations(xml: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = xml;
+    while let Some(open) = rest.find("<loc>") {
+        rest = &rest[open + "<loc>".len()..];
+        let Some(close) = rest.find("</loc>") else {
+            break;
+        };
+        let location = rest[..close].trim().replace("&amp;", "&");
+        if !location.is_empty() {
+            out.push(location);
+        }
+        rest = &rest[close..];
+    }
+    out
+}
+
 /// Links of the page to pages of the same site (scheme, host and port), without
 /// their fragment, in document order, each once.
 pub fn same_site_links(html: &str, page: &Url) -> Vec<Url> {
