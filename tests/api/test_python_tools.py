@@ -245,3 +245,22 @@ def test_the_runtime_going_away_is_a_tool_error(fake, tmp_path_factory):
     finally:
         w.cleanup()
         runtime.stop()
+
+
+def test_a_flow_selecting_a_tool_the_workspace_lacks_is_refused_when_saved(api, fake):
+    missing = str(uuid.uuid4())
+    flow_data = flows.tool_agent(flows.openai_model(fake.url), [flows.custom_tool(missing)])
+    r = api.post("/chatflows", json={"name": "f", "flowData": flow_data})
+    assert missing in assert_error(r, 400)["message"]
+    # The same in an agentflow's tool node, and when an existing flow is changed.
+    node = flows.af_tool("toolAgentflow_0", "customTool", {}, config={"selectedTool": missing})
+    start = flows.af_start()
+    r = api.post("/chatflows", json={"name": "f", "type": "AGENTFLOW",
+                                     "flowData": flows.agentflow([start, node], [(start["id"], node["id"])])})
+    assert missing in assert_error(r, 400)["message"]
+    flow = create_flow(api, flows.conversation(flows.openai_model(fake.url)))
+    assert missing in assert_error(api.put(f"/chatflows/{flow}", json={"flowData": flow_data}), 400)["message"]
+    # A tool of the workspace is fine.
+    tool = api.post("/tools", json=FORECAST)
+    assert tool.status_code == 201, tool.text
+    create_flow(api, flows.tool_agent(flows.openai_model(fake.url), [flows.custom_tool(tool.json()["id"])]))

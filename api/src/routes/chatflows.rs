@@ -74,6 +74,7 @@ impl ChatflowBody {
                 &state.config.providers.provider_key_hosts,
             )
             .await?;
+            check_stored_tools(state, workspace, text).await?;
         }
         let config = |field: &str, value: Option<Option<JsonText>>| -> ApiResult<_> {
             let value = value.map(|v| v.map(|t| t.0));
@@ -106,6 +107,29 @@ impl ChatflowBody {
             flow_type: self.flow_type,
         })
     }
+}
+
+/// Every stored tool a flow's `customTool` nodes select must be a tool of the
+/// workspace: said when the flow is saved, not when it first runs. A flow that
+/// does not build yet is left to its run to report.
+async fn check_stored_tools(state: &AppState, workspace: Uuid, flow_data: &str) -> ApiResult<()> {
+    let settings = &state.config.providers;
+    let Ok(plan) = crate::flow::Plan::build(flow_data, settings) else {
+        return Ok(());
+    };
+    let Ok(runnable) = plan.runnable(&crate::flow::Overrides::new(settings)) else {
+        return Ok(());
+    };
+    for id in runnable.stored_tools() {
+        if state.store.get_tool(workspace, id).await?.is_none() {
+            return Err(ApiError::BadRequest(format!(
+                "the flow selects tool {id} ('selectedTool' of a customTool), which is not a \
+                 tool of this workspace: create it first (POST /api/v1/tools), or give the node \
+                 its definition (customToolName, customToolSchema and a Python customToolFunc)"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// `chatbotConfig.followUpPrompts`, when on, must name a provider weir runs and
