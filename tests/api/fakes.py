@@ -90,7 +90,11 @@ signature on the first call; as Gemini 3 does, it then refuses (400) a request
 whose model turn's first call lost it. `…:batchEmbedContents` answers
 `{"embeddings": [{"values": embed_text(text)}]}`. The model `missing-model` is a 404.
 
-Keys: `Authorization: Bearer sk-good` (OpenAI-compatible), `api-key: sk-good`
+Rerank. `POST …/v2/rerank` (Cohere) and `…/v1/rerank` (Jina, Voyage) score each of
+`documents` by the share of its words found in `query` and answer the best `top_n`
+(`top_k`, Voyage's, answered as `data`) as `{"results": [{index, relevance_score}]}`.
+
+Keys: `Authorization: Bearer sk-good` (OpenAI-compatible, rerank), `api-key: sk-good`
 (Azure, whose path is `/openai/deployments/<dep>/chat/completions?api-version=V`),
 `x-api-key: sk-good` (Anthropic); embeddings check the same headers as chat (Ollama
 takes none). On the OpenAI-compatible chat path the model `missing-model` is a 404
@@ -407,6 +411,8 @@ class FakeProviders:
                         fake.ollama(self, body)
                     elif "/v1beta/models/" in path:
                         fake.gemini(self, body, path)
+                    elif path.endswith(("/v2/rerank", "/v1/rerank")):
+                        fake.rerank(self, body, path)
                     else:
                         self.send_error(404)
                 except (BrokenPipeError, ConnectionResetError):
@@ -730,6 +736,23 @@ class FakeProviders:
         event("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
                                 "usage": {"output_tokens": len(chunks)}})
         event("message_stop", {"type": "message_stop"})
+
+    # Rerank services (Cohere's /v2/rerank, Jina's and Voyage's /v1/rerank)
+
+    def rerank(self, h, body, path):
+        if h.headers.get("Authorization") != f"Bearer {GOOD_KEY}":
+            return self.reply_json(h, 401, {"message": "invalid api token"})
+        query = set(re.findall(r"\w+", body.get("query", "").lower()))
+        documents = body.get("documents") or []
+        scored = []
+        for index, text in enumerate(documents):
+            words = set(re.findall(r"\w+", str(text).lower()))
+            scored.append((len(query & words) / (len(words) or 1), index))
+        scored.sort(key=lambda s: (-s[0], s[1]))
+        top = body.get("top_k") if "top_k" in body else body.get("top_n")
+        ranked = [{"index": i, "relevance_score": round(score, 4)} for score, i in scored[:top or len(scored)]]
+        key = "data" if "top_k" in body else "results"
+        self.reply_json(h, 200, {key: ranked, "model": body.get("model")})
 
     # Google Gemini (the Generative Language API)
 

@@ -376,6 +376,15 @@ def memory_vector_store(loaders, embeddings, node_id="memoryVectorStore_0", **in
     return vector_store("memoryVectorStore", loaders, embeddings, node_id, **inputs)
 
 
+def reranker(kind, base_retriever, base, key="sk-good", node_id=None, **inputs):
+    """A rerank retriever (cohereRerankRetriever, jinaRerankRetriever,
+    voyageAIRerankRetriever) around `base_retriever` (a store node), on the fake."""
+    key_input = {"cohereRerankRetriever": "cohereApiKey", "jinaRerankRetriever": "jinaAIAPIKey",
+                 "voyageAIRerankRetriever": "apiKey"}[kind]
+    return node(node_id or f"{kind}_0", kind, {"baseRetriever": ref(base_retriever["id"]), "basePath": base,
+                                              key_input: key, **inputs})
+
+
 def faiss_store(loaders, embeddings, node_id="faiss_0", **inputs):
     """Flowise's FAISS node; weir keeps its own index, `basePath` is ignored."""
     return vector_store("faiss", loaders, embeddings, node_id, basePath="/tmp/faiss-ignored", **inputs)

@@ -979,3 +979,61 @@ def test_the_server_says_at_start_how_postgres_vector_stores_are_searched(server
         assert "searched in weir's own index" in said[0] or "in its own index" in said[0]
     else:
         assert said == []
+
+
+def rerank_flow(fake, kind, texts, store_k=5, **rerank_inputs):
+    """Chunks of `texts` in a memory store (topK `store_k`) behind a reranker of
+    `kind` on the fake; a retrieval chain answering from it with its sources."""
+    splitter = flows.character_splitter(max(len(t) for t in texts) + 1, 0, "\n\n")
+    loader = flows.plain_text(paragraphs(texts), splitter)
+    embeddings = flows.openai_embeddings(fake.url)
+    store = flows.memory_vector_store([loader], embeddings, topK=store_k)
+    ranked = flows.reranker(kind, store, fake.url, **rerank_inputs)
+    model = flows.openai_model(fake.url)
+    chain = flows.conversational_retrieval_qa_chain(model, ranked, returnSourceDocuments=True)
+    return flows.rag(splitter, loader, embeddings, store, ranked, model, chain)
+
+
+@pytest.mark.parametrize("kind, path, top", [
+    ("cohereRerankRetriever", "/v2/rerank", "topK"),
+    ("jinaRerankRetriever", "/v1/rerank", "topN"),
+    ("voyageAIRerankRetriever", "/v1/rerank", "topK"),
+])
+def test_a_reranker_reorders_and_cuts_what_the_store_found(api, fake, kind, path, top):
+    texts = [p.replace("\n", " ") for p in POLICIES]
+    flow = create_flow(api, rerank_flow(fake, kind, texts, model="rerank-test", **{top: 2}))
+    assert upserted(upsert(api, flow))["numAdded"] == 5
+    before = fake.count(path)
+    answer = ask(api, flow, "When are invoices paid?")
+    [(sent_path, headers, body)] = new_requests(fake, path, before)
+    assert headers["authorization"] == f"Bearer {GOOD_KEY}"
+    assert body["model"] == "rerank-test" and body["query"] == "When are invoices paid?"
+    assert sorted(body["documents"]) == sorted(texts)  # the store's five, reranked
+    assert body.get("top_k" if kind.startswith("voyage") else "top_n") == 2
+    sources = answer["sourceDocuments"]
+    assert len(sources) == 2 and sources[0]["pageContent"] == texts[0]
+    scores = [s["metadata"]["relevance_score"] for s in sources]
+    assert scores == sorted(scores, reverse=True) and scores[0] > 0
+
+
+def test_a_reranker_serves_a_retriever_tool_and_fails_clearly(api, fake):
+    texts = [p.replace("\n", " ") for p in POLICIES]
+    splitter = flows.character_splitter(max(len(t) for t in texts) + 1, 0, "\n\n")
+    loader = flows.plain_text(paragraphs(texts), splitter)
+    embeddings = flows.openai_embeddings(fake.url)
+    store = flows.memory_vector_store([loader], embeddings)
+    ranked = flows.reranker("cohereRerankRetriever", store, fake.url, topK=1)
+    tool = flows.retriever_tool(retriever=flows.ref(ranked["id"]), name="policies",
+                                description="Company policies", returnSourceDocuments=True)
+    model = flows.openai_model(fake.url)
+    agent = flows.tool_agent(model, [tool])
+    flow = create_flow(api, flows.rag(splitter, loader, embeddings, store, ranked, *agent["nodes"]))
+    assert upserted(upsert(api, flow))["numAdded"] == 5
+    body = ask(api, flow, 'CALL policies {"input": "laptops replaced"}')
+    assert body["usedTools"][0]["toolOutput"] == texts[3]
+    # A reranker refusing its key fails the search, naming the store node.
+    bad = create_flow(api, rerank_flow(fake, "cohereRerankRetriever", texts, key="nope"))
+    upserted(upsert(api, bad))
+    r = api.post(f"/prediction/{bad}", json={"question": "When are invoices paid?"})
+    message = assert_error(r, 500)["message"]
+    assert "could not rerank" in message and "rejected the API key" in message

@@ -830,7 +830,7 @@ fn validate_node(graph: &FlowGraph, node: &FlowNode) -> Result<(), FlowError> {
                     ))
                 })?;
                 let target_spec = spec_of(target)?;
-                if target_spec.category != category {
+                if !target_spec.category.fits(category) {
                     return Err(FlowError::invalid(format!(
                         "node {} input '{name}' expects a {category:?} node, but {} is a {:?}",
                         node.id, target.id, target_spec.category

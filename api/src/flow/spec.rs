@@ -22,6 +22,9 @@ pub enum Category {
     DocumentLoader,
     /// A vector store node: a retriever and a vector store at once, as in Flowise.
     VectorStore,
+    /// A retriever around a vector store (a reranker): taken wherever a vector
+    /// store's retriever is, never filled by an upsert.
+    Retriever,
     /// A check of the question before the flow runs (`inputModeration`).
     Moderation,
     /// Turns a chain's answer into JSON (`outputParser`).
@@ -38,6 +41,12 @@ pub enum Category {
 }
 
 impl Category {
+    /// Whether a node of this category may be connected where `expected` is
+    /// asked for (a retriever where a vector store's retriever is).
+    pub fn fits(self, expected: Category) -> bool {
+        self == expected || (self == Category::Retriever && expected == Category::VectorStore)
+    }
+
     /// Whether a node of this category can be the flow's answer.
     pub fn answers(self) -> bool {
         matches!(self, Category::Chain | Category::Agent)

@@ -45,9 +45,9 @@ pub const GEMINI: ProviderEndpoint = ProviderEndpoint {
     default_base: Some(super::gemini::DEFAULT_BASE),
 };
 
-/// Every provider whose credentials weir knows the home of (Groq and Cohere
-/// credentials can be stored and kept home, though weir has no node for them
-/// yet).
+/// Every provider whose credentials weir knows the home of (Groq's can be
+/// stored and kept home, though weir has no node for it yet; Cohere, Jina and
+/// Voyage keys serve the rerank retrievers).
 pub const PROVIDERS: &[ProviderEndpoint] = &[
     OPENAI,
     ANTHROPIC,
@@ -62,6 +62,16 @@ pub const PROVIDERS: &[ProviderEndpoint] = &[
     ProviderEndpoint {
         credential: "cohereApi",
         home: "api.cohere.ai",
+        default_base: None,
+    },
+    ProviderEndpoint {
+        credential: "jinaAIApi",
+        home: "api.jina.ai",
+        default_base: None,
+    },
+    ProviderEndpoint {
+        credential: "voyageAIApi",
+        home: "api.voyageai.com",
         default_base: None,
     },
 ];

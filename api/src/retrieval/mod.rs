@@ -8,6 +8,8 @@
 //!   OpenAI-compatible and Ollama providers — behind one [`embed::Embedder`].
 //! - [`index`]: one vector store's chunks in memory, searched by similarity,
 //!   MMR or weir's hybrid (BM25 fused with vectors by reciprocal rank).
+//! - [`rerank`]: rerank services (Cohere's wire, Jina, Voyage) reordering what
+//!   a search found.
 //!
 //! Nothing here touches the store: the services floor loads chunks into an
 //! index and persists what an upsert adds or removes.
@@ -15,6 +17,7 @@
 pub mod embed;
 pub mod index;
 pub mod load;
+pub mod rerank;
 pub mod split;
 
 use serde::{Deserialize, Serialize};

@@ -118,6 +118,7 @@ impl Services {
                 plans: Arc::clone(&plans),
                 providers,
                 keyring: Arc::clone(&keyring),
+                http: http.clone(),
             }),
         };
         Ok(Services {

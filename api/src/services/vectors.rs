@@ -480,6 +480,8 @@ pub struct VectorSearch {
     pub providers: Arc<crate::config::ProviderSettings>,
     /// Opens the credentials a document store's embeddings name.
     pub keyring: Arc<crate::sealing::Keyring>,
+    /// The shared client rerank services are called with.
+    pub http: reqwest::Client,
 }
 
 #[async_trait::async_trait]
@@ -494,6 +496,29 @@ impl Retriever for VectorSearch {
     }
 
     async fn retrieve(
+        &self,
+        store: &VectorStoreSpec,
+        query: &str,
+        flow: &FlowContext,
+    ) -> Result<Vec<Document>, FlowError> {
+        let hits = self.search(store, query, flow).await?;
+        match &store.rerank {
+            None => Ok(hits),
+            Some(rerank) => crate::retrieval::rerank::rerank(&self.http, rerank, query, hits)
+                .await
+                .map_err(|e| {
+                    FlowError::failed(format!(
+                        "node {} ({}) could not rerank: {}",
+                        store.node_id, store.node_type, e.message
+                    ))
+                }),
+        }
+    }
+}
+
+impl VectorSearch {
+    /// The store's best chunks for `query` (pgvector's or weir's index).
+    async fn search(
         &self,
         store: &VectorStoreSpec,
         query: &str,

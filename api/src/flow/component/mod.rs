@@ -401,6 +401,9 @@ pub struct VectorStoreSpec {
     /// Flowise's pgvector node: searched by PostgreSQL's pgvector when the
     /// server's store has it in use, else in weir's own index like the others.
     pub pgvector: bool,
+    /// A rerank retriever wrapped around the store: what it finds is
+    /// reordered (and cut) by a rerank model.
+    pub rerank: Option<Box<crate::retrieval::rerank::RerankSpec>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

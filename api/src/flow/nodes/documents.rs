@@ -131,5 +131,6 @@ pub fn vector_store(node: &Build<'_>, node_type: &'static str) -> Result<Compone
         search,
         file_upload: node.boolean("fileUpload")?,
         pgvector: false,
+        rerank: None,
     }))
 }

@@ -52,6 +52,7 @@ pub mod requests_delete;
 pub mod requests_get;
 pub mod requests_post;
 pub mod requests_put;
+pub mod rerank_retrievers;
 pub mod retrieval_qa_chain;
 pub mod retriever_tool;
 pub mod searxng;
