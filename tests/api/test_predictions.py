@@ -396,3 +396,18 @@ def test_sigterm_lets_in_flight_requests_finish(make_weir, fake):
     endless.close()
     with pytest.raises(requests.ConnectionError):
         requests.get(f"{w.url}/api/v1/ping", timeout=2)
+
+
+def test_llama_indexs_simple_chat_engine_converses_with_memory(api, fake):
+    model = flows.openai_model(fake.url)
+    model["data"]["name"] = "chatOpenAI_LlamaIndex"
+    memory = flows.buffer_memory()
+    engine = flows.node("simpleChatEngine_0", "simpleChatEngine",
+                        {"model": flows.ref(model["id"]), "memory": flows.ref(memory["id"])})
+    flow = create_flow(api, flows.wired([model, memory, engine]))
+    marker = uuid.uuid4().hex[:8]
+    assert predict(api, flow, f"hello {marker}", chatId=marker).json()["text"] == f"Echo: hello {marker}"
+    predict(api, flow, f"again {marker}", chatId=marker)
+    sent = fake.last("/chat/completions")["messages"]
+    assert sent[0] == {"role": "system", "content": "You are a helpful assistant"}
+    assert [m["content"] for m in sent[1:]] == [f"hello {marker}", f"Echo: hello {marker}", f"again {marker}"]

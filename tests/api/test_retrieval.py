@@ -1037,3 +1037,14 @@ def test_a_reranker_serves_a_retriever_tool_and_fails_clearly(api, fake):
     r = api.post(f"/prediction/{bad}", json={"question": "When are invoices paid?"})
     message = assert_error(r, 500)["message"]
     assert "could not rerank" in message and "rejected the API key" in message
+
+
+def test_llama_indexs_openai_embeddings_embed_as_openais(api, fake):
+    embeddings = flows.openai_embeddings(fake.url, node_id="openAIEmbedding_LlamaIndex_0")
+    embeddings["data"]["name"] = "openAIEmbedding_LlamaIndex"
+    texts = [p.replace("\n", " ") for p in POLICIES[:3]]
+    flow = create_flow(api, chunks_flow(fake, texts, embeddings, topK=1))
+    before = fake.count("/embeddings")
+    assert upserted(upsert(api, flow))["numAdded"] == 3
+    assert fake.count("/embeddings") > before
+    assert contents(ask(api, flow, "When are invoices paid?")["sourceDocuments"]) == [texts[0]]

@@ -33,23 +33,48 @@ static SPEC: NodeSpec = NodeSpec {
     inputs: &INPUTS,
 };
 
+/// LlamaIndex's OpenAI chat model in Flowise (`chatOpenAI_LlamaIndex`): the same
+/// model, for LlamaIndex's chat engines.
+pub struct ChatOpenAiLlamaIndex;
+
+static LLAMA_INDEX_SPEC: NodeSpec = NodeSpec {
+    name: "chatOpenAI_LlamaIndex",
+    category: Category::ChatModel,
+    inputs: &INPUTS,
+};
+
+impl Node for ChatOpenAiLlamaIndex {
+    fn spec(&self) -> &'static NodeSpec {
+        &LLAMA_INDEX_SPEC
+    }
+
+    fn build(&self, node: &Build<'_>) -> Result<Component, FlowError> {
+        build(node, LLAMA_INDEX_SPEC.name)
+    }
+}
+
 impl Node for ChatOpenAI {
     fn spec(&self) -> &'static NodeSpec {
         &SPEC
     }
 
     fn build(&self, node: &Build<'_>) -> Result<Component, FlowError> {
-        let (base, key) = endpoint(node, &OPENAI)?;
-        Ok(Component::Model(ModelSpec {
-            node_id: node.id().to_owned(),
-            node_type: SPEC.name,
-            params: sampling(node, &["maxTokens"], Some("seed"))?,
-            provider: Provider::OpenAi {
-                base,
-                auth: Auth::Bearer(key),
-                model: model_name(node, "gpt-4o-mini"),
-                label: openai::PROVIDER,
-            },
-        }))
+        build(node, SPEC.name)
     }
+}
+
+/// The model of either node type.
+fn build(node: &Build<'_>, node_type: &'static str) -> Result<Component, FlowError> {
+    let (base, key) = endpoint(node, &OPENAI)?;
+    Ok(Component::Model(ModelSpec {
+        node_id: node.id().to_owned(),
+        node_type,
+        params: sampling(node, &["maxTokens"], Some("seed"))?,
+        provider: Provider::OpenAi {
+            base,
+            auth: Auth::Bearer(key),
+            model: model_name(node, "gpt-4o-mini"),
+            label: openai::PROVIDER,
+        },
+    }))
 }

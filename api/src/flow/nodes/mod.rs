@@ -33,6 +33,7 @@ pub mod google_generative_ai_embedding;
 pub mod input_moderation_simple;
 pub mod json_file;
 pub mod jsonlines_file;
+pub mod llama_index_engines;
 pub mod llm_chain;
 pub mod local_ai_embeddings;
 pub mod local_embeddings;

@@ -27,6 +27,26 @@ static SPEC: NodeSpec = NodeSpec {
     ],
 };
 
+/// LlamaIndex's OpenAI embeddings in Flowise (`openAIEmbedding_LlamaIndex`):
+/// the same embeddings.
+pub struct OpenAiEmbeddingLlamaIndex;
+
+static LLAMA_INDEX_SPEC: NodeSpec = NodeSpec {
+    name: "openAIEmbedding_LlamaIndex",
+    category: Category::Embeddings,
+    inputs: SPEC.inputs,
+};
+
+impl Node for OpenAiEmbeddingLlamaIndex {
+    fn spec(&self) -> &'static NodeSpec {
+        &LLAMA_INDEX_SPEC
+    }
+
+    fn build(&self, node: &Build<'_>) -> Result<Component, FlowError> {
+        OpenAiEmbeddings.build(node)
+    }
+}
+
 impl Node for OpenAiEmbeddings {
     fn spec(&self) -> &'static NodeSpec {
         &SPEC
