@@ -541,6 +541,7 @@ impl Plan {
                         window: None,
                         session_id: None,
                         label: None,
+                        redis: None,
                     });
                 Ok(Runnable {
                     moderation: Vec::new(),

@@ -42,6 +42,7 @@ pub static NODES: &[&dyn Node] = &[
     &requests_put::RequestsPut,
     &requests_delete::RequestsDelete,
     &searxng::Searxng,
+    &redis_backed_chat_memory::RedisBackedChatMemory,
     &llama_index_engines::SimpleChatEngine,
     &chat_openai::ChatOpenAiLlamaIndex,
     &open_ai_embeddings::OpenAiEmbeddingLlamaIndex,

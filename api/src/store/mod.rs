@@ -14,6 +14,8 @@
 //!   API keys and chatflows cached with a bounded lifetime, what runs write
 //!   (conversation messages, execution records) committed in groups
 //!   (`group_commit.rs`).
+//! - [`redis_history`]: apart from the store, a conversation a flow's Redis
+//!   memory node keeps in the user's Redis (Flowise's `RedisBackedChatMemory`).
 //!
 //! Callers hold an `Arc<dyn Store>`: every area's methods are callable on it
 //! without naming the area trait. SQL lives only in the two backends and
@@ -29,6 +31,7 @@ mod cached;
 mod group_commit;
 mod migrations;
 mod postgres;
+pub mod redis_history;
 mod sql;
 mod sqlite;
 

@@ -167,6 +167,7 @@ mod tests {
                 window: None,
                 session_id: None,
                 label: None,
+                redis: None,
             }),
             system_message: "sys".into(),
             output_parser: None,

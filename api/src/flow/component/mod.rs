@@ -103,6 +103,8 @@ pub struct MemorySpec {
     /// The memory node's label (Flowise's `memoryType` of stored messages);
     /// `None` for memory a node keeps without a memory node.
     pub label: Option<&'static str>,
+    /// The conversation is kept in the user's Redis, not weir's store.
+    pub redis: Option<Box<crate::store::redis_history::RedisHistory>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -23,6 +23,7 @@ impl Node for BufferMemory {
             window: None,
             session_id: node.text("sessionId").map(str::to_owned),
             label: Some("Buffer Memory"),
+            redis: None,
         }))
     }
 }

@@ -31,6 +31,7 @@ impl Node for BufferWindowMemory {
             window: Some(u32::try_from(k).unwrap_or(u32::MAX)),
             session_id: node.text("sessionId").map(str::to_owned),
             label: Some("Buffer Window Memory"),
+            redis: None,
         }))
     }
 }

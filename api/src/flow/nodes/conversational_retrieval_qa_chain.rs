@@ -44,6 +44,7 @@ impl Node for ConversationalRetrievalQaChain {
             window: None,
             session_id: None,
             label: None,
+            redis: None,
         });
         Ok(Component::RetrievalChain(RetrievalChainSpec {
             kind: RetrievalKind::Conversational,

@@ -49,6 +49,7 @@ pub mod prompt_template;
 pub mod python_tool;
 pub mod react_agent_chat;
 pub mod recursive_character_text_splitter;
+pub mod redis_backed_chat_memory;
 pub mod requests_delete;
 pub mod requests_get;
 pub mod requests_post;

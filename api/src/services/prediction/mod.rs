@@ -213,7 +213,21 @@ pub async fn start(
                 "an agent checkpoint cannot be read; the session starts afresh"),
         }
     }
-    if let Some(memory) = &runnable.memory {
+    if let Some(memory) = &runnable.memory
+        && let Some(redis) = &memory.redis
+    {
+        let last = memory.window.map(|k| k.saturating_mul(2) as usize);
+        let kept = redis.read(&session, last).await.map_err(|e| {
+            FlowError::failed(format!(
+                "memory node {} cannot read the conversation from Redis: {e}",
+                memory.node_id
+            ))
+        })?;
+        history.extend(kept.into_iter().map(|m| {
+            let role = if m.human { Role::User } else { Role::Assistant };
+            ChatMessage::new(role, m.content)
+        }));
+    } else if let Some(memory) = &runnable.memory {
         let last = memory.window.map(|k| k.saturating_mul(2));
         let stored = state
             .store

@@ -347,6 +347,24 @@ impl RunTask {
             .map(str::to_owned)
     }
 
+    /// Adds the exchange to the conversation a Redis memory node keeps (the
+    /// store has it already; a failure here is logged, the answer stands).
+    async fn keep_in_redis(&self, answer: &str) {
+        let Some(memory) = &self.runnable.memory else {
+            return;
+        };
+        let Some(redis) = &memory.redis else {
+            return;
+        };
+        if let Err(e) = redis
+            .append(&self.session, &self.input.question, answer)
+            .await
+        {
+            tracing::error!(chatflow = %self.chatflow_id, node = %memory.node_id, error = %e,
+                "cannot keep the exchange in the memory's Redis");
+        }
+    }
+
     /// Keeps where the session's next run begins (agent memory).
     async fn keep_checkpoint(
         &self,
@@ -467,6 +485,7 @@ impl RunTask {
         {
             tracing::warn!(execution = %id, "the agentflow's execution record was gone when its run ended");
         }
+        self.keep_in_redis(&output.text).await;
         Ok(stored
             .messages
             .last()

@@ -1,0 +1,275 @@
+//! A conversation kept in Redis, as Flowise's `RedisBackedChatMemory` keeps it:
+//! one list per session (its key the session id), the newest message at its
+//! head (`LPUSH`), each message LangChain's stored form
+//! (`{"type": "human"|"ai", "data": {"content": …}}`), the list expiring
+//! `sessionTTL` seconds after its last message when set.
+//!
+//! The client is the few commands this needs, spoken in RESP over one TCP
+//! connection per use (`redis://[user:password@]host:port[/db]`; TLS is not
+//! spoken).
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+
+/// A connection, a command and its reply each wait at most this long.
+const TIMEOUT: Duration = Duration::from_secs(5);
+/// Longest reply line or bulk string read.
+const MAX_REPLY: usize = 16 << 20;
+
+/// Where a session's messages are kept.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RedisHistory {
+    host: String,
+    port: u16,
+    user: Option<String>,
+    password: Option<String>,
+    db: Option<u32>,
+    /// Seconds the list lives after its last message.
+    pub ttl: Option<u64>,
+}
+
+/// One message of the kept conversation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Kept {
+    pub human: bool,
+    pub content: String,
+}
+
+impl RedisHistory {
+    /// From a `redis://` URL; `Err` says what is wrong with it.
+    pub fn from_url(url: &str, ttl: Option<u64>) -> Result<Self, String> {
+        let parsed = reqwest::Url::parse(url).map_err(|e| format!("'{url}' is not a URL: {e}"))?;
+        match parsed.scheme() {
+            "redis" => {}
+            "rediss" => return Err("TLS to Redis (rediss://) is not supported".into()),
+            other => return Err(format!("a Redis URL starts with redis://, not {other}://")),
+        }
+        let host = parsed
+            .host_str()
+            .ok_or_else(|| format!("'{url}' names no host"))?
+            .trim_matches(['[', ']'])
+            .to_owned();
+        let decode = |s: &str| percent_decode(s).filter(|s| !s.is_empty());
+        let db = match parsed.path().trim_matches('/') {
+            "" => None,
+            n => Some(
+                n.parse()
+                    .map_err(|_| format!("'{n}' is not a Redis database number"))?,
+            ),
+        };
+        Ok(RedisHistory {
+            host,
+            port: parsed.port().unwrap_or(6379),
+            user: decode(parsed.username()),
+            password: parsed.password().and_then(decode),
+            db,
+            ttl,
+        })
+    }
+
+    /// The session's messages, oldest first; the last `last` of them when set.
+    pub async fn read(&self, session: &str, last: Option<usize>) -> Result<Vec<Kept>, String> {
+        let mut conn = self.connect().await?;
+        // The head is the newest: the `last` newest are the list's first ones.
+        let stop = last.map_or(-1, |n| n as i64 - 1);
+        if stop == -1 && last.is_some() {
+            return Ok(Vec::new());
+        }
+        let reply = conn
+            .command(&["LRANGE", session, "0", &stop.to_string()])
+            .await?;
+        let Reply::Array(items) = reply else {
+            return Err("Redis answered LRANGE with something else than a list".into());
+        };
+        let mut kept = Vec::with_capacity(items.len());
+        for item in items.into_iter().rev() {
+            let Reply::Bulk(Some(text)) = item else {
+                continue;
+            };
+            let Ok(message) = serde_json::from_slice::<Value>(&text) else {
+                continue;
+            };
+            let human = match message.get("type").and_then(Value::as_str) {
+                Some("human") => true,
+                Some("ai") => false,
+                _ => continue,
+            };
+            let content = message
+                .pointer("/data/content")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            kept.push(Kept { human, content });
+        }
+        Ok(kept)
+    }
+
+    /// Adds an exchange to the session (the question, then the answer).
+    pub async fn append(&self, session: &str, question: &str, answer: &str) -> Result<(), String> {
+        let stored = |kind: &str, content: &str| {
+            json!({"type": kind, "data": {"content": content, "additional_kwargs": {}}}).to_string()
+        };
+        let mut conn = self.connect().await?;
+        conn.command(&[
+            "LPUSH",
+            session,
+            &stored("human", question),
+            &stored("ai", answer),
+        ])
+        .await?;
+        if let Some(ttl) = self.ttl {
+            conn.command(&["EXPIRE", session, &ttl.to_string()]).await?;
+        }
+        Ok(())
+    }
+
+    async fn connect(&self) -> Result<Connection, String> {
+        let address = format!("{}:{}", self.host, self.port);
+        let stream = tokio::time::timeout(TIMEOUT, TcpStream::connect(&address))
+            .await
+            .map_err(|_| format!("Redis at {address} did not answer in time"))?
+            .map_err(|e| format!("cannot reach Redis at {address}: {e}"))?;
+        let mut conn = Connection {
+            stream: BufReader::new(stream),
+        };
+        if let Some(password) = &self.password {
+            match &self.user {
+                Some(user) => conn.command(&["AUTH", user, password]).await?,
+                None => conn.command(&["AUTH", password]).await?,
+            };
+        }
+        if let Some(db) = self.db {
+            conn.command(&["SELECT", &db.to_string()]).await?;
+        }
+        Ok(conn)
+    }
+}
+
+/// `%xx` escapes of a URL's user or password undone.
+fn percent_decode(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// A reply of Redis (a status or a number is only a success here).
+#[derive(Debug, PartialEq)]
+enum Reply {
+    Done,
+    Bulk(Option<Vec<u8>>),
+    Array(Vec<Reply>),
+}
+
+struct Connection {
+    stream: BufReader<TcpStream>,
+}
+
+impl Connection {
+    /// Sends one command; its reply, or Redis's error as `Err`.
+    async fn command(&mut self, parts: &[&str]) -> Result<Reply, String> {
+        let mut request = format!("*{}\r\n", parts.len()).into_bytes();
+        for part in parts {
+            request.extend_from_slice(format!("${}\r\n", part.len()).as_bytes());
+            request.extend_from_slice(part.as_bytes());
+            request.extend_from_slice(b"\r\n");
+        }
+        tokio::time::timeout(TIMEOUT, async {
+            self.stream
+                .get_mut()
+                .write_all(&request)
+                .await
+                .map_err(|e| format!("Redis connection broke: {e}"))?;
+            self.reply().await
+        })
+        .await
+        .map_err(|_| format!("Redis did not answer {} in time", parts[0]))?
+    }
+
+    async fn reply(&mut self) -> Result<Reply, String> {
+        let line = self.line().await?;
+        let (kind, rest) = line.split_at(1);
+        match kind {
+            "+" | ":" => Ok(Reply::Done),
+            "-" => Err(format!("Redis refused: {rest}")),
+            "$" => {
+                let len: i64 = rest
+                    .parse()
+                    .map_err(|_| "Redis sent an unreadable length")?;
+                if len < 0 {
+                    return Ok(Reply::Bulk(None));
+                }
+                let len = usize::try_from(len).map_err(|_| "bad length")?;
+                if len > MAX_REPLY {
+                    return Err("Redis sent a value too large to read".into());
+                }
+                let mut data = vec![0; len + 2];
+                self.stream
+                    .read_exact(&mut data)
+                    .await
+                    .map_err(|e| format!("Redis connection broke: {e}"))?;
+                data.truncate(len);
+                Ok(Reply::Bulk(Some(data)))
+            }
+            "*" => {
+                let count: i64 = rest.parse().map_err(|_| "Redis sent an unreadable count")?;
+                let mut items = Vec::with_capacity(usize::try_from(count.max(0)).unwrap_or(0));
+                for _ in 0..count.max(0) {
+                    items.push(Box::pin(self.reply()).await?);
+                }
+                Ok(Reply::Array(items))
+            }
+            _ => Err("Redis sent something that is not RESP".into()),
+        }
+    }
+
+    async fn line(&mut self) -> Result<String, String> {
+        let mut line = Vec::new();
+        let read = (&mut self.stream)
+            .take(MAX_REPLY as u64)
+            .read_until(b'\n', &mut line)
+            .await
+            .map_err(|e| format!("Redis connection broke: {e}"))?;
+        if read == 0 || !line.ends_with(b"\r\n") {
+            return Err("Redis closed the connection".into());
+        }
+        line.truncate(line.len() - 2);
+        String::from_utf8(line).map_err(|_| "Redis sent a line that is not UTF-8".into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_read() {
+        let h =
+            RedisHistory::from_url("redis://bob:p%40ss@cache.internal:6380/2", Some(60)).unwrap();
+        assert_eq!(
+            (h.host.as_str(), h.port, h.db),
+            ("cache.internal", 6380, Some(2))
+        );
+        assert_eq!(
+            (h.user.as_deref(), h.password.as_deref()),
+            (Some("bob"), Some("p@ss"))
+        );
+        assert!(RedisHistory::from_url("rediss://x", None).is_err());
+        assert!(RedisHistory::from_url("http://x", None).is_err());
+        let plain = RedisHistory::from_url("redis://127.0.0.1", None).unwrap();
+        assert_eq!((plain.port, plain.user, plain.password), (6379, None, None));
+    }
+}
