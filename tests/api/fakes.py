@@ -1005,3 +1005,49 @@ class FakeSearxng:
 
     def close(self):
         self.server.shutdown()
+
+
+class FakeUpstash:
+    """Upstash's Redis REST API on loopback: `POST /` with a command as a JSON array
+    (`["LPUSH", key, v, ...]`, `["LRANGE", key, start, stop]`, `["EXPIRE", key, s]`,
+    `["TTL", key]`) and `Authorization: Bearer <token>` answers `{"result": …}` from
+    its lists in memory; another token is a 401 `{"error": …}`."""
+
+    def __init__(self, token="up-token"):
+        self.lists, self.ttls, self.commands = {}, {}, []
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.0"
+
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                command = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"[]")
+                fake.commands.append(command)
+                if self.headers.get("Authorization") != f"Bearer {token}":
+                    return FakeProviders.reply_json(self, 401, {"error": "Unauthorized"})
+                name, key, args = command[0].upper(), command[1], command[2:]
+                items = fake.lists.setdefault(key, [])
+                if name == "LPUSH":
+                    for value in args:
+                        items.insert(0, value)
+                    result = len(items)
+                elif name == "LRANGE":
+                    start, stop = int(args[0]), int(args[1])
+                    result = items[start:] if stop == -1 else items[start:stop + 1]
+                elif name == "EXPIRE":
+                    fake.ttls[key] = int(args[0])
+                    result = 1
+                else:
+                    return FakeProviders.reply_json(self, 400, {"error": f"ERR unknown command {name}"})
+                FakeProviders.reply_json(self, 200, {"result": result})
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()

@@ -43,6 +43,7 @@ pub static NODES: &[&dyn Node] = &[
     &requests_delete::RequestsDelete,
     &searxng::Searxng,
     &redis_backed_chat_memory::RedisBackedChatMemory,
+    &redis_backed_chat_memory::UpstashRedisBackedChatMemory,
     &llama_index_engines::SimpleChatEngine,
     &chat_openai::ChatOpenAiLlamaIndex,
     &open_ai_embeddings::OpenAiEmbeddingLlamaIndex,

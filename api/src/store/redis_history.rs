@@ -6,7 +6,8 @@
 //!
 //! The client is the few commands this needs, spoken in RESP over one TCP
 //! connection per use (`redis://[user:password@]host:port[/db]`; TLS is not
-//! spoken).
+//! spoken), or as Upstash's REST API takes them (`POST {url}` of the command
+//! as a JSON array, a bearer token; `upstashRedisBackedChatMemory`).
 
 use std::time::Duration;
 
@@ -22,13 +23,22 @@ const MAX_REPLY: usize = 16 << 20;
 /// Where a session's messages are kept.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RedisHistory {
-    host: String,
-    port: u16,
-    user: Option<String>,
-    password: Option<String>,
-    db: Option<u32>,
+    server: Server,
     /// Seconds the list lives after its last message.
     pub ttl: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Server {
+    Resp {
+        host: String,
+        port: u16,
+        user: Option<String>,
+        password: Option<String>,
+        db: Option<u32>,
+    },
+    /// Upstash's REST API: its URL and token.
+    Rest { url: String, token: String },
 }
 
 /// One message of the kept conversation.
@@ -61,11 +71,28 @@ impl RedisHistory {
             ),
         };
         Ok(RedisHistory {
-            host,
-            port: parsed.port().unwrap_or(6379),
-            user: decode(parsed.username()),
-            password: parsed.password().and_then(decode),
-            db,
+            server: Server::Resp {
+                host,
+                port: parsed.port().unwrap_or(6379),
+                user: decode(parsed.username()),
+                password: parsed.password().and_then(decode),
+                db,
+            },
+            ttl,
+        })
+    }
+
+    /// An Upstash database through its REST API (`https://…upstash.io`).
+    pub fn upstash(url: &str, token: &str, ttl: Option<u64>) -> Result<Self, String> {
+        let parsed = reqwest::Url::parse(url).map_err(|e| format!("'{url}' is not a URL: {e}"))?;
+        if !matches!(parsed.scheme(), "http" | "https") {
+            return Err(format!("Upstash's REST URL is http(s), not '{url}'"));
+        }
+        Ok(RedisHistory {
+            server: Server::Rest {
+                url: url.trim_end_matches('/').to_owned(),
+                token: token.to_owned(),
+            },
             ttl,
         })
     }
@@ -127,21 +154,34 @@ impl RedisHistory {
     }
 
     async fn connect(&self) -> Result<Connection, String> {
-        let address = format!("{}:{}", self.host, self.port);
+        let (host, port, user, password, db) = match &self.server {
+            Server::Resp {
+                host,
+                port,
+                user,
+                password,
+                db,
+            } => (host, port, user, password, db),
+            Server::Rest { url, token } => {
+                return Ok(Connection::Rest {
+                    url: url.clone(),
+                    token: token.clone(),
+                });
+            }
+        };
+        let address = format!("{host}:{port}");
         let stream = tokio::time::timeout(TIMEOUT, TcpStream::connect(&address))
             .await
             .map_err(|_| format!("Redis at {address} did not answer in time"))?
             .map_err(|e| format!("cannot reach Redis at {address}: {e}"))?;
-        let mut conn = Connection {
-            stream: BufReader::new(stream),
-        };
-        if let Some(password) = &self.password {
-            match &self.user {
+        let mut conn = Connection::Resp(BufReader::new(stream));
+        if let Some(password) = password {
+            match user {
                 Some(user) => conn.command(&["AUTH", user, password]).await?,
                 None => conn.command(&["AUTH", password]).await?,
             };
         }
-        if let Some(db) = self.db {
+        if let Some(db) = db {
             conn.command(&["SELECT", &db.to_string()]).await?;
         }
         Ok(conn)
@@ -174,13 +214,18 @@ enum Reply {
     Array(Vec<Reply>),
 }
 
-struct Connection {
-    stream: BufReader<TcpStream>,
+enum Connection {
+    Resp(BufReader<TcpStream>),
+    Rest { url: String, token: String },
 }
 
 impl Connection {
     /// Sends one command; its reply, or Redis's error as `Err`.
     async fn command(&mut self, parts: &[&str]) -> Result<Reply, String> {
+        let stream = match self {
+            Connection::Resp(stream) => stream,
+            Connection::Rest { url, token } => return rest_command(url, token, parts).await,
+        };
         let mut request = format!("*{}\r\n", parts.len()).into_bytes();
         for part in parts {
             request.extend_from_slice(format!("${}\r\n", part.len()).as_bytes());
@@ -188,67 +233,116 @@ impl Connection {
             request.extend_from_slice(b"\r\n");
         }
         tokio::time::timeout(TIMEOUT, async {
-            self.stream
+            stream
                 .get_mut()
                 .write_all(&request)
                 .await
                 .map_err(|e| format!("Redis connection broke: {e}"))?;
-            self.reply().await
+            reply(stream).await
         })
         .await
         .map_err(|_| format!("Redis did not answer {} in time", parts[0]))?
     }
+}
 
-    async fn reply(&mut self) -> Result<Reply, String> {
-        let line = self.line().await?;
-        let (kind, rest) = line.split_at(1);
-        match kind {
-            "+" | ":" => Ok(Reply::Done),
-            "-" => Err(format!("Redis refused: {rest}")),
-            "$" => {
-                let len: i64 = rest
-                    .parse()
-                    .map_err(|_| "Redis sent an unreadable length")?;
-                if len < 0 {
-                    return Ok(Reply::Bulk(None));
-                }
-                let len = usize::try_from(len).map_err(|_| "bad length")?;
-                if len > MAX_REPLY {
-                    return Err("Redis sent a value too large to read".into());
-                }
-                let mut data = vec![0; len + 2];
-                self.stream
-                    .read_exact(&mut data)
-                    .await
-                    .map_err(|e| format!("Redis connection broke: {e}"))?;
-                data.truncate(len);
-                Ok(Reply::Bulk(Some(data)))
-            }
-            "*" => {
-                let count: i64 = rest.parse().map_err(|_| "Redis sent an unreadable count")?;
-                let mut items = Vec::with_capacity(usize::try_from(count.max(0)).unwrap_or(0));
-                for _ in 0..count.max(0) {
-                    items.push(Box::pin(self.reply()).await?);
-                }
-                Ok(Reply::Array(items))
-            }
-            _ => Err("Redis sent something that is not RESP".into()),
-        }
-    }
+/// The client of Upstash's REST API (one per process).
+fn rest_client() -> &'static reqwest::Client {
+    static CLIENT: std::sync::OnceLock<reqwest::Client> = std::sync::OnceLock::new();
+    CLIENT.get_or_init(|| {
+        reqwest::Client::builder()
+            .timeout(TIMEOUT)
+            .build()
+            .unwrap_or_default()
+    })
+}
 
-    async fn line(&mut self) -> Result<String, String> {
-        let mut line = Vec::new();
-        let read = (&mut self.stream)
-            .take(MAX_REPLY as u64)
-            .read_until(b'\n', &mut line)
-            .await
-            .map_err(|e| format!("Redis connection broke: {e}"))?;
-        if read == 0 || !line.ends_with(b"\r\n") {
-            return Err("Redis closed the connection".into());
-        }
-        line.truncate(line.len() - 2);
-        String::from_utf8(line).map_err(|_| "Redis sent a line that is not UTF-8".into())
+/// One command through Upstash's REST API: `{"result": …}` or `{"error": …}`.
+async fn rest_command(url: &str, token: &str, parts: &[&str]) -> Result<Reply, String> {
+    let response = rest_client()
+        .post(url)
+        .bearer_auth(token)
+        .json(&parts)
+        .send()
+        .await
+        .map_err(|e| {
+            format!(
+                "cannot reach Upstash at {url}: {}",
+                crate::llm::http::root_cause(&e)
+            )
+        })?;
+    let status = response.status();
+    let answer: Value = response
+        .json()
+        .await
+        .map_err(|e| format!("Upstash answered something not JSON (HTTP {status}): {e}"))?;
+    if let Some(error) = answer.get("error").and_then(Value::as_str) {
+        return Err(format!("Upstash refused: {error}"));
     }
+    if !status.is_success() {
+        return Err(format!("Upstash failed (HTTP {status})"));
+    }
+    Ok(match answer.get("result") {
+        Some(Value::Array(items)) => Reply::Array(
+            items
+                .iter()
+                .map(|i| Reply::Bulk(i.as_str().map(|s| s.as_bytes().to_vec())))
+                .collect(),
+        ),
+        Some(Value::String(s)) => Reply::Bulk(Some(s.as_bytes().to_vec())),
+        _ => Reply::Done,
+    })
+}
+
+/// One RESP reply.
+async fn reply(stream: &mut BufReader<TcpStream>) -> Result<Reply, String> {
+    let line = line(stream).await?;
+    let (kind, rest) = line.split_at(1);
+    match kind {
+        "+" | ":" => Ok(Reply::Done),
+        "-" => Err(format!("Redis refused: {rest}")),
+        "$" => {
+            let len: i64 = rest
+                .parse()
+                .map_err(|_| "Redis sent an unreadable length")?;
+            if len < 0 {
+                return Ok(Reply::Bulk(None));
+            }
+            let len = usize::try_from(len).map_err(|_| "bad length")?;
+            if len > MAX_REPLY {
+                return Err("Redis sent a value too large to read".into());
+            }
+            let mut data = vec![0; len + 2];
+            stream
+                .read_exact(&mut data)
+                .await
+                .map_err(|e| format!("Redis connection broke: {e}"))?;
+            data.truncate(len);
+            Ok(Reply::Bulk(Some(data)))
+        }
+        "*" => {
+            let count: i64 = rest.parse().map_err(|_| "Redis sent an unreadable count")?;
+            let mut items = Vec::with_capacity(usize::try_from(count.max(0)).unwrap_or(0));
+            for _ in 0..count.max(0) {
+                items.push(Box::pin(reply(stream)).await?);
+            }
+            Ok(Reply::Array(items))
+        }
+        _ => Err("Redis sent something that is not RESP".into()),
+    }
+}
+
+async fn line(stream: &mut BufReader<TcpStream>) -> Result<String, String> {
+    let mut line = Vec::new();
+    let read = stream
+        .take(MAX_REPLY as u64)
+        .read_until(b'\n', &mut line)
+        .await
+        .map_err(|e| format!("Redis connection broke: {e}"))?;
+    if read == 0 || !line.ends_with(b"\r\n") {
+        return Err("Redis closed the connection".into());
+    }
+    line.truncate(line.len() - 2);
+    String::from_utf8(line).map_err(|_| "Redis sent a line that is not UTF-8".into())
 }
 
 #[cfg(test)]
@@ -260,16 +354,27 @@ mod tests {
         let h =
             RedisHistory::from_url("redis://bob:p%40ss@cache.internal:6380/2", Some(60)).unwrap();
         assert_eq!(
-            (h.host.as_str(), h.port, h.db),
-            ("cache.internal", 6380, Some(2))
-        );
-        assert_eq!(
-            (h.user.as_deref(), h.password.as_deref()),
-            (Some("bob"), Some("p@ss"))
+            h.server,
+            Server::Resp {
+                host: "cache.internal".into(),
+                port: 6380,
+                user: Some("bob".into()),
+                password: Some("p@ss".into()),
+                db: Some(2)
+            }
         );
         assert!(RedisHistory::from_url("rediss://x", None).is_err());
         assert!(RedisHistory::from_url("http://x", None).is_err());
         let plain = RedisHistory::from_url("redis://127.0.0.1", None).unwrap();
-        assert_eq!((plain.port, plain.user, plain.password), (6379, None, None));
+        assert!(matches!(
+            plain.server,
+            Server::Resp {
+                port: 6379,
+                user: None,
+                password: None,
+                ..
+            }
+        ));
+        assert!(RedisHistory::upstash("ftp://x", "t", None).is_err());
     }
 }

@@ -2,6 +2,8 @@
 //! Redis, as Flowise's node keeps it (`store::redis_history`): a
 //! `redisCacheUrlApi` credential's `redisUrl`, or a `redisCacheApi`
 //! credential's host, port, user and password; `sessionTTL`, `windowSize`.
+//! `upstashRedisBackedChatMemory`: the same in an Upstash database, through its
+//! REST API (`baseURL`, an `upstashRedisMemoryApi` credential's token).
 
 use crate::flow::FlowError;
 use crate::flow::component::{Component, MemorySpec};
@@ -78,6 +80,52 @@ impl Node for RedisBackedChatMemory {
                 .filter(|k| *k > 0)
                 .map(|k| u32::try_from(k).unwrap_or(u32::MAX)),
             ..memory(Some(Box::new(history)))
+        }))
+    }
+}
+
+pub struct UpstashRedisBackedChatMemory;
+
+static UPSTASH: NodeSpec = NodeSpec {
+    name: "upstashRedisBackedChatMemory",
+    category: Category::Memory,
+    inputs: &[
+        crate::flow::node::endpoint_url("baseURL"),
+        input("sessionId", K::Text),
+        input("sessionTTL", K::Integer),
+        input("memoryKey", K::Ignored),
+        sensitive("upstashRestToken", K::Text),
+    ],
+};
+
+impl Node for UpstashRedisBackedChatMemory {
+    fn spec(&self) -> &'static NodeSpec {
+        &UPSTASH
+    }
+
+    fn build(&self, node: &Build<'_>) -> Result<Component, FlowError> {
+        let url = node
+            .text("baseURL")
+            .ok_or_else(|| node.invalid("needs the Upstash database's REST URL ('baseURL')"))?;
+        let token = match node.text("upstashRestToken") {
+            Some(token) => token,
+            // Checked when saved: the credential's token is opened by a run.
+            None if node.uses_credential() && node.overrides().credentials.is_none() => "",
+            None => {
+                return Err(node.invalid(
+                    "needs an upstashRedisMemoryApi credential (its 'upstashRestToken')",
+                ));
+            }
+        };
+        let ttl = node.integer("sessionTTL")?.filter(|t| *t > 0);
+        let history = RedisHistory::upstash(url, token, ttl)
+            .map_err(|e| node.invalid(format_args!("has an unusable Upstash address: {e}")))?;
+        Ok(Component::Memory(MemorySpec {
+            node_id: node.id().to_owned(),
+            window: None,
+            session_id: node.text("sessionId").map(str::to_owned),
+            label: Some("Upstash Redis-Backed Chat Memory"),
+            redis: Some(Box::new(history)),
         }))
     }
 }
