@@ -47,7 +47,7 @@ pub const GEMINI: ProviderEndpoint = ProviderEndpoint {
 
 /// Every provider whose credentials weir knows the home of (Groq's can be
 /// stored and kept home, though weir has no node for it yet; Cohere, Jina and
-/// Voyage keys serve the rerank retrievers).
+/// Voyage keys serve the rerank retrievers, Upstash's token its Redis memory).
 pub const PROVIDERS: &[ProviderEndpoint] = &[
     OPENAI,
     ANTHROPIC,
@@ -72,6 +72,12 @@ pub const PROVIDERS: &[ProviderEndpoint] = &[
     ProviderEndpoint {
         credential: "voyageAIApi",
         home: "api.voyageai.com",
+        default_base: None,
+    },
+    // Upstash databases are `<name>.upstash.io`: the home's subdomains.
+    ProviderEndpoint {
+        credential: "upstashRedisMemoryApi",
+        home: "upstash.io",
         default_base: None,
     },
 ];
