@@ -153,3 +153,17 @@ def test_a_gemini_credential_fills_the_key_where_it_may_go(api, fake):
     kept_home["data"]["credential"] = credential([])
     r = api.post("/chatflows", json={"name": "f", "flowData": flows.conversation(kept_home)})
     assert "generativelanguage.googleapis.com" in assert_error(r, 400)["message"]
+
+
+def test_gemini_writes_follow_up_prompts(api, fake):
+    credential = api.post("/credentials", json={"name": "gemini", "credentialName": "googleGenerativeAI",
+                                                "plainDataObj": {"googleGenerativeAPIKey": GOOD_KEY},
+                                                "allowedHosts": ["127.0.0.1"]})
+    assert credential.status_code == 201, credential.text
+    setting = {"followUpPrompts": {"status": True, "selectedProvider": "googleGenerativeAI", "googleGenerativeAI": {
+        "credentialId": credential.json()["id"], "modelName": "gemini-follow", "baseUrl": fake.url,
+        "prompt": 'STRUCT {"questions": ["And owls?", "And bats?"]} {history}'}}}
+    flow = create_flow(api, flows.conversation(flows.openai_model(fake.url)), chatbotConfig=json.dumps(setting))
+    body = ask(api, flow, "birds of the night")
+    assert json.loads(body["followUpPrompts"]) == ["And owls?", "And bats?"]
+    assert {n["nodeId"]: n["model"] for n in body["usageMetadata"]["nodes"]}["followUpPrompts"] == "gemini-follow"
