@@ -376,6 +376,14 @@ class Answer:
 
 # --- The servers ----------------------------------------------------------------------
 
+def serve(handler, host="127.0.0.1"):
+    """Serves `handler` on `host`, a free port, from a daemon thread: (server, its URL)."""
+    server = ThreadingHTTPServer((host, 0), handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://{host}:{server.server_address[1]}"
+
+
 class FakeProviders:
     def __init__(self):
         self.requests = []  # (path, headers, body)
@@ -418,10 +426,7 @@ class FakeProviders:
                 except (BrokenPipeError, ConnectionResetError):
                     fake.disconnected.set()
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.server, self.url = serve(Handler)
 
     def close(self):
         self.server.shutdown()
@@ -867,10 +872,7 @@ class FakeTelegram:
                 else:
                     FakeProviders.reply_json(self, 200, {"ok": True, "result": True})
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.server, self.url = serve(Handler)
 
     def methods(self, method):
         with self.lock:
@@ -947,11 +949,8 @@ class FakeSite:
             def do_DELETE(self):
                 self.answer("DELETE")
 
-        self.server = ThreadingHTTPServer((host, 0), Handler)
-        self.server.daemon_threads = True
+        self.server, self.url = serve(Handler, host)
         self.port = self.server.server_address[1]
-        self.url = f"http://{host}:{self.port}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def close(self):
         self.server.shutdown()
@@ -998,10 +997,7 @@ class FakeSearxng:
                 self.end_headers()
                 self.wfile.write(payload)
 
-        self.server = ThreadingHTTPServer((host, 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://{host}:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.server, self.url = serve(Handler, host)
 
     def close(self):
         self.server.shutdown()
@@ -1044,10 +1040,7 @@ class FakeUpstash:
                     return FakeProviders.reply_json(self, 400, {"error": f"ERR unknown command {name}"})
                 FakeProviders.reply_json(self, 200, {"result": result})
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.server, self.url = serve(Handler)
 
     def close(self):
         self.server.shutdown()

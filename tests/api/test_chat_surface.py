@@ -598,26 +598,8 @@ FLOWISE_SDK_SHA256 = "4f14ec24f120317ea02e5595d2e2a17c4839022bed6ccc38480130498a
 def flowise_sdk():
     """Flowise's npm client (its published dist/flowise-sdk.js), fetched once and
     checked against its pinned digest. It needs nothing but Node's own fetch."""
-    import hashlib
-    import subprocess
-    import tarfile
-    from pathlib import Path
-    cache = Path(__file__).resolve().parent.parent / ".cache"
-    target = cache / "flowise-sdk-1.0.9" / "flowise-sdk.js"
-    if not target.exists():
-        cache.mkdir(exist_ok=True)
-        packed = subprocess.run(["npm", "pack", FLOWISE_SDK, "--silent", "--pack-destination", str(cache)],
-                                check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
-        tarball = cache / packed
-        digest = hashlib.sha256(tarball.read_bytes()).hexdigest()
-        assert digest == FLOWISE_SDK_SHA256, f"{FLOWISE_SDK} is not the package pinned here (sha256 {digest})"
-        with tarfile.open(tarball) as tar:
-            source = tar.extractfile("package/dist/flowise-sdk.js")
-            assert source is not None
-            target.parent.mkdir(exist_ok=True)
-            target.write_bytes(source.read())
-        tarball.unlink()
-    return target
+    from npm_packages import npm_file
+    return npm_file(FLOWISE_SDK, FLOWISE_SDK_SHA256, "dist/flowise-sdk.js")
 
 
 def sdk_events(sdk, api, flow, question, chat, **more):

@@ -7,10 +7,7 @@ it is sent as a streamed prediction, and the answer appears in the chat. Preflig
 and CORS headers are the browser's to check: any refusal fails the test.
 """
 
-import hashlib
 import json
-import subprocess
-import tarfile
 from pathlib import Path
 
 import pytest
@@ -18,32 +15,25 @@ from playwright.sync_api import sync_playwright
 
 import flows
 from fakes import FakeProviders, FakeSite
+from npm_packages import npm_file
 from weir_harness import Api, wait_for
 
 WIDGET = "flowise-embed@3.1.6"
 WIDGET_SHA256 = "4a8aa53c20cddb93cd00e838c3b97c82915730a5c8259c08d733df40defebffc"
 CHROMIUM = Path("/usr/bin/chromium")
-CACHE = Path(__file__).resolve().parent.parent / ".cache"
 
 
 @pytest.fixture(scope="module")
 def widget_js() -> Path:
     """The widget's bundle (dist/web.js) from the npm package, fetched once."""
-    target = CACHE / "flowise-embed-3.1.6" / "web.js"
-    if not target.exists():
-        CACHE.mkdir(exist_ok=True)
-        packed = subprocess.run(["npm", "pack", WIDGET, "--silent", "--pack-destination", str(CACHE)],
-                                check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
-        tarball = CACHE / packed
-        digest = hashlib.sha256(tarball.read_bytes()).hexdigest()
-        assert digest == WIDGET_SHA256, f"{WIDGET} is not the package pinned here (sha256 {digest})"
-        with tarfile.open(tarball) as tar:
-            source = tar.extractfile("package/dist/web.js")
-            assert source is not None
-            target.parent.mkdir(exist_ok=True)
-            target.write_bytes(source.read())
-        tarball.unlink()
-    return target
+    return npm_file(WIDGET, WIDGET_SHA256, "dist/web.js")
+
+
+def chromium(p):
+    """Headless Chromium (Debian's) without its background network chatter."""
+    return p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=[
+        "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"])
 
 
 def embed_page(chatflow: str, api_host: str) -> str:
@@ -75,9 +65,7 @@ def test_the_flowise_embed_widget_chats_with_weir_from_another_origin(make_weir,
     seen = {"requests": [], "responses": [], "refused": []}
     try:
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=[
-                "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync"])
+            browser = chromium(p)
             tab = browser.new_page()
             tab.on("request", lambda r: seen["requests"].append((r.method, r.url, r.post_data)))
             tab.on("response", lambda r: seen["responses"].append((r.url, r.status, r.headers)))
@@ -171,9 +159,7 @@ def test_the_widget_leaves_a_lead_and_rates_an_answer(make_weir, widget_js):
     refused = []
     try:
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=[
-                "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync"])
+            browser = chromium(p)
             tab = browser.new_page()
             tab.on("requestfailed", lambda r: refused.append((r.url, r.failure)))
             tab.goto(page.url)
@@ -245,9 +231,7 @@ def test_the_widget_attaches_files_and_pictures_shows_thinking_and_follow_ups_an
     refused = []
     try:
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=[
-                "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync"])
+            browser = chromium(p)
             tab = browser.new_page()
             tab.on("requestfailed", lambda r: refused.append((r.url, r.failure)))
             tab.goto(page.url)

@@ -99,15 +99,14 @@ impl RedisHistory {
 
     /// The session's messages, oldest first; the last `last` of them when set.
     pub async fn read(&self, session: &str, last: Option<usize>) -> Result<Vec<Kept>, String> {
-        let mut conn = self.connect().await?;
         // The head is the newest: the `last` newest are the list's first ones.
-        let stop = last.map_or(-1, |n| n as i64 - 1);
-        if stop == -1 && last.is_some() {
-            return Ok(Vec::new());
-        }
-        let reply = conn
-            .command(&["LRANGE", session, "0", &stop.to_string()])
-            .await?;
+        let stop = match last {
+            Some(0) => return Ok(Vec::new()),
+            Some(n) => (n - 1).to_string(),
+            None => "-1".to_owned(),
+        };
+        let mut conn = self.connect().await?;
+        let reply = conn.command(&["LRANGE", session, "0", &stop]).await?;
         let Reply::Array(items) = reply else {
             return Err("Redis answered LRANGE with something else than a list".into());
         };

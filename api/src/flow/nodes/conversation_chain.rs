@@ -28,17 +28,23 @@ impl Node for ConversationChain {
     }
 
     fn build(&self, node: &Build<'_>) -> Result<Component, FlowError> {
-        Ok(Component::Chain(ChainSpec {
-            kind: ChainKind::Conversation,
-            node_id: node.id().to_owned(),
-            model: node.required_model("model")?,
-            prompt: node.prompt("chatPromptTemplate")?,
-            memory: node.memory("memory")?,
-            system_message: node
-                .text("systemMessagePrompt")
-                .unwrap_or(DEFAULT_SYSTEM_MESSAGE)
-                .to_owned(),
-            output_parser: None,
-        }))
+        conversation(node, DEFAULT_SYSTEM_MESSAGE)
     }
+}
+
+/// A conversation chain from a node's `model`, `memory`, `chatPromptTemplate`
+/// and `systemMessagePrompt` (else `default_system`).
+pub(super) fn conversation(node: &Build<'_>, default_system: &str) -> Result<Component, FlowError> {
+    Ok(Component::Chain(ChainSpec {
+        kind: ChainKind::Conversation,
+        node_id: node.id().to_owned(),
+        model: node.required_model("model")?,
+        prompt: node.prompt("chatPromptTemplate")?,
+        memory: node.memory("memory")?,
+        system_message: node
+            .text("systemMessagePrompt")
+            .unwrap_or(default_system)
+            .to_owned(),
+        output_parser: None,
+    }))
 }

@@ -3,7 +3,7 @@
 //! chain).
 
 use crate::flow::FlowError;
-use crate::flow::component::{ChainKind, ChainSpec, Component};
+use crate::flow::component::Component;
 use crate::flow::node::{Build, Category, InputKind as K, Node, NodeSpec, input, required};
 
 /// LlamaIndex's default system message of a chat engine, as Flowise shows it.
@@ -27,17 +27,6 @@ impl Node for SimpleChatEngine {
     }
 
     fn build(&self, node: &Build<'_>) -> Result<Component, FlowError> {
-        Ok(Component::Chain(ChainSpec {
-            kind: ChainKind::Conversation,
-            node_id: node.id().to_owned(),
-            model: node.required_model("model")?,
-            prompt: None,
-            memory: node.memory("memory")?,
-            system_message: node
-                .text("systemMessagePrompt")
-                .unwrap_or(DEFAULT_SYSTEM_MESSAGE)
-                .to_owned(),
-            output_parser: None,
-        }))
+        super::conversation_chain::conversation(node, DEFAULT_SYSTEM_MESSAGE)
     }
 }

@@ -162,15 +162,15 @@ impl WebClient {
             request = request.header(name.as_str(), value);
         }
         let answer = match request.send().await {
+            Ok(answer) if answer.status() == reqwest::StatusCode::FORBIDDEN => {
+                return ToolOutcome::error(
+                    "SearXNG refused the JSON format (HTTP 403): enable `json` under \
+                     search.formats in the instance's settings.yml",
+                );
+            }
             Ok(answer) => read(answer, MAX_BODY_BYTES).await,
             Err(e) => return ToolOutcome::error(format!("the search failed: {}", root_cause(&e))),
         };
-        if answer.output.starts_with("Error: HTTP 403") {
-            return ToolOutcome::error(
-                "SearXNG refused the JSON format (HTTP 403): enable `json` under \
-                 search.formats in the instance's settings.yml",
-            );
-        }
         if answer.output.starts_with("Error:") {
             return answer;
         }

@@ -41,12 +41,16 @@ impl FollowUpSetting {
     /// The setting when it is on; `Err` names what is wrong with it (an
     /// unknown provider, no model settings).
     pub fn of(chatbot_config: Option<&str>) -> Result<Option<Self>, FlowError> {
-        let Some(config) =
-            chatbot_config.and_then(|text| serde_json::from_str::<Map<String, Value>>(text).ok())
+        // Read on every prediction: only this key is kept of the whole config.
+        #[derive(serde::Deserialize)]
+        struct Config {
+            #[serde(rename = "followUpPrompts")]
+            follow_up_prompts: Option<Map<String, Value>>,
+        }
+        let Some(setting) = chatbot_config
+            .and_then(|text| serde_json::from_str::<Config>(text).ok())
+            .and_then(|config| config.follow_up_prompts)
         else {
-            return Ok(None);
-        };
-        let Some(Value::Object(setting)) = config.get("followUpPrompts") else {
             return Ok(None);
         };
         let on = match setting.get("status") {

@@ -123,7 +123,7 @@ impl RunTask {
                 }
             }
         };
-        let Some(result) = result else {
+        let Some(mut result) = result else {
             let partial = std::mem::take(
                 &mut *transcript
                     .lock()
@@ -133,11 +133,10 @@ impl RunTask {
                 .stopped(start, partial, ctx.ledger.take_usage(), &out)
                 .await;
         };
-        let mut result = result;
-        let mut follow_ups = None;
-        if let Ok(output) = &mut result {
-            follow_ups = self.suggest(output, &ctx.ledger).await;
-        }
+        let follow_ups = match &mut result {
+            Ok(output) => self.suggest(output, &ctx.ledger).await,
+            Err(_) => None,
+        };
         let chatflow = self.chatflow_id.to_string();
         let metrics = crate::metrics::metrics();
         // What the models used counts, also for a run that failed midway.

@@ -1,0 +1,31 @@
+"""One file of a published npm package, for tests that run Flowise's own clients
+(the chat widget, `flowise-sdk`): packed once with `npm pack`, checked against the
+digest pinned in the test, and kept under tests/.cache."""
+
+import hashlib
+import subprocess
+import tarfile
+from pathlib import Path
+
+CACHE = Path(__file__).resolve().parent.parent / ".cache"
+
+
+def npm_file(package: str, sha256: str, member: str) -> Path:
+    """`member` (a path inside the package, `dist/web.js`) of `package`
+    (`name@version`), whose tarball must have the digest `sha256`."""
+    name = Path(member).name
+    target = CACHE / package.replace("@", "-") / name
+    if not target.exists():
+        CACHE.mkdir(exist_ok=True)
+        packed = subprocess.run(["npm", "pack", package, "--silent", "--pack-destination", str(CACHE)],
+                                check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
+        tarball = CACHE / packed
+        digest = hashlib.sha256(tarball.read_bytes()).hexdigest()
+        assert digest == sha256, f"{package} is not the package pinned here (sha256 {digest})"
+        with tarfile.open(tarball) as tar:
+            source = tar.extractfile(f"package/{member}")
+            assert source is not None, f"{package} has no {member}"
+            target.parent.mkdir(exist_ok=True)
+            target.write_bytes(source.read())
+        tarball.unlink()
+    return target
