@@ -68,6 +68,7 @@ conformance!(
     triggers_per_workspace_are_bounded,
     a_chatflow_owns_one_trigger_which_ends_on_its_end_date,
     vector_writes_are_atomic_versioned_and_scoped,
+    document_stores_keep_chunks_files_and_vectors,
     executions_start_in_progress_and_are_updated,
     latest_execution_is_the_newest_of_its_session,
     execution_listing_filters_and_pages_newest_first,
@@ -1548,6 +1549,156 @@ async fn vector_writes_are_atomic_versioned_and_scoped(t: &common::TestStore) {
             .await
             .unwrap()
             .is_empty()
+    );
+}
+
+async fn document_stores_keep_chunks_files_and_vectors(t: &common::TestStore) {
+    use weir_api::domain::document_store::VECTOR_NODE;
+    use weir_api::domain::{
+        ChunkChange, DocumentChunk, DocumentStoreStatus, DocumentStoreWrite, StoredFile,
+        UpsertCounts, VectorWrite,
+    };
+    let store: &dyn Store = &*t.store;
+    let ws = store.ensure_workspace("docstores").await.unwrap().id;
+    let other = store.ensure_workspace("docstores-other").await.unwrap().id;
+    let mut made =
+        weir_api::services::document_stores::new_store(ws, "Handbook".into(), "staff".into());
+    store.create_document_store(&made).await.unwrap();
+    assert_eq!(
+        store.get_document_store(ws, made.id).await.unwrap(),
+        Some(made.clone())
+    );
+    assert_eq!(
+        store.get_document_store(other, made.id).await.unwrap(),
+        None
+    );
+
+    let loader = uuid::Uuid::new_v4();
+    let chunk = |no: u64, text: &str| DocumentChunk {
+        id: uuid::Uuid::new_v4(),
+        store_id: made.id,
+        loader_id: loader,
+        chunk_no: no,
+        page_content: text.into(),
+        metadata: serde_json::Map::from_iter([("n".to_owned(), serde_json::json!(no))]),
+    };
+    let chunks: Vec<DocumentChunk> = (1..=5).map(|n| chunk(n, &format!("text {n}"))).collect();
+    made.status = DocumentStoreStatus::Sync;
+    made.name = "Handbook 2".into();
+    let file = StoredFile {
+        name: "a.txt".into(),
+        bytes: b"hello".to_vec(),
+    };
+    assert!(
+        store
+            .save_document_store(DocumentStoreWrite {
+                store: made.clone(),
+                chunks: ChunkChange::Replace {
+                    loader,
+                    chunks: chunks.clone(),
+                },
+                files: Some((loader, vec![file.clone()])),
+            })
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        store.get_document_store(ws, made.id).await.unwrap(),
+        Some(made.clone())
+    );
+    assert_eq!(
+        store.loader_files(made.id, loader).await.unwrap(),
+        vec![file]
+    );
+    let page = store
+        .document_chunks(made.id, Some(loader), Some((2, 2)))
+        .await
+        .unwrap();
+    assert_eq!((page.total, page.characters), (5, 30));
+    assert_eq!(page.chunks, chunks[2..4].to_vec());
+    assert_eq!(
+        store
+            .document_chunks(made.id, None, None)
+            .await
+            .unwrap()
+            .chunks,
+        chunks
+    );
+    let found = store
+        .find_document_chunks(made.id, vec!["text 2".into(), "nope".into()])
+        .await
+        .unwrap();
+    assert_eq!(found, vec![chunks[1].clone()]);
+
+    let mut edited = chunks[0].clone();
+    edited.page_content = "changed".into();
+    for change in [
+        ChunkChange::Edit(edited.clone()),
+        ChunkChange::Remove(chunks[4].id),
+    ] {
+        store
+            .save_document_store(DocumentStoreWrite {
+                store: made.clone(),
+                chunks: change,
+                files: None,
+            })
+            .await
+            .unwrap();
+    }
+    let left = store.document_chunks(made.id, None, None).await.unwrap();
+    assert_eq!(left.total, 4);
+    assert_eq!(left.chunks[0], edited);
+
+    // Vectors kept under the store's id go with it.
+    store
+        .write_vectors(VectorWrite {
+            chatflow_id: made.id,
+            node_id: VECTOR_NODE.into(),
+            added: vec![self::chunk("h1", Some("x"), "one", &[1.0, 0.0])],
+            deleted: vec![],
+            counts: UpsertCounts::default(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .list_vector_chunks(made.id, VECTOR_NODE)
+            .await
+            .unwrap()
+            .1
+            .len(),
+        1
+    );
+    let listed = store.list_document_stores(ws, None).await.unwrap();
+    assert_eq!((listed.total, listed.items.len()), (1, 1));
+    assert!(!store.delete_document_store(other, made.id).await.unwrap());
+    assert!(store.delete_document_store(ws, made.id).await.unwrap());
+    assert!(
+        store
+            .list_vector_chunks(made.id, VECTOR_NODE)
+            .await
+            .unwrap()
+            .1
+            .is_empty()
+    );
+    assert_eq!(
+        store
+            .document_chunks(made.id, None, None)
+            .await
+            .unwrap()
+            .total,
+        0
+    );
+    assert!(
+        !store
+            .save_document_store(DocumentStoreWrite {
+                store: made,
+                chunks: ChunkChange::None,
+                files: None,
+            })
+            .await
+            .unwrap(),
+        "a deleted store is not written"
     );
 }
 

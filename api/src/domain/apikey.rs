@@ -53,12 +53,16 @@ pub enum Permission {
     ExecutionsRead,
     #[serde(rename = "executions:write")]
     ExecutionsWrite,
+    #[serde(rename = "documentStores:read")]
+    DocumentStoresRead,
+    #[serde(rename = "documentStores:write")]
+    DocumentStoresWrite,
     #[serde(rename = "apikeys:manage")]
     ApikeysManage,
 }
 
 impl Permission {
-    pub const ALL: [Permission; 14] = [
+    pub const ALL: [Permission; 16] = [
         Permission::ChatflowsRead,
         Permission::ChatflowsWrite,
         Permission::PredictionsCreate,
@@ -72,6 +76,8 @@ impl Permission {
         Permission::ToolsWrite,
         Permission::ExecutionsRead,
         Permission::ExecutionsWrite,
+        Permission::DocumentStoresRead,
+        Permission::DocumentStoresWrite,
         Permission::ApikeysManage,
     ];
 
@@ -90,6 +96,8 @@ impl Permission {
             Permission::ToolsWrite => "tools:write",
             Permission::ExecutionsRead => "executions:read",
             Permission::ExecutionsWrite => "executions:write",
+            Permission::DocumentStoresRead => "documentStores:read",
+            Permission::DocumentStoresWrite => "documentStores:write",
             Permission::ApikeysManage => "apikeys:manage",
         }
     }

@@ -12,6 +12,7 @@ pub mod apikey;
 pub mod callback;
 pub mod chatflow;
 pub mod credential;
+pub mod document_store;
 pub mod execution;
 pub mod message;
 pub mod time;
@@ -23,6 +24,10 @@ pub mod vector;
 pub use api_config::{ApiConfig, RateLimit};
 pub use apikey::{ApiKey, NewApiKey, Permission};
 pub use chatflow::{Chatflow, ChatflowPatch, ChatflowType, NewChatflow};
+pub use document_store::{
+    ChunkChange, ChunkPage, ComponentConfig, DocumentChunk, DocumentLoader, DocumentStore,
+    DocumentStoreStatus, DocumentStoreWrite, LoaderFile, StoredFile,
+};
 pub use execution::{
     AgentflowRef, Execution, ExecutionFilter, ExecutionState, ExecutionUpdate, ListedExecution,
     NewExecution,

@@ -857,6 +857,157 @@ fn validate_node(graph: &FlowGraph, node: &FlowNode) -> Result<(), FlowError> {
     Ok(())
 }
 
+/// A Flowise document store's configs as a graph of nodes — its loaders with
+/// their splitters, and its vector store with its embeddings when one is set —
+/// checked and built as a flow's nodes are, so a store takes exactly the inputs
+/// those nodes take in a chatflow.
+pub struct StoreGraph {
+    graph: FlowGraph,
+    /// The node whose `document` input names the loaders: the vector store, or
+    /// a node of no type while the store has none.
+    holder: String,
+    credential_ids: Vec<String>,
+}
+
+/// What a [`StoreGraph`] builds to.
+pub struct StoreParts {
+    pub loaders: Vec<LoaderSpec>,
+    pub store: Option<VectorStoreSpec>,
+}
+
+/// The node id a document store's vector store takes in its graph: the id its
+/// vectors are kept under.
+pub const STORE_VECTOR_NODE: &str = crate::domain::document_store::VECTOR_NODE;
+
+impl StoreGraph {
+    /// The graph of `loaders` of a document store (each `<loaderId>_<n>` with
+    /// its splitter `<splitterId>_<n>`), held by the store's vector store (node
+    /// [`STORE_VECTOR_NODE`], with its embeddings) when `with_vector_store` —
+    /// which needs both configured — else by a node of no type.
+    pub fn of_store(
+        store: &crate::domain::DocumentStore,
+        loaders: &[&crate::domain::DocumentLoader],
+        with_vector_store: bool,
+    ) -> Result<Self, FlowError> {
+        // Flowise writes a config's credential among its inputs as `credential`.
+        fn node(
+            id: &str,
+            name: &str,
+            mut inputs: Map<String, Value>,
+            credential: Option<&str>,
+        ) -> Value {
+            let written = match inputs.remove("credential") {
+                Some(Value::String(id)) => Some(id),
+                _ => None,
+            };
+            let credential = credential.or(written.as_deref());
+            serde_json::json!({"id": id, "data": {
+                "id": id, "name": name, "label": name, "inputs": inputs, "credential": credential,
+            }})
+        }
+        let reference = |id: &str| Value::from(format!("{{{{{id}.data.instance}}}}"));
+        let mut nodes = Vec::new();
+        let mut documents = Vec::new();
+        for (i, loader) in loaders.iter().enumerate() {
+            let id = format!("{}_{i}", loader.loader_id);
+            let mut inputs = loader.loader_config.clone();
+            if let Some(splitter) = loader.splitter_id.as_deref().filter(|s| !s.is_empty()) {
+                let splitter_id = format!("{splitter}_{i}");
+                inputs.insert("textSplitter".into(), reference(&splitter_id));
+                let config = loader.splitter_config.clone().unwrap_or_default();
+                nodes.push(node(&splitter_id, splitter, config, None));
+            }
+            nodes.push(node(
+                &id,
+                &loader.loader_id,
+                inputs,
+                loader.credential.as_deref(),
+            ));
+            documents.push(reference(&id));
+        }
+        let holder = if with_vector_store {
+            let (Some(vector), Some(embedding)) =
+                (&store.vector_store_config, &store.embedding_config)
+            else {
+                return Err(FlowError::invalid(
+                    "the document store has no vector store and embeddings configured: save them \
+                     first (POST /api/v1/document-store/vectorstore/save)",
+                ));
+            };
+            let embedding_id = format!("{}_0", embedding.name);
+            nodes.push(node(
+                &embedding_id,
+                &embedding.name,
+                embedding.config.clone(),
+                None,
+            ));
+            let mut inputs = vector.config.clone();
+            inputs.insert("document".into(), Value::Array(documents));
+            inputs.insert("embeddings".into(), reference(&embedding_id));
+            nodes.push(node(STORE_VECTOR_NODE, &vector.name, inputs, None));
+            STORE_VECTOR_NODE
+        } else {
+            let mut inputs = Map::new();
+            inputs.insert("document".into(), Value::Array(documents));
+            nodes.push(node(
+                "documentStoreLoaders",
+                "documentStoreLoaders",
+                inputs,
+                None,
+            ));
+            "documentStoreLoaders"
+        };
+        let flow_data = serde_json::json!({"nodes": nodes, "edges": []}).to_string();
+        Self::parse(&flow_data, holder)
+    }
+
+    pub fn parse(flow_data: &str, holder: &str) -> Result<Self, FlowError> {
+        let graph = FlowGraph::parse(flow_data)?;
+        for node in &graph.nodes {
+            if node.id != holder || registry::spec(&node.name).is_some() {
+                validate_node(&graph, node)?;
+            }
+        }
+        if !graph.contains(holder) {
+            return Err(FlowError::invalid(format!(
+                "node {holder} is not in the store's graph"
+            )));
+        }
+        Ok(StoreGraph {
+            credential_ids: credential_ids(&graph),
+            graph,
+            holder: holder.to_owned(),
+        })
+    }
+
+    /// The credentials the nodes name, each once.
+    pub fn credential_ids(&self) -> &[String] {
+        &self.credential_ids
+    }
+
+    pub fn parts(&self, overrides: &Overrides<'_>) -> Result<StoreParts, FlowError> {
+        let node = self
+            .graph
+            .node(&self.holder)
+            .ok_or_else(|| FlowError::invalid("the store's graph lost its holder node"))?;
+        let loaders = super::node::Build::new(registry::node, &self.graph, node, overrides)?
+            .loaders("document")?;
+        let store = match registry::spec(&node.name) {
+            None => None,
+            Some(_) => match build_node(&self.graph, node, overrides)? {
+                Component::VectorStore(store) => Some(store),
+                _ => {
+                    return Err(FlowError::invalid(format!(
+                        "{} is not a vector store",
+                        node.name
+                    )));
+                }
+            },
+        };
+        Ok(StoreParts { loaders, store })
+    }
+}
+
 /// 403 for an override of a sensitive input the chatflow does not allow.
 fn check_overrides(graph: &FlowGraph, overrides: &Overrides<'_>) -> Result<(), FlowError> {
     let Some(values) = overrides.values else {

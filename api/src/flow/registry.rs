@@ -127,6 +127,11 @@ pub fn spec(name: &str) -> Option<&'static NodeSpec> {
     node(name).map(|n| n.spec())
 }
 
+/// What every node type weir runs declares, in registry order.
+pub fn specs() -> impl Iterator<Item = &'static NodeSpec> {
+    NODES.iter().map(|n| n.spec())
+}
+
 /// Builds one node with the request's overrides.
 pub fn build_node(
     graph: &FlowGraph,

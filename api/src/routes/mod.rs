@@ -12,6 +12,7 @@ pub mod attachments;
 pub mod chat;
 pub mod chatflows;
 pub mod credentials;
+pub mod document_stores;
 pub mod executions;
 pub mod flow_access;
 pub mod health;
@@ -82,6 +83,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .merge(schedules::router())
         .merge(webhooks::router())
         .merge(vectors::router())
+        .merge(document_stores::router())
         .merge(executions::router())
 }
 

@@ -74,39 +74,14 @@ async fn upsert(
 ) -> ApiResult<Json<UpsertAnswer>> {
     auth.require(Permission::ChatflowsWrite)?;
     let flow = chatflow(&state, &auth, id).await?;
-    let limit = usize::try_from(state.config.vector_upsert_max_bytes).unwrap_or(usize::MAX);
-    let too_large = || {
-        ApiError::PayloadTooLarge(format!(
-            "the upsert is over VECTOR_UPSERT_MAX_BYTES ({limit} bytes)"
-        ))
-    };
-    let declared = request
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > limit as u64) {
-        return Err(too_large());
-    }
-    let is_multipart = request
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("multipart/form-data"));
-    let request = request.map(|body| Body::new(http_body_util::Limited::new(body, limit)));
-    let (body, files) = if is_multipart {
-        let form = Multipart::from_request(request, &state)
-            .await
-            .map_err(|e| {
-                ApiError::BadRequest(format!("malformed multipart body: {}", e.body_text()))
-            })?;
-        read_multipart(form, too_large).await?
-    } else if request.headers().get(header::CONTENT_TYPE).is_none() {
-        // No body at all: upsert what the flow's loaders hold.
-        (UpsertBody::default(), Vec::new())
-    } else {
-        let Json(body) = Json::<UpsertBody>::from_request(request, &state).await?;
-        (body, Vec::new())
+    let (body, files) = match read_upload(&state, request).await? {
+        Upload::Empty => (UpsertBody::default(), Vec::new()),
+        Upload::Json(value) => {
+            let body = serde_json::from_value(value)
+                .map_err(|e| ApiError::BadRequest(format!("the upsert body is not valid: {e}")))?;
+            (body, Vec::new())
+        }
+        Upload::Form { fields, files } => (form_body(fields)?, files),
     };
     let cleanup = match body.cleanup.as_deref() {
         None => Cleanup::None,
@@ -131,10 +106,58 @@ async fn upsert(
     Ok(Json(answer))
 }
 
+/// An upload's body: none, JSON, or a multipart form's text fields and files.
+pub(super) enum Upload {
+    Empty,
+    Json(Value),
+    Form {
+        fields: Vec<(String, String)>,
+        files: Vec<FileData>,
+    },
+}
+
+/// Reads an upload within `VECTOR_UPSERT_MAX_BYTES` (413 over it, checked from
+/// the declared length before anything is read): JSON, multipart (files in
+/// `files` or any field with a file name, at most 100), or no body at all.
+pub(super) async fn read_upload(state: &AppState, request: Request) -> ApiResult<Upload> {
+    let limit = usize::try_from(state.config.vector_upsert_max_bytes).unwrap_or(usize::MAX);
+    let too_large = || {
+        ApiError::PayloadTooLarge(format!(
+            "the upload is over VECTOR_UPSERT_MAX_BYTES ({limit} bytes)"
+        ))
+    };
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(too_large());
+    }
+    let content_type = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok());
+    let is_multipart = content_type.is_some_and(|v| v.starts_with("multipart/form-data"));
+    let has_type = content_type.is_some();
+    let request = request.map(|body| Body::new(http_body_util::Limited::new(body, limit)));
+    if is_multipart {
+        let form = Multipart::from_request(request, state).await.map_err(|e| {
+            ApiError::BadRequest(format!("malformed multipart body: {}", e.body_text()))
+        })?;
+        read_multipart(form, too_large).await
+    } else if !has_type {
+        Ok(Upload::Empty)
+    } else {
+        let Json(body) = Json::<Value>::from_request(request, state).await?;
+        Ok(Upload::Json(body))
+    }
+}
+
 async fn read_multipart(
     mut form: Multipart,
     too_large: impl Fn() -> ApiError,
-) -> ApiResult<(UpsertBody, Vec<FileData>)> {
+) -> ApiResult<Upload> {
     let bad = |e: axum::extract::multipart::MultipartError| {
         if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
             too_large()
@@ -142,14 +165,14 @@ async fn read_multipart(
             ApiError::BadRequest(format!("malformed multipart body: {}", e.body_text()))
         }
     };
-    let mut body = UpsertBody::default();
+    let mut fields = Vec::new();
     let mut files = Vec::new();
     while let Some(field) = form.next_field().await.map_err(&bad)? {
         let name = field.name().unwrap_or_default().to_owned();
         if name == "files" || field.file_name().is_some() {
             if files.len() == MAX_FILES {
                 return Err(ApiError::BadRequest(format!(
-                    "at most {MAX_FILES} files may be sent in one upsert"
+                    "at most {MAX_FILES} files may be sent in one upload"
                 )));
             }
             let file_name = field.file_name().unwrap_or("upload").to_owned();
@@ -161,6 +184,16 @@ async fn read_multipart(
             continue;
         }
         let text = field.text().await.map_err(&bad)?;
+        fields.push((name, text));
+    }
+    Ok(Upload::Form { fields, files })
+}
+
+/// A multipart upsert's fields: any field besides the request's own overrides
+/// the node input of that name (as Flowise does).
+fn form_body(fields: Vec<(String, String)>) -> ApiResult<UpsertBody> {
+    let mut body = UpsertBody::default();
+    for (name, text) in fields {
         match name.as_str() {
             "stopNodeId" => body.stop_node_id = Some(text),
             "cleanup" => body.cleanup = Some(text),
@@ -171,7 +204,6 @@ async fn read_multipart(
                     ))
                 })?);
             }
-            // Any other field overrides the node input of that name (as Flowise does).
             _ => {
                 body.override_config
                     .get_or_insert_with(Map::new)
@@ -179,7 +211,7 @@ async fn read_multipart(
             }
         }
     }
-    Ok((body, files))
+    Ok(body)
 }
 
 /// The chatflow of the caller's workspace (another's is "not found").

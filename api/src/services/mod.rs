@@ -15,6 +15,8 @@
 //!   webhook verification, Telegram, failure e-mail,
 //!   callbacks.
 //! - [`vectors`]: vector stores — upserts, and the searches runs make.
+//! - [`document_stores`]: Flowise's document stores — loaders, chunks a person
+//!   edits, and their vector store.
 //! - [`credentials`]: credentials sealed at rest and opened for the runs that use them.
 //! - [`in_flight`]: the bound on a workspace's predictions running at once.
 //! - [`uploads`]: the files chats bring, kept within a quota and swept.
@@ -23,6 +25,7 @@
 
 pub mod aborts;
 pub mod credentials;
+pub mod document_stores;
 pub mod in_flight;
 pub mod prediction;
 pub mod token_budget;
@@ -59,6 +62,8 @@ pub struct Services {
     pub embeddings: crate::retrieval::embed::Embeddings,
     /// Vector store indexes built from the stored chunks.
     pub indexes: Arc<vectors::IndexCache>,
+    /// Searches of vector stores (also the agents' retriever, in `tools`).
+    pub search: Arc<vectors::VectorSearch>,
     /// Wakes this replica's cron scheduler when a trigger changes here, so a new
     /// schedule is seen at once rather than at the next poll.
     pub scheduler_wake: Arc<Notify>,
@@ -104,6 +109,15 @@ impl Services {
             config.workspace_upload_quota,
             std::time::Duration::from_secs(u64::from(config.upload_ttl_days) * 86_400),
         ));
+        let search = Arc::new(vectors::VectorSearch {
+            store: Arc::clone(&store),
+            embeddings: embeddings.clone(),
+            indexes: Arc::clone(&indexes),
+            plans: Arc::clone(&plans),
+            providers,
+            keyring: Arc::clone(&keyring),
+            http: http.clone(),
+        });
         let tools = ToolClients {
             web: WebClient::new(config.allow_private_requests.clone())?,
             runtime: RuntimeClient::new(
@@ -111,15 +125,7 @@ impl Services {
                 &config.python_runtime,
                 config.py_tool_api_key.as_ref().map(|k| k.0.clone()),
             ),
-            retriever: Arc::new(vectors::VectorSearch {
-                store: Arc::clone(&store),
-                embeddings: embeddings.clone(),
-                indexes: Arc::clone(&indexes),
-                plans: Arc::clone(&plans),
-                providers,
-                keyring: Arc::clone(&keyring),
-                http: http.clone(),
-            }),
+            retriever: Arc::clone(&search) as Arc<dyn crate::flow::tools::retriever::Retriever>,
         };
         Ok(Services {
             store,
@@ -132,6 +138,7 @@ impl Services {
             tools,
             embeddings,
             indexes,
+            search,
             scheduler_wake: Arc::default(),
             mail_wake: Arc::default(),
             callback_wake: Arc::default(),

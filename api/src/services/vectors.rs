@@ -24,6 +24,7 @@ use uuid::Uuid;
 use super::{ServiceError, ServiceResult, Services};
 use crate::domain::{Chatflow, UpsertCounts, VectorChunk, VectorWrite};
 use crate::flow::component::{LoaderSpec, VectorStoreSpec};
+use crate::flow::plan::{StoreGraph, StoreParts};
 use crate::flow::tools::FlowContext;
 use crate::flow::tools::retriever::Retriever;
 use crate::flow::{FlowError, Overrides};
@@ -130,16 +131,55 @@ pub async fn upsert(
                 .insert("chatId".into(), Value::from(chat.as_str()));
         }
     }
-    let fingerprint = target.store.embeddings.fingerprint();
+    let written = Written {
+        owner: flow.id,
+        cleanup: request.cleanup,
+        chat_id: request.chat_id,
+        group_key: "source",
+    };
+    store_documents(state, &target.store, documents, written).await
+}
+
+/// Where [`store_documents`] writes, and what it deletes.
+pub struct Written {
+    /// The chunks' owner: the chatflow, or a document store.
+    pub owner: Uuid,
+    pub cleanup: Cleanup,
+    /// Set for a chat's own files (see [`UpsertRequest::chat_id`]).
+    pub chat_id: Option<String>,
+    /// The metadata key chunks are grouped by for an incremental cleanup
+    /// (`source`; a document store's `docId`, its loader).
+    pub group_key: &'static str,
+}
+
+/// Stores `documents` in `store`: each chunk already there (same embeddings,
+/// text and metadata) is skipped, new ones are embedded, and `cleanup` says
+/// which stored ones no longer there are deleted — all in one write, after
+/// every embedding is made.
+pub async fn store_documents(
+    state: &Services,
+    store: &VectorStoreSpec,
+    documents: Vec<Document>,
+    written: Written,
+) -> ServiceResult<UpsertAnswer> {
+    let Written {
+        owner,
+        cleanup,
+        chat_id,
+        group_key,
+    } = written;
+    let source_of = |d: &Document| -> Option<String> {
+        d.metadata
+            .get(group_key)
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    let fingerprint = store.embeddings.fingerprint();
     let chunks = tokio::task::spawn_blocking(move || hashed(&fingerprint, documents))
         .await
         .map_err(|e| ServiceError::Internal(format!("the upsert task failed: {e}")))?;
 
-    let store = &target.store;
-    let stored = state
-        .store
-        .vector_chunk_keys(flow.id, &store.node_id)
-        .await?;
+    let stored = state.store.vector_chunk_keys(owner, &store.node_id).await?;
     let stored_hashes: HashSet<&str> = stored.iter().map(|k| k.content_hash.as_str()).collect();
     let mut counts = UpsertCounts::default();
     let mut seen = HashSet::new();
@@ -151,11 +191,21 @@ pub async fn upsert(
             added.push((hash, document));
         }
     }
-    let sources: HashSet<Option<&str>> = seen_sources(&added, &stored, &seen);
+    let added_sources: Vec<Option<String>> = added.iter().map(|(_, d)| source_of(d)).collect();
+    let sources: HashSet<Option<&str>> = added_sources
+        .iter()
+        .map(Option::as_deref)
+        .chain(
+            stored
+                .iter()
+                .filter(|k| seen.contains(&k.content_hash))
+                .map(|k| k.source.as_deref()),
+        )
+        .collect();
     let deleted: Vec<&crate::domain::ChunkKey> = stored
         .iter()
         .filter(|k| !seen.contains(&k.content_hash))
-        .filter(|k| match request.cleanup {
+        .filter(|k| match cleanup {
             Cleanup::None => false,
             Cleanup::Full => true,
             Cleanup::Incremental => sources.contains(&k.source.as_deref()),
@@ -163,8 +213,8 @@ pub async fn upsert(
         .collect();
     // A source whose chunks changed: as many as replace old ones count as updated.
     let mut per_source: HashMap<Option<&str>, (u64, u64)> = HashMap::new();
-    for (_, d) in &added {
-        per_source.entry(source_of(d)).or_default().0 += 1;
+    for source in &added_sources {
+        per_source.entry(source.as_deref()).or_default().0 += 1;
     }
     for k in &deleted {
         per_source.entry(k.source.as_deref()).or_default().1 += 1;
@@ -210,12 +260,13 @@ pub async fn upsert(
     let deleted_ids: Vec<Uuid> = deleted.iter().map(|k| k.id).collect();
     let mut new_chunks = Vec::with_capacity(added.len());
     let mut added_docs = Vec::with_capacity(added.len());
-    for ((hash, document), embedding) in added.into_iter().zip(vectors) {
+    for (((hash, document), embedding), source) in added.into_iter().zip(vectors).zip(added_sources)
+    {
         new_chunks.push(VectorChunk {
             id: Uuid::now_v7(),
             content_hash: hash,
-            source: source_of(&document).map(str::to_owned),
-            chat_id: request.chat_id.clone(),
+            source,
+            chat_id: chat_id.clone(),
             page_content: document.page_content.clone(),
             metadata: document.metadata.clone(),
             embedding,
@@ -225,7 +276,7 @@ pub async fn upsert(
     state
         .store
         .write_vectors(VectorWrite {
-            chatflow_id: flow.id,
+            chatflow_id: owner,
             node_id: store.node_id.clone(),
             added: new_chunks,
             deleted: deleted_ids,
@@ -240,14 +291,14 @@ pub async fn upsert(
             ),
             other => other.into(),
         })?;
-    state.indexes.forget(flow.id, &store.node_id);
+    state.indexes.forget(owner, &store.node_id);
     Ok(UpsertAnswer { counts, added_docs })
 }
 
 /// A web loader's pages: the first must answer (a 400 naming it otherwise);
 /// with `crawl`, same-site pages it links to, breadth first, up to that many
 /// pages in all (one that fails is left out).
-async fn fetch_pages(
+pub async fn fetch_pages(
     state: &Services,
     node_id: &str,
     url: &str,
@@ -294,28 +345,6 @@ async fn fetch_pages(
     Ok(pages)
 }
 
-/// Sources this upsert loaded (of added and of skipped chunks alike).
-fn seen_sources<'a>(
-    added: &'a [(String, Document)],
-    stored: &'a [crate::domain::ChunkKey],
-    seen: &HashSet<String>,
-) -> HashSet<Option<&'a str>> {
-    added
-        .iter()
-        .map(|(_, d)| source_of(d))
-        .chain(
-            stored
-                .iter()
-                .filter(|k| seen.contains(&k.content_hash))
-                .map(|k| k.source.as_deref()),
-        )
-        .collect()
-}
-
-fn source_of(document: &Document) -> Option<&str> {
-    document.metadata.get("source").and_then(Value::as_str)
-}
-
 /// Gives each uploaded file to the loader of its type; a loader that receives
 /// files reads them instead of its own.
 fn route_files(loaders: &mut [LoaderSpec], files: Vec<FileData>) -> ServiceResult<()> {
@@ -356,7 +385,7 @@ const MAX_SPLIT_BYTES: usize = 1024 * 1024 * 1024;
 
 /// A loader's documents, split and with its metadata applied (Flowise's order:
 /// split, then merge the node's metadata, then leave out `omitMetadataKeys`).
-async fn load_documents(loader: &LoaderSpec) -> ServiceResult<Vec<Document>> {
+pub async fn load_documents(loader: &LoaderSpec) -> ServiceResult<Vec<Document>> {
     let documents = load::load(&loader.kind, &loader.files)
         .await
         .map_err(|e| ServiceError::Invalid(format!("node {}: {}", loader.node_id, e.0)))?;
@@ -501,17 +530,50 @@ impl Retriever for VectorSearch {
         query: &str,
         flow: &FlowContext,
     ) -> Result<Vec<Document>, FlowError> {
+        Ok(self
+            .search_scored(store, query, flow)
+            .await?
+            .into_iter()
+            .map(|(d, _)| d)
+            .collect())
+    }
+}
+
+impl VectorSearch {
+    /// The store's best chunks for `query`, each with its score: the search's
+    /// (cosine similarity, or the fused rank score of `hybrid`), or the rerank
+    /// model's relevance where the store is reranked.
+    pub async fn search_scored(
+        &self,
+        store: &VectorStoreSpec,
+        query: &str,
+        flow: &FlowContext,
+    ) -> Result<Vec<(Document, f32)>, FlowError> {
         let hits = self.search(store, query, flow).await?;
         match &store.rerank {
             None => Ok(hits),
-            Some(rerank) => crate::retrieval::rerank::rerank(&self.http, rerank, query, hits)
-                .await
-                .map_err(|e| {
-                    FlowError::failed(format!(
-                        "node {} ({}) could not rerank: {}",
-                        store.node_id, store.node_type, e.message
-                    ))
-                }),
+            Some(rerank) => crate::retrieval::rerank::rerank(
+                &self.http,
+                rerank,
+                query,
+                hits.into_iter().map(|(d, _)| d).collect(),
+            )
+            .await
+            .map(|documents| {
+                documents
+                    .into_iter()
+                    .map(|d| {
+                        let relevance = d.metadata.get("relevance_score").and_then(Value::as_f64);
+                        (d, relevance.unwrap_or_default() as f32)
+                    })
+                    .collect()
+            })
+            .map_err(|e| {
+                FlowError::failed(format!(
+                    "node {} ({}) could not rerank: {}",
+                    store.node_id, store.node_type, e.message
+                ))
+            }),
         }
     }
 }
@@ -523,7 +585,7 @@ impl VectorSearch {
         store: &VectorStoreSpec,
         query: &str,
         flow: &FlowContext,
-    ) -> Result<Vec<Document>, FlowError> {
+    ) -> Result<Vec<(Document, f32)>, FlowError> {
         let failed = |what: String| {
             FlowError::failed(format!(
                 "node {} ({}) {what}",
@@ -553,7 +615,11 @@ impl VectorSearch {
                     search,
                     chat_id: Some(&chat),
                 })
-                .map(|hits| hits.into_iter().map(|(d, _)| d.clone()).collect::<Vec<_>>())
+                .map(|hits| {
+                    hits.into_iter()
+                        .map(|(d, score)| (d.clone(), score))
+                        .collect::<Vec<_>>()
+                })
         };
         // A search is CPU work (milliseconds on a large store): not on an async thread.
         let hits = tokio::task::spawn_blocking(move || run(&index))
@@ -577,6 +643,17 @@ impl VectorSearch {
             ))
         };
         let workspace = Uuid::parse_str(workspace).map_err(|_| missing())?;
+        let found = self
+            .store
+            .get_document_store(workspace, chatflow)
+            .await
+            .map_err(|e| {
+                tracing::error!(error = %e, "cannot read a document store");
+                FlowError::failed("the document store could not be read")
+            })?;
+        if let Some(store) = found {
+            return self.flowise_document_store(&store, query).await;
+        }
         let flow = self
             .store
             .get_chatflow(workspace, chatflow)
@@ -631,6 +708,55 @@ impl VectorSearch {
         self.retrieve(&store, query, &context).await
     }
 
+    /// A Flowise document store searched with its vector store's settings.
+    async fn flowise_document_store(
+        &self,
+        store: &crate::domain::DocumentStore,
+        query: &str,
+    ) -> Result<Vec<Document>, FlowError> {
+        let named = |why: String| {
+            FlowError::failed(format!(
+                "document store '{}' ({}): {why}",
+                store.name, store.id
+            ))
+        };
+        if store.status != crate::domain::DocumentStoreStatus::Upserted {
+            return Err(named(
+                "its chunks are not in its vector store yet; insert them first \
+                 (POST /api/v1/document-store/vectorstore/insert)"
+                    .into(),
+            ));
+        }
+        let loaders: Vec<&crate::domain::DocumentLoader> = store.loaders.iter().collect();
+        let graph = StoreGraph::of_store(store, &loaders, true).map_err(|e| named(e.message))?;
+        let parts = build_store_parts(
+            &*self.store,
+            &self.keyring,
+            &self.providers,
+            store.workspace_id,
+            &graph,
+            None,
+        )
+        .await
+        .map_err(|e| match e {
+            ServiceError::Invalid(why) => named(why),
+            ServiceError::Flow(e) => named(e.message),
+            other => {
+                tracing::error!(error = %other, "cannot build a document store's vector store");
+                named("its vector store could not be built".into())
+            }
+        })?;
+        let vector_store = parts
+            .store
+            .ok_or_else(|| named("it has no vector store".into()))?;
+        let context = FlowContext {
+            input: query.to_owned(),
+            chatflow_id: store.id,
+            ..FlowContext::default()
+        };
+        self.retrieve(&vector_store, query, &context).await
+    }
+
     async fn embed_question(
         &self,
         store: &VectorStoreSpec,
@@ -659,7 +785,7 @@ impl VectorSearch {
         query: &str,
         flow: &FlowContext,
         failed: impl Fn(String) -> FlowError,
-    ) -> Result<Vec<Document>, FlowError> {
+    ) -> Result<Vec<(Document, f32)>, FlowError> {
         let vector = self.embed_question(store, query, &failed).await?;
         let k = match store.search {
             SearchType::Mmr { fetch_k, .. } => fetch_k.max(store.top_k),
@@ -684,6 +810,12 @@ impl VectorSearch {
                     store.embeddings_node
                 ))
             })?;
+        if !matches!(store.search, SearchType::Mmr { .. }) || nearest.is_empty() {
+            return Ok(nearest
+                .into_iter()
+                .map(|(c, similarity)| (Document::new(c.page_content, c.metadata), similarity))
+                .collect());
+        }
         let documents = nearest
             .into_iter()
             .map(|(c, _)| Entry {
@@ -692,9 +824,6 @@ impl VectorSearch {
                 chat_id: None,
             })
             .collect::<Vec<_>>();
-        if !matches!(store.search, SearchType::Mmr { .. }) || documents.is_empty() {
-            return Ok(documents.into_iter().map(|e| e.document).collect());
-        }
         // At most fetchK (<= 1,000) rows: cheap enough for this thread.
         let index = Index::new(documents).map_err(&failed)?;
         let picked = index
@@ -706,8 +835,31 @@ impl VectorSearch {
                 chat_id: None,
             })
             .map_err(&failed)?;
-        Ok(picked.into_iter().map(|(d, _)| d.clone()).collect())
+        Ok(picked
+            .into_iter()
+            .map(|(d, score)| (d.clone(), score))
+            .collect())
     }
+}
+
+/// Builds a document store's graph with the credentials its nodes name opened
+/// (a document store's own, or a flow's `overrides` of its inputs applied).
+pub async fn build_store_parts(
+    store: &dyn Store,
+    keyring: &crate::sealing::Keyring,
+    providers: &crate::config::ProviderSettings,
+    workspace: Uuid,
+    graph: &StoreGraph,
+    values: Option<&Map<String, Value>>,
+) -> ServiceResult<StoreParts> {
+    let credentials =
+        super::credentials::open_for_run(store, keyring, workspace, graph.credential_ids()).await?;
+    let overrides = Overrides {
+        values,
+        credentials: credentials.as_ref(),
+        ..Overrides::new(providers)
+    };
+    Ok(graph.parts(&overrides)?)
 }
 
 /// Indexes kept at most; beyond this many the cache starts over.

@@ -31,8 +31,8 @@ use uuid::Uuid;
 
 use super::group_commit::GroupCommit;
 use super::{
-    ChatflowStore, ConversationStore, CredentialStore, ExecutionStore, KeyStore, RateLimitStore,
-    ToolStore, TriggerStore, VariableStore, VectorStore,
+    ChatflowStore, ConversationStore, CredentialStore, DocumentStoreStore, ExecutionStore,
+    KeyStore, RateLimitStore, ToolStore, TriggerStore, VariableStore, VectorStore,
 };
 use super::{ClaimPlanner, Listing, RunWrites, RunWritten, Store, StoreResult};
 use crate::domain::callback::{CallbackAttempt, CallbackState, OutboxCallback};
@@ -40,11 +40,12 @@ use crate::domain::credential::SealedCredential;
 use crate::domain::time::{self, Timestamp};
 use crate::domain::vector::ChunkKey;
 use crate::domain::{
-    ApiKey, ChatMessageRecord, Chatflow, ChatflowPatch, Delivery, Execution, ExecutionFilter,
-    Feedback, FeedbackFilter, Firing, Lead, ListedExecution, MessageFilter, NewApiKey, NewChatflow,
-    NewLead, NewMail, NewTool, NewTriggerResult, NewVariable, OutboxMail, Page, Tool, ToolPatch,
-    Trigger, TriggerResult, UpsertRecord, Variable, VariablePatch, VectorChunk, VectorWrite,
-    WebhookClaim, Workspace,
+    ApiKey, ChatMessageRecord, Chatflow, ChatflowPatch, ChunkPage, Delivery, DocumentChunk,
+    DocumentStore, DocumentStoreWrite, Execution, ExecutionFilter, Feedback, FeedbackFilter,
+    Firing, Lead, ListedExecution, MessageFilter, NewApiKey, NewChatflow, NewLead, NewMail,
+    NewTool, NewTriggerResult, NewVariable, OutboxMail, Page, StoredFile, Tool, ToolPatch, Trigger,
+    TriggerResult, UpsertRecord, Variable, VariablePatch, VectorChunk, VectorWrite, WebhookClaim,
+    Workspace,
 };
 
 /// Entries each cache holds at most.
@@ -452,6 +453,58 @@ impl VariableStore for CachedStore {
 
     async fn delete_variable(&self, workspace: Uuid, id: Uuid) -> StoreResult<bool> {
         self.inner.delete_variable(workspace, id).await
+    }
+}
+
+#[async_trait]
+impl DocumentStoreStore for CachedStore {
+    async fn create_document_store(&self, store: &DocumentStore) -> StoreResult<()> {
+        self.inner.create_document_store(store).await
+    }
+
+    async fn get_document_store(
+        &self,
+        workspace: Uuid,
+        id: Uuid,
+    ) -> StoreResult<Option<DocumentStore>> {
+        self.inner.get_document_store(workspace, id).await
+    }
+
+    async fn list_document_stores(
+        &self,
+        workspace: Uuid,
+        page: Option<Page>,
+    ) -> StoreResult<Listing<DocumentStore>> {
+        self.inner.list_document_stores(workspace, page).await
+    }
+
+    async fn save_document_store(&self, write: DocumentStoreWrite) -> StoreResult<bool> {
+        self.inner.save_document_store(write).await
+    }
+
+    async fn delete_document_store(&self, workspace: Uuid, id: Uuid) -> StoreResult<bool> {
+        self.inner.delete_document_store(workspace, id).await
+    }
+
+    async fn document_chunks(
+        &self,
+        store: Uuid,
+        loader: Option<Uuid>,
+        window: Option<(u64, u64)>,
+    ) -> StoreResult<ChunkPage> {
+        self.inner.document_chunks(store, loader, window).await
+    }
+
+    async fn loader_files(&self, store: Uuid, loader: Uuid) -> StoreResult<Vec<StoredFile>> {
+        self.inner.loader_files(store, loader).await
+    }
+
+    async fn find_document_chunks(
+        &self,
+        store: Uuid,
+        contents: Vec<String>,
+    ) -> StoreResult<Vec<DocumentChunk>> {
+        self.inner.find_document_chunks(store, contents).await
     }
 }
 

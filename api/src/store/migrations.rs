@@ -91,6 +91,11 @@ pub const SQLITE: &[Migration] = &[
         name: "token_usage",
         sql: include_str!("migrations/sqlite/0016_token_usage.sql"),
     },
+    Migration {
+        version: 17,
+        name: "document_stores",
+        sql: include_str!("migrations/sqlite/0017_document_stores.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -173,6 +178,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 16,
         name: "token_usage",
         sql: include_str!("migrations/postgres/0016_token_usage.sql"),
+    },
+    Migration {
+        version: 17,
+        name: "document_stores",
+        sql: include_str!("migrations/postgres/0017_document_stores.sql"),
     },
 ];
 

@@ -1,7 +1,7 @@
 //! Storage: one [`Store`] speaking in domain types, made of area traits —
 //! [`KeyStore`], [`ChatflowStore`], [`ConversationStore`] (what runs write,
 //! agent checkpoints, leads), [`ExecutionStore`], [`TriggerStore`],
-//! [`VectorStore`], [`CredentialStore`], [`VariableStore`], [`ToolStore`],
+//! [`VectorStore`], [`DocumentStoreStore`], [`CredentialStore`], [`VariableStore`], [`ToolStore`],
 //! [`RateLimitStore`] — and two implementations, each a folder with a file per
 //! area (`sqlite/chatflows.rs`, `postgres/triggers.rs` …) beside its `mod.rs`
 //! (connections, migrations, row readers).
@@ -45,10 +45,11 @@ use crate::domain::callback::{CallbackAttempt, CallbackState, OutboxCallback};
 use crate::domain::credential::SealedCredential;
 use crate::domain::time::Timestamp;
 use crate::domain::{
-    ApiKey, ChatMessageRecord, Chatflow, ChatflowPatch, ClaimPlan, Delivery, Execution,
-    ExecutionFilter, ExecutionUpdate, Feedback, FeedbackFilter, Firing, Lead, ListedExecution,
-    MessageFilter, NewApiKey, NewChatMessage, NewChatflow, NewExecution, NewLead, NewMail, NewTool,
-    NewTriggerResult, NewVariable, OutboxMail, Page, Tool, ToolPatch, Trigger, TriggerResult,
+    ApiKey, ChatMessageRecord, Chatflow, ChatflowPatch, ChunkPage, ClaimPlan, Delivery,
+    DocumentChunk, DocumentStore, DocumentStoreWrite, Execution, ExecutionFilter, ExecutionUpdate,
+    Feedback, FeedbackFilter, Firing, Lead, ListedExecution, MessageFilter, NewApiKey,
+    NewChatMessage, NewChatflow, NewExecution, NewLead, NewMail, NewTool, NewTriggerResult,
+    NewVariable, OutboxMail, Page, StoredFile, Tool, ToolPatch, Trigger, TriggerResult,
     UpsertRecord, Variable, VariablePatch, VectorChunk, VectorWrite, WebhookClaim, Workspace,
 };
 
@@ -100,6 +101,7 @@ pub trait Store:
     + ToolStore
     + TriggerStore
     + VectorStore
+    + DocumentStoreStore
     + ExecutionStore
     + Send
     + Sync
@@ -621,6 +623,52 @@ pub trait VectorStore: Send + Sync {
         chatflow: Uuid,
         limit: u32,
     ) -> StoreResult<Vec<UpsertRecord>>;
+}
+
+/// Flowise's document stores: their rows, their loaders' chunks and files.
+/// Their vectors are kept by [`VectorStore`] under the store's id.
+#[async_trait]
+pub trait DocumentStoreStore: Send + Sync {
+    async fn create_document_store(&self, store: &DocumentStore) -> StoreResult<()>;
+
+    async fn get_document_store(
+        &self,
+        workspace: Uuid,
+        id: Uuid,
+    ) -> StoreResult<Option<DocumentStore>>;
+
+    /// The workspace's stores, last changed first; one page, or all of them.
+    async fn list_document_stores(
+        &self,
+        workspace: Uuid,
+        page: Option<Page>,
+    ) -> StoreResult<Listing<DocumentStore>>;
+
+    /// Writes the store's row, its chunk change and a loader's files in one
+    /// transaction; `false` when the store is gone.
+    async fn save_document_store(&self, write: DocumentStoreWrite) -> StoreResult<bool>;
+
+    /// Deletes a store with its chunks, files and vectors.
+    async fn delete_document_store(&self, workspace: Uuid, id: Uuid) -> StoreResult<bool>;
+
+    /// A store's chunks (of one loader, or all), by loader and number; a window
+    /// `(offset, limit)` of them or all, with the selection's count and characters.
+    async fn document_chunks(
+        &self,
+        store: Uuid,
+        loader: Option<Uuid>,
+        window: Option<(u64, u64)>,
+    ) -> StoreResult<ChunkPage>;
+
+    /// The files a loader reads, by name.
+    async fn loader_files(&self, store: Uuid, loader: Uuid) -> StoreResult<Vec<StoredFile>>;
+
+    /// The store's chunks whose text is one of `contents`.
+    async fn find_document_chunks(
+        &self,
+        store: Uuid,
+        contents: Vec<String>,
+    ) -> StoreResult<Vec<DocumentChunk>>;
 }
 
 /// Agentflow executions.

@@ -9,6 +9,7 @@
 mod chatflows;
 mod conversations;
 mod credentials;
+mod document_stores;
 mod executions;
 mod keys;
 mod rate_limits;
@@ -35,8 +36,8 @@ use super::sql::{
     TRIGGER_COLUMNS, VARIABLE_COLUMNS,
 };
 use super::{
-    ChatflowStore, ConversationStore, CredentialStore, ExecutionStore, KeyStore, RateLimitStore,
-    ToolStore, TriggerStore, VariableStore, VectorStore,
+    ChatflowStore, ConversationStore, CredentialStore, DocumentStoreStore, ExecutionStore,
+    KeyStore, RateLimitStore, ToolStore, TriggerStore, VariableStore, VectorStore,
 };
 use super::{
     ClaimPlanner, Listing, RunWrites, RunWritten, Store, StoreError, StoreResult, conflict_as,
