@@ -345,3 +345,47 @@ def test_keys_need_the_document_store_permissions_and_stay_in_their_workspace(se
     # Another workspace's store is not found.
     assert_error(reader.get(f"/document-store/store/{store_id}"), 404)
     assert_error(reader.post("/document-store/vectorstore/query", json={"storeId": store_id, "query": "x"}), 404)
+
+
+def test_a_chatflow_answers_from_a_store_through_document_store_vs(api, fake):
+    """Flowise's "Conversational Retrieval QA Chain" shape: the chain's retriever is
+    a `documentStoreVS` node naming the store, searched with the store's own
+    embeddings and vector store settings."""
+    store_id, _ = filled_store(api, fake)
+    store = flows.node("documentStoreVS_0", "documentStoreVS", {"selectedStore": store_id})
+    model = flows.openai_model(fake.url)
+    chain = flows.conversational_retrieval_qa_chain(model, store, returnSourceDocuments=True)
+    flow = create_flow(api, flows.rag(store, model, chain))
+    body = ask(api, flow, "When does the gym open?")
+    assert PARAGRAPHS[1] in [d["pageContent"] for d in body["sourceDocuments"]]
+    assert len(body["sourceDocuments"]) == 2, "the store's topK (2)"
+    # Such a node is filled through the document-store API, not a chatflow's upsert.
+    assert_error(api.post(f"/vector/upsert/{flow}", json={}), 400, "document-store")
+    # A store of another workspace, or none, is a clear failure of the run.
+    other = flows.node("documentStoreVS_0", "documentStoreVS", {"selectedStore": str(uuid.uuid4())})
+    flow = create_flow(api, flows.rag(other, model, flows.conversational_retrieval_qa_chain(model, other)))
+    r = api.post(f"/prediction/{flow}", json={"question": "gym?"})
+    assert r.status_code >= 400 and "no document store" in r.text, r.text
+    bad = flows.node("documentStoreVS_0", "documentStoreVS", {"selectedStore": "not-an-id"})
+    flow = create_flow(api, flows.rag(bad, model, flows.conversational_retrieval_qa_chain(model, bad)))
+    assert_error(api.post(f"/prediction/{flow}", json={"question": "gym?"}), 400, "selectedStore")
+
+
+def test_a_chatflow_fills_its_own_store_from_a_document_store(api, fake):
+    """The `documentStore` loader: a store's chunks (already split, with their
+    metadata) upserted into a chatflow's vector store."""
+    store_id, _ = filled_store(api, fake)
+    loader = flows.node("documentStore_0", "documentStore", {"selectedStore": store_id})
+    embeddings = flows.openai_embeddings(fake.url)
+    vectors = flows.memory_vector_store([loader], embeddings, topK=1)
+    model = flows.openai_model(fake.url)
+    chain = flows.retrieval_qa_chain(model, vectors)
+    flow = create_flow(api, flows.rag(loader, embeddings, vectors, model, chain))
+    r = api.post(f"/vector/upsert/{flow}", json={})
+    assert r.status_code == 200 and r.json()["numAdded"] == 3, r.text
+    assert {d["metadata"]["source"] for d in r.json()["addedDocs"]} == {"handbook.txt"}
+    missing = flows.node("documentStore_0", "documentStore", {"selectedStore": str(uuid.uuid4())})
+    vectors = flows.memory_vector_store([missing], embeddings, topK=1)
+    flow = create_flow(api, flows.rag(missing, embeddings, vectors, model,
+                                      flows.retrieval_qa_chain(model, vectors)))
+    assert_error(api.post(f"/vector/upsert/{flow}", json={}), 400, "no document store")

@@ -73,6 +73,8 @@ pub static NODES: &[&dyn Node] = &[
     &markdown_text_splitter::MarkdownTextSplitter,
     &token_text_splitter::TokenTextSplitter,
     &memory_vector_store::MemoryVectorStore,
+    &document_store_vs::DocumentStoreVs,
+    &document_store::DocumentStoreLoader,
     &faiss::Faiss,
     &postgres::Postgres,
     // Moderation
@@ -171,9 +173,9 @@ pub const REFERENCE_END: &str = "<!-- generated from the registry: end -->";
 /// without effect last.
 pub fn reference_table() -> String {
     let mut out = String::from("| Node | Produces | Inputs |\n|---|---|---|\n");
-    let mut specs: Vec<&NodeSpec> = NODES.iter().map(|n| n.spec()).collect();
-    specs.sort_by_key(|s| s.name);
-    for spec in specs {
+    let mut sorted: Vec<&NodeSpec> = specs().collect();
+    sorted.sort_by_key(|s| s.name);
+    for spec in sorted {
         let mut inputs = Vec::new();
         let mut ignored = Vec::new();
         for input in spec.inputs {

@@ -1074,7 +1074,10 @@ async fn list_components(auth: AuthUser, Path(part): Path<String>) -> ApiResult<
     };
     Ok(Json(
         crate::flow::registry::specs()
-            .filter(|s| s.category == category)
+            // Flowise lists neither its store-in-a-store nor its memory store here.
+            .filter(|s| {
+                s.category == category && !matches!(s.name, "documentStoreVS" | "documentStore")
+            })
             .map(|s| serde_json::json!({"name": s.name, "label": s.name, "category": format!("{:?}", s.category)}))
             .collect(),
     ))

@@ -243,8 +243,9 @@ fn loader_of(
         .filter(|l| !l.trim().is_empty())
         .or_else(|| stored.map(|l| l.loader_id.clone()))
         .ok_or(ServiceError::Missing("loaderId"))?;
-    if crate::flow::registry::spec(&loader_id)
-        .is_none_or(|s| s.category != crate::flow::node::Category::DocumentLoader)
+    if loader_id == "documentStore"
+        || crate::flow::registry::spec(&loader_id)
+            .is_none_or(|s| s.category != crate::flow::node::Category::DocumentLoader)
     {
         return Err(ServiceError::Invalid(format!(
             "'{loader_id}' is not a document loader weir runs (see docs/nodes.md)"
@@ -710,6 +711,15 @@ pub async fn save_vector_config(
         // whether it is stored); Flowise's nodes for it are not run.
         tracing::debug!(record_manager = %record.name, "a document store names a record manager");
     }
+    if store
+        .vector_store_config
+        .as_ref()
+        .is_some_and(|c| c.name == "documentStoreVS")
+    {
+        return Err(ServiceError::Invalid(
+            "a document store's vector store cannot be another document store".into(),
+        ));
+    }
     if store.vector_store_config.is_some() != store.embedding_config.is_some() {
         return Err(ServiceError::Invalid(
             "a document store needs both a vector store and an embeddings model, or neither".into(),
@@ -951,6 +961,7 @@ pub async fn query(
     let context = FlowContext {
         input: query.to_owned(),
         chatflow_id: store.id,
+        workspace_id: workspace.to_string(),
         ..FlowContext::default()
     };
     let hits = state

@@ -103,6 +103,13 @@ pub async fn upsert(
         settings: &state.config.providers,
     };
     let target = plan.upsert_target(request.stop_node_id.as_deref(), &overrides)?;
+    if target.store.document_store.is_some() {
+        return Err(ServiceError::Invalid(format!(
+            "node {} is a document store, filled through /api/v1/document-store (its loaders, \
+             or POST /api/v1/document-store/upsert/:id), not by a chatflow's upsert",
+            target.store.node_id
+        )));
+    }
     let mut loaders = target.loaders;
     if request.chat_id.is_some() {
         // A chat's files only: not the loaders' own files or text again.
@@ -123,6 +130,11 @@ pub async fn upsert(
     }
     let mut documents = Vec::new();
     for loader in &loaders {
+        if let crate::retrieval::load::LoaderKind::DocumentStore { store } = &loader.kind {
+            documents
+                .extend(stored_chunks(state, flow.workspace_id, *store, &loader.node_id).await?);
+            continue;
+        }
         documents.extend(load_documents(loader).await?);
     }
     if let Some(chat) = &request.chat_id {
@@ -138,6 +150,33 @@ pub async fn upsert(
         group_key: "source",
     };
     store_documents(state, &target.store, documents, written).await
+}
+
+/// A document store's chunks as documents (a `documentStore` loader's).
+async fn stored_chunks(
+    state: &Services,
+    workspace: Uuid,
+    store: Uuid,
+    node_id: &str,
+) -> ServiceResult<Vec<Document>> {
+    if state
+        .store
+        .get_document_store(workspace, store)
+        .await?
+        .is_none()
+    {
+        return Err(ServiceError::Invalid(format!(
+            "node {node_id}: there is no document store {store} in this workspace"
+        )));
+    }
+    Ok(state
+        .store
+        .document_chunks(store, None, None)
+        .await?
+        .chunks
+        .into_iter()
+        .map(|c| Document::new(c.page_content, c.metadata))
+        .collect())
 }
 
 /// Where [`store_documents`] writes, and what it deletes.
@@ -549,6 +588,43 @@ impl VectorSearch {
         query: &str,
         flow: &FlowContext,
     ) -> Result<Vec<(Document, f32)>, FlowError> {
+        let Some(id) = store.document_store else {
+            return self.scored(store, query, flow).await;
+        };
+        // `documentStoreVS`: the store's own vector store, and its vectors.
+        let missing = || {
+            FlowError::failed(format!(
+                "node {}: there is no document store {id} in this workspace",
+                store.node_id
+            ))
+        };
+        let workspace = Uuid::parse_str(&flow.workspace_id).map_err(|_| missing())?;
+        let found = self
+            .store
+            .get_document_store(workspace, id)
+            .await
+            .map_err(|e| {
+                tracing::error!(error = %e, "cannot read a document store");
+                FlowError::failed("the document store could not be read")
+            })?
+            .ok_or_else(missing)?;
+        let mut resolved = self.flowise_store_spec(&found).await?;
+        resolved.rerank = store.rerank.clone();
+        let context = FlowContext {
+            chatflow_id: id,
+            // Searched from no chat: a store holds no chat's files.
+            session_id: String::new(),
+            ..flow.clone()
+        };
+        self.scored(&resolved, query, &context).await
+    }
+
+    async fn scored(
+        &self,
+        store: &VectorStoreSpec,
+        query: &str,
+        flow: &FlowContext,
+    ) -> Result<Vec<(Document, f32)>, FlowError> {
         let hits = self.search(store, query, flow).await?;
         match &store.rerank {
             None => Ok(hits),
@@ -714,6 +790,22 @@ impl VectorSearch {
         store: &crate::domain::DocumentStore,
         query: &str,
     ) -> Result<Vec<Document>, FlowError> {
+        let vector_store = self.flowise_store_spec(store).await?;
+        let context = FlowContext {
+            input: query.to_owned(),
+            chatflow_id: store.id,
+            workspace_id: store.workspace_id.to_string(),
+            ..FlowContext::default()
+        };
+        self.retrieve(&vector_store, query, &context).await
+    }
+
+    /// The vector store a Flowise document store is searched with: its own,
+    /// once its chunks are inserted.
+    async fn flowise_store_spec(
+        &self,
+        store: &crate::domain::DocumentStore,
+    ) -> Result<VectorStoreSpec, FlowError> {
         let named = |why: String| {
             FlowError::failed(format!(
                 "document store '{}' ({}): {why}",
@@ -746,15 +838,9 @@ impl VectorSearch {
                 named("its vector store could not be built".into())
             }
         })?;
-        let vector_store = parts
+        parts
             .store
-            .ok_or_else(|| named("it has no vector store".into()))?;
-        let context = FlowContext {
-            input: query.to_owned(),
-            chatflow_id: store.id,
-            ..FlowContext::default()
-        };
-        self.retrieve(&vector_store, query, &context).await
+            .ok_or_else(|| named("it has no vector store".into()))
     }
 
     async fn embed_question(

@@ -406,6 +406,9 @@ pub struct VectorStoreSpec {
     /// A rerank retriever wrapped around the store: what it finds is
     /// reordered (and cut) by a rerank model.
     pub rerank: Option<Box<crate::retrieval::rerank::RerankSpec>>,
+    /// Flowise's `documentStoreVS`: the document store of this id, searched
+    /// with its own vector store and embeddings (the fields above are unused).
+    pub document_store: Option<uuid::Uuid>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -132,5 +132,6 @@ pub fn vector_store(node: &Build<'_>, node_type: &'static str) -> Result<Compone
         file_upload: node.boolean("fileUpload")?,
         pgvector: false,
         rerank: None,
+        document_store: None,
     }))
 }

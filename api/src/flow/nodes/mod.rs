@@ -26,6 +26,8 @@ pub mod csv_agent;
 pub mod csv_file;
 pub mod current_date_time;
 pub mod custom_tool;
+pub mod document_store;
+pub mod document_store_vs;
 pub mod documents;
 pub mod docx_file;
 pub mod faiss;

@@ -233,6 +233,8 @@ pub struct FlowContext {
     pub session_id: String,
     /// The chatflow running (its vector stores are searched).
     pub chatflow_id: Uuid,
+    /// Its workspace (the document stores it may search).
+    pub workspace_id: String,
 }
 
 impl ReadyTool {

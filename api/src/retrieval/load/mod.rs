@@ -59,6 +59,11 @@ pub enum LoaderKind {
         selector: Option<String>,
         crawl: Option<usize>,
     },
+    /// `documentStore`: the chunks of a Flowise document store, read from the
+    /// store by the caller (they are documents already, split).
+    DocumentStore {
+        store: uuid::Uuid,
+    },
 }
 
 impl LoaderKind {
@@ -66,7 +71,9 @@ impl LoaderKind {
     pub fn accepts(&self, file_name: &str) -> bool {
         let ext = extension(file_name);
         match self {
-            LoaderKind::PlainText { .. } | LoaderKind::Web { .. } => false,
+            LoaderKind::PlainText { .. }
+            | LoaderKind::Web { .. }
+            | LoaderKind::DocumentStore { .. } => false,
             // Flowise's text loader's types: text, markup and source code.
             LoaderKind::Text => matches!(
                 ext.as_str(),
@@ -132,10 +139,15 @@ pub async fn load(kind: &LoaderKind, files: &[FileData]) -> Result<Vec<Document>
     if let LoaderKind::PlainText { text } = kind {
         return Ok(vec![Document::new(text.clone(), Map::new())]);
     }
+    if let LoaderKind::DocumentStore { store } = kind {
+        return Err(LoadError(format!(
+            "document store {store} is read from weir's store, not from files"
+        )));
+    }
     let mut out = Vec::new();
     for file in files {
         match kind {
-            LoaderKind::PlainText { .. } => {}
+            LoaderKind::PlainText { .. } | LoaderKind::DocumentStore { .. } => {}
             LoaderKind::Text
             | LoaderKind::Csv { .. }
             | LoaderKind::Json { .. }

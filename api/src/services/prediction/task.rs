@@ -76,6 +76,7 @@ impl RunTask {
                 chat_history: self.input.history_text(),
                 session_id: self.session.clone(),
                 chatflow_id: self.chatflow_id,
+                workspace_id: self.workspace_id.to_string(),
             },
             progress: self.streaming,
             flows: Some(&flows),
