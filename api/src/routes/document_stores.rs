@@ -17,8 +17,8 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use super::CommonErrors;
 use super::vectors::{Upload, read_upload};
+use super::{BodyErrors, CommonErrors};
 use crate::domain::time;
 use crate::domain::{
     ChunkPage, ComponentConfig, DocumentChunk, DocumentLoader, DocumentStore, DocumentStoreStatus,
@@ -89,31 +89,19 @@ struct StoreView {
 }
 
 impl StoreView {
-    /// Flowise's DTO (`raw`: the entity as kept, its JSON fields as text,
-    /// which the create and vector-store save routes answer).
-    fn of(store: &DocumentStore, raw: bool) -> Self {
-        let json = |value: Value| -> Value {
-            if raw {
-                Value::from(value.to_string())
-            } else {
-                value
-            }
-        };
+    /// Flowise's DTO.
+    fn of(store: &DocumentStore) -> Self {
         let config = |c: &Option<ComponentConfig>| match c {
             None => Value::Null,
-            Some(c) => json(serde_json::to_value(c).unwrap_or_default()),
+            Some(c) => serde_json::to_value(c).unwrap_or_default(),
         };
         StoreView {
             id: store.id,
             name: store.name.clone(),
             description: store.description.clone(),
-            status: if raw {
-                store.status
-            } else {
-                store.shown_status()
-            },
-            loaders: json(serde_json::to_value(&store.loaders).unwrap_or_default()),
-            where_used: json(serde_json::to_value(&store.where_used).unwrap_or_default()),
+            status: store.shown_status(),
+            loaders: serde_json::to_value(&store.loaders).unwrap_or_default(),
+            where_used: serde_json::to_value(&store.where_used).unwrap_or_default(),
             vector_store_config: config(&store.vector_store_config),
             embedding_config: config(&store.embedding_config),
             record_manager_config: config(&store.record_manager_config),
@@ -122,6 +110,54 @@ impl StoreView {
             updated_date: time::format(&store.updated_date),
             total_chunks: store.loaders.iter().map(|l| l.total_chunks).sum(),
             total_chars: store.loaders.iter().map(|l| l.total_chars).sum(),
+        }
+    }
+}
+
+/// A store as kept (Flowise's entity): its JSON fields as JSON text, the
+/// status as stored. What creating it and saving its vector store answer.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct RawStoreView {
+    id: Uuid,
+    name: String,
+    description: String,
+    status: DocumentStoreStatus,
+    /// The loaders, as JSON text.
+    loaders: String,
+    /// Chatflow ids, as JSON text.
+    where_used: String,
+    /// `{name, config}` as JSON text.
+    vector_store_config: Option<String>,
+    embedding_config: Option<String>,
+    record_manager_config: Option<String>,
+    workspace_id: Uuid,
+    #[schema(value_type = String, format = DateTime)]
+    created_date: String,
+    #[schema(value_type = String, format = DateTime)]
+    updated_date: String,
+}
+
+impl RawStoreView {
+    fn of(store: &DocumentStore) -> Self {
+        let text = |value: Value| value.to_string();
+        let config = |c: &Option<ComponentConfig>| {
+            c.as_ref()
+                .map(|c| text(serde_json::to_value(c).unwrap_or_default()))
+        };
+        RawStoreView {
+            id: store.id,
+            name: store.name.clone(),
+            description: store.description.clone(),
+            status: store.status,
+            loaders: text(serde_json::to_value(&store.loaders).unwrap_or_default()),
+            where_used: text(serde_json::to_value(&store.where_used).unwrap_or_default()),
+            vector_store_config: config(&store.vector_store_config),
+            embedding_config: config(&store.embedding_config),
+            record_manager_config: config(&store.record_manager_config),
+            workspace_id: store.workspace_id,
+            created_date: time::format(&store.created_date),
+            updated_date: time::format(&store.updated_date),
         }
     }
 }
@@ -319,11 +355,7 @@ async fn list_stores(
         .store
         .list_document_stores(auth.workspace(), page)
         .await?;
-    let views: Vec<StoreView> = listing
-        .items
-        .iter()
-        .map(|s| StoreView::of(s, false))
-        .collect();
+    let views: Vec<StoreView> = listing.items.iter().map(StoreView::of).collect();
     Ok(match page {
         Some(_) => Json(serde_json::json!({"total": listing.total, "data": views})).into_response(),
         None => Json(views).into_response(),
@@ -337,16 +369,17 @@ async fn list_stores(
     tag = "document-store",
     request_body = StoreBody,
     responses(
-        (status = 200, description = "The store as kept (JSON fields as text, as Flowise answers)", body = StoreView),
+        (status = 200, description = "The store as kept (JSON fields as text, as Flowise answers)", body = RawStoreView),
         (status = 412, description = "'name' is missing", body = ErrorBody),
-        CommonErrors
+        CommonErrors,
+        BodyErrors
     )
 )]
 async fn create_store(
     auth: AuthUser,
     State(state): State<AppState>,
     Json(body): Json<StoreBody>,
-) -> ApiResult<Json<StoreView>> {
+) -> ApiResult<Json<RawStoreView>> {
     auth.require(Permission::DocumentStoresWrite)?;
     let name = body
         .name
@@ -356,7 +389,7 @@ async fn create_store(
     let mut store = stores::new_store(auth.workspace(), name, String::new());
     body.apply(&mut store)?;
     state.store.create_document_store(&store).await?;
-    Ok(Json(StoreView::of(&store, true)))
+    Ok(Json(RawStoreView::of(&store)))
 }
 
 /// Reads one store, `whereUsed` as the chatflows' `{id, name}`.
@@ -378,7 +411,7 @@ async fn get_store(
 ) -> ApiResult<Json<StoreView>> {
     auth.require(Permission::DocumentStoresRead)?;
     let store = store_of(&state, &auth, id).await?;
-    let mut view = StoreView::of(&store, false);
+    let mut view = StoreView::of(&store);
     let mut used = Vec::new();
     for flow in &store.where_used {
         if let Some(found) = state.store.get_chatflow(auth.workspace(), *flow).await? {
@@ -399,7 +432,8 @@ async fn get_store(
     responses(
         (status = 200, description = "The store", body = StoreView),
         (status = 404, description = "No such store in this workspace", body = ErrorBody),
-        CommonErrors
+        CommonErrors,
+        BodyErrors
     )
 )]
 async fn update_store(
@@ -421,7 +455,7 @@ async fn update_store(
     if !state.store.save_document_store(write).await? {
         return Err(ApiError::not_found("document store"));
     }
-    Ok(Json(StoreView::of(&store, false)))
+    Ok(Json(StoreView::of(&store)))
 }
 
 /// Deletes a store with its loaders, chunks, files and vectors.
@@ -478,7 +512,7 @@ async fn delete_loader(
 ) -> ApiResult<Json<StoreView>> {
     auth.require(Permission::DocumentStoresWrite)?;
     let store = stores::delete_loader(&state, auth.workspace(), id, loader).await?;
-    Ok(Json(StoreView::of(&store, false)))
+    Ok(Json(StoreView::of(&store)))
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -498,7 +532,9 @@ struct PreviewBody {
     request_body = PreviewBody,
     responses(
         (status = 200, description = "`{chunks: [{pageContent, metadata}], totalChunks, previewChunkCount}`"),
-        CommonErrors
+        (status = 412, description = "A required field is missing", body = ErrorBody),
+        CommonErrors,
+        BodyErrors
     )
 )]
 async fn preview_loader(
@@ -529,7 +565,8 @@ async fn preview_loader(
         (status = 200, description = "The loader"),
         (status = 404, description = "No such store", body = ErrorBody),
         (status = 412, description = "'storeId' or 'loaderId' is missing", body = ErrorBody),
-        CommonErrors
+        CommonErrors,
+        BodyErrors
     )
 )]
 async fn save_loader(
@@ -554,7 +591,9 @@ async fn save_loader(
     responses(
         (status = 200, description = "The loader's first page of chunks", body = ChunkPageView),
         (status = 404, description = "No such store or loader", body = ErrorBody),
-        CommonErrors
+        (status = 412, description = "A required field is missing", body = ErrorBody),
+        CommonErrors,
+        BodyErrors
     )
 )]
 async fn process_loader(
@@ -653,7 +692,9 @@ struct ChunkBody {
         (status = 200, description = "The loader's first page of chunks", body = ChunkPageView),
         (status = 404, description = "No such store, loader or chunk", body = ErrorBody),
         (status = 502, description = "The embeddings provider failed; nothing changed", body = ErrorBody),
-        CommonErrors
+        (status = 412, description = "A required field is missing", body = ErrorBody),
+        CommonErrors,
+        BodyErrors
     )
 )]
 async fn edit_chunk(
@@ -697,6 +738,7 @@ async fn edit_chunk(
     responses(
         (status = 200, description = "The loader's first page of chunks", body = ChunkPageView),
         (status = 404, description = "No such store, loader or chunk", body = ErrorBody),
+        (status = 412, description = "A required field is missing", body = ErrorBody),
         CommonErrors
     )
 )]
@@ -719,19 +761,21 @@ async fn delete_chunk(
     tag = "document-store",
     request_body = VectorConfigRequest,
     responses(
-        (status = 200, description = "The store as kept", body = StoreView),
+        (status = 200, description = "The store as kept", body = RawStoreView),
         (status = 404, description = "No such store", body = ErrorBody),
-        CommonErrors
+        (status = 412, description = "A required field is missing", body = ErrorBody),
+        CommonErrors,
+        BodyErrors
     )
 )]
 async fn save_vector_store(
     auth: AuthUser,
     State(state): State<AppState>,
     Json(body): Json<VectorConfigRequest>,
-) -> ApiResult<Json<StoreView>> {
+) -> ApiResult<Json<RawStoreView>> {
     auth.require(Permission::DocumentStoresWrite)?;
     let store = stores::save_vector_config(&state, auth.workspace(), body, true).await?;
-    Ok(Json(StoreView::of(&store, true)))
+    Ok(Json(RawStoreView::of(&store)))
 }
 
 /// Changes only the store's vector store.
@@ -741,16 +785,18 @@ async fn save_vector_store(
     tag = "document-store",
     request_body = VectorConfigRequest,
     responses(
-        (status = 200, description = "The store as kept", body = StoreView),
+        (status = 200, description = "The store as kept", body = RawStoreView),
         (status = 404, description = "No such store", body = ErrorBody),
-        CommonErrors
+        (status = 412, description = "A required field is missing", body = ErrorBody),
+        CommonErrors,
+        BodyErrors
     )
 )]
 async fn update_vector_store(
     auth: AuthUser,
     State(state): State<AppState>,
     Json(body): Json<VectorConfigRequest>,
-) -> ApiResult<Json<StoreView>> {
+) -> ApiResult<Json<RawStoreView>> {
     auth.require(Permission::DocumentStoresWrite)?;
     let only_vector_store = VectorConfigRequest {
         store_id: body.store_id,
@@ -760,7 +806,7 @@ async fn update_vector_store(
     };
     let store =
         stores::save_vector_config(&state, auth.workspace(), only_vector_store, false).await?;
-    Ok(Json(StoreView::of(&store, true)))
+    Ok(Json(RawStoreView::of(&store)))
 }
 
 /// An insert's answer, or 202 while it goes on as a job.
@@ -794,9 +840,12 @@ fn inserted(result: Inserted, store: Uuid, doc_id: Option<Uuid>) -> Response {
     responses(
         (status = 200, description = "What the insert added, updated, skipped and deleted", body = UpsertAnswer),
         (status = 202, description = "Still embedding after the body timeout: `{status: UPSERTING, storeId}`; the store's status says when it ends"),
+        (status = 404, description = "No such store or loader", body = ErrorBody),
         (status = 409, description = "An insert of this store is running", body = ErrorBody),
         (status = 502, description = "The embeddings provider failed; nothing was stored", body = ErrorBody),
-        CommonErrors
+        (status = 412, description = "A required field is missing", body = ErrorBody),
+        CommonErrors,
+        BodyErrors
     )
 )]
 async fn insert_vectors(
@@ -830,7 +879,9 @@ struct QueryBody {
     responses(
         (status = 200, description = "The best chunks", body = QueryAnswer),
         (status = 404, description = "No such store", body = ErrorBody),
-        CommonErrors
+        (status = 412, description = "A required field is missing", body = ErrorBody),
+        CommonErrors,
+        BodyErrors
     )
 )]
 async fn query_vectors(
@@ -1006,7 +1057,8 @@ struct RefreshBody {
     responses(
         (status = 200, description = "One insert result per loader"),
         (status = 404, description = "No such store or loader", body = ErrorBody),
-        CommonErrors
+        CommonErrors,
+        BodyErrors
     )
 )]
 async fn refresh_store(
