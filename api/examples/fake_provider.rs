@@ -1,7 +1,10 @@
 //! A fast fake OpenAI-compatible provider for the benchmarks: `POST
 //! /v1/chat/completions` streams `Echo: <last user message>` word by word as
 //! Server-Sent Events (what weir's `chatOpenAI` node reads), with no delay and no
-//! key check. Prints its address on stdout, then serves until killed. Loopback only.
+//! key check; `POST /v1/embeddings` answers each input with a bag-of-words vector
+//! of 384 dimensions (each word hashed to a dimension, L2-normalised), so texts
+//! sharing words are near. Prints its address on stdout, then serves until
+//! killed. Loopback only.
 //!
 //! `cargo run --release -p weir-api --example fake_provider [-- PORT]`
 
@@ -37,6 +40,43 @@ async fn completions(axum::Json(body): axum::Json<Value>) -> Response {
         .unwrap_or_default()
 }
 
+const DIMS: usize = 384;
+
+fn embed(text: &str) -> Vec<f32> {
+    let mut v = vec![0f32; DIMS];
+    for word in text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+    {
+        // FNV-1a of the lowercased word: stable across runs.
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in word.to_lowercase().bytes() {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+        v[(h % DIMS as u64) as usize] += 1.0;
+    }
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-6);
+    v.iter_mut().for_each(|x| *x /= norm);
+    v
+}
+
+async fn embeddings(axum::Json(body): axum::Json<Value>) -> axum::Json<Value> {
+    let texts: Vec<&str> = match &body["input"] {
+        Value::String(s) => vec![s.as_str()],
+        Value::Array(items) => items.iter().map(|t| t.as_str().unwrap_or("")).collect(),
+        _ => Vec::new(),
+    };
+    let data: Vec<Value> = texts
+        .iter()
+        .enumerate()
+        .map(|(i, t)| json!({"object": "embedding", "index": i, "embedding": embed(t)}))
+        .collect();
+    axum::Json(
+        json!({"object": "list", "data": data, "model": body["model"],
+                      "usage": {"prompt_tokens": 0, "total_tokens": 0}}),
+    )
+}
+
 #[tokio::main]
 async fn main() -> std::io::Result<()> {
     let port: u16 = std::env::args()
@@ -45,6 +85,8 @@ async fn main() -> std::io::Result<()> {
         .unwrap_or(0);
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
     println!("http://{}", listener.local_addr()?);
-    let app = Router::new().route("/v1/chat/completions", post(completions));
+    let app = Router::new()
+        .route("/v1/chat/completions", post(completions))
+        .route("/v1/embeddings", post(embeddings));
     axum::serve(listener, app).await
 }

@@ -307,6 +307,13 @@ pub struct Config {
           value_parser = clap::value_parser!(u64).range(1..=86_400), global = true)]
     pub agentflow_timeout_secs: u64,
 
+    /// Milliseconds one run of JavaScript (a custom function node or a
+    /// JavaScript custom tool) may take in the Python runtime's sandbox
+    /// (100–3,600,000; Flowise's name; its default is 300,000).
+    #[arg(long, env = "SANDBOX_TIMEOUT", default_value_t = 30_000,
+          value_parser = clap::value_parser!(u64).range(100..=3_600_000), global = true)]
+    pub sandbox_timeout_ms: u64,
+
     #[command(flatten)]
     pub providers: ProviderSettings,
 }

@@ -25,6 +25,8 @@ from pathlib import Path
 
 PANDAS_CODE = "import pandas as pd\nresult = int(pd.DataFrame({'a': [1, 2]})['a'].sum())\n"
 TRIVIAL_CODE = "result = 1"
+JS_CODE = "const n = $x + 1;\nreturn { n, words: $input.split(' ').length };"
+JS_GLOBALS = {"$x": 41, "$input": "a b c"}
 
 
 API_KEY = secrets.token_urlsafe(24)
@@ -80,6 +82,29 @@ def run_ok(url, code, workspace):
     return body
 
 
+def run_js(url, workspace):
+    body = post(url, "/tools/execute-javascript", {"code": JS_CODE, "variables": JS_GLOBALS, "workspaceId": workspace})
+    if not body["success"] or body["result"] != {"n": 42, "words": 3}:
+        raise SystemExit(f"JavaScript run failed: {body['error'] or body['result']}")
+    return body
+
+
+def spawn_node_baseline(n):
+    """The same function in a fresh Node.js process each time (a spawn-per-call executor)."""
+    node = shutil.which("node")
+    if not node:
+        return [float("nan")]
+    script = ("(async () => { const $x = 41, $input = 'a b c'; " + JS_CODE.replace("\n", " ")
+              + " })().then(v => console.log(JSON.stringify(v)));")
+    samples = []
+    for _ in range(n):
+        ms, result = timed(lambda: subprocess.run([node, "-e", script], capture_output=True))
+        if result.returncode != 0:
+            raise SystemExit(f"node baseline failed: {result.stderr.decode()}")
+        samples.append(ms)
+    return samples
+
+
 def spawn_baseline(python, code, n):
     samples = []
     for _ in range(n):
@@ -110,6 +135,17 @@ def main():
         python = str(data / "venvs" / ws / "bin" / "python")
         trivial_base = spawn_baseline(python, TRIVIAL_CODE.replace("result = ", "x = "), n_trivial)
         rows.append(("trivial code (`result = 1`), warm", trivial, trivial_base))
+
+        # JavaScript, warm: the first run installs the engine; the zygote then learns its import.
+        ws = "bench-javascript"
+        run_js(url, ws)
+        time.sleep(3)
+        for _ in range(5):
+            run_js(url, ws)
+        javascript = [timed(lambda: run_js(url, ws))[0] for _ in range(n_trivial)]
+        rows.append(("JavaScript function (`execute-javascript`, QuickJS), warm; baseline: a fresh `node -e`",
+                     javascript, spawn_node_baseline(max(10, n_trivial // 10))))
+        added_by_javascript = p50(javascript) - p50(trivial)
 
         # pandas, warm: install once, let the zygote learn the import.
         ws = "bench-pandas"
@@ -173,6 +209,9 @@ def main():
     print("|---|---:|---:|---:|---:|")
     for name, ours, base in rows:
         print(f"| {name} | {p50(ours):.1f} | {p90(ours):.1f} | {p50(base):.1f} | {len(ours)} |")
+    print()
+    print(f"JavaScript over the warm trivial Python run (same runtime, same run): "
+          f"{added_by_javascript:+.1f} ms at p50")
 
 
 if __name__ == "__main__":

@@ -971,13 +971,6 @@ def test_flows_calling_each_other_stop_at_the_depth_limit(api, fake):
 
 # ------------------------------------------------------------------ nodes weir does not run
 
-def test_a_custom_function_node_is_refused(api):
-    node = af_custom_function("customFunctionAgentflow_0", "return $input.toUpperCase()")
-    flow = create(api, chain(af_start(), node))
-    message = assert_error(predict(api, flow, "hi"), 400)["message"]
-    assert "customFunctionAgentflow_0" in message and "JavaScript" in message
-
-
 def renamed(node, name):
     """`node` as a node of type `name` (with no inputs)."""
     node["data"].update(name=name, inputs={})

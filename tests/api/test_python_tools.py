@@ -1,7 +1,8 @@
 """Python tools through weir and the real Python runtime: stored tools (`pythonTool`
 with toolId, Flowise's `customTool` with selectedTool) and inline ones, workspace
 variables ($vars, runtime variables, overrideConfig.vars), $flow, artifacts served
-by weir with the workspace's key, JavaScript refused, the runtime going away."""
+by weir with the workspace's key, the runtime going away (JavaScript tools:
+test_javascript.py)."""
 
 import json
 import re
@@ -219,12 +220,6 @@ def test_active_artifacts_inline_when_allowed(py_runtime, fake, tmp_path_factory
         assert html.headers["Content-Security-Policy"].startswith("sandbox;")
     finally:
         w.cleanup()
-
-
-def test_a_javascript_custom_tool_is_refused(py_api, fake):
-    tool = flows.custom_tool(create_tool(py_api), customToolFunc="const fetch = require('node-fetch');\nreturn 'hi';")
-    flow = create_flow(py_api, flows.tool_agent(flows.openai_model(fake.url), [tool]))
-    assert "JavaScript" in assert_error(predict(py_api, flow, "hi"), 400)["message"]
 
 
 def test_the_runtime_going_away_is_a_tool_error(fake, tmp_path_factory):

@@ -187,7 +187,8 @@ impl Runnable {
     pub fn needs_tool_env(&self) -> bool {
         !self.tools().is_empty()
             || self.reads_vars()
-            || matches!(&self.answer, Answer::Agentflow(f) if f.searches_document_stores())
+            || matches!(&self.answer, Answer::Agentflow(f)
+                if f.searches_document_stores() || f.runs_javascript())
     }
 
     /// Whether this is a sequential flow whose sessions resume checkpoints.

@@ -34,6 +34,7 @@ use crate::isolation::{Layer, Layers, NetworkMode, State as LayerState};
 use crate::pipeline::execute::{
     ExecuteRequest, ExecuteResponse, Executor, InstallRequest, InstallResponse,
 };
+use crate::pipeline::javascript::JavaScriptRequest;
 use crate::process::launcher::Launcher;
 use crate::process::pool::Pool;
 use crate::process::sandbox::{self, Policy, Sandbox};
@@ -357,6 +358,7 @@ fn refuse_visible_data(
 pub fn router(state: AppState) -> Router {
     let protected = Router::new()
         .route("/tools/execute-python", post(execute_python))
+        .route("/tools/execute-javascript", post(execute_javascript))
         .route("/tools/install-packages", post(install_packages))
         .route(
             "/tools/artifacts/{workspace_id}/{filename}",
@@ -411,15 +413,38 @@ async fn execute_python(
             .map_err(ApiError::from),
         Err(rejection) => Err(ApiError::from(rejection)),
     };
-    let outcome = match &answer {
-        Ok(run) if run.timed_out => "timeout",
-        Ok(run) if run.success => "success",
+    let answer = answer.map(Json);
+    metrics::metrics().run(run_outcome(&answer), started.elapsed());
+    answer
+}
+
+async fn execute_javascript(
+    State(state): State<AppState>,
+    body: std::result::Result<Json<JavaScriptRequest>, JsonRejection>,
+) -> Result<Json<ExecuteResponse>> {
+    let started = std::time::Instant::now();
+    let answer = match body {
+        Ok(Json(request)) => state
+            .executor
+            .execute_javascript(request)
+            .await
+            .map_err(ApiError::from),
+        Err(rejection) => Err(ApiError::from(rejection)),
+    };
+    let answer = answer.map(Json);
+    metrics::metrics().run(run_outcome(&answer), started.elapsed());
+    answer
+}
+
+/// The metric label of a run's answer.
+fn run_outcome(answer: &Result<Json<ExecuteResponse>>) -> &'static str {
+    match answer {
+        Ok(Json(run)) if run.timed_out => "timeout",
+        Ok(Json(run)) if run.success => "success",
         Ok(_) => "error",
         Err(e) if e.status_code().is_server_error() => "failed",
         Err(_) => "refused",
-    };
-    metrics::metrics().run(outcome, started.elapsed());
-    answer.map(Json)
+    }
 }
 
 /// The OpenAPI document of every route and status (written by hand: the routes are
@@ -622,12 +647,13 @@ mod tests {
             "/tools/health",
             "/tools/openapi.json",
             "/tools/execute-python",
+            "/tools/execute-javascript",
             "/tools/install-packages",
             "/tools/artifacts/{workspace_id}/{filename}",
             "/metrics",
         ] {
             assert!(paths.contains(&route), "{route}");
         }
-        assert_eq!(paths.len(), 6);
+        assert_eq!(paths.len(), 7);
     }
 }

@@ -124,6 +124,16 @@ impl Executor {
         &self.admission
     }
 
+    /// Runs JavaScript as the harness's Python execution (see `javascript`);
+    /// QuickJS may take half of the run's memory limit.
+    pub async fn execute_javascript(
+        &self,
+        request: super::javascript::JavaScriptRequest,
+    ) -> Result<ExecuteResponse> {
+        let run = request.into_execution(self.max_mem / 2, self.max_code)?;
+        self.execute(run).await
+    }
+
     pub fn venvs(&self) -> &Venvs {
         &self.venvs
     }

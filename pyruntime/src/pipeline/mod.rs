@@ -1,10 +1,13 @@
-//! The execution pipeline behind `/tools/execute-python` and `/tools/install-packages`:
+//! The execution pipeline behind `/tools/execute-python`, `/tools/execute-javascript`
+//! (`javascript`: the same run, of a harness evaluating the JavaScript) and
+//! `/tools/install-packages`:
 //! admission (the concurrency cap and the fair bounded queue), analysis of the code in
 //! a worker, the workspace's venv, the run, the collection of its files. It speaks in its
 //! own `Error`, which the edge maps to HTTP statuses.
 
 pub mod admission;
 pub mod execute;
+pub mod javascript;
 
 /// Why an execution or install was not done.
 #[derive(Debug, thiserror::Error)]

@@ -78,6 +78,8 @@ impl AgentflowSpec {
             | StepKind::DirectReply { .. }
             | StepKind::Http(_)
             | StepKind::Retriever(_) => false,
+            // Flowise's `$flow.chatHistory`.
+            StepKind::CustomFunction(f) => f.code.contains("chatHistory"),
         })
     }
 
@@ -102,6 +104,13 @@ impl AgentflowSpec {
     /// the caller must load them.
     pub fn reads_vars(&self) -> bool {
         self.wiring.reads_vars
+    }
+
+    /// Whether a node runs JavaScript (in the Python runtime).
+    pub fn runs_javascript(&self) -> bool {
+        self.steps
+            .values()
+            .any(|s| matches!(s.kind, StepKind::CustomFunction(_)))
     }
 
     /// Whether a retriever node searches document stores (of the workspace).

@@ -110,6 +110,7 @@ pub async fn run_step<E: From<FlowEvent>>(
         StepKind::Http(http) => run_http(id, http, seen, ctx).await,
         StepKind::ExecuteFlow(step) => super::subflow::run(id, step, seen, ctx).await,
         StepKind::Retriever(step) => run_retriever(id, step, seen, ctx, stream).await,
+        StepKind::CustomFunction(step) => run_custom_function(id, step, seen, ctx, stream).await,
         StepKind::Start(_)
         | StepKind::Loop(_)
         | StepKind::Iteration { .. }
@@ -680,6 +681,73 @@ async fn run_retriever<E: From<FlowEvent>>(
         state: update_state(seen, &step.update_state, &content),
         output,
         sources: documents,
+        ..Done::default()
+    })
+}
+
+/// `customFunctionAgentflow`: the JavaScript run in the runtime's sandbox with
+/// Flowise's globals; a string it returns is the node's text, anything else
+/// its JSON (pretty, as Flowise writes it).
+async fn run_custom_function<E: From<FlowEvent>>(
+    id: &str,
+    step: &super::step::CustomFunctionStep,
+    seen: &Seen<'_>,
+    ctx: &RunContext<'_>,
+    stream: Option<&Tokens<'_, E>>,
+) -> Result<Done, RunError> {
+    let scope = &seen.scope;
+    let mut globals = Map::with_capacity(step.variables.len() + 3);
+    let mut inputs = Map::with_capacity(step.variables.len());
+    for (name, template) in &step.variables {
+        let value = Value::from(scope.resolve(template));
+        inputs.insert(name.clone(), value.clone());
+        globals.insert(format!("${name}"), value);
+    }
+    globals.insert("$input".into(), Value::from(scope.question));
+    globals.insert("$vars".into(), Value::Object(scope.vars.clone()));
+    globals.insert(
+        "$flow".into(),
+        json!({
+            "input": scope.question,
+            "state": scope.state,
+            "chatflowId": scope.chatflow_id,
+            "sessionId": scope.session_id,
+            "chatId": scope.session_id,
+            "chatHistory": scope.chat_history,
+            "sourceDocuments": [], "usedTools": [], "artifacts": [], "fileAnnotations": [],
+        }),
+    );
+    let returned = ctx
+        .tools
+        .runtime
+        .run_javascript(
+            &step.code,
+            globals,
+            Some(ctx.limits.code_timeout.as_secs_f64()),
+            &ctx.env.workspace_id,
+        )
+        .await
+        .map_err(|why| {
+            RunError::Flow(FlowError::failed(format!(
+                "node {id} (customFunctionAgentflow) failed: {why}"
+            )))
+        })?;
+    let content = match &returned {
+        Value::String(text) => text.clone(),
+        Value::Null => String::new(),
+        other => serde_json::to_string_pretty(other).unwrap_or_default(),
+    };
+    if let Some(tokens) = stream
+        && !content.is_empty()
+    {
+        tokens.send(content.clone()).await?;
+    }
+    let mut output = Map::new();
+    output.insert("content".into(), Value::from(content.as_str()));
+    Ok(Done {
+        input: json!({"inputVariables": inputs, "code": step.code}),
+        state: update_state(seen, &step.update_state, &content),
+        output,
         ..Done::default()
     })
 }

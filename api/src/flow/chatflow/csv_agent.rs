@@ -162,6 +162,7 @@ async fn python(
         schema: Vec::new(),
         code: code.to_owned(),
         requirements: vec!["pandas".into()],
+        javascript: false,
     };
     let mut arguments = Map::new();
     arguments.insert("csv".into(), Value::from(csv));

@@ -244,6 +244,9 @@ pub struct PythonDefinition {
     pub schema: Vec<ToolField>,
     pub code: String,
     pub requirements: Vec<String>,
+    /// The code is JavaScript (a Flowise custom tool's body), run by the
+    /// runtime's JavaScript executor in the same sandbox.
+    pub javascript: bool,
 }
 
 /// The three agent node types differ in their prompts in Flowise; here all of

@@ -33,6 +33,18 @@ pub enum StepKind {
     HumanInput(HumanInput),
     ExecuteFlow(ExecuteFlowStep),
     Retriever(RetrieverStep),
+    CustomFunction(CustomFunctionStep),
+}
+
+/// `customFunctionAgentflow`: JavaScript run in the Python runtime's sandbox.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CustomFunctionStep {
+    /// The body of an async function.
+    pub code: String,
+    /// `(name, value as written)`: the global `$<name>`, its value resolved when
+    /// the node runs.
+    pub variables: Vec<(String, String)>,
+    pub update_state: Vec<(String, String)>,
 }
 
 /// `retrieverAgentflow`: document stores searched with a query.

@@ -1,6 +1,7 @@
 //! `customTool`: Flowise's custom tool. A tool of the workspace (`selectedTool`;
 //! weir's stored tools are Python) or an inline definition whose function is
-//! Python. Flowise's JavaScript functions cannot run here: a 400 says so.
+//! Flowise's JavaScript (run by the Python runtime's JavaScript executor, in
+//! the same sandbox as Python tools) or Python.
 
 use std::sync::Arc;
 
@@ -30,24 +31,21 @@ impl Node for CustomTool {
 
     fn build(&self, node: &Build<'_>) -> Result<Component, FlowError> {
         let source = match node.text("customToolFunc") {
-            Some(code) if looks_like_javascript(code) => {
-                return Err(node.invalid(
-                    "has a JavaScript function; weir runs Python tools only (store the tool \
-                     in Python through /api/v1/tools and select it, or use a pythonTool node)",
-                ));
-            }
             Some(code) => {
                 let name = node
                     .text("customToolName")
                     .ok_or_else(|| node.invalid("needs 'customToolName' with its function"))?;
-                PythonSource::Inline(Arc::new(super::python_tool::definition(
+                let mut definition = super::python_tool::definition(
                     node,
                     ("customToolName", name),
                     node.text("customToolDesc").unwrap_or_default(),
                     "customToolSchema",
                     code,
                     Vec::new(),
-                )?))
+                )?;
+                // Flowise's bodies are JavaScript; weir also takes Python here.
+                definition.javascript = looks_like_javascript(code);
+                PythonSource::Inline(Arc::new(definition))
             }
             None => {
                 let id = node
@@ -84,6 +82,12 @@ fn looks_like_javascript(code: &str) -> bool {
             "async function",
             "console.log(",
             "} catch",
+            "throw ",
+            "try {",
+            "if (",
+            "for (",
+            "await ",
+            "//",
         ]
         .iter()
         .any(|p| l.starts_with(p))
@@ -91,7 +95,11 @@ fn looks_like_javascript(code: &str) -> bool {
     let js_syntax = ["=>", "require(", "await fetch(", "===", "!=="]
         .iter()
         .any(|p| code.contains(p));
-    !has_def && (js_line || js_syntax)
+    // A function body's `return` at the top level: Python has no such thing.
+    let bare_return = code
+        .lines()
+        .any(|l| l.starts_with("return ") || l.starts_with("return;") || l == "return");
+    !has_def && (js_line || js_syntax || bare_return)
 }
 
 #[cfg(test)]
@@ -107,6 +115,11 @@ mod tests {
             "return $input.length > 3 ? 'a' : 'b'; // ok\nlet x = 1"
         ));
         assert!(!looks_like_javascript("def main(x):\n    return x * 2\n"));
+        assert!(looks_like_javascript("return { city: $city, ok: true };"));
+        assert!(looks_like_javascript(
+            "throw new TypeError('no such city');"
+        ));
+        assert!(!looks_like_javascript("result = 1\nprint('return me')\n"));
         assert!(!looks_like_javascript(
             "import math\nresult = math.sqrt({{$n}})\n"
         ));

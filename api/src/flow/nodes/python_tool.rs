@@ -96,7 +96,7 @@ pub(super) fn definition(
     validate_tool_name(name)
         .map_err(|e| node.invalid(format_args!("input '{name_input}': {e}")))?;
     if code.trim().is_empty() {
-        return Err(node.invalid("needs its Python 'code'"));
+        return Err(node.invalid("needs its function's code"));
     }
     let schema = parse_schema(node.value(schema_input).unwrap_or(&Value::Null))
         .map_err(|e| node.invalid(format_args!("input '{schema_input}': {e}")))?;
@@ -106,6 +106,7 @@ pub(super) fn definition(
         schema,
         code: code.to_owned(),
         requirements,
+        javascript: false,
     })
 }
 

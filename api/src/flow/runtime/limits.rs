@@ -13,6 +13,8 @@ pub const MAX_ITERATION_ITEMS: usize = 1000;
 pub const MAX_FLOW_DEPTH: u32 = 5;
 /// How long one run may take, unless configured (`AGENTFLOW_TIMEOUT_SECS`).
 pub const RUN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
+/// One run of a custom JavaScript function (`SANDBOX_TIMEOUT`).
+pub const CODE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The limits that keep an agentflow run from running away (the server's
 /// settings; the constants above are their defaults).
@@ -23,6 +25,8 @@ pub struct Limits {
     pub max_flow_depth: u32,
     /// The whole run, its waits for models and tools included.
     pub run_timeout: std::time::Duration,
+    /// One run of JavaScript (a custom function) in the Python runtime.
+    pub code_timeout: std::time::Duration,
 }
 
 impl Default for Limits {
@@ -32,6 +36,7 @@ impl Default for Limits {
             max_iteration_items: MAX_ITERATION_ITEMS,
             max_flow_depth: MAX_FLOW_DEPTH,
             run_timeout: RUN_TIMEOUT,
+            code_timeout: CODE_TIMEOUT,
         }
     }
 }

@@ -1,6 +1,8 @@
 //! Python tools, run by the Python tool runtime (`PYTHON_RUNTIME`,
-//! `POST /tools/execute-python` with `PY_TOOL_API_KEY`). The model's arguments
-//! go as direct parameters (`{{$name}}`), beside `$vars`, `$flow` and `$form`;
+//! `POST /tools/execute-python` with `PY_TOOL_API_KEY`), and JavaScript (Flowise's
+//! custom tool bodies and custom functions: `POST /tools/execute-javascript`,
+//! the same sandbox). The model's arguments go as direct parameters
+//! (`{{$name}}`; JavaScript globals `$name`), beside `$vars`, `$flow` and `$form`;
 //! the function's result comes back as the tool's output, and the files it
 //! wrote as artifacts whose URLs weir serves (`/api/v1/artifacts/…`), so
 //! clients never see the runtime. A runtime that is down, slow or over its
@@ -108,54 +110,115 @@ impl RuntimeClient {
             }),
         );
         variables.insert("$form".into(), Value::Object(env.form.clone()));
+        let (path, body) = if tool.javascript {
+            (
+                "execute-javascript",
+                json!({
+                    "code": tool.code,
+                    "variables": variables,
+                    "timeout": timeout,
+                    "workspaceId": env.workspace_id,
+                }),
+            )
+        } else {
+            (
+                "execute-python",
+                json!({
+                    "code": tool.code,
+                    "variables": variables,
+                    "requirements": tool.requirements,
+                    "timeout": timeout,
+                    "workspaceId": env.workspace_id,
+                }),
+            )
+        };
+        match self.run(path, &body, timeout).await {
+            Ok(answer) => outcome(&answer, &env.workspace_id),
+            Err(why) => ToolOutcome::error(why),
+        }
+    }
+
+    /// Runs the body of an async JavaScript function with these globals
+    /// (`$input`, `$vars`, `$flow` …) in the runtime's sandbox: what it
+    /// returned, or why it failed (its error, or the runtime's).
+    pub async fn run_javascript(
+        &self,
+        code: &str,
+        globals: Map<String, Value>,
+        timeout: Option<f64>,
+        workspace: &str,
+    ) -> Result<Value, String> {
+        let timeout = timeout.unwrap_or(DEFAULT_TIMEOUT_SECS);
         let body = json!({
-            "code": tool.code,
-            "variables": variables,
-            "requirements": tool.requirements,
+            "code": code,
+            "variables": globals,
             "timeout": timeout,
-            "workspaceId": env.workspace_id,
+            "workspaceId": workspace,
         });
-        let url = format!("{}/tools/execute-python", self.base);
+        let answer = self.run("execute-javascript", &body, timeout).await?;
+        if answer.get("success").and_then(Value::as_bool) == Some(true) {
+            return Ok(answer.get("result").cloned().unwrap_or(Value::Null));
+        }
+        if answer.get("timedOut").and_then(Value::as_bool) == Some(true) {
+            return Err(format!(
+                "the function ran past its {timeout} s limit and was stopped"
+            ));
+        }
+        Err(failure(&answer))
+    }
+
+    /// One execution in the runtime (`/tools/<path>`): its answer, or why
+    /// there is none.
+    async fn run(&self, path: &str, body: &Value, timeout: f64) -> Result<Value, String> {
+        let url = format!("{}/tools/{path}", self.base);
         let request = self
             .authorized(self.client.post(&url))
             .timeout(Duration::from_secs_f64(timeout) + INSTALL_ALLOWANCE)
-            .json(&body);
+            .json(body);
         let response = match request.send().await {
             Ok(r) => r,
             // The runtime's address is the operator's business, not the caller's.
             Err(e) if e.is_timeout() => {
-                tracing::warn!(runtime = %self.base, "a Python tool call timed out");
-                return ToolOutcome::error("the Python runtime did not answer in time");
+                tracing::warn!(runtime = %self.base, "a runtime call timed out");
+                return Err("the Python runtime did not answer in time".into());
             }
             Err(e) => {
                 let why = root_cause(&e);
                 tracing::warn!(runtime = %self.base, error = %why, "the Python runtime cannot be reached");
-                return ToolOutcome::error(format!("the Python runtime cannot be reached: {why}"));
+                return Err(format!("the Python runtime cannot be reached: {why}"));
             }
         };
         let status = response.status();
-        let answer: Value = match response.json().await {
-            Ok(v) => v,
-            Err(e) => {
-                return ToolOutcome::error(format!(
-                    "the Python runtime sent an unreadable answer (HTTP {}): {}",
-                    status.as_u16(),
-                    root_cause(&e)
-                ));
-            }
-        };
+        let answer: Value = response.json().await.map_err(|e| {
+            format!(
+                "the Python runtime sent an unreadable answer (HTTP {}): {}",
+                status.as_u16(),
+                root_cause(&e)
+            )
+        })?;
         if !status.is_success() {
             let message = answer
                 .get("message")
                 .and_then(Value::as_str)
                 .unwrap_or("no reason given");
-            return ToolOutcome::error(format!(
+            return Err(format!(
                 "the Python runtime refused the call (HTTP {}): {message}",
                 status.as_u16()
             ));
         }
-        outcome(&answer, &env.workspace_id)
+        Ok(answer)
     }
+}
+
+/// A failed run's error as `Type: message`.
+fn failure(answer: &Value) -> String {
+    let error = answer.get("error").unwrap_or(&Value::Null);
+    let kind = error.get("type").and_then(Value::as_str).unwrap_or("Error");
+    let message = error
+        .get("message")
+        .and_then(Value::as_str)
+        .unwrap_or("the tool failed");
+    format!("{kind}: {message}")
 }
 
 /// The tool's output and artifacts from the runtime's answer.
@@ -181,13 +244,7 @@ fn outcome(answer: &Value, workspace: &str) -> ToolOutcome {
             Some(other) => other.to_string(),
         }
     } else {
-        let error = answer.get("error").unwrap_or(&Value::Null);
-        let kind = error.get("type").and_then(Value::as_str).unwrap_or("Error");
-        let message = error
-            .get("message")
-            .and_then(Value::as_str)
-            .unwrap_or("the tool failed");
-        format!("Error: {kind}: {message}")
+        format!("Error: {}", failure(answer))
     };
     ToolOutcome {
         output,

@@ -377,6 +377,7 @@ async fn tool_env(
                 schema: tool.schema,
                 code: tool.code,
                 requirements: tool.requirements,
+                javascript: false,
             }),
         );
     }

@@ -562,5 +562,6 @@ fn agentflow_limits(config: &Config) -> Limits {
         max_iteration_items: config.agentflow_max_iteration_items as usize,
         max_flow_depth: config.agentflow_max_flow_depth,
         run_timeout: std::time::Duration::from_secs(config.agentflow_timeout_secs),
+        code_timeout: std::time::Duration::from_millis(config.sandbox_timeout_ms),
     }
 }

@@ -1,10 +1,12 @@
-//! `customFunctionAgentflow`: a JavaScript function in Flowise. weir runs no
-//! JavaScript, so the node is known (its export loads up to it) and refused
-//! with the way to do the same work.
+//! `customFunctionAgentflow`: Flowise's JavaScript function node. Its code (the
+//! body of an async function) runs in the Python runtime's sandbox through its
+//! JavaScript executor — never in the API process — with Flowise's globals:
+//! `$input`, `$vars`, `$flow` and one `$<name>` per input variable row.
 
-use super::Read;
+use super::{Read, step};
 use crate::flow::FlowError;
 use crate::flow::component::Component;
+use crate::flow::component::step::{CustomFunctionStep, StepKind};
 use crate::flow::node::{Build, Category, InputKind, Node, NodeSpec, input};
 
 pub struct CustomFunctionAgentflow;
@@ -25,9 +27,34 @@ impl Node for CustomFunctionAgentflow {
     }
 
     fn build(&self, node: &Build<'_>) -> Result<Component, FlowError> {
-        Err(Read::new(node).invalid(
-            "runs JavaScript, which weir does not run; do the work in a Python tool \
-             (toolAgentflow with a stored tool) instead",
-        ))
+        let read = Read::new(node);
+        let code = read.text("customFunctionJavascriptFunction");
+        if code.trim().is_empty() {
+            return Err(read.invalid("has no JavaScript function to run"));
+        }
+        let variables = read.pairs(
+            "customFunctionInputVariables",
+            "variableName",
+            "variableValue",
+        )?;
+        if let Some((name, _)) = variables.iter().find(|(name, _)| !is_identifier(name)) {
+            return Err(read.invalid(format_args!(
+                "has an input variable '{name}' that is not a JavaScript name"
+            )));
+        }
+        step(StepKind::CustomFunction(CustomFunctionStep {
+            code,
+            variables,
+            update_state: read.update_state("customFunction")?,
+        }))
     }
+}
+
+/// Letters, digits, `_` and `$`, not starting with a digit.
+fn is_identifier(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c == '$' || c == '_' || c.is_ascii_alphabetic())
+        && chars.all(|c| c == '$' || c == '_' || c.is_ascii_alphanumeric())
 }

@@ -1,0 +1,145 @@
+"""JavaScript in the sandbox: Flowise's `customFunctionAgentflow` and JavaScript
+`customTool` bodies run by the real Python runtime's JavaScript executor (QuickJS
+in the tool sandbox), never in weir: Flowise's globals ($input, $vars, $flow,
+$<variable>, $<argument>), state updates from the returned value, `console`,
+a thrown error, an endless loop stopped at SANDBOX_TIMEOUT, memory over the
+limit, `fetch` to the host refused by the network policy, and a body that does
+not compile."""
+
+import json
+
+import pytest
+
+import flows
+from fakes import FakeProviders
+from flows import af_node, af_reply, af_start, mention, rich
+from prediction_client import ask, create_flow, predict, tools_used
+from tool_runtime import use_runtime
+from weir_harness import Api, Weir, assert_error
+
+
+@pytest.fixture(scope="module")
+def fake():
+    f = FakeProviders()
+    yield f
+    f.close()
+
+
+def agentflow(*nodes):
+    return flows.agentflow(list(nodes), [(a["id"], b["id"]) for a, b in zip(nodes, nodes[1:])])
+
+
+def custom_function(code, variables=(), update_state=(), node_id="customFunctionAgentflow_0"):
+    return af_node(node_id, "customFunctionAgentflow", {
+        "customFunctionInputVariables": [{"variableName": n, "variableValue": v} for n, v in variables],
+        "customFunctionJavascriptFunction": code,
+        "customFunctionUpdateState": [{"key": k, "value": v} for k, v in update_state],
+    }, "Custom Function")
+
+
+def run_function(api, code, question="hello there", **kw):
+    flow = create_flow(api, agentflow(af_start(), custom_function(code, **kw)), type="AGENTFLOW")
+    return predict(api, flow, question)
+
+
+def test_a_custom_function_runs_with_flowises_globals_and_sets_state(py_api):
+    r = py_api.post("/variables", json={"name": "greeting", "value": "Hi"})
+    assert r.status_code == 201, r.text
+    code = """
+const words = $input.split(' ');
+console.log('counting', words.length);
+return { greeting: $vars.greeting + ', ' + $name, words: words.length, topic: $flow.state.topic,
+         chatflow: $flow.chatflowId.length, session: typeof $flow.sessionId };
+"""
+    start = af_start(state=[{"key": "topic", "value": "billing"}, {"key": "count", "value": ""}])
+    function = custom_function(code, variables=[("name", rich(mention("question")))],
+                               update_state=[("count", "{{ output.words }}")])
+    reply = af_reply("directReplyAgentflow_0", "Words: {{ $flow.state.count }} / {{ customFunctionAgentflow_0 }}")
+    flow = create_flow(py_api, agentflow(start, function, reply), type="AGENTFLOW")
+    body = ask(py_api, flow, "three little words")
+    item = [i for i in body["agentFlowExecutedData"] if i["nodeId"] == "customFunctionAgentflow_0"][0]
+    returned = json.loads(item["data"]["output"]["content"])
+    assert returned == {"greeting": "Hi, three little words", "words": 3, "topic": "billing",
+                        "chatflow": 36, "session": "string"}
+    assert item["data"]["input"]["inputVariables"] == {"name": "three little words"}
+    assert body["text"].startswith("Words: 3 / {")
+
+
+def test_a_string_is_the_nodes_text_and_async_work_is_awaited(py_api):
+    code = ("const later = await new Promise(r => setTimeout(() => r('late'), 20));\n"
+            "return $input.toUpperCase() + ' ' + later;")
+    reply = af_reply("directReplyAgentflow_0", rich(mention("customFunctionAgentflow_0")))
+    flow = create_flow(py_api, agentflow(af_start(), custom_function(code), reply), type="AGENTFLOW")
+    assert ask(py_api, flow, "quiet please")["text"] == "QUIET PLEASE late"
+
+
+@pytest.mark.parametrize("code, words", [
+    ("throw new Error('the ledger is locked');", "Error: the ledger is locked"),
+    ("return undefinedThing.value;", "ReferenceError"),
+    ("return (", "SyntaxError"),
+    ("const blocks = []; while (true) blocks.push(new Array(1000000).fill(7));", "out of memory"),
+])
+def test_javascript_failures_fail_the_node_with_their_error(py_api, code, words):
+    message = assert_error(run_function(py_api, code), 500)["message"]
+    assert "customFunctionAgentflow_0" in message and "JavaScriptError" in message and words in message, message
+
+
+def test_fetch_cannot_reach_the_host(py_api, py_server):
+    """The runtime's network policy holds for JavaScript: weir itself, on the host's
+    loopback, is out of reach."""
+    code = f"const r = await fetch('{py_server.url}/api/v1/ping'); return r.status;"
+    message = assert_error(run_function(py_api, code), 500)["message"]
+    assert "fetch failed" in message, message
+
+
+def test_an_endless_loop_is_stopped_at_the_sandbox_timeout(py_runtime, tmp_path_factory):
+    w = use_runtime(Weir(tmp_path_factory.mktemp("weir-js-timeout"), "sqlite"), py_runtime)
+    w.env.update(SANDBOX_TIMEOUT="1500")
+    w.start()
+    try:
+        api = Api(w.url, w.create_key())
+        message = assert_error(run_function(api, "while (true) {}"), 500)["message"]
+        assert "limit" in message and "customFunctionAgentflow_0" in message, message
+        # The workspace's next run is not held up.
+        flow = create_flow(api, agentflow(af_start(), custom_function("return 'fine';"),
+                                          af_reply("directReplyAgentflow_0", rich(mention("customFunctionAgentflow_0")))),
+                           type="AGENTFLOW")
+        assert ask(api, flow, "x")["text"] == "fine"
+    finally:
+        w.cleanup()
+
+
+def test_a_javascript_custom_tool_body_runs_for_an_agent(py_api, fake):
+    r = py_api.post("/variables", json={"name": "unit", "value": "celsius"})
+    assert r.status_code == 201, r.text
+    schema = [{"property": "city", "type": "string", "description": "City", "required": True},
+              {"property": "days", "type": "number", "description": "Days", "required": False}]
+    body_js = ("const days = $days || 1;\n"
+               "return `${$city}: ${days} day(s) of sun in ${$vars.unit} (${typeof $flow.chatflowId})`;")
+    tool = flows.node("customTool_0", "customTool", {
+        "customToolName": "forecast", "customToolDesc": "The weather", "customToolSchema": json.dumps(schema),
+        "customToolFunc": body_js})
+    flow = create_flow(py_api, flows.tool_agent(flows.openai_model(fake.url), [tool]))
+    body = ask(py_api, flow, 'Weather? CALL forecast {"city": "Oslo", "days": 2}')
+    [(name, args, output)] = tools_used(body["usedTools"])
+    assert name == "forecast" and args == {"city": "Oslo", "days": 2}
+    assert output == "Oslo: 2 day(s) of sun in celsius (string)"
+    # An object returned is the tool's JSON output; a throw is an error the agent sees.
+    tool["data"]["inputs"]["customToolFunc"] = "return { city: $city, ok: true };"
+    flow = create_flow(py_api, flows.tool_agent(flows.openai_model(fake.url), [tool]))
+    [(_, _, output)] = tools_used(ask(py_api, flow, 'CALL forecast {"city": "Rome"}')["usedTools"])
+    assert json.loads(output) == {"city": "Rome", "ok": True}
+    tool["data"]["inputs"]["customToolFunc"] = "throw new TypeError('no such city');"
+    flow = create_flow(py_api, flows.tool_agent(flows.openai_model(fake.url), [tool]))
+    [(_, _, output)] = tools_used(ask(py_api, flow, 'CALL forecast {"city": "Atlantis"}')["usedTools"])
+    assert output.startswith("Error: JavaScriptError: TypeError: no such city"), output
+
+
+def test_a_custom_function_without_code_or_with_a_bad_name_is_a_400(py_api):
+    for node, words in [(custom_function("  "), "no JavaScript"),
+                        (custom_function("return 1", variables=[("not-a-name", "x")]), "not-a-name")]:
+        r = py_api.post("/chatflows", json={"name": "bad", "type": "AGENTFLOW",
+                                            "flowData": json.dumps(agentflow(af_start(), node))})
+        if r.status_code == 201:
+            r = predict(py_api, r.json()["id"], "hi")
+        assert_error(r, 400, words)
