@@ -143,3 +143,29 @@ def test_a_custom_function_without_code_or_with_a_bad_name_is_a_400(py_api):
         if r.status_code == 201:
             r = predict(py_api, r.json()["id"], "hi")
         assert_error(r, 400, words)
+
+
+def test_a_sequential_agents_state_is_updated_by_its_javascript(py_api, fake):
+    """`updateStateMemoryCode` (the code tab chosen): the object returned is written
+    to the state, which the next step's prompt reads."""
+    model = flows.openai_model(fake.url)
+    state = flows.node("seqState_0", "seqState", {"stateMemoryUI": json.dumps([
+        {"key": "shout", "type": "Replace", "defaultValue": ""},
+        {"key": "words", "type": "Replace", "defaultValue": ""}])})
+    code = ("const said = $flow.output.content;\n"
+            "return { shout: said.toUpperCase(), words: said.split(' ').length + $flow.state.messages.length * 0 };")
+    first = flows.seq_llm("seqLLMNode_0", "first", ["seqStart_0"], human="{question}",
+                          updateStateMemoryCode=code,
+                          selectedUpdateStateMemoryTab_seqLLMNode_0="updateStateMemoryCode")
+    second = flows.seq_llm("seqLLMNode_1", "second", ["seqLLMNode_0"], human="Shouted: {shout} ({words})",
+                           promptValues=json.dumps({"shout": "$flow.state.shout", "words": "$flow.state.words"}))
+    nodes = [model, state, flows.seq_start(model, state=flows.ref("seqState_0")), first, second,
+             flows.seq_end("seqEnd_0", "seqLLMNode_1")]
+    flow = create_flow(py_api, flows.wired(nodes), type="MULTIAGENT")
+    body = ask(py_api, flow, "quiet words")
+    assert body["text"] == "Echo: Shouted: ECHO: QUIET WORDS (3)", body["text"]
+    # A value that is not an object is Flowise's error.
+    first["data"]["inputs"]["updateStateMemoryCode"] = "return 'nope';"
+    flow = create_flow(py_api, flows.wired(nodes), type="MULTIAGENT")
+    message = assert_error(predict(py_api, flow, "hi"), 500)["message"]
+    assert "Return output must be an object" in message and "seqLLMNode_0" in message, message

@@ -145,6 +145,17 @@ pub struct SequentialSpec {
     pub graph: Arc<SeqGraph>,
 }
 
+impl SequentialSpec {
+    /// Whether a step updates the state with JavaScript (in the Python runtime).
+    pub fn runs_javascript(&self) -> bool {
+        self.steps.values().any(|s| match s {
+            SeqStep::Agent(a) | SeqStep::Llm(a) => a.update_code.is_some(),
+            SeqStep::ToolNode { update_code, .. } => update_code.is_some(),
+            _ => false,
+        })
+    }
+}
+
 impl PartialEq for SequentialSpec {
     fn eq(&self, other: &Self) -> bool {
         self.model == other.model
@@ -174,12 +185,13 @@ impl Runnable {
         }
     }
 
-    /// Whether the run reads workspace variables (`$vars`): Python tools, or
-    /// an agentflow that names them.
+    /// Whether the run reads workspace variables (`$vars`): Python tools, an
+    /// agentflow that names them, or a sequential step's JavaScript.
     pub fn reads_vars(&self) -> bool {
         self.uses_python()
             || matches!(&self.answer, Answer::CsvAgent(_))
             || matches!(&self.answer, Answer::Agentflow(f) if f.reads_vars())
+            || matches!(&self.answer, Answer::Sequential(s) if s.runs_javascript())
     }
 
     /// Whether the run needs its workspace's tool environment: tools, `$vars`,

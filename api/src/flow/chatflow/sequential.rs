@@ -489,14 +489,28 @@ async fn run_node<E: From<FlowEvent>>(view: &View<'_>, task: &Task) -> Result<St
         }
         _ => return Ok(StepDone::default()),
     };
-    let (name, rows) = match step {
-        SeqStep::Agent(a) | SeqStep::Llm(a) => (a.name.as_str(), a.update_state.as_slice()),
+    let (name, rows, code) = match step {
+        SeqStep::Agent(a) | SeqStep::Llm(a) => (
+            a.name.as_str(),
+            a.update_state.as_slice(),
+            a.update_code.as_deref(),
+        ),
         SeqStep::ToolNode {
-            name, update_state, ..
-        } => (name.as_str(), update_state.as_slice()),
-        _ => ("", &[][..]),
+            name,
+            update_state,
+            update_code,
+            ..
+        } => (
+            name.as_str(),
+            update_state.as_slice(),
+            update_code.as_deref(),
+        ),
+        _ => ("", &[][..], None),
     };
-    done.writes = update_state(rows, &done.output, view);
+    done.writes = match code {
+        Some(code) => update_state_code(code, &task.id, &done.output, view).await?,
+        None => update_state(rows, &done.output, view),
+    };
     let said: Vec<&str> = done.messages.iter().map(|m| m.content.as_str()).collect();
     done.reasoning = Some(json!({
         "agentName": name,
@@ -519,6 +533,57 @@ fn update_state(rows: &[(String, String)], output: &Value, view: &View<'_>) -> M
     rows.iter()
         .map(|(key, value)| (key.clone(), read(value, output, view)))
         .collect()
+}
+
+/// A step's `updateStateMemoryCode`: JavaScript run in the Python runtime's
+/// sandbox with Flowise's globals (`$input`, `$vars`, `$flow` with the step's
+/// `output` and the `state`); the object it returns is the keys written.
+async fn update_state_code(
+    code: &str,
+    node_id: &str,
+    output: &Value,
+    view: &View<'_>,
+) -> Result<Map<String, Value>, RunError> {
+    let flow = &view.ctx.flow;
+    let mut state = view.state.clone();
+    state.insert("messages".into(), view.messages());
+    let mut globals = Map::with_capacity(3);
+    globals.insert("$input".into(), Value::from(view.input.question.as_str()));
+    globals.insert("$vars".into(), Value::Object(view.ctx.env.vars.clone()));
+    globals.insert(
+        "$flow".into(),
+        json!({
+            "chatflowId": flow.chatflow_id,
+            "sessionId": flow.session_id,
+            "chatId": flow.session_id,
+            "input": view.input.question,
+            "output": output,
+            "state": state,
+            "vars": view.ctx.env.vars,
+        }),
+    );
+    let failed = |why: String| {
+        RunError::Flow(FlowError::failed(format!(
+            "node {node_id} could not update the state (updateStateMemoryCode): {why}"
+        )))
+    };
+    let returned = view
+        .ctx
+        .tools
+        .runtime
+        .run_javascript(
+            code,
+            globals,
+            Some(view.ctx.limits.code_timeout.as_secs_f64()),
+            &view.ctx.env.workspace_id,
+        )
+        .await
+        .map_err(failed)?;
+    match returned {
+        Value::Object(writes) => Ok(writes),
+        // Flowise's words.
+        _ => Err(failed("Return output must be an object".into())),
+    }
 }
 
 /// A `$flow.…` or `$vars.…` reference, or the text as written.

@@ -305,6 +305,8 @@ pub enum SeqStep {
         /// The LLM node whose tool calls this node runs.
         llm_node: String,
         update_state: Vec<(String, String)>,
+        /// `updateStateMemoryCode`, when that tab is the one chosen.
+        update_code: Option<String>,
     },
     Condition {
         name: String,
@@ -352,6 +354,9 @@ pub struct SeqAgent {
     /// `updateStateMemoryUI` rows: state key, and its value (`$flow.…` read
     /// after the step, else the text as written).
     pub update_state: Vec<(String, String)>,
+    /// `updateStateMemoryCode`: JavaScript returning the keys to write, run in
+    /// the Python runtime's sandbox (when that tab is the one chosen).
+    pub update_code: Option<String>,
 }
 
 /// One row of a `seqCondition`: when `variable` `operation` `value`, take `output`.

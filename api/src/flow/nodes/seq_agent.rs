@@ -25,19 +25,21 @@ pub(super) const STEP_IGNORED: [InputSpec; 10] = [
     input("selectedUpdateStateMemoryTab", K::Ignored),
 ];
 
+/// A step's state update: its rows, or its JavaScript.
+pub(super) type StateUpdate = (Vec<(String, String)>, Option<String>);
+
 /// A step's `Update State` rows `{key, value}` (the table tab; older flows wrote
-/// `{Key, Value}` rows into `updateStateMemory`). The code tab is JavaScript,
-/// which weir does not run: a 400 when it is the tab chosen and holds code.
-pub(super) fn update_state(node: &Build<'_>) -> Result<Vec<(String, String)>, FlowError> {
+/// `{Key, Value}` rows into `updateStateMemory`), or its JavaScript (the code
+/// tab, when it is the one chosen and holds code), run in the Python runtime.
+pub(super) fn update_state(node: &Build<'_>) -> Result<StateUpdate, FlowError> {
     let tab = node
         .value(&format!("selectedUpdateStateMemoryTab_{}", node.id()))
         .and_then(serde_json::Value::as_str)
         .unwrap_or("updateStateMemoryUI");
-    if tab.starts_with("updateStateMemoryCode") && node.text("updateStateMemoryCode").is_some() {
-        return Err(node.invalid(
-            "updates the state with JavaScript (updateStateMemoryCode), which weir does not run; \
-             use the table (updateStateMemoryUI)",
-        ));
+    if tab.starts_with("updateStateMemoryCode")
+        && let Some(code) = node.text("updateStateMemoryCode")
+    {
+        return Ok((Vec::new(), Some(code.to_owned())));
     }
     let mut rows = Vec::new();
     for input in ["updateStateMemoryUI", "updateStateMemory"] {
@@ -54,7 +56,7 @@ pub(super) fn update_state(node: &Build<'_>) -> Result<Vec<(String, String)>, Fl
         }
         break;
     }
-    Ok(rows)
+    Ok((rows, None))
 }
 
 const INPUTS: [InputSpec; 18] = concat(
@@ -131,6 +133,7 @@ pub(super) fn step(
     if let Some(m) = &model {
         super::tool_agent::refuse_local(node, &m.provider)?;
     }
+    let (update_state, update_code) = update_state(node)?;
     Ok(SeqAgent {
         name: node.text(name_input).unwrap_or(default).to_owned(),
         system: node
@@ -145,6 +148,7 @@ pub(super) fn step(
         model,
         tools: Vec::new(),
         max_iterations: 1,
-        update_state: update_state(node)?,
+        update_state,
+        update_code,
     })
 }

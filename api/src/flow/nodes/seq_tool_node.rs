@@ -36,11 +36,13 @@ impl Node for SeqToolNode {
             .first()
             .map(|s| (*s).to_owned())
             .ok_or_else(|| node.invalid("needs its 'llmNode' input connected"))?;
+        let (update_state, update_code) = super::seq_agent::update_state(node)?;
         Ok(Component::Sequential(SeqStep::ToolNode {
             name: node.text("toolNodeName").unwrap_or("Tools").to_owned(),
             tools: node.tools("tools")?,
             llm_node,
-            update_state: super::seq_agent::update_state(node)?,
+            update_state,
+            update_code,
         }))
     }
 }
