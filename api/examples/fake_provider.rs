@@ -4,7 +4,8 @@
 //! key check; `POST /v1/embeddings` answers each input with a bag-of-words vector
 //! of 384 dimensions (each word hashed to a dimension, L2-normalised), so texts
 //! sharing words are near. Prints its address on stdout, then serves until
-//! killed. Loopback only.
+//! killed. `POST /v1beta/models/<model>:streamGenerateContent` streams the same
+//! echo in Gemini's SSE chunks (the Generative Language API). Loopback only.
 //!
 //! `cargo run --release -p weir-api --example fake_provider [-- PORT]`
 
@@ -34,6 +35,46 @@ async fn completions(axum::Json(body): axum::Json<Value>) -> Response {
         out.push_str(&format!("data: {chunk}\n\n"));
     }
     out.push_str("data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n");
+    Response::builder()
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .body(Body::from(out))
+        .unwrap_or_default()
+}
+
+/// Gemini's `streamGenerateContent?alt=sse`: the echo of the last user turn's
+/// text, a word a chunk, the last with `finishReason` and usage.
+async fn gemini(axum::Json(body): axum::Json<Value>) -> Response {
+    let question = body["contents"]
+        .as_array()
+        .and_then(|c| c.iter().rev().find(|c| c["role"] == "user"))
+        .and_then(|c| c["parts"].as_array())
+        .map(|parts| {
+            parts
+                .iter()
+                .filter_map(|p| p["text"].as_str())
+                .collect::<String>()
+        })
+        .unwrap_or_default();
+    let answer = format!("Echo: {question}");
+    let words: Vec<&str> = answer.split(' ').collect();
+    let mut out = String::new();
+    for (i, word) in words.iter().enumerate() {
+        let text = if i == 0 {
+            (*word).to_owned()
+        } else {
+            format!(" {word}")
+        };
+        let mut candidate =
+            json!({"content": {"role": "model", "parts": [{"text": text}]}, "index": 0});
+        let mut chunk = json!({"modelVersion": "fake"});
+        if i + 1 == words.len() {
+            candidate["finishReason"] = json!("STOP");
+            chunk["usageMetadata"] = json!({"promptTokenCount": 1, "candidatesTokenCount": words.len(),
+                                            "totalTokenCount": 1 + words.len()});
+        }
+        chunk["candidates"] = json!([candidate]);
+        out.push_str(&format!("data: {chunk}\r\n\r\n"));
+    }
     Response::builder()
         .header(header::CONTENT_TYPE, "text/event-stream")
         .body(Body::from(out))
@@ -87,6 +128,7 @@ async fn main() -> std::io::Result<()> {
     println!("http://{}", listener.local_addr()?);
     let app = Router::new()
         .route("/v1/chat/completions", post(completions))
-        .route("/v1/embeddings", post(embeddings));
+        .route("/v1/embeddings", post(embeddings))
+        .route("/v1beta/models/{model_and_method}", post(gemini));
     axum::serve(listener, app).await
 }

@@ -1048,3 +1048,33 @@ def test_llama_indexs_openai_embeddings_embed_as_openais(api, fake):
     assert upserted(upsert(api, flow))["numAdded"] == 3
     assert fake.count("/embeddings") > before
     assert contents(ask(api, flow, "When are invoices paid?")["sourceDocuments"]) == [texts[0]]
+
+
+def test_llama_indexs_context_chat_engine_searches_with_the_message_itself(api, fake):
+    """`contextChatEngine`: no rephrasing — each message finds its own chunks, put in
+    the system message after the node's own (LlamaIndex's context prompt), then the
+    session's conversation."""
+    splitter = flows.character_splitter(60, 0, "\n\n")
+    texts = [p.replace("\n", " ") for p in POLICIES]
+    loader = flows.plain_text(paragraphs(texts), splitter)
+    emb = flows.openai_embeddings(fake.url)
+    store = flows.memory_vector_store([loader], emb, topK=1)
+    model = flows.openai_model(fake.url)
+    model["data"]["name"] = "chatOpenAI_LlamaIndex"
+    engine = flows.node("contextChatEngine_0", "contextChatEngine", {
+        "model": flows.ref(model["id"]), "vectorStoreRetriever": flows.ref(store["id"]),
+        "returnSourceDocuments": True, "systemMessagePrompt": "You answer from the policies."})
+    flow = create_flow(api, flows.rag(splitter, loader, emb, store, model, engine))
+    upserted(upsert(api, flow))
+    chat = f"context-{uuid.uuid4().hex[:8]}"
+    q1, q2 = "Who approves expense claims?", "When are invoices paid?"
+    ask(api, flow, q1, chatId=chat)
+    calls = fake.count("/chat/completions")
+    second = ask(api, flow, q2, chatId=chat)
+    assert fake.count("/chat/completions") == calls + 1, "no rephrasing call"
+    [doc] = contents(second["sourceDocuments"])
+    assert doc == ranked(q2, texts)[0][1]
+    sent = fake.last("/chat/completions")["messages"]
+    assert sent[0] == {"role": "system", "content": "You answer from the policies.\n\nContext information is below.\n"
+                                                    f"---------------------\n{doc}\n---------------------\n"}
+    assert [m["content"] for m in sent[1:]] == [q1, f"Echo: {q1}", q2]

@@ -45,6 +45,7 @@ pub static NODES: &[&dyn Node] = &[
     &redis_backed_chat_memory::RedisBackedChatMemory,
     &redis_backed_chat_memory::UpstashRedisBackedChatMemory,
     &llama_index_engines::SimpleChatEngine,
+    &llama_index_engines::ContextChatEngine,
     &chat_openai::ChatOpenAiLlamaIndex,
     &open_ai_embeddings::OpenAiEmbeddingLlamaIndex,
     &rerank_retrievers::CohereRerankRetriever,

@@ -41,8 +41,9 @@ pub async fn run<E: From<FlowEvent>>(
             );
             (vec![ChatMessage::new(Role::User, prompt)], documents)
         }
-        RetrievalKind::Conversational => {
-            let query = if input.history.is_empty() {
+        RetrievalKind::Conversational | RetrievalKind::Context => {
+            // A context chat engine searches with the message as it is.
+            let query = if input.history.is_empty() || chain.kind == RetrievalKind::Context {
                 input.question.clone()
             } else {
                 let prompt = fill(

@@ -426,6 +426,9 @@ pub enum RetrievalKind {
     /// `conversationalRetrievalQAChain`: the question rephrased with the
     /// history, then answered over the chunks.
     Conversational,
+    /// LlamaIndex's `contextChatEngine`: the chunks the message itself finds,
+    /// in the system message, then the conversation.
+    Context,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -1,9 +1,11 @@
-//! LlamaIndex's chat engine in Flowise, run as the LangChain chain it matches:
+//! LlamaIndex's chat engines in Flowise, run as the LangChain chains they match:
 //! `simpleChatEngine` (a system message, memory, the question: a conversation
-//! chain).
+//! chain) and `contextChatEngine` (the chunks the message finds in a vector
+//! store, put in the system message as LlamaIndex does, then the conversation:
+//! a retrieval chain that does not rephrase).
 
 use crate::flow::FlowError;
-use crate::flow::component::Component;
+use crate::flow::component::{Component, MemorySpec, RetrievalChainSpec, RetrievalKind};
 use crate::flow::node::{Build, Category, InputKind as K, Node, NodeSpec, input, required};
 
 /// LlamaIndex's default system message of a chat engine, as Flowise shows it.
@@ -28,5 +30,54 @@ impl Node for SimpleChatEngine {
 
     fn build(&self, node: &Build<'_>) -> Result<Component, FlowError> {
         super::conversation_chain::conversation(node, DEFAULT_SYSTEM_MESSAGE)
+    }
+}
+
+/// LlamaIndex's context system prompt (`contextSystemPrompt`).
+const CONTEXT_PROMPT: &str =
+    "Context information is below.\n---------------------\n{context}\n---------------------\n";
+
+pub struct ContextChatEngine;
+
+static CONTEXT: NodeSpec = NodeSpec {
+    name: "contextChatEngine",
+    category: Category::Chain,
+    inputs: &[
+        required("model", K::Anchor(Category::ChatModel)),
+        required("vectorStoreRetriever", K::Anchor(Category::VectorStore)),
+        input("memory", K::Anchor(Category::Memory)),
+        input("returnSourceDocuments", K::Boolean),
+        input("systemMessagePrompt", K::Text),
+    ],
+};
+
+impl Node for ContextChatEngine {
+    fn spec(&self) -> &'static NodeSpec {
+        &CONTEXT
+    }
+
+    fn build(&self, node: &Build<'_>) -> Result<Component, FlowError> {
+        // Like Flowise's engine, it remembers the session without a memory node.
+        let memory = node.memory("memory")?.unwrap_or_else(|| MemorySpec {
+            node_id: node.id().to_owned(),
+            window: None,
+            session_id: None,
+            label: None,
+            redis: None,
+        });
+        let response_prompt = match node.text("systemMessagePrompt") {
+            Some(system) if !system.trim().is_empty() => format!("{system}\n\n{CONTEXT_PROMPT}"),
+            _ => CONTEXT_PROMPT.to_owned(),
+        };
+        Ok(Component::RetrievalChain(RetrievalChainSpec {
+            kind: RetrievalKind::Context,
+            node_id: node.id().to_owned(),
+            model: node.required_model("model")?,
+            store: node.vector_store("vectorStoreRetriever")?,
+            memory: Some(memory),
+            rephrase_prompt: String::new(),
+            response_prompt,
+            return_sources: node.boolean("returnSourceDocuments")?,
+        }))
     }
 }
