@@ -27,7 +27,7 @@ import requests
 
 import flows
 from fakes import EMBED_DIMS, GOOD_KEY, FakeProviders, FakeSite, embed_text
-from prediction_client import ask, assert_stream, create_flow, stream
+from prediction_client import ask, assert_stream, create_flow, predict, stream
 from weir_harness import MODELS_DIR, Api, assert_error, backends
 
 MINILM = MODELS_DIR / "all-minilm-l6-v2"
@@ -1078,3 +1078,40 @@ def test_llama_indexs_context_chat_engine_searches_with_the_message_itself(api, 
     assert sent[0] == {"role": "system", "content": "You answer from the policies.\n\nContext information is below.\n"
                                                     f"---------------------\n{doc}\n---------------------\n"}
     assert [m["content"] for m in sent[1:]] == [q1, f"Echo: {q1}", q2]
+
+
+def test_an_rrf_retriever_fuses_the_searches_of_the_questions_versions(api, fake):
+    """`RRFRetriever`: the model writes versions of the question (Flowise's prompt),
+    the question and each version are searched, and the lists are fused by
+    reciprocal rank, keeping the node's `topK`."""
+    splitter = flows.character_splitter(60, 0, "\n\n")
+    texts = [p.replace("\n", " ") for p in POLICIES]
+    loader = flows.plain_text(paragraphs(texts), splitter)
+    emb = flows.openai_embeddings(fake.url)
+    store = flows.memory_vector_store([loader], emb, topK=3)
+    model = flows.openai_model(fake.url)
+    rrf = flows.node("RRFRetriever_0", "RRFRetriever", {
+        "vectorStore": flows.ref(store["id"]), "model": flows.ref(model["id"]), "queryCount": 2, "topK": 2,
+        "c": 60})
+    chain = flows.conversational_retrieval_qa_chain(model, rrf, returnSourceDocuments=True)
+    flow = create_flow(api, flows.rag(splitter, loader, emb, store, model, rrf, chain))
+    upserted(upsert(api, flow))
+    question = f"When are invoices paid? {uuid.uuid4().hex[:6]}"
+    searched_before = len(fake.embedded_texts())
+    body = ask(api, flow, question)
+    [asked] = fake.bodies("/chat/completions", "different versions of the given user question")[-1:]
+    prompt = asked["messages"][-1]["content"]
+    assert "generate 2 different versions" in prompt and prompt.endswith(f"Original question: {question}")
+    # The question and the model's versions (the fake echoes the prompt: its lines) are searched.
+    searched = [t for batch in fake.embedded_texts()[searched_before:] for t in batch]
+    assert question in searched and len(searched) == 3, searched
+    docs = body["sourceDocuments"]
+    assert len(docs) == 2 and docs[0]["pageContent"] == ranked(question, texts)[0][1]
+    scores = [d["metadata"]["relevance_score"] for d in docs]
+    assert scores == sorted(scores, reverse=True) and all(0 < s <= 3 / 61 for s in scores), scores
+    # A reranker around it, or it around a reranker, is refused.
+    again = flows.node("RRFRetriever_1", "RRFRetriever", {"vectorStore": flows.ref(rrf["id"]),
+                                                          "model": flows.ref(model["id"])})
+    chain = flows.conversational_retrieval_qa_chain(model, again)
+    flow = create_flow(api, flows.rag(splitter, loader, emb, store, model, rrf, again, chain))
+    assert_error(predict(api, flow, "x"), 400, "RRF")

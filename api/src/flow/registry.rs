@@ -51,6 +51,7 @@ pub static NODES: &[&dyn Node] = &[
     &rerank_retrievers::CohereRerankRetriever,
     &rerank_retrievers::JinaRerankRetriever,
     &rerank_retrievers::VoyageAiRerankRetriever,
+    &rrf_retriever::RrfRetriever,
     &web_scraper_tool::WebScraper,
     &python_tool::PythonToolNode,
     &custom_tool::CustomTool,

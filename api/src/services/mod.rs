@@ -109,6 +109,10 @@ impl Services {
             config.workspace_upload_quota,
             std::time::Duration::from_secs(u64::from(config.upload_ttl_days) * 86_400),
         ));
+        let models = Models {
+            http: http.clone(),
+            local: Arc::new(local),
+        };
         let search = Arc::new(vectors::VectorSearch {
             store: Arc::clone(&store),
             embeddings: embeddings.clone(),
@@ -117,6 +121,7 @@ impl Services {
             providers,
             keyring: Arc::clone(&keyring),
             http: http.clone(),
+            models: models.clone(),
         });
         let tools = ToolClients {
             web: WebClient::new(config.allow_private_requests.clone())?,
@@ -131,10 +136,7 @@ impl Services {
             store,
             config: Arc::new(config),
             plans,
-            models: Models {
-                http,
-                local: Arc::new(local),
-            },
+            models,
             tools,
             embeddings,
             indexes,

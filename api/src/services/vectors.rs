@@ -550,6 +550,8 @@ pub struct VectorSearch {
     pub keyring: Arc<crate::sealing::Keyring>,
     /// The shared client rerank services are called with.
     pub http: reqwest::Client,
+    /// The chat models an RRF retriever asks for versions of the question.
+    pub models: crate::llm::connect::Models,
 }
 
 #[async_trait::async_trait]
@@ -588,6 +590,13 @@ impl VectorSearch {
         query: &str,
         flow: &FlowContext,
     ) -> Result<Vec<(Document, f32)>, FlowError> {
+        if let Some(fusion) = &store.fusion {
+            let base = VectorStoreSpec {
+                fusion: None,
+                ..store.clone()
+            };
+            return self.fused(&base, fusion, query, flow).await;
+        }
         let Some(id) = store.document_store else {
             return self.scored(store, query, flow).await;
         };
@@ -617,6 +626,107 @@ impl VectorSearch {
             ..flow.clone()
         };
         self.scored(&resolved, query, &context).await
+    }
+
+    /// An RRF retriever's search: the question and the model's versions of
+    /// it searched side by side, the lists fused by reciprocal rank (a chunk
+    /// scores the sum of `1 / (c + rank)`, ranks from 1; its score is kept in
+    /// `metadata.relevance_score`).
+    async fn fused(
+        &self,
+        base: &VectorStoreSpec,
+        fusion: &crate::flow::component::FusionSpec,
+        query: &str,
+        flow: &FlowContext,
+    ) -> Result<Vec<(Document, f32)>, FlowError> {
+        let mut queries = vec![query.to_owned()];
+        queries.extend(self.versions(fusion, query).await?);
+        let lists = futures_util::future::try_join_all(
+            queries
+                .iter()
+                .map(|q| Box::pin(self.search_scored(base, q, flow))),
+        )
+        .await?;
+        let mut fused: Vec<(Document, f64)> = Vec::new();
+        for list in lists {
+            for (rank, (document, _)) in list.into_iter().enumerate() {
+                let score = 1.0 / (fusion.c + rank as f64 + 1.0);
+                match fused
+                    .iter_mut()
+                    .find(|(d, _)| d.page_content == document.page_content)
+                {
+                    Some((_, total)) => *total += score,
+                    None => fused.push((document, score)),
+                }
+            }
+        }
+        fused.sort_by(|a, b| b.1.total_cmp(&a.1));
+        fused.truncate(fusion.top_k.unwrap_or(base.top_k));
+        Ok(fused
+            .into_iter()
+            .map(|(mut d, score)| {
+                d.metadata
+                    .insert("relevance_score".into(), Value::from(score));
+                (d, score as f32)
+            })
+            .collect())
+    }
+
+    /// The model's other versions of the question, one a line (Flowise's
+    /// prompt), at most `query_count`.
+    async fn versions(
+        &self,
+        fusion: &crate::flow::component::FusionSpec,
+        query: &str,
+    ) -> Result<Vec<String>, FlowError> {
+        use futures_util::StreamExt;
+        let model = &fusion.model;
+        let failed = |why: String| {
+            FlowError::failed(format!(
+                "node {} ({}) could not write versions of the question: {why}",
+                model.node_id, model.node_type
+            ))
+        };
+        let client = self
+            .models
+            .chat_model(&model.provider)
+            .await
+            .map_err(|e| failed(e.message))?;
+        let prompt = format!(
+            "You are an AI language model assistant. Your task is to generate {} different \
+             versions of the given user question to retrieve relevant documents from a vector \
+             database. By generating multiple perspectives on the user question, your goal is to \
+             help the user overcome some of the limitations of distance-based similarity search. \
+             Provide these alternative questions separated by newlines.\nOriginal question: {query}",
+            fusion.query_count
+        );
+        let request = crate::llm::ChatRequest::text(
+            vec![crate::llm::ChatMessage::new(crate::llm::Role::User, prompt)],
+            model.params.clone(),
+        );
+        let mut stream = client
+            .stream(request)
+            .await
+            .map_err(|e| failed(e.message))?;
+        let mut text = String::new();
+        while let Some(delta) = stream.next().await {
+            if let crate::llm::Delta::Text(piece) = delta.map_err(|e| failed(e.message))? {
+                text.push_str(&piece);
+            }
+        }
+        Ok(text
+            .lines()
+            .map(|l| {
+                l.trim()
+                    .trim_start_matches(|c: char| {
+                        c.is_ascii_digit() || c == '.' || c == '-' || c == ')'
+                    })
+                    .trim()
+            })
+            .filter(|l| !l.is_empty())
+            .take(fusion.query_count)
+            .map(str::to_owned)
+            .collect())
     }
 
     async fn scored(

@@ -417,6 +417,20 @@ pub struct VectorStoreSpec {
     /// Flowise's `documentStoreVS`: the document store of this id, searched
     /// with its own vector store and embeddings (the fields above are unused).
     pub document_store: Option<uuid::Uuid>,
+    /// An RRF retriever around the store (`RRFRetriever`).
+    pub fusion: Option<Box<FusionSpec>>,
+}
+
+/// `RRFRetriever`: a model asks the question `query_count` ways; the question
+/// and each of them are searched, and the lists are fused by reciprocal rank
+/// (a chunk scores the sum of `1 / (c + rank)` over the lists it is in).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FusionSpec {
+    pub model: ModelSpec,
+    pub query_count: usize,
+    /// Chunks kept (`None`: the store's `topK`).
+    pub top_k: Option<usize>,
+    pub c: f64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -43,6 +43,7 @@ impl Node for DocumentStoreVs {
             pgvector: false,
             rerank: None,
             document_store: Some(store),
+            fusion: None,
         }))
     }
 }

@@ -133,5 +133,6 @@ pub fn vector_store(node: &Build<'_>, node_type: &'static str) -> Result<Compone
         pgvector: false,
         rerank: None,
         document_store: None,
+        fusion: None,
     }))
 }

@@ -59,6 +59,7 @@ pub mod requests_put;
 pub mod rerank_retrievers;
 pub mod retrieval_qa_chain;
 pub mod retriever_tool;
+pub mod rrf_retriever;
 pub mod searxng;
 pub mod seq_agent;
 pub mod seq_condition;
