@@ -359,8 +359,13 @@ def test_a_chatflow_answers_from_a_store_through_document_store_vs(api, fake):
     body = ask(api, flow, "When does the gym open?")
     assert PARAGRAPHS[1] in [d["pageContent"] for d in body["sourceDocuments"]]
     assert len(body["sourceDocuments"]) == 2, "the store's topK (2)"
+    # The store lists the chatflows that use it (Flowise's whereUsed), until they go.
+    assert ok(api.get(f"/document-store/store/{store_id}"))["whereUsed"] == [{"id": flow, "name": "flow"}]
+    assert ok(api.get("/document-store/store"))[0]["whereUsed"] == [flow]
     # Such a node is filled through the document-store API, not a chatflow's upsert.
     assert_error(api.post(f"/vector/upsert/{flow}", json={}), 400, "document-store")
+    assert api.delete(f"/chatflows/{flow}").status_code == 204
+    assert ok(api.get(f"/document-store/store/{store_id}"))["whereUsed"] == []
     # A store of another workspace, or none, is a clear failure of the run.
     other = flows.node("documentStoreVS_0", "documentStoreVS", {"selectedStore": str(uuid.uuid4())})
     flow = create_flow(api, flows.rag(other, model, flows.conversational_retrieval_qa_chain(model, other)))

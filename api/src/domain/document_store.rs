@@ -198,6 +198,16 @@ pub struct ChunkPage {
     pub characters: u64,
 }
 
+/// What a chunk's text is found by (`content_key`): the first 16 bytes of its
+/// SHA-256, in hex.
+pub fn content_key(text: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(text.as_bytes())[..16]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// The chunks' owner in the vector tables: a document store's vectors are kept
 /// under its id and this node id, beside chatflows' vector store nodes.
 pub const VECTOR_NODE: &str = "documentStore";

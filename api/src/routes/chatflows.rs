@@ -21,6 +21,7 @@ use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::{Json, Path, Query, required};
 use crate::http::pagination::{PageQuery, total_count};
 use crate::services::credentials;
+use crate::services::document_stores;
 use crate::services::prediction::follow_up::FollowUpSetting;
 use crate::services::triggers::start_node;
 use crate::store::Listing;
@@ -250,6 +251,7 @@ async fn create_chatflow(
     };
     let created = state.store.create_chatflow(flow).await?;
     start_node::sync(&state, &created).await?;
+    document_stores::track_use(&state, workspace, created.id, Some(&created.flow_data)).await?;
     Ok((StatusCode::CREATED, Json(created)))
 }
 
@@ -310,6 +312,8 @@ async fn update_chatflow(
         .ok_or_else(|| ApiError::not_found("chatflow"))?;
     if rescheduled {
         start_node::sync(&state, &updated).await?;
+        document_stores::track_use(&state, updated.workspace_id, id, Some(&updated.flow_data))
+            .await?;
     }
     Ok(Json(updated))
 }
@@ -334,6 +338,7 @@ async fn delete_chatflow(
     auth.require(Permission::ChatflowsWrite)?;
     if state.store.delete_chatflow(auth.workspace(), id).await? {
         state.uploads.forget(auth.workspace(), id, None).await;
+        document_stores::track_use(&state, auth.workspace(), id, None).await?;
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(ApiError::not_found("chatflow"))

@@ -1220,3 +1220,39 @@ pub async fn refresh(
     }
     Ok(results)
 }
+
+/// Keeps each store's `whereUsed` (Flowise's bookkeeping): after `chatflow` is
+/// saved, the stores its flow names (by id, in any node: `documentStoreVS`,
+/// `documentStore`, agentflow knowledge) list it and the others do not; after
+/// it is deleted (`flow_data` `None`), none does.
+pub async fn track_use(
+    state: &Services,
+    workspace: Uuid,
+    chatflow: Uuid,
+    flow_data: Option<&str>,
+) -> ServiceResult<()> {
+    let stores = state.store.list_document_stores(workspace, None).await?;
+    for mut store in stores.items {
+        let id = store.id.to_string();
+        let uses = flow_data.is_some_and(|data| data.contains(&id));
+        let listed = store.where_used.contains(&chatflow);
+        if uses == listed {
+            continue;
+        }
+        if uses {
+            store.where_used.push(chatflow);
+        } else {
+            store.where_used.retain(|c| *c != chatflow);
+        }
+        // A store deleted meanwhile is simply not written.
+        state
+            .store
+            .save_document_store(DocumentStoreWrite {
+                store,
+                chunks: ChunkChange::None,
+                files: None,
+            })
+            .await?;
+    }
+    Ok(())
+}

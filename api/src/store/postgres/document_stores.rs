@@ -1,6 +1,7 @@
 //! Flowise's document stores: PostgresStore's [`DocumentStoreStore`].
 
 use super::*;
+use crate::domain::document_store::content_key;
 use crate::domain::{
     ChunkChange, ChunkPage, ComponentConfig, DocumentChunk, DocumentStore, DocumentStoreStatus,
     DocumentStoreWrite, StoredFile,
@@ -96,6 +97,10 @@ impl DocumentStoreStore for PostgresStore {
                         .map(|c| i64::try_from(c.chunk_no).unwrap_or(i64::MAX))
                         .collect();
                     let texts: Vec<&str> = chunks.iter().map(|c| c.page_content.as_str()).collect();
+                    let keys: Vec<String> = chunks
+                        .iter()
+                        .map(|c| content_key(&c.page_content))
+                        .collect();
                     let metadata = chunks
                         .iter()
                         .map(|c| json_text(&c.metadata))
@@ -103,11 +108,11 @@ impl DocumentStoreStore for PostgresStore {
                     // One statement for all the chunks: arrays unnested into rows.
                     tx.execute(
                         "INSERT INTO document_store_chunks
-                             (id, store_id, loader_id, chunk_no, page_content, metadata)
-                         SELECT c.id, $1, $2, c.no, c.text, c.meta
-                         FROM UNNEST($3::uuid[], $4::bigint[], $5::text[], $6::text[])
-                             AS c(id, no, text, meta)",
-                        &[&id, loader, &ids, &numbers, &texts, &metadata],
+                             (id, store_id, loader_id, chunk_no, page_content, content_key, metadata)
+                         SELECT c.id, $1, $2, c.no, c.text, c.key, c.meta
+                         FROM UNNEST($3::uuid[], $4::bigint[], $5::text[], $6::text[], $7::text[])
+                             AS c(id, no, text, key, meta)",
+                        &[&id, loader, &ids, &numbers, &texts, &keys, &metadata],
                     )
                     .await
                     .map_err(backend)?;
@@ -125,9 +130,16 @@ impl DocumentStoreStore for PostgresStore {
             }
             ChunkChange::Edit(c) => {
                 tx.execute(
-                    "UPDATE document_store_chunks SET page_content = $3, metadata = $4
+                    "UPDATE document_store_chunks
+                     SET page_content = $3, metadata = $4, content_key = $5
                      WHERE store_id = $1 AND id = $2",
-                    &[&id, &c.id, &c.page_content, &json_text(&c.metadata)?],
+                    &[
+                        &id,
+                        &c.id,
+                        &c.page_content,
+                        &json_text(&c.metadata)?,
+                        &content_key(&c.page_content),
+                    ],
                 )
                 .await
                 .map_err(backend)?;
@@ -248,20 +260,26 @@ impl DocumentStoreStore for PostgresStore {
         if contents.is_empty() {
             return Ok(Vec::new());
         }
+        let keys: Vec<String> = contents.iter().map(|c| content_key(c)).collect();
         let client = self.client().await?;
         let rows = client
             .query(
                 "SELECT id, store_id, loader_id, chunk_no, page_content, metadata
                  FROM document_store_chunks
-                 WHERE store_id = $1 AND page_content = ANY($2::text[])",
-                &[&store, &contents],
+                 WHERE store_id = $1 AND content_key = ANY($2::text[])",
+                &[&store, &keys],
             )
             .await
             .map_err(backend)?;
-        rows.iter()
+        let found: Vec<DocumentChunk> = rows
+            .iter()
             .map(chunk_row)
             .collect::<PgResult<_>>()
-            .map_err(backend)
+            .map_err(backend)?;
+        Ok(found
+            .into_iter()
+            .filter(|c| contents.contains(&c.page_content))
+            .collect())
     }
 }
 

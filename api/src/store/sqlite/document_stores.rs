@@ -1,6 +1,7 @@
 //! Flowise's document stores: SqliteStore's [`DocumentStoreStore`].
 
 use super::*;
+use crate::domain::document_store::content_key;
 use crate::domain::{
     ChunkChange, ChunkPage, DocumentChunk, DocumentStore, DocumentStoreStatus, DocumentStoreWrite,
     StoredFile,
@@ -85,8 +86,8 @@ impl DocumentStoreStore for SqliteStore {
                     )?;
                     let mut insert = tx.prepare_cached(
                         "INSERT INTO document_store_chunks
-                             (id, store_id, loader_id, chunk_no, page_content, metadata)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                             (id, store_id, loader_id, chunk_no, page_content, content_key, metadata)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
                     )?;
                     for c in chunks {
                         insert.execute(params![
@@ -95,6 +96,7 @@ impl DocumentStoreStore for SqliteStore {
                             c.loader_id.to_string(),
                             i64::try_from(c.chunk_no).unwrap_or(i64::MAX),
                             c.page_content,
+                            content_key(&c.page_content),
                             json_text(&c.metadata)?,
                         ])?;
                     }
@@ -109,13 +111,15 @@ impl DocumentStoreStore for SqliteStore {
                 }
                 ChunkChange::Edit(c) => {
                     tx.execute(
-                        "UPDATE document_store_chunks SET page_content = ?3, metadata = ?4
+                        "UPDATE document_store_chunks
+                         SET page_content = ?3, metadata = ?4, content_key = ?5
                          WHERE store_id = ?1 AND id = ?2",
                         params![
                             id,
                             c.id.to_string(),
                             c.page_content,
-                            json_text(&c.metadata)?
+                            json_text(&c.metadata)?,
+                            content_key(&c.page_content),
                         ],
                     )?;
                 }
@@ -225,16 +229,22 @@ impl DocumentStoreStore for SqliteStore {
         if contents.is_empty() {
             return Ok(Vec::new());
         }
-        self.read(move |conn| {
-            let mut stmt = conn.prepare_cached(
-                "SELECT id, store_id, loader_id, chunk_no, page_content, metadata
-                 FROM document_store_chunks
-                 WHERE store_id = ?1 AND page_content IN (SELECT value FROM json_each(?2))",
-            )?;
-            stmt.query_map(params![store.to_string(), json_text(&contents)?], chunk_row)?
-                .collect()
-        })
-        .await
+        let keys: Vec<String> = contents.iter().map(|c| content_key(c)).collect();
+        let found: Vec<DocumentChunk> = self
+            .read(move |conn| {
+                let mut stmt = conn.prepare_cached(
+                    "SELECT id, store_id, loader_id, chunk_no, page_content, metadata
+                     FROM document_store_chunks
+                     WHERE store_id = ?1 AND content_key IN (SELECT value FROM json_each(?2))",
+                )?;
+                stmt.query_map(params![store.to_string(), json_text(&keys)?], chunk_row)?
+                    .collect()
+            })
+            .await?;
+        Ok(found
+            .into_iter()
+            .filter(|c| contents.contains(&c.page_content))
+            .collect())
     }
 }
 

@@ -26,9 +26,13 @@ CREATE TABLE document_store_chunks (
     loader_id     UUID NOT NULL,
     chunk_no      BIGINT NOT NULL,
     page_content  TEXT NOT NULL,
+    -- A hash of page_content: a query's hits are found by it (the text itself
+    -- is too long to index).
+    content_key   TEXT NOT NULL,
     metadata      TEXT NOT NULL
 );
 CREATE INDEX document_store_chunks_by_loader ON document_store_chunks (store_id, loader_id, chunk_no);
+CREATE INDEX document_store_chunks_by_content ON document_store_chunks (store_id, content_key);
 
 CREATE TABLE document_store_files (
     store_id   UUID NOT NULL REFERENCES document_stores(id) ON DELETE CASCADE,
