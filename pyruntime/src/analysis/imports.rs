@@ -35,6 +35,9 @@ pub const MODULE_TO_DISTRIBUTION: &[(&str, &str)] = &[
     ("git", "GitPython"),
     ("zmq", "pyzmq"),
     ("telegram", "python-telegram-bot"),
+    // QuickJS's C module (the JavaScript harness imports it; `quickjs` itself is
+    // an older, other distribution).
+    ("_quickjs", "quickjs-ng"),
 ];
 
 /// The distribution that provides the top-level module `module`.
@@ -79,9 +82,12 @@ pub struct Requirement {
     pub spec: String,
     /// Normalized distribution name.
     pub name: String,
-    /// Whether it carries extras or version clauses (then it is always handed to the
-    /// installer, which decides whether the installed version satisfies it).
+    /// Whether it carries extras or version clauses (then it is handed to the
+    /// installer, which decides whether the installed version satisfies it —
+    /// unless it is `pinned` to the version installed).
     pub constrained: bool,
+    /// The version of a plain `name==version` pin (no extras, no wildcard).
+    pub pinned: Option<String>,
 }
 
 /// Validates one requirement specifier such as `requests`, `six>=1.16`,
@@ -95,10 +101,20 @@ pub fn parse_requirement(spec: &str) -> Result<Requirement, String> {
         format!("`{spec}` is not a package requirement (expected e.g. `six` or `six>=1.16`)")
     })?;
     let name = captures.get(1).map_or("", |m| m.as_str());
+    let pinned = match (captures.get(2), captures.get(3)) {
+        (None, Some(clause)) => clause
+            .as_str()
+            .strip_prefix("==")
+            .map(str::trim)
+            .filter(|v| !v.contains(['*', ',', '=', '<', '>', '!', '~']))
+            .map(str::to_owned),
+        _ => None,
+    };
     Ok(Requirement {
         spec: spec.to_owned(),
         name: normalize(name),
         constrained: captures.get(2).is_some() || captures.get(3).is_some(),
+        pinned,
     })
 }
 
@@ -113,9 +129,12 @@ pub fn plan(
     let mut specs: Vec<String> = Vec::new();
     let mut names: Vec<String> = Vec::new();
     for requirement in requirements {
-        if !names.contains(&requirement.name)
-            && (requirement.constrained || !installed.contains_key(&requirement.name))
-        {
+        let installed_version = installed.get(&requirement.name);
+        let satisfied = match &requirement.pinned {
+            Some(version) => installed_version == Some(version),
+            None => !requirement.constrained && installed_version.is_some(),
+        };
+        if !names.contains(&requirement.name) && !satisfied {
             specs.push(requirement.spec.clone());
         }
         names.push(requirement.name.clone());
@@ -145,6 +164,7 @@ mod tests {
         assert_eq!(distribution_for("dateutil"), "python-dateutil");
         assert_eq!(distribution_for("docx"), "python-docx");
         assert_eq!(distribution_for("fitz"), "PyMuPDF");
+        assert_eq!(distribution_for("_quickjs"), "quickjs-ng");
         assert_eq!(distribution_for("six"), "six");
     }
 
@@ -167,6 +187,35 @@ mod tests {
         let r = parse_requirement("requests").unwrap_or_else(|e| panic!("{e}"));
         assert!(!r.constrained);
         assert!(parse_requirement("six>=1.0,<2").is_ok());
+    }
+
+    #[test]
+    fn a_pin_to_the_installed_version_installs_nothing() {
+        let pin = |spec: &str| parse_requirement(spec).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            pin("quickjs-ng==0.17.0.2").pinned.as_deref(),
+            Some("0.17.0.2")
+        );
+        for loose in [
+            "six>=1.16",
+            "six==1.*",
+            "six[x]==1.0",
+            "six==1.0,!=1.1",
+            "six",
+        ] {
+            assert_eq!(pin(loose).pinned, None, "{loose}");
+        }
+        let installed: BTreeMap<String, String> =
+            [("quickjs-ng".to_owned(), "0.17.0.2".to_owned())].into();
+        assert!(plan(&[pin("quickjs-ng==0.17.0.2")], &[], &installed).is_empty());
+        assert_eq!(
+            plan(&[pin("quickjs-ng==0.17.0.3")], &[], &installed),
+            vec!["quickjs-ng==0.17.0.3".to_owned()]
+        );
+        assert_eq!(
+            plan(&[pin("quickjs-ng>=0.1")], &[], &installed),
+            vec!["quickjs-ng>=0.1".to_owned()]
+        );
     }
 
     #[test]

@@ -130,7 +130,13 @@ impl Executor {
         &self,
         request: super::javascript::JavaScriptRequest,
     ) -> Result<ExecuteResponse> {
-        let run = request.into_execution(self.max_mem / 2, self.max_code)?;
+        let workspace = workspace_of(request.workspace_id.clone(), "workspaceId")?;
+        let installed = self.venvs.existing(&workspace).is_some_and(|venv| {
+            venv.site_packages
+                .join(super::javascript::ENGINE_INSTALLED)
+                .is_dir()
+        });
+        let run = request.into_execution(self.max_mem / 2, self.max_code, installed)?;
         self.execute(run).await
     }
 

@@ -8,13 +8,10 @@
 import json
 import sys
 import time
-import urllib.error
-import urllib.request
 
-try:
-    import quickjs
-except ImportError:  # installed with the run's requirements
-    quickjs = None
+# The engine's C module: the `quickjs` package around it starts a thread pool on
+# import (which a zygote cannot pre-import), and only its Context is needed.
+import _quickjs as quickjs
 
 
 class JavaScriptError(Exception):
@@ -97,6 +94,10 @@ def _sleep(ms):
 
 
 def _fetch(url, options):
+    # Imported when used: urllib.request brings http.client, ssl and email (~20 ms).
+    import urllib.error
+    import urllib.request
+
     options = json.loads(options)
     body = options.get("body")
     request = urllib.request.Request(
@@ -116,8 +117,6 @@ def _fetch(url, options):
 
 def main(weir_javascript):
     spec = weir_javascript
-    if quickjs is None:
-        raise JavaScriptError("the JavaScript engine (quickjs-ng) could not be installed in this workspace")
     context = quickjs.Context()
     context.set_memory_limit(int(spec["memory"]))
     context.add_callable("__weir_fetch", _fetch)

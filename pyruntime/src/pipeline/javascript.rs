@@ -20,6 +20,10 @@ pub const HARNESS: &str = include_str!("javascript.py");
 /// The engine, pinned: a workspace's first JavaScript run installs it.
 pub const ENGINE: &str = "quickjs-ng==0.17.0.2";
 
+/// What the engine leaves in a venv's site-packages once installed: later runs
+/// then ask for no install at all (not even the installer's check).
+pub const ENGINE_INSTALLED: &str = "quickjs_ng-0.17.0.2.dist-info";
+
 /// Body of `POST /tools/execute-javascript`.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -35,8 +39,14 @@ pub struct JavaScriptRequest {
 
 impl JavaScriptRequest {
     /// The Python execution running it. `memory`: what QuickJS may allocate;
-    /// `max_code`: the largest code taken (`PY_TOOL_MAX_CODE`).
-    pub fn into_execution(self, memory: u64, max_code: u64) -> Result<ExecuteRequest> {
+    /// `max_code`: the largest code taken (`PY_TOOL_MAX_CODE`); `installed`:
+    /// whether the workspace's venv has the engine already.
+    pub fn into_execution(
+        self,
+        memory: u64,
+        max_code: u64,
+        installed: bool,
+    ) -> Result<ExecuteRequest> {
         let code = self.code.ok_or(Error::MissingField("code"))?;
         if code.len() as u64 > max_code {
             return Err(Error::CodeTooLarge(max_code));
@@ -60,7 +70,7 @@ impl JavaScriptRequest {
             variables: Some(json!({
                 "weir_javascript": {"code": code, "globals": globals, "memory": memory},
             })),
-            requirements: Some(vec![ENGINE.to_owned()]),
+            requirements: (!installed).then(|| vec![ENGINE.to_owned()]),
             timeout: self.timeout,
             workspace_id: self.workspace_id,
         })
@@ -95,7 +105,7 @@ mod tests {
             Some("return $input;"),
             json!({"$input": "hi", "$vars": {"a": 1}}),
         )
-        .into_execution(1 << 20, 1 << 20)
+        .into_execution(1 << 20, 1 << 20, false)
         .unwrap();
         assert_eq!(run.code.as_deref(), Some(HARNESS));
         assert_eq!(run.requirements, Some(vec![ENGINE.to_owned()]));
@@ -103,16 +113,20 @@ mod tests {
         assert_eq!(spec["code"], "return $input;");
         assert_eq!(spec["globals"]["$vars"]["a"], 1);
         assert_eq!(run.timeout, Some(5.0));
+        let warm = request(Some("return 1;"), json!({}))
+            .into_execution(1 << 20, 1 << 20, true)
+            .unwrap();
+        assert_eq!(warm.requirements, None);
     }
 
     #[test]
     fn bad_requests_are_refused() {
         assert!(matches!(
-            request(None, json!({})).into_execution(1, 10),
+            request(None, json!({})).into_execution(1, 10, false),
             Err(Error::MissingField("code"))
         ));
         assert!(matches!(
-            request(Some("return 1;".repeat(5).as_str()), json!({})).into_execution(1, 10),
+            request(Some("return 1;".repeat(5).as_str()), json!({})).into_execution(1, 10, false),
             Err(Error::CodeTooLarge(10))
         ));
         for bad in [
@@ -122,7 +136,7 @@ mod tests {
             json!({"": 1}),
         ] {
             assert!(matches!(
-                request(Some("return 1"), bad).into_execution(1, 100),
+                request(Some("return 1"), bad).into_execution(1, 100, false),
                 Err(Error::Invalid(_))
             ));
         }
