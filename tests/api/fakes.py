@@ -67,7 +67,8 @@ Embeddings. `POST …/embeddings` speaks OpenAI's wire (OpenAI, LocalAI, Azure a
 `/openai/deployments/<dep>/embeddings?api-version=V`): `{"model", "input": text or
 [texts], "dimensions"?, "encoding_format"?}` → `{"object": "list", "data":
 [{"object": "embedding", "index": i, "embedding": [...]}], "model", "usage"}` (the
-vector as base64 of little-endian float32 when `encoding_format` is "base64").
+vector as base64 of little-endian float32 when `encoding_format` is "base64"); a
+model named `slow-<N>ms` answers after N milliseconds.
 `POST …/api/embed` speaks Ollama's: `{"model", "input": text or [texts]}` →
 `{"model", "embeddings": [[...]]}` (and the older `/api/embeddings`, `{"prompt"}` →
 `{"embedding"}`). The vector is `embed_text(text)`: a bag of words — each word (a
@@ -652,6 +653,9 @@ class FakeProviders:
         status = self.failure()
         if status is not None:
             return self.reply_json(h, status, {"error": {"message": f"embeddings failed with {status}", "type": "server_error"}})
+        slow = re.fullmatch(r"slow-(\d+)ms", str(body.get("model", "")))
+        if slow:  # a model named slow-<N>ms answers after N milliseconds
+            time.sleep(int(slow.group(1)) / 1000)
         texts = body.get("input")
         texts = [texts] if isinstance(texts, str) else texts
         if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):

@@ -20,7 +20,7 @@ from fakes import FakeProviders
 from flows import af_agent, af_openai, af_reply, af_retriever, af_start, mention, rich
 from prediction_client import ask, create_flow, nonce, tools_used
 from test_retrieval import make_pdf
-from weir_harness import assert_error
+from weir_harness import Api, assert_error, wait_for
 
 HANDBOOK = ("The canteen serves soup on Mondays.\n\nThe gym opens at six in the morning.\n\n"
             "Parking permits are renewed every January.")
@@ -394,3 +394,24 @@ def test_a_chatflow_fills_its_own_store_from_a_document_store(api, fake):
     flow = create_flow(api, flows.rag(missing, embeddings, vectors, model,
                                       flows.retrieval_qa_chain(model, vectors)))
     assert_error(api.post(f"/vector/upsert/{flow}", json={}), 400, "no document store")
+
+
+def test_an_insert_past_the_body_timeout_goes_on_as_a_job(make_weir, fake):
+    """The request waits for an insert at most WEIR_BODY_TIMEOUT_SECS, then answers
+    202 while the job goes on; the store's status tells the rest, and a second
+    insert meanwhile is a 409."""
+    w = make_weir("sqlite")
+    w.env.update(WEIR_BODY_TIMEOUT_SECS="1")
+    w.start()
+    api = Api(w.url, w.create_key())
+    store = new_store(api)["id"]
+    loader = ok(api.post("/document-store/loader/save", json=text_loader(store)))
+    ok(api.post(f"/document-store/loader/process/{loader['id']}", json={"storeId": store}))
+    slow = embedding(fake)
+    slow["embeddingConfig"] = {**slow["embeddingConfig"], "modelName": "slow-2500ms"}
+    r = api.post("/document-store/vectorstore/insert", json={"storeId": store, **slow, **VECTORS})
+    assert r.status_code == 202 and r.json() == {"status": "UPSERTING", "storeId": store}, r.text
+    assert ok(api.get(f"/document-store/store/{store}"))["status"] == "UPSERTING"
+    assert_error(api.post("/document-store/vectorstore/insert", json={"storeId": store}), 409, "UPSERTING")
+    wait_for(lambda: ok(api.get(f"/document-store/store/{store}"))["status"] == "UPSERTED", 20, "the insert's end")
+    assert [d["pageContent"] for d in query(api, store, "gym opens")["docs"]][0] == PARAGRAPHS[1]

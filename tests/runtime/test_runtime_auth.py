@@ -22,6 +22,7 @@ def call(runtime, method, path, headers=None, **kwargs):
     "method, path, body",
     [
         ("POST", "/tools/execute-python", {"code": "result = 1"}),
+        ("POST", "/tools/execute-javascript", {"code": "return 1;"}),
         ("POST", "/tools/install-packages", {"packages": ["six"]}),
         ("GET", "/tools/artifacts/default/anything.txt", None),
     ],
@@ -103,7 +104,8 @@ def test_the_openapi_document_is_open_and_complete(secured):
     doc = r.json()
     assert doc["openapi"].startswith("3.1")
     assert set(doc["paths"]) == {"/tools/health", "/tools/openapi.json", "/tools/execute-python",
-                                 "/tools/install-packages", "/tools/artifacts/{workspace_id}/{filename}",
-                                 "/metrics"}
-    statuses = set(doc["paths"]["/tools/execute-python"]["post"]["responses"])
-    assert {"200", "400", "401", "412", "413", "415", "429", "500"} <= statuses
+                                 "/tools/execute-javascript", "/tools/install-packages",
+                                 "/tools/artifacts/{workspace_id}/{filename}", "/metrics"}
+    for run in ("/tools/execute-python", "/tools/execute-javascript"):
+        statuses = set(doc["paths"][run]["post"]["responses"])
+        assert {"200", "400", "401", "412", "413", "415", "429", "500"} <= statuses, run

@@ -729,7 +729,11 @@ pub async fn save_vector_config(
         let loaders: Vec<&DocumentLoader> = store.loaders.iter().collect();
         parts(state, &store, &loaders, true, None).await?;
     }
-    if store.status != DocumentStoreStatus::Upserted {
+    // An insert running keeps its status; its end sets the next one.
+    if !matches!(
+        store.status,
+        DocumentStoreStatus::Upserted | DocumentStoreStatus::Upserting
+    ) {
         store.status = DocumentStoreStatus::Sync;
     }
     save_row(state, store).await
@@ -745,8 +749,22 @@ pub async fn insert(
 ) -> ServiceResult<Inserted> {
     let doc_id = request.doc_id;
     let strict = request.is_strict_save;
+    let store_id = request.store_id.ok_or(ServiceError::Missing("storeId"))?;
+    refuse_while_upserting(&get(state, workspace, store_id).await?)?;
     let store = save_vector_config(state, workspace, request, strict).await?;
     start_insert(state, store, doc_id).await
+}
+
+/// A 409 while the store's chunks are being inserted.
+fn refuse_while_upserting(store: &DocumentStore) -> ServiceResult<()> {
+    if store.status == DocumentStoreStatus::Upserting {
+        return Err(ServiceError::Conflict(
+            "the document store's chunks are being inserted; wait for its status to leave \
+             UPSERTING"
+                .into(),
+        ));
+    }
+    Ok(())
 }
 
 async fn start_insert(
@@ -761,13 +779,7 @@ async fn start_insert(
                 .into(),
         ));
     }
-    if store.status == DocumentStoreStatus::Upserting {
-        return Err(ServiceError::Conflict(
-            "the document store's chunks are being inserted; wait for its status to leave \
-             UPSERTING"
-                .into(),
-        ));
-    }
+    refuse_while_upserting(&store)?;
     if let Some(doc) = doc_id
         && store.loader(doc).is_none()
     {
@@ -918,13 +930,7 @@ pub async fn delete_vectors(
     loader: Option<Uuid>,
 ) -> ServiceResult<u64> {
     let mut store = get(state, workspace, store_id).await?;
-    if store.status == DocumentStoreStatus::Upserting {
-        return Err(ServiceError::Conflict(
-            "the document store's chunks are being inserted; wait for its status to leave \
-             UPSERTING"
-                .into(),
-        ));
-    }
+    refuse_while_upserting(&store)?;
     let deleted = drop_vectors(state, store_id, loader).await?;
     if loader.is_none() && store.status == DocumentStoreStatus::Upserted {
         store.status = DocumentStoreStatus::Sync;
