@@ -404,47 +404,39 @@ async fn execute_python(
     State(state): State<AppState>,
     body: std::result::Result<Json<ExecuteRequest>, JsonRejection>,
 ) -> Result<Json<ExecuteResponse>> {
-    let started = std::time::Instant::now();
-    let answer = match body {
-        Ok(Json(request)) => state
-            .executor
-            .execute(request)
-            .await
-            .map_err(ApiError::from),
-        Err(rejection) => Err(ApiError::from(rejection)),
-    };
-    let answer = answer.map(Json);
-    metrics::metrics().run(run_outcome(&answer), started.elapsed());
-    answer
+    counted(async {
+        let Json(request) = body?;
+        Ok(state.executor.execute(request).await?)
+    })
+    .await
 }
 
 async fn execute_javascript(
     State(state): State<AppState>,
     body: std::result::Result<Json<JavaScriptRequest>, JsonRejection>,
 ) -> Result<Json<ExecuteResponse>> {
-    let started = std::time::Instant::now();
-    let answer = match body {
-        Ok(Json(request)) => state
-            .executor
-            .execute_javascript(request)
-            .await
-            .map_err(ApiError::from),
-        Err(rejection) => Err(ApiError::from(rejection)),
-    };
-    let answer = answer.map(Json);
-    metrics::metrics().run(run_outcome(&answer), started.elapsed());
-    answer
+    counted(async {
+        let Json(request) = body?;
+        Ok(state.executor.execute_javascript(request).await?)
+    })
+    .await
 }
 
-/// The metric label of a run's answer.
-fn run_outcome(answer: &Result<Json<ExecuteResponse>>) -> &'static str {
-    match answer {
-        Ok(Json(run)) if run.timed_out => "timeout",
-        Ok(Json(run)) if run.success => "success",
+/// A run's answer, counted in the metrics by its outcome and duration.
+async fn counted(
+    run: impl std::future::Future<Output = Result<ExecuteResponse>>,
+) -> Result<Json<ExecuteResponse>> {
+    let started = std::time::Instant::now();
+    let answer = run.await;
+    let outcome = match &answer {
+        Ok(run) if run.timed_out => "timeout",
+        Ok(run) if run.success => "success",
         Ok(_) => "error",
         Err(e) if e.status_code().is_server_error() => "failed",
         Err(_) => "refused",
-    }
+    };
+    metrics::metrics().run(outcome, started.elapsed());
+    answer.map(Json)
 }
 
 /// The OpenAPI document of every route and status (written by hand: the routes are

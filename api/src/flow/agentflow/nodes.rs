@@ -94,13 +94,7 @@ pub async fn run_step<E: From<FlowEvent>>(
         StepKind::ConditionAgent(agent) => run_condition_agent(agent, seen, ctx).await,
         StepKind::DirectReply { message } => {
             let text = seen.scope.resolve(message);
-            if let Some(tokens) = stream
-                && !text.is_empty()
-            {
-                tokens.send(text.clone()).await?;
-            }
-            let mut output = Map::new();
-            output.insert("content".into(), Value::from(text));
+            let output = text_output(stream, &text).await?;
             Ok(Done {
                 input: json!({}),
                 output,
@@ -669,13 +663,7 @@ async fn run_retriever<E: From<FlowEvent>>(
             .collect::<Vec<_>>()
             .join("\n")
     };
-    if let Some(tokens) = stream
-        && !content.is_empty()
-    {
-        tokens.send(content.clone()).await?;
-    }
-    let mut output = Map::new();
-    output.insert("content".into(), Value::from(content.as_str()));
+    let output = text_output(stream, &content).await?;
     Ok(Done {
         input: json!({"question": query}),
         state: update_state(seen, &step.update_state, &content),
@@ -737,19 +725,28 @@ async fn run_custom_function<E: From<FlowEvent>>(
         Value::Null => String::new(),
         other => serde_json::to_string_pretty(other).unwrap_or_default(),
     };
-    if let Some(tokens) = stream
-        && !content.is_empty()
-    {
-        tokens.send(content.clone()).await?;
-    }
-    let mut output = Map::new();
-    output.insert("content".into(), Value::from(content.as_str()));
+    let output = text_output(stream, &content).await?;
     Ok(Done {
         input: json!({"inputVariables": inputs, "code": step.code}),
         state: update_state(seen, &step.update_state, &content),
         output,
         ..Done::default()
     })
+}
+
+/// A node's text as its output (`content`), streamed first when the run streams.
+async fn text_output<E: From<FlowEvent>>(
+    stream: Option<&Tokens<'_, E>>,
+    text: &str,
+) -> Result<Map<String, Value>, RunError> {
+    if let Some(tokens) = stream
+        && !text.is_empty()
+    {
+        tokens.send(text.to_owned()).await?;
+    }
+    let mut output = Map::new();
+    output.insert("content".into(), Value::from(text));
+    Ok(output)
 }
 
 /// The keys a node's `*UpdateState` rows write: each value resolved, then

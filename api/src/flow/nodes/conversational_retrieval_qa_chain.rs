@@ -33,19 +33,25 @@ static SPEC: NodeSpec = NodeSpec {
     inputs: &INPUTS,
 };
 
+/// The `memory` node, or (without one) the session's own history, as
+/// Flowise's chains keep it with their default buffer memory.
+pub(super) fn session_memory(node: &Build<'_>) -> Result<MemorySpec, FlowError> {
+    Ok(node.memory("memory")?.unwrap_or_else(|| MemorySpec {
+        node_id: node.id().to_owned(),
+        window: None,
+        session_id: None,
+        label: None,
+        redis: None,
+    }))
+}
+
 impl Node for ConversationalRetrievalQaChain {
     fn spec(&self) -> &'static NodeSpec {
         &SPEC
     }
 
     fn build(&self, node: &Build<'_>) -> Result<Component, FlowError> {
-        let memory = node.memory("memory")?.unwrap_or_else(|| MemorySpec {
-            node_id: node.id().to_owned(),
-            window: None,
-            session_id: None,
-            label: None,
-            redis: None,
-        });
+        let memory = session_memory(node)?;
         Ok(Component::RetrievalChain(RetrievalChainSpec {
             kind: RetrievalKind::Conversational,
             node_id: node.id().to_owned(),

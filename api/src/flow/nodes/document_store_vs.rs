@@ -23,14 +23,7 @@ impl Node for DocumentStoreVs {
     }
 
     fn build(&self, node: &Build<'_>) -> Result<Component, FlowError> {
-        let written = node.text("selectedStore").unwrap_or_default();
-        // The editor lists stores as `<id>` here; agentflows write `<id>:<name>`.
-        let id = written.split(':').next().unwrap_or_default().trim();
-        let store = uuid::Uuid::parse_str(id).map_err(|_| {
-            node.invalid(format_args!(
-                "input 'selectedStore' is '{written}', not a document store's id"
-            ))
-        })?;
+        let store = super::documents::selected_store(node)?;
         Ok(Component::VectorStore(VectorStoreSpec {
             node_id: node.id().to_owned(),
             node_type: SPEC.name,

@@ -136,3 +136,15 @@ pub fn vector_store(node: &Build<'_>, node_type: &'static str) -> Result<Compone
         fusion: None,
     }))
 }
+
+/// A Flowise document store's id in `selectedStore` (the editor writes `<id>`;
+/// agentflows `<id>:<name>`).
+pub fn selected_store(node: &Build<'_>) -> Result<uuid::Uuid, FlowError> {
+    let written = node.text("selectedStore").unwrap_or_default();
+    let id = written.split(':').next().unwrap_or_default().trim();
+    uuid::Uuid::parse_str(id).map_err(|_| {
+        node.invalid(format_args!(
+            "input 'selectedStore' is '{written}', not a document store's id"
+        ))
+    })
+}

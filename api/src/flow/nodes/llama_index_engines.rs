@@ -5,7 +5,7 @@
 //! a retrieval chain that does not rephrase).
 
 use crate::flow::FlowError;
-use crate::flow::component::{Component, MemorySpec, RetrievalChainSpec, RetrievalKind};
+use crate::flow::component::{Component, RetrievalChainSpec, RetrievalKind};
 use crate::flow::node::{Build, Category, InputKind as K, Node, NodeSpec, input, required};
 
 /// LlamaIndex's default system message of a chat engine, as Flowise shows it.
@@ -58,13 +58,7 @@ impl Node for ContextChatEngine {
 
     fn build(&self, node: &Build<'_>) -> Result<Component, FlowError> {
         // Like Flowise's engine, it remembers the session without a memory node.
-        let memory = node.memory("memory")?.unwrap_or_else(|| MemorySpec {
-            node_id: node.id().to_owned(),
-            window: None,
-            session_id: None,
-            label: None,
-            redis: None,
-        });
+        let memory = super::conversational_retrieval_qa_chain::session_memory(node)?;
         let response_prompt = match node.text("systemMessagePrompt") {
             Some(system) if !system.trim().is_empty() => format!("{system}\n\n{CONTEXT_PROMPT}"),
             _ => CONTEXT_PROMPT.to_owned(),
