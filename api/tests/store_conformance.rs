@@ -1649,6 +1649,35 @@ async fn document_stores_keep_chunks_files_and_vectors(t: &common::TestStore) {
     assert_eq!(left.total, 4);
     assert_eq!(left.chunks[0], edited);
 
+    // The status and the users are set alone: the rest of the row stays as written.
+    let user = uuid::Uuid::new_v4();
+    assert!(
+        store
+            .set_document_store_status(made.id, DocumentStoreStatus::Upserted)
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .set_document_store_users(made.id, &[user])
+            .await
+            .unwrap()
+    );
+    let read = store
+        .get_document_store(ws, made.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(read.status, DocumentStoreStatus::Upserted);
+    assert_eq!(read.where_used, vec![user]);
+    assert_eq!((read.name.as_str(), read.loaders.len()), ("Handbook 2", 0));
+    assert!(
+        !store
+            .set_document_store_status(uuid::Uuid::new_v4(), DocumentStoreStatus::Sync)
+            .await
+            .unwrap()
+    );
+
     // Vectors kept under the store's id go with it.
     store
         .write_vectors(VectorWrite {

@@ -799,21 +799,13 @@ async fn start_insert(
                 before
             }
         };
-        match state
+        // The status alone: whatever was changed in the store meanwhile stays.
+        if let Err(e) = state
             .store
-            .get_document_store(store.workspace_id, store.id)
+            .set_document_store_status(store.id, status)
             .await
         {
-            Ok(Some(mut now)) => {
-                now.status = status;
-                if let Err(e) = save_row(&state, now).await {
-                    tracing::error!(store = %store.id, error = %e, "cannot record an insert's end");
-                }
-            }
-            Ok(None) => {}
-            Err(e) => {
-                tracing::error!(store = %store.id, error = %e, "cannot record an insert's end")
-            }
+            tracing::error!(store = %store.id, error = %e, "cannot record an insert's end");
         }
         outcome
     });
@@ -1250,14 +1242,10 @@ pub async fn track_use(
         } else {
             store.where_used.retain(|c| *c != chatflow);
         }
-        // A store deleted meanwhile is simply not written.
+        // The list alone (a store deleted meanwhile is simply not written).
         state
             .store
-            .save_document_store(DocumentStoreWrite {
-                store,
-                chunks: ChunkChange::None,
-                files: None,
-            })
+            .set_document_store_users(store.id, &store.where_used)
             .await?;
     }
     Ok(())

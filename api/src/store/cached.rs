@@ -482,6 +482,18 @@ impl DocumentStoreStore for CachedStore {
         self.inner.save_document_store(write).await
     }
 
+    async fn set_document_store_status(
+        &self,
+        id: Uuid,
+        status: crate::domain::DocumentStoreStatus,
+    ) -> StoreResult<bool> {
+        self.inner.set_document_store_status(id, status).await
+    }
+
+    async fn set_document_store_users(&self, id: Uuid, where_used: &[Uuid]) -> StoreResult<bool> {
+        self.inner.set_document_store_users(id, where_used).await
+    }
+
     async fn delete_document_store(&self, workspace: Uuid, id: Uuid) -> StoreResult<bool> {
         self.inner.delete_document_store(workspace, id).await
     }

@@ -648,6 +648,17 @@ pub trait DocumentStoreStore: Send + Sync {
     /// transaction; `false` when the store is gone.
     async fn save_document_store(&self, write: DocumentStoreWrite) -> StoreResult<bool>;
 
+    /// Sets only a store's status (what an insert job writes when it ends, so a
+    /// change made to the store meanwhile is kept); `false` when it is gone.
+    async fn set_document_store_status(
+        &self,
+        id: Uuid,
+        status: crate::domain::DocumentStoreStatus,
+    ) -> StoreResult<bool>;
+
+    /// Sets only the chatflows a store lists as using it.
+    async fn set_document_store_users(&self, id: Uuid, where_used: &[Uuid]) -> StoreResult<bool>;
+
     /// Deletes a store with its chunks, files and vectors.
     async fn delete_document_store(&self, workspace: Uuid, id: Uuid) -> StoreResult<bool>;
 

@@ -174,6 +174,29 @@ impl DocumentStoreStore for PostgresStore {
         Ok(true)
     }
 
+    async fn set_document_store_status(
+        &self,
+        id: Uuid,
+        status: DocumentStoreStatus,
+    ) -> StoreResult<bool> {
+        self.execute(
+            "UPDATE document_stores SET status = $2, updated_at = $3 WHERE id = $1",
+            &[&id, &status.as_str(), &time::now()],
+        )
+        .await
+        .map(|n| n > 0)
+    }
+
+    async fn set_document_store_users(&self, id: Uuid, where_used: &[Uuid]) -> StoreResult<bool> {
+        let used = json_text(&where_used)?;
+        self.execute(
+            "UPDATE document_stores SET where_used = $2 WHERE id = $1",
+            &[&id, &used],
+        )
+        .await
+        .map(|n| n > 0)
+    }
+
     async fn delete_document_store(&self, workspace: Uuid, id: Uuid) -> StoreResult<bool> {
         self.execute(
             "DELETE FROM document_stores WHERE id = $1 AND workspace_id = $2",

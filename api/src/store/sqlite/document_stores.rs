@@ -149,6 +149,34 @@ impl DocumentStoreStore for SqliteStore {
         .await
     }
 
+    async fn set_document_store_status(
+        &self,
+        id: Uuid,
+        status: DocumentStoreStatus,
+    ) -> StoreResult<bool> {
+        self.call(move |conn| {
+            conn.execute(
+                "UPDATE document_stores SET status = ?2, updated_at = ?3 WHERE id = ?1",
+                params![id.to_string(), status.as_str(), to_millis(&time::now())],
+            )
+            .map(|n| n > 0)
+        })
+        .await
+    }
+
+    async fn set_document_store_users(&self, id: Uuid, where_used: &[Uuid]) -> StoreResult<bool> {
+        let used = serde_json::to_string(where_used)
+            .map_err(|e| StoreError::Backend(format!("cannot encode a JSON column: {e}")))?;
+        self.call(move |conn| {
+            conn.execute(
+                "UPDATE document_stores SET where_used = ?2 WHERE id = ?1",
+                params![id.to_string(), used],
+            )
+            .map(|n| n > 0)
+        })
+        .await
+    }
+
     async fn delete_document_store(&self, workspace: Uuid, id: Uuid) -> StoreResult<bool> {
         self.call(move |conn| {
             conn.execute(
