@@ -202,10 +202,7 @@ pub struct ChunkPage {
 /// SHA-256, in hex.
 pub fn content_key(text: &str) -> String {
     use sha2::Digest;
-    sha2::Sha256::digest(text.as_bytes())[..16]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    super::to_hex(&sha2::Sha256::digest(text.as_bytes())[..16])
 }
 
 /// The chunks' owner in the vector tables: a document store's vectors are kept

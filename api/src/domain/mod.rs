@@ -81,6 +81,17 @@ impl Default for Page {
     }
 }
 
+/// `bytes` as lower-case hex.
+pub fn to_hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut hex, b| {
+            let _ = write!(hex, "{b:02x}");
+            hex
+        })
+}
+
 /// A plausible e-mail address: one `@`, a dotted domain, no spaces, at most 254 bytes.
 pub fn is_email(text: &str) -> bool {
     match text.split_once('@') {

@@ -299,12 +299,7 @@ impl StoreBody {
             ),
         ] {
             if let Some(value) = value {
-                *slot = match stores::read_config(field, Some(value))? {
-                    None => None,
-                    Some(v) => Some(serde_json::from_value(v).map_err(|e| {
-                        ApiError::BadRequest(format!("'{field}' must be {{name, config}}: {e}"))
-                    })?),
-                };
+                *slot = stores::read_component(field, Some(value))?;
             }
         }
         if let Some(used) = stores::read_config("whereUsed", self.where_used)? {
@@ -707,11 +702,7 @@ async fn edit_chunk(
     let text = body
         .page_content
         .ok_or_else(|| ApiError::missing("pageContent"))?;
-    let metadata: Map<String, Value> = match stores::read_config("metadata", body.metadata)? {
-        None => Map::new(),
-        Some(Value::Object(m)) => m,
-        Some(_) => return Err(ApiError::BadRequest("'metadata' must be an object".into())),
-    };
+    let metadata = stores::read_object("metadata", body.metadata)?.unwrap_or_default();
     stores::change_chunk(
         &state,
         auth.workspace(),
@@ -811,22 +802,20 @@ async fn update_vector_store(
 
 /// An insert's answer, or 202 while it goes on as a job.
 fn inserted(result: Inserted, store: Uuid, doc_id: Option<Uuid>) -> Response {
-    match result {
-        Inserted::Done(answer) => {
-            let mut body = serde_json::to_value(&answer).unwrap_or_default();
-            if let (Some(doc), Some(map)) = (doc_id, body.as_object_mut()) {
-                map.insert("docId".into(), Value::from(doc.to_string()));
-            }
-            Json(body).into_response()
-        }
-        Inserted::Running => {
-            let mut body = serde_json::json!({"status": "UPSERTING", "storeId": store});
-            if let (Some(doc), Some(map)) = (doc_id, body.as_object_mut()) {
-                map.insert("docId".into(), Value::from(doc.to_string()));
-            }
-            (StatusCode::ACCEPTED, Json(body)).into_response()
-        }
+    let (status, mut body) = match result {
+        Inserted::Done(answer) => (
+            StatusCode::OK,
+            serde_json::to_value(&answer).unwrap_or_default(),
+        ),
+        Inserted::Running => (
+            StatusCode::ACCEPTED,
+            serde_json::json!({"status": "UPSERTING", "storeId": store}),
+        ),
+    };
+    if let (Some(doc), Some(map)) = (doc_id, body.as_object_mut()) {
+        map.insert("docId".into(), Value::from(doc.to_string()));
     }
+    (status, Json(body)).into_response()
 }
 
 /// Embeds the store's chunks (of `docId`, or all) into its vector store, after
@@ -993,14 +982,6 @@ fn upsert_request(
         Some(Value::String(s)) => s == "true",
         _ => false,
     };
-    let config = |name: &str, v: Option<Value>| -> ApiResult<Option<ComponentConfig>> {
-        match stores::read_config(name, v)? {
-            None => Ok(None),
-            Some(v) => serde_json::from_value(v).map(Some).map_err(|e| {
-                ApiError::BadRequest(format!("'{name}' must be {{name, config}}: {e}"))
-            }),
-        }
-    };
     let doc_id = match fields.remove("docId") {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) if s.is_empty() => None,
@@ -1010,11 +991,7 @@ fn upsert_request(
         ),
         Some(_) => return Err(ApiError::BadRequest("'docId' must be a loader id".into())),
     };
-    let metadata = match stores::read_config("metadata", fields.remove("metadata"))? {
-        None => None,
-        Some(Value::Object(m)) => Some(m),
-        Some(_) => return Err(ApiError::BadRequest("'metadata' must be an object".into())),
-    };
+    let metadata = stores::read_object("metadata", fields.remove("metadata"))?;
     let doc_store = stores::read_config("docStore", fields.remove("docStore"))?;
     let text = |key: &str| {
         doc_store
@@ -1030,11 +1007,11 @@ fn upsert_request(
         create_new_doc_store: flag(fields.remove("createNewDocStore")),
         doc_store_name: text("name"),
         doc_store_description: text("description"),
-        loader: config("loader", fields.remove("loader"))?,
-        splitter: config("splitter", fields.remove("splitter"))?,
-        vector_store: config("vectorStore", fields.remove("vectorStore"))?,
-        embedding: config("embedding", fields.remove("embedding"))?,
-        record_manager: config("recordManager", fields.remove("recordManager"))?,
+        loader: stores::read_component("loader", fields.remove("loader"))?,
+        splitter: stores::read_component("splitter", fields.remove("splitter"))?,
+        vector_store: stores::read_component("vectorStore", fields.remove("vectorStore"))?,
+        embedding: stores::read_component("embedding", fields.remove("embedding"))?,
+        record_manager: stores::read_component("recordManager", fields.remove("recordManager"))?,
         files,
     })
 }

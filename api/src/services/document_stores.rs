@@ -165,6 +165,27 @@ pub fn read_config(name: &str, value: Option<Value>) -> ServiceResult<Option<Val
     }
 }
 
+/// A `{name, config}` (or its JSON text), or nothing.
+pub fn read_component(field: &str, value: Option<Value>) -> ServiceResult<Option<ComponentConfig>> {
+    match read_config(field, value)? {
+        None => Ok(None),
+        Some(v) => serde_json::from_value(v)
+            .map(Some)
+            .map_err(|e| ServiceError::Invalid(format!("'{field}' must be {{name, config}}: {e}"))),
+    }
+}
+
+/// A JSON object (or its JSON text), or nothing.
+pub fn read_object(field: &str, value: Option<Value>) -> ServiceResult<Option<Map<String, Value>>> {
+    match read_config(field, value)? {
+        None => Ok(None),
+        Some(Value::Object(map)) => Ok(Some(map)),
+        Some(_) => Err(ServiceError::Invalid(format!(
+            "'{field}' must be an object"
+        ))),
+    }
+}
+
 /// A `{name, config}` config, or a bare node type beside its inputs.
 fn component(
     field: &str,
@@ -674,7 +695,17 @@ pub async fn save_vector_config(
     strict: bool,
 ) -> ServiceResult<DocumentStore> {
     let store_id = request.store_id.ok_or(ServiceError::Missing("storeId"))?;
-    let mut store = get(state, workspace, store_id).await?;
+    let store = get(state, workspace, store_id).await?;
+    configure(state, store, request, strict).await
+}
+
+/// Sets the configs `request` sends on `store` (see [`save_vector_config`]).
+async fn configure(
+    state: &Services,
+    mut store: DocumentStore,
+    request: VectorConfigRequest,
+    strict: bool,
+) -> ServiceResult<DocumentStore> {
     let sent = [
         (
             &mut store.embedding_config,
@@ -706,11 +737,6 @@ pub async fn save_vector_config(
             *slot = config;
         }
     }
-    if let Some(record) = &store.record_manager_config {
-        // weir's vector writes are its record manager (a chunk's hash says
-        // whether it is stored); Flowise's nodes for it are not run.
-        tracing::debug!(record_manager = %record.name, "a document store names a record manager");
-    }
     if store
         .vector_store_config
         .as_ref()
@@ -726,8 +752,7 @@ pub async fn save_vector_config(
         ));
     }
     if store.vector_store_config.is_some() {
-        let loaders: Vec<&DocumentLoader> = store.loaders.iter().collect();
-        parts(state, &store, &loaders, true, None).await?;
+        vector_store(state, &store, None).await?;
     }
     // An insert running keeps its status; its end sets the next one.
     if !matches!(
@@ -750,8 +775,9 @@ pub async fn insert(
     let doc_id = request.doc_id;
     let strict = request.is_strict_save;
     let store_id = request.store_id.ok_or(ServiceError::Missing("storeId"))?;
-    refuse_while_upserting(&get(state, workspace, store_id).await?)?;
-    let store = save_vector_config(state, workspace, request, strict).await?;
+    let store = get(state, workspace, store_id).await?;
+    refuse_while_upserting(&store)?;
+    let store = configure(state, store, request, strict).await?;
     start_insert(state, store, doc_id).await
 }
 
@@ -878,10 +904,14 @@ async fn vector_store(
     store: &DocumentStore,
     values: Option<&Map<String, Value>>,
 ) -> ServiceResult<VectorStoreSpec> {
-    parts(state, store, &[], true, values)
-        .await?
-        .store
-        .ok_or_else(|| ServiceError::Internal("a store's graph built no vector store".into()))
+    state
+        .search
+        .store_vector_spec(store, values)
+        .await
+        .map_err(|e| match e {
+            ServiceError::Flow(e) => invalid(e),
+            other => other,
+        })
 }
 
 /// Deletes the store's vectors (of one loader, or all); how many went.
@@ -1146,8 +1176,7 @@ pub async fn upsert(
         credential: base.as_ref().and_then(|b| b.credential.clone()),
     };
     // Checked before anything is kept: the loader must build.
-    let mut checked = loader_of(&loader_request, None)?;
-    checked.files = Vec::new();
+    let checked = loader_of(&loader_request, None)?;
     parts(state, &store, &[&checked], false, None).await?;
     save_loader(state, workspace, &loader_request).await?;
     if has_files {

@@ -120,7 +120,6 @@ impl Services {
             plans: Arc::clone(&plans),
             providers,
             keyring: Arc::clone(&keyring),
-            http: http.clone(),
             models: models.clone(),
         });
         let tools = ToolClients {

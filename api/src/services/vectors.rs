@@ -498,12 +498,7 @@ fn hashed(fingerprint: &str, documents: Vec<Document>) -> Vec<(String, Document)
             h.update(d.page_content.as_bytes());
             h.update([0]);
             canonical_object(&d.metadata, &mut h);
-            let hash = h
-                .finalize()
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect::<String>();
-            (hash, d)
+            (crate::domain::to_hex(&h.finalize()), d)
         })
         .collect()
 }
@@ -548,9 +543,8 @@ pub struct VectorSearch {
     pub providers: Arc<crate::config::ProviderSettings>,
     /// Opens the credentials a document store's embeddings name.
     pub keyring: Arc<crate::sealing::Keyring>,
-    /// The shared client rerank services are called with.
-    pub http: reqwest::Client,
-    /// The chat models an RRF retriever asks for versions of the question.
+    /// The chat models an RRF retriever asks for versions of the question,
+    /// and the shared client (`models.http`) rerank services are called with.
     pub models: crate::llm::connect::Models,
 }
 
@@ -739,7 +733,7 @@ impl VectorSearch {
         match &store.rerank {
             None => Ok(hits),
             Some(rerank) => crate::retrieval::rerank::rerank(
-                &self.http,
+                &self.models.http,
                 rerank,
                 query,
                 hits.into_iter().map(|(d, _)| d).collect(),
@@ -929,28 +923,37 @@ impl VectorSearch {
                     .into(),
             ));
         }
-        let loaders: Vec<&crate::domain::DocumentLoader> = store.loaders.iter().collect();
-        let graph = StoreGraph::of_store(store, &loaders, true).map_err(|e| named(e.message))?;
-        let parts = build_store_parts(
+        self.store_vector_spec(store, None)
+            .await
+            .map_err(|e| match e {
+                ServiceError::Invalid(why) => named(why),
+                ServiceError::Flow(e) => named(e.message),
+                other => {
+                    tracing::error!(error = %other, "cannot build a document store's vector store");
+                    named("its vector store could not be built".into())
+                }
+            })
+    }
+
+    /// A Flowise document store's vector store, built from its configs (its
+    /// credentials opened, `values` over its inputs); no loader is built.
+    pub async fn store_vector_spec(
+        &self,
+        store: &crate::domain::DocumentStore,
+        values: Option<&Map<String, Value>>,
+    ) -> ServiceResult<VectorStoreSpec> {
+        let graph = StoreGraph::of_store(store, &[], true)?;
+        build_store_parts(
             &*self.store,
             &self.keyring,
             &self.providers,
             store.workspace_id,
             &graph,
-            None,
+            values,
         )
-        .await
-        .map_err(|e| match e {
-            ServiceError::Invalid(why) => named(why),
-            ServiceError::Flow(e) => named(e.message),
-            other => {
-                tracing::error!(error = %other, "cannot build a document store's vector store");
-                named("its vector store could not be built".into())
-            }
-        })?;
-        parts
-            .store
-            .ok_or_else(|| named("it has no vector store".into()))
+        .await?
+        .store
+        .ok_or_else(|| ServiceError::Internal("a store's graph built no vector store".into()))
     }
 
     async fn embed_question(

@@ -449,7 +449,7 @@ pub async fn set_secret(
         })?;
     let secret = generate.then(|| {
         let bytes: [u8; 32] = rand::random();
-        webhook::to_hex(&bytes)
+        crate::domain::to_hex(&bytes)
     });
     trigger.webhook_secret.clone_from(&secret);
     trigger.updated_date = time::now();

@@ -28,6 +28,7 @@
 //!
 //! [`DELIVERY_MEMORY`]: super::scheduler::DELIVERY_MEMORY
 
+use crate::domain::to_hex;
 use base64::Engine;
 use hmac::{Hmac, Mac};
 use serde_json::{Map, Value, json};
@@ -408,17 +409,6 @@ pub fn hmac_sha256_hex(key: &[u8], body: &[u8]) -> String {
     };
     mac.update(body);
     to_hex(&mac.finalize().into_bytes())
-}
-
-/// `bytes` as lower-case hex.
-pub fn to_hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    bytes
-        .iter()
-        .fold(String::with_capacity(bytes.len() * 2), |mut hex, b| {
-            let _ = write!(hex, "{b:02x}");
-            hex
-        })
 }
 
 /// GitHub: `sha256=<hex HMAC-SHA256(secret, body)>`.
