@@ -169,3 +169,117 @@ def test_a_sequential_agents_state_is_updated_by_its_javascript(py_api, fake):
     flow = create_flow(py_api, flows.wired(nodes), type="MULTIAGENT")
     message = assert_error(predict(py_api, flow, "hi"), 500)["message"]
     assert "Return output must be an object" in message and "seqLLMNode_0" in message, message
+
+
+# --- Chatflows: the customFunction node ----------------------------------------------------
+
+def chat_function(code, node_id="customFunction_0", **variables):
+    return flows.node(node_id, "customFunction", {
+        "functionInputVariables": json.dumps(variables) if variables else "",
+        "functionName": "", "javascriptFunction": code})
+
+
+def test_a_chatflow_custom_function_answers_as_the_ending_node(py_api):
+    r = py_api.post("/variables", json={"name": "team", "value": "ops"})
+    assert r.status_code == 201, r.text
+    code = ("return `${$vars.team} heard '${$input}' (${$asked.length} chars, "
+            "${$limits.max} max) in ${typeof $flow.chatflowId}`;")
+    function = chat_function(code, asked="{{question}}", limits='{"max": 3}')
+    flow = create_flow(py_api, flows.graph([function]))
+    assert ask(py_api, flow, "all good?")["text"] == "ops heard 'all good?' (9 chars, 3 max) in string"
+    # An object returned is the answer as JSON; a throw fails the run with its error.
+    flow = create_flow(py_api, flows.graph([chat_function("return {rows: [1, 2], ok: true};")]))
+    assert json.loads(ask(py_api, flow, "x")["text"]) == {"rows": [1, 2], "ok": True}
+    flow = create_flow(py_api, flows.graph([chat_function("throw new Error('no ledger');")]))
+    message = assert_error(predict(py_api, flow, "x"), 500)["message"]
+    assert "customFunction_0" in message and "no ledger" in message, message
+
+
+def test_a_custom_functions_result_fills_the_prompt_values_that_read_it(py_api, fake):
+    """Flowise's Text to SQL shape: a function returns a schema that a prompt's
+    `promptValues` name as `{{customFunction_0.data.instance}}`; a second function
+    reads the first one's result through its input variables."""
+    schema = chat_function("return 'CREATE TABLE customers (name varchar(50))';")
+    tables = chat_function("return $schema.split(' ')[2] + ' for ' + $input;", node_id="customFunction_1",
+                           schema=flows.ref("customFunction_0"))
+    model = flows.openai_model(fake.url)
+    prompt = flows.prompt_template("Schema: {schema}\nTables: {tables}\nQ: {question}",
+                                   {"schema": flows.ref("customFunction_0"),
+                                    "tables": "[" + flows.ref("customFunction_1") + "]",
+                                    "question": "{{question}}"})
+    graph = flows.llm_chain(model, prompt)
+    # The second function comes first in the flow: it still runs after the one it reads.
+    graph["nodes"] = [tables, *graph["nodes"], schema]
+    graph["edges"] += [flows.edge("customFunction_0", "promptTemplate_0"),
+                       flows.edge("customFunction_0", "customFunction_1"),
+                       flows.edge("customFunction_1", "promptTemplate_0")]
+    flow = create_flow(py_api, graph)
+    assert ask(py_api, flow, "who buys?")["text"] == (
+        "Echo: Schema: CREATE TABLE customers (name varchar(50))\nTables: [customers for who buys?]\nQ: who buys?")
+
+
+def test_a_custom_function_reading_a_node_weir_does_not_pass_is_a_400(py_api, fake):
+    model = flows.openai_model(fake.url)
+    prompt = flows.prompt_template("Q: {question}")
+    graph = flows.llm_chain(model, prompt)
+    graph["nodes"].append(chat_function("return $answer;", answer=flows.ref("llmChain_0")))
+    graph["edges"].append(flows.edge("llmChain_0", "customFunction_0"))
+    r = py_api.post("/chatflows", json={"name": "bad", "flowData": json.dumps(graph)})
+    if r.status_code == 201:
+        r = predict(py_api, r.json()["id"], "hi")
+    assert_error(r, 400, "llmChain_0")
+
+
+def test_a_sequential_condition_routes_by_its_javascript_function(py_api, fake):
+    """`conditionFunction` (the code tab chosen) returns the name of the branch."""
+    model = flows.openai_model(fake.url)
+    condition = flows.seq_condition("seqCondition_0", "is it yes", ["seqAgent_0"], [])
+    condition["data"]["inputs"].update({
+        "conditionFunction": ("const said = $flow.state.messages[$flow.state.messages.length - 1].content;\n"
+                              "return said.includes('yes') && $flow.input.length > 3 ? 'Affirm' : 'End';"),
+        "selectedConditionFunctionTab_seqCondition_0": "conditionFunction"})
+    nodes = [model, flows.seq_start(model),
+             flows.seq_agent("seqAgent_0", "classifier", ["seqStart_0"], system="Classify the request."),
+             condition,
+             flows.seq_llm("seqLLMNode_0", "affirmer", ["seqCondition_0"], system="Affirm.", human="Say it is settled."),
+             flows.seq_end("seqEnd_0", "seqLLMNode_0"), flows.seq_end("seqEnd_1", "seqCondition_0")]
+    graph = flows.wired(nodes, branches={("seqCondition_0", "seqLLMNode_0"): "Affirm",
+                                         ("seqCondition_0", "seqEnd_1"): "End"})
+    flow = create_flow(py_api, graph, type="MULTIAGENT")
+    assert ask(py_api, flow, "yes please")["text"] == "Echo: Say it is settled."
+    assert ask(py_api, flow, "no thanks")["text"] == "Echo: no thanks"
+    # Anything but a string is Flowise's error.
+    condition["data"]["inputs"]["conditionFunction"] = "return 3;"
+    flow = create_flow(py_api, flows.wired(nodes, branches={("seqCondition_0", "seqLLMNode_0"): "Affirm",
+                                                            ("seqCondition_0", "seqEnd_1"): "End"}),
+                       type="MULTIAGENT")
+    message = assert_error(predict(py_api, flow, "yes please"), 500)["message"]
+    assert "Condition function must return a string" in message and "seqCondition_0" in message, message
+
+
+def test_a_sequential_state_defined_in_javascript_starts_and_updates_as_its_reducers_say(py_api, fake):
+    """`stateMemoryCode` (the code tab chosen): LangGraph channels whose `default()`
+    is each key's start and whose reducer replaces or appends."""
+    model = flows.openai_model(fake.url)
+    code = ("{\n  seen: { value: (x, y) => x.concat(y), default: () => [$flow.input.length] },\n"
+            "  last: { value: (x, y) => y ?? x, default: () => 'nothing yet' },\n};")
+    state = flows.node("seqState_0", "seqState", {"stateMemory": "stateMemoryCode", "stateMemoryCode": code,
+                                                  "selectedStateTab_seqState_0": "stateMemoryCode"})
+    worker = flows.seq_llm("seqLLMNode_0", "first", ["seqStart_0"], human="Seen: {seen}; last: {last}",
+                           promptValues=json.dumps({"seen": "$flow.state.seen", "last": "$flow.state.last"}),
+                           updateStateMemoryUI=json.dumps([{"key": "seen", "value": "$flow.input"},
+                                                           {"key": "last", "value": "$flow.output.content"}]))
+    second = flows.seq_llm("seqLLMNode_1", "second", ["seqLLMNode_0"], human="Now: {seen} / {last}",
+                           promptValues=json.dumps({"seen": "$flow.state.seen", "last": "$flow.state.last"}))
+    nodes = [model, state, flows.seq_start(model, state=flows.ref("seqState_0")), worker, second,
+             flows.seq_end("seqEnd_0", "seqLLMNode_1")]
+    flow = create_flow(py_api, flows.wired(nodes), type="MULTIAGENT")
+    body = ask(py_api, flow, "hey")
+    assert body["text"] == 'Echo: Now: [3,"hey"] / Echo: Seen: [3]; last: nothing yet', body["text"]
+    # A reducer that neither replaces nor appends, or code that is not an object, fails the run.
+    for bad, words in [("{ n: { value: (x, y) => x + y, default: () => 0 } }", "neither replaces nor appends"),
+                       ("'just text'", "State must be an object")]:
+        state["data"]["inputs"]["stateMemoryCode"] = bad
+        flow = create_flow(py_api, flows.wired(nodes), type="MULTIAGENT")
+        message = assert_error(predict(py_api, flow, "hey"), 500)["message"]
+        assert words in message and "seqState_0" in message, message

@@ -276,8 +276,6 @@ def test_branches_run_side_by_side_and_merge_once(api, fake):
 
 
 @pytest.mark.parametrize("node, inputs, words", [
-    ("seqState", {"stateMemoryCode": "{ a: { value: (x, y) => y } }", "selectedStateTab_seqState_0": "stateMemoryCode"},
-     "JavaScript"),
     ("seqLoop", {"loopToName": "nobody", "sequentialNode": [flows.ref("seqAgent_0")]}, "nobody"),
 ])
 def test_what_sequential_nodes_cannot_do_is_a_400(api, fake, node, inputs, words):

@@ -38,7 +38,16 @@ async fn answer<E: From<FlowEvent> + Send>(
             ..RunOutput::default()
         });
     }
+    let filled;
+    let runnable = if runnable.functions.is_empty() {
+        runnable
+    } else {
+        let results = chatflow::function::results(&runnable.functions, input, ctx).await?;
+        filled = runnable.with_results(&results);
+        &filled
+    };
     match &runnable.answer {
+        Answer::Function(function) => chatflow::function::run(function, input, ctx, tokens).await,
         Answer::Chain(chain) => chatflow::chain::run(chain, input, ctx, tokens).await,
         Answer::Agent(spec) => chatflow::agent::run(spec, input, ctx, tokens).await,
         Answer::MultiAgent {

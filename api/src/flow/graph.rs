@@ -242,6 +242,26 @@ impl FlowGraph {
     }
 }
 
+/// The node ids of every `{{nodeId.data.instance}}` written inside `text`
+/// (a prompt value that reads another node's result among other words).
+pub fn embedded_references(text: &str) -> Vec<&str> {
+    let mut found = Vec::new();
+    let mut rest = text;
+    while let Some(open) = rest.find("{{") {
+        let after = &rest[open + 2..];
+        let Some(close) = after.find("}}") else {
+            break;
+        };
+        if let Some(id) = after[..close].trim().strip_suffix(".data.instance")
+            && !id.is_empty()
+        {
+            found.push(id);
+        }
+        rest = &after[close + 2..];
+    }
+    found
+}
+
 /// The node id in `{{nodeId.data.instance}}`, if `text` is such a reference.
 pub fn reference(text: &str) -> Option<&str> {
     let inner = text.trim().strip_prefix("{{")?.strip_suffix("}}")?;
@@ -307,6 +327,13 @@ mod tests {
         assert_eq!(reference(" {{ a.data.instance }} "), Some("a"));
         assert_eq!(reference("{{question}}"), None);
         assert_eq!(reference("plain"), None);
+        assert_eq!(
+            super::embedded_references(
+                "schema: {{customFunction_0.data.instance}} for {{question}} and {{ f_1.data.instance }}"
+            ),
+            ["customFunction_0", "f_1"]
+        );
+        assert!(super::embedded_references("{{ open").is_empty());
         assert_eq!(
             super::references(&json!(["{{a.data.instance}}", "x", "{{b.data.instance}}"])),
             vec!["a", "b"]

@@ -17,11 +17,11 @@ use super::FlowError;
 use super::agentflow::step::{Step, build_steps};
 use super::agentflow::{AgentflowSpec, Wiring};
 use super::component::{
-    AgentSpec, ChainSpec, Component, CsvAgentSpec, LoaderSpec, MemorySpec, ModelSpec,
-    ModerationSpec, PythonSource, RetrievalChainSpec, SeqStep, SupervisorSpec, ToolKind, ToolSpec,
-    VectorStoreSpec, WorkerSpec,
+    AgentSpec, ChainSpec, Component, CsvAgentSpec, FunctionSpec, LoaderSpec, MemorySpec, ModelSpec,
+    ModerationSpec, PromptSpec, PythonSource, RetrievalChainSpec, Routing, SeqStep, SupervisorSpec,
+    ToolKind, ToolSpec, VectorStoreSpec, WorkerSpec,
 };
-use super::graph::{FlowGraph, FlowNode, references};
+use super::graph::{FlowGraph, FlowNode, embedded_references, references};
 use super::node::{Category, InputKind, NodeSpec, unknown};
 use super::overrides::{Overrides, not_overridable};
 use super::registry;
@@ -113,6 +113,9 @@ pub struct Runnable {
     pub memory: Option<MemorySpec>,
     /// Checks of the question before anything runs (the answering node's `inputModeration`).
     pub moderation: Vec<ModerationSpec>,
+    /// `customFunction` nodes whose results other nodes read, in the order
+    /// they run (each after the functions it reads): run before the answer.
+    pub functions: Vec<FunctionSpec>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -127,6 +130,8 @@ pub enum Answer {
     Retrieval(RetrievalChainSpec),
     Agentflow(AgentflowSpec),
     CsvAgent(CsvAgentSpec),
+    /// A `customFunction` as the ending node: its result is the answer.
+    Function(FunctionSpec),
 }
 
 /// What an upsert fills: a vector store node and the loaders connected to it.
@@ -146,11 +151,15 @@ pub struct SequentialSpec {
 }
 
 impl SequentialSpec {
-    /// Whether a step updates the state with JavaScript (in the Python runtime).
+    /// Whether a step runs JavaScript (in the Python runtime): a state update
+    /// or a condition function.
     pub fn runs_javascript(&self) -> bool {
         self.steps.values().any(|s| match s {
             SeqStep::Agent(a) | SeqStep::Llm(a) => a.update_code.is_some(),
             SeqStep::ToolNode { update_code, .. } => update_code.is_some(),
+            SeqStep::Condition { routing, .. } => matches!(routing, Routing::Code(_)),
+            SeqStep::StateCode(_) => true,
+            SeqStep::ConditionAgent(c) => matches!(c.routing, Routing::Code(_)),
             _ => false,
         })
     }
@@ -169,7 +178,9 @@ impl Runnable {
     /// Every tool the run may call.
     pub fn tools(&self) -> Vec<&ToolSpec> {
         match &self.answer {
-            Answer::Chain(_) | Answer::Retrieval(_) | Answer::CsvAgent(_) => Vec::new(),
+            Answer::Chain(_) | Answer::Retrieval(_) | Answer::CsvAgent(_) | Answer::Function(_) => {
+                Vec::new()
+            }
             Answer::Agent(a) => a.tools.iter().collect(),
             Answer::MultiAgent { workers, .. } => workers.iter().flat_map(|w| &w.tools).collect(),
             Answer::Sequential(s) => s
@@ -189,6 +200,7 @@ impl Runnable {
     /// agentflow that names them, or a sequential step's JavaScript.
     pub fn reads_vars(&self) -> bool {
         self.uses_python()
+            || self.runs_functions()
             || matches!(&self.answer, Answer::CsvAgent(_))
             || matches!(&self.answer, Answer::Agentflow(f) if f.reads_vars())
             || matches!(&self.answer, Answer::Sequential(s) if s.runs_javascript())
@@ -201,6 +213,42 @@ impl Runnable {
             || self.reads_vars()
             || matches!(&self.answer, Answer::Agentflow(f)
                 if f.searches_document_stores() || f.runs_javascript())
+    }
+
+    /// Whether the run calls a `customFunction` (JavaScript in the runtime).
+    pub fn runs_functions(&self) -> bool {
+        !self.functions.is_empty() || matches!(self.answer, Answer::Function(_))
+    }
+
+    /// The runnable with each function's result (by node id) written where its
+    /// nodes read it: `{{<id>.data.instance}}` in their prompt values.
+    pub fn with_results(&self, results: &HashMap<String, String>) -> Runnable {
+        let mut filled = self.clone();
+        let fill = |values: &mut Map<String, Value>| fill_results(values, results);
+        match &mut filled.answer {
+            Answer::Chain(chain) => match &mut chain.prompt {
+                Some(PromptSpec::Text { values, .. } | PromptSpec::Chat { values, .. }) => {
+                    fill(values)
+                }
+                None => {}
+            },
+            Answer::MultiAgent { workers, .. } => {
+                for worker in workers {
+                    fill(&mut worker.values);
+                }
+            }
+            Answer::Sequential(spec) => {
+                for step in spec.steps.values_mut() {
+                    match step {
+                        SeqStep::Agent(a) | SeqStep::Llm(a) => fill(&mut a.values),
+                        SeqStep::ConditionAgent(c) => fill(&mut c.step.values),
+                        _ => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+        filled
     }
 
     /// Whether this is a sequential flow whose sessions resume checkpoints.
@@ -431,6 +479,7 @@ impl Plan {
     pub fn runnable(&self, overrides: &Overrides<'_>) -> Result<Runnable, FlowError> {
         check_overrides(&self.graph, overrides)?;
         let mut runnable = self.answer(overrides)?;
+        runnable.functions = self.functions(overrides)?;
         let answering = match &self.shape {
             Shape::Single(id) => Some(id.as_str()),
             Shape::MultiAgent { supervisor, .. } => Some(supervisor.as_str()),
@@ -446,6 +495,44 @@ impl Plan {
             }
         }
         Ok(runnable)
+    }
+
+    /// The flow's `customFunction` nodes other nodes read (not its ending
+    /// one), built, each after the functions its input variables read.
+    fn functions(&self, overrides: &Overrides<'_>) -> Result<Vec<FunctionSpec>, FlowError> {
+        let answering = match &self.shape {
+            Shape::Single(id) => Some(id.as_str()),
+            _ => None,
+        };
+        let mut pending = Vec::new();
+        for node in &self.graph.nodes {
+            if node.name != "customFunction" || Some(node.id.as_str()) == answering {
+                continue;
+            }
+            if let Component::Function(function) = build_node(&self.graph, node, overrides)? {
+                pending.push(function);
+            }
+        }
+        let mut ordered: Vec<FunctionSpec> = Vec::with_capacity(pending.len());
+        while !pending.is_empty() {
+            let ready = pending.iter().position(|f| {
+                function_inputs(f)
+                    .iter()
+                    .all(|id| ordered.iter().any(|done| done.node_id == *id))
+            });
+            let Some(ready) = ready else {
+                return Err(FlowError::invalid(format!(
+                    "the customFunction nodes {} read each other's results in a circle",
+                    pending
+                        .iter()
+                        .map(|f| f.node_id.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            };
+            ordered.push(pending.remove(ready));
+        }
+        Ok(ordered)
     }
 
     /// An agentflow's steps for a request: built for it when it brings
@@ -480,21 +567,31 @@ impl Plan {
             Shape::Single(id) => match build(id)? {
                 Component::Chain(chain) => Ok(Runnable {
                     moderation: Vec::new(),
+                    functions: Vec::new(),
                     memory: chain.memory.clone(),
                     answer: Answer::Chain(chain),
                 }),
                 Component::Agent(agent) => Ok(Runnable {
                     moderation: Vec::new(),
+                    functions: Vec::new(),
                     memory: agent.memory.clone(),
                     answer: Answer::Agent(agent),
                 }),
                 Component::RetrievalChain(chain) => Ok(Runnable {
                     moderation: Vec::new(),
+                    functions: Vec::new(),
                     memory: chain.memory.clone(),
                     answer: Answer::Retrieval(chain),
                 }),
+                Component::Function(function) => Ok(Runnable {
+                    moderation: Vec::new(),
+                    functions: Vec::new(),
+                    memory: None,
+                    answer: Answer::Function(function),
+                }),
                 Component::CsvAgent(agent) => Ok(Runnable {
                     moderation: Vec::new(),
+                    functions: Vec::new(),
                     memory: None,
                     answer: Answer::CsvAgent(agent),
                 }),
@@ -529,6 +626,7 @@ impl Plan {
                 }
                 Ok(Runnable {
                     moderation: Vec::new(),
+                    functions: Vec::new(),
                     memory: supervisor.memory.clone(),
                     answer: Answer::MultiAgent {
                         supervisor,
@@ -558,6 +656,7 @@ impl Plan {
                     });
                 Ok(Runnable {
                     moderation: Vec::new(),
+                    functions: Vec::new(),
                     memory,
                     answer: Answer::Agentflow(spec),
                 })
@@ -586,6 +685,7 @@ impl Plan {
                     start.ok_or_else(|| FlowError::invalid("the flow has no seqStart"))?;
                 Ok(Runnable {
                     moderation: Vec::new(),
+                    functions: Vec::new(),
                     memory,
                     answer: Answer::Sequential(SequentialSpec {
                         model,
@@ -597,6 +697,51 @@ impl Plan {
             }
         }
     }
+}
+
+/// The functions a function's input variables read.
+fn function_inputs(function: &FunctionSpec) -> Vec<&str> {
+    function
+        .variables
+        .values()
+        .filter_map(Value::as_str)
+        .flat_map(embedded_references)
+        .collect()
+}
+
+/// Writes each result over its `{{<id>.data.instance}}` in these values.
+pub fn fill_results(values: &mut Map<String, Value>, results: &HashMap<String, String>) {
+    for value in values.values_mut() {
+        if let Value::String(text) = value
+            && text.contains(".data.instance")
+        {
+            *text = with_results(text, results);
+        }
+    }
+}
+
+/// `text` with each `{{<id>.data.instance}}` of a known result replaced by it.
+pub fn with_results(text: &str, results: &HashMap<String, String>) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find("{{") {
+        let after = &rest[open + 2..];
+        let Some(close) = after.find("}}") else {
+            break;
+        };
+        let result = after[..close]
+            .trim()
+            .strip_suffix(".data.instance")
+            .and_then(|id| results.get(id));
+        out.push_str(&rest[..open]);
+        match result {
+            Some(result) => out.push_str(result),
+            None => out.push_str(&rest[open..open + 2 + close + 2]),
+        }
+        rest = &after[close + 2..];
+    }
+    out.push_str(rest);
+    out
 }
 
 fn spec_of(node: &FlowNode) -> Result<&'static NodeSpec, FlowError> {

@@ -84,6 +84,8 @@ pub static NODES: &[&dyn Node] = &[
     &output_parsers::CsvOutputParser,
     &output_parsers::StructuredOutputParser,
     &output_parsers::AdvancedStructuredOutputParser,
+    // Utilities
+    &custom_function::CustomFunction,
     // Agents
     &tool_agent::ToolAgent,
     &conversational_agent::ConversationalAgent,

@@ -38,6 +38,10 @@ pub enum Category {
     /// condition, a condition agent, a human input. What follows one waits for
     /// whichever branch was taken.
     Decision,
+    /// JavaScript whose result other nodes read (`customFunction`: its value
+    /// fills `{{id.data.instance}}` in their prompt values), or that answers
+    /// as the flow's ending node.
+    Function,
 }
 
 impl Category {
@@ -49,7 +53,7 @@ impl Category {
 
     /// Whether a node of this category can be the flow's answer.
     pub fn answers(self) -> bool {
-        matches!(self, Category::Chain | Category::Agent)
+        matches!(self, Category::Chain | Category::Agent | Category::Function)
     }
 
     /// Whether a node of this category belongs in an agentflow.

@@ -11,6 +11,8 @@
 //! - [`sequential`]: a graph of agent, LLM, tool and condition steps.
 //! - [`retrieval`]: chains that answer over a vector store's chunks.
 //! - [`csv_agent`]: questions about a CSV file answered with pandas code.
+//! - [`function`]: `customFunction` nodes (JavaScript in the runtime's sandbox),
+//!   whose results fill other nodes' prompt values or answer.
 //!
 //! A closed event channel means the client is gone: the run stops and the
 //! provider stream is dropped, which cancels the provider call.
@@ -18,6 +20,7 @@
 pub mod agent;
 pub mod chain;
 pub mod csv_agent;
+pub mod function;
 pub mod multiagent;
 pub mod retrieval;
 pub mod sequential;

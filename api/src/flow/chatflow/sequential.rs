@@ -21,7 +21,7 @@ use serde_json::{Map, Value, json};
 
 use crate::flow::FlowError;
 use crate::flow::component::{
-    ConditionRow, ModelSpec, SeqAgent, SeqConditionAgent, SeqStep, StateChannel,
+    ConditionRow, ModelSpec, Routing, SeqAgent, SeqConditionAgent, SeqStep, StateChannel,
 };
 use crate::flow::plan::SequentialSpec;
 use crate::flow::runtime::tool_loop::{call_tools, run_loop};
@@ -79,14 +79,19 @@ pub async fn run<E: From<FlowEvent>>(
     ctx: &RunContext<'_>,
     tokens: &Tokens<'_, E>,
 ) -> Result<RunOutput, RunError> {
-    let channels: &[StateChannel] = spec
-        .steps
-        .values()
-        .find_map(|s| match s {
-            SeqStep::State(channels) => Some(channels.as_slice()),
-            _ => None,
-        })
-        .unwrap_or(&[]);
+    let from_code;
+    let channels: &[StateChannel] = match spec.steps.iter().find_map(|(id, s)| match s {
+        SeqStep::State(channels) => Some(Ok(channels.as_slice())),
+        SeqStep::StateCode(code) => Some(Err((id, code))),
+        _ => None,
+    }) {
+        Some(Ok(channels)) => channels,
+        Some(Err((node_id, code))) => {
+            from_code = state_from_code(code, node_id, input, ctx).await?;
+            &from_code
+        }
+        None => &[],
+    };
     let mut state: Map<String, Value> = channels
         .iter()
         .map(|c| (c.key.clone(), c.default.clone()))
@@ -348,13 +353,13 @@ async fn route(
             _ => true,
         };
         match view.spec.steps.get(&target) {
-            Some(SeqStep::Condition { rows, .. }) => {
-                let branch = pick(rows, &done.output, view);
-                pending.extend(successors(&target, Some(branch)));
+            Some(SeqStep::Condition { routing, .. }) => {
+                let branch = choose_branch(routing, &target, &done.output, view).await?;
+                pending.extend(successors(&target, Some(&branch)));
             }
             Some(SeqStep::ConditionAgent(agent)) => {
                 let output = decide(agent, view).await?;
-                let branch = pick(&agent.rows, &output, view);
+                let branch = choose_branch(&agent.routing, &target, &output, view).await?;
                 out.agent_reasoning.push(json!({
                     "agentName": agent.step.name,
                     "messages": [branch],
@@ -364,7 +369,7 @@ async fn route(
                     "sourceDocuments": [],
                     "state": {},
                 }));
-                pending.extend(successors(&target, Some(branch)));
+                pending.extend(successors(&target, Some(&branch)));
             }
             Some(SeqStep::Loop) => {
                 if joined(arrived)
@@ -381,7 +386,10 @@ async fn route(
                     });
                 }
             }
-            Some(SeqStep::End | SeqStep::Start { .. } | SeqStep::State(_)) | None => {}
+            Some(
+                SeqStep::End | SeqStep::Start { .. } | SeqStep::State(_) | SeqStep::StateCode(_),
+            )
+            | None => {}
         }
     }
     Ok(())
@@ -544,6 +552,132 @@ async fn update_state_code(
     output: &Value,
     view: &View<'_>,
 ) -> Result<Map<String, Value>, RunError> {
+    let failed = |why: String| {
+        RunError::Flow(FlowError::failed(format!(
+            "node {node_id} could not update the state (updateStateMemoryCode): {why}"
+        )))
+    };
+    match run_code(code, output, view).await.map_err(failed)? {
+        Value::Object(writes) => Ok(writes),
+        // Flowise's words.
+        _ => Err(failed("Return output must be an object".into())),
+    }
+}
+
+/// Reads `seqState`'s JavaScript channels in the sandbox: each key's start
+/// (`default()`) and whether its reducer appends or replaces, found by trying
+/// it on sample values (weir applies writes itself; the reducer is not kept).
+const STATE_HARNESS: &str = r#"
+const channels = (__STATE__);
+if (channels === null || typeof channels !== 'object' || Array.isArray(channels)) {
+  throw new Error('State must be an object');
+}
+const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
+const read = {};
+for (const [key, channel] of Object.entries(channels)) {
+  const c = channel === null || typeof channel !== 'object' ? {} : channel;
+  const start = typeof c.default === 'function' ? await c.default() : c.default;
+  let append = false;
+  if (typeof c.value === 'function') {
+    if (same(c.value(['a'], ['b']), ['a', 'b'])) {
+      append = true;
+    } else if (!same(c.value('a', 'b'), 'b')) {
+      throw new Error(`state key '${key}': its reducer (value) neither replaces nor appends`);
+    }
+  }
+  read[key] = { start: start === undefined ? null : start, append };
+}
+return read;
+"#;
+
+async fn state_from_code(
+    code: &str,
+    node_id: &str,
+    input: &RunInput,
+    ctx: &RunContext<'_>,
+) -> Result<Vec<StateChannel>, RunError> {
+    let failed = |why: String| {
+        RunError::Flow(FlowError::failed(format!(
+            "node {node_id} could not read its state (stateMemoryCode): {why}"
+        )))
+    };
+    // Flowise runs it as `return <code>`: an expression, maybe with a `;`.
+    let expression = code.trim().trim_end_matches(';');
+    let harness = STATE_HARNESS.replace("__STATE__", expression);
+    let mut globals = Map::with_capacity(2);
+    globals.insert("$vars".into(), Value::Object(ctx.env.vars.clone()));
+    globals.insert(
+        "$flow".into(),
+        json!({
+            "chatflowId": ctx.flow.chatflow_id,
+            "sessionId": ctx.flow.session_id,
+            "chatId": ctx.flow.session_id,
+            "input": input.question,
+        }),
+    );
+    let read = ctx
+        .tools
+        .runtime
+        .run_javascript(
+            &harness,
+            globals,
+            Some(ctx.limits.code_timeout.as_secs_f64()),
+            &ctx.env.workspace_id,
+        )
+        .await
+        .map_err(failed)?;
+    let Value::Object(keys) = read else {
+        return Err(failed("State must be an object".into()));
+    };
+    Ok(keys
+        .into_iter()
+        .filter(|(key, _)| key != "messages")
+        .map(|(key, channel)| {
+            let append = channel.get("append").and_then(Value::as_bool) == Some(true);
+            let start = channel.get("start").cloned().unwrap_or(Value::Null);
+            let default = match (append, start) {
+                (true, Value::Array(items)) => Value::Array(items),
+                (true, Value::Null) => Value::Array(Vec::new()),
+                (true, other) => Value::Array(vec![other]),
+                (false, start) => start,
+            };
+            StateChannel {
+                key,
+                append,
+                default,
+            }
+        })
+        .collect())
+}
+
+/// The branch a condition takes: its table's first row that holds (else
+/// `End`), or the name its `conditionFunction` returns.
+async fn choose_branch(
+    routing: &Routing,
+    node_id: &str,
+    output: &Value,
+    view: &View<'_>,
+) -> Result<String, RunError> {
+    let code = match routing {
+        Routing::Rows(rows) => return Ok(pick(rows, output, view).to_owned()),
+        Routing::Code(code) => code,
+    };
+    let failed = |why: String| {
+        RunError::Flow(FlowError::failed(format!(
+            "node {node_id} could not choose a branch (conditionFunction): {why}"
+        )))
+    };
+    match run_code(code, output, view).await.map_err(failed)? {
+        Value::String(branch) => Ok(branch),
+        // Flowise's words.
+        _ => Err(failed("Condition function must return a string".into())),
+    }
+}
+
+/// A step's JavaScript (the body of an async function) run in the Python
+/// runtime's sandbox with Flowise's globals: `$input`, `$vars`, and `$flow`
+/// with the step's `output` and the `state` (its `messages` included).
+async fn run_code(code: &str, output: &Value, view: &View<'_>) -> Result<Value, String> {
     let flow = &view.ctx.flow;
     let mut state = view.state.clone();
     state.insert("messages".into(), view.messages());
@@ -562,13 +696,7 @@ async fn update_state_code(
             "vars": view.ctx.env.vars,
         }),
     );
-    let failed = |why: String| {
-        RunError::Flow(FlowError::failed(format!(
-            "node {node_id} could not update the state (updateStateMemoryCode): {why}"
-        )))
-    };
-    let returned = view
-        .ctx
+    view.ctx
         .tools
         .runtime
         .run_javascript(
@@ -578,12 +706,6 @@ async fn update_state_code(
             &view.ctx.env.workspace_id,
         )
         .await
-        .map_err(failed)?;
-    match returned {
-        Value::Object(writes) => Ok(writes),
-        // Flowise's words.
-        _ => Err(failed("Return output must be an object".into())),
-    }
 }
 
 /// A `$flow.…` or `$vars.…` reference, or the text as written.

@@ -39,6 +39,8 @@ pub enum Component {
     /// An agent-memory node: a sequential flow's session resumes its checkpoint.
     Checkpointer,
     CsvAgent(CsvAgentSpec),
+    /// A chatflow's `customFunction`.
+    Function(FunctionSpec),
     /// What an agentflow node builds.
     Step(Box<step::StepKind>),
 }
@@ -55,6 +57,18 @@ pub struct CsvAgentSpec {
     pub system_message: String,
     /// The pandas call that reads `csv_data` (`customReadCSV`, default `read_csv(csv_data)`).
     pub read_csv: String,
+}
+
+/// A chatflow's `customFunction`: the body of an async JavaScript function run
+/// in the Python runtime's sandbox with Flowise's globals (`$input`, `$vars`,
+/// `$flow`, and `$<name>` for each input variable).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FunctionSpec {
+    pub node_id: String,
+    pub code: String,
+    /// `functionInputVariables`: `{{question}}` in a text value is the question,
+    /// `{{<id>.data.instance}}` another function's result.
+    pub variables: Map<String, Value>,
 }
 
 /// A deny list the question is checked against before the flow runs.
@@ -310,7 +324,7 @@ pub enum SeqStep {
     },
     Condition {
         name: String,
-        rows: Vec<ConditionRow>,
+        routing: Routing,
     },
     /// A model decides (`seqConditionAgent`): its answer (or structured output)
     /// is checked against the rows.
@@ -319,6 +333,12 @@ pub enum SeqStep {
     Loop,
     /// The flow's state channels (`seqState`).
     State(Vec<StateChannel>),
+    /// The flow's state channels as `seqState`'s JavaScript writes them (an
+    /// object of `{value: reducer, default: () => value}`): evaluated in the
+    /// Python runtime's sandbox when a run starts, each key's `default()` is
+    /// its start and its reducer, tried on sample values, must replace (`(x,
+    /// y) => y`) or append (`(x, y) => x.concat(y)`).
+    StateCode(String),
     End,
 }
 
@@ -338,7 +358,18 @@ pub struct SeqConditionAgent {
     pub step: SeqAgent,
     /// `conditionAgentStructuredOutput`: the model answers with these keys.
     pub structured: Vec<OutputField>,
-    pub rows: Vec<ConditionRow>,
+    pub routing: Routing,
+}
+
+/// How a sequential condition picks its branch.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Routing {
+    /// The condition table (`conditionUI`): the first row that holds names
+    /// the branch, else `End`.
+    Rows(Vec<ConditionRow>),
+    /// `conditionFunction`: JavaScript, run in the Python runtime's sandbox,
+    /// that returns the branch's name.
+    Code(String),
 }
 
 /// A `seqAgent` (tool-calling loop) or `seqLLMNode` (one model call).

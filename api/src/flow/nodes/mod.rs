@@ -25,6 +25,7 @@ pub mod conversational_retrieval_qa_chain;
 pub mod csv_agent;
 pub mod csv_file;
 pub mod current_date_time;
+pub mod custom_function;
 pub mod custom_tool;
 pub mod document_store;
 pub mod document_store_vs;
@@ -346,3 +347,13 @@ fn azure_endpoint(
 
 /// Azure OpenAI's hosts: `<instance>.openai.azure.com`.
 const AZURE_HOME: &str = endpoints::AZURE_OPENAI.home;
+
+/// Whether `name` can follow `$` as a JavaScript global of a function's
+/// sandbox: letters, digits, `_` and `$`, not starting with a digit.
+pub fn is_js_identifier(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c == '$' || c == '_' || c.is_ascii_alphabetic())
+        && chars.all(|c| c == '$' || c == '_' || c.is_ascii_alphanumeric())
+}

@@ -1,12 +1,13 @@
-//! `seqCondition`: picks the branch a sequential flow takes from a table of
-//! conditions (`conditionUI`); the first row that holds names the branch, else
-//! `End`. Branches are the node's outgoing edges (`…-output-<branch>-…`).
-//! Flowise's JavaScript condition function cannot run here (a 400 says so).
+//! `seqCondition`: picks the branch a sequential flow takes — from a table of
+//! conditions (`conditionUI`), whose first row that holds names the branch,
+//! else `End`; or, with the code tab chosen, from the name its JavaScript
+//! `conditionFunction` returns (run in the Python runtime's sandbox). Branches
+//! are the node's outgoing edges (`…-output-<branch>-…`).
 
 use serde_json::Value;
 
 use crate::flow::FlowError;
-use crate::flow::component::{Component, ConditionRow, SeqStep};
+use crate::flow::component::{Component, ConditionRow, Routing, SeqStep};
 use crate::flow::node::{Build, Category, InputKind as K, Node, NodeSpec, input};
 
 pub struct SeqCondition;
@@ -50,25 +51,29 @@ impl Node for SeqCondition {
     fn build(&self, node: &Build<'_>) -> Result<Component, FlowError> {
         Ok(Component::Sequential(SeqStep::Condition {
             name: node.text("conditionName").unwrap_or("Condition").to_owned(),
-            rows: condition_rows(node)?,
+            routing: routing(node)?,
         }))
     }
 }
 
-/// The condition table's rows (`conditionUI`, a list or its JSON text).
-pub(super) fn condition_rows(node: &Build<'_>) -> Result<Vec<ConditionRow>, FlowError> {
-    // The code tab counts when it is the one chosen, or when the table is empty.
+/// The condition's way of routing: its JavaScript function when that tab is
+/// the one chosen (or the table is empty), else the table's rows
+/// (`conditionUI`, a list or its JSON text).
+pub(super) fn routing(node: &Build<'_>) -> Result<Routing, FlowError> {
     let code_chosen = node
         .value(&format!("selectedConditionFunctionTab_{}", node.id()))
         .and_then(Value::as_str)
         .is_some_and(|tab| tab.starts_with("conditionFunction"))
         || node.json("conditionUI")?.is_none();
-    if node.text("conditionFunction").is_some() && code_chosen {
-        return Err(node.invalid(
-            "has a JavaScript condition function, which weir cannot run; use the \
-             condition table (conditionUI) instead",
-        ));
+    if let Some(code) = node.text("conditionFunction")
+        && code_chosen
+    {
+        return Ok(Routing::Code(code.to_owned()));
     }
+    condition_rows(node).map(Routing::Rows)
+}
+
+fn condition_rows(node: &Build<'_>) -> Result<Vec<ConditionRow>, FlowError> {
     match node.json("conditionUI")? {
         None => Ok(Vec::new()),
         Some(Value::Array(rows)) => rows

@@ -2,7 +2,8 @@
 //! Asked with its system prompt, the conversation and its human prompt (and,
 //! with `conditionAgentStructuredOutput`, made to answer with those keys), its
 //! answer is `$flow.output` for the condition table, whose first row that
-//! holds names the branch, else `End`. The code tab is JavaScript: a 400.
+//! holds names the branch, else `End` — or for the code tab's JavaScript
+//! (run in the Python runtime's sandbox), which returns the branch's name.
 
 use serde_json::{Map, Value};
 
@@ -51,7 +52,7 @@ impl Node for SeqConditionAgentNode {
             SeqConditionAgent {
                 step: super::seq_agent::step(node, "conditionAgentName", "Condition Agent")?,
                 structured: output_fields(&rows, |why| node.invalid(why))?,
-                rows: super::seq_condition::condition_rows(node)?,
+                routing: super::seq_condition::routing(node)?,
             },
         )))
     }

@@ -3,7 +3,10 @@
 //! the last value written (a null write keeps it), starting at its default as
 //! written; an `Append` key is a list each write adds to (a list's items, or
 //! one value), starting at its default read as JSON (`["a"]`), else empty.
-//! The code tab is JavaScript, which weir does not run.
+//! The code tab (`stateMemoryCode`, when chosen) is JavaScript: an object of
+//! LangGraph channels `{key: {value: (x, y) => …, default: () => …}}`, read
+//! in the Python runtime's sandbox when a run starts (see
+//! [`SeqStep::StateCode`]).
 
 use serde_json::Value;
 
@@ -35,11 +38,10 @@ impl Node for SeqState {
             .value(&format!("selectedStateTab_{}", node.id()))
             .and_then(Value::as_str)
             .unwrap_or("stateMemoryUI");
-        if tab.starts_with("stateMemoryCode") && node.text("stateMemoryCode").is_some() {
-            return Err(node.invalid(
-                "defines its state in JavaScript (stateMemoryCode), which weir does not run; \
-                 use the table (stateMemoryUI)",
-            ));
+        if tab.starts_with("stateMemoryCode")
+            && let Some(code) = node.text("stateMemoryCode")
+        {
+            return Ok(Component::Sequential(SeqStep::StateCode(code.to_owned())));
         }
         let mut rows = Vec::new();
         // Older flows wrote the table itself into `stateMemory`.

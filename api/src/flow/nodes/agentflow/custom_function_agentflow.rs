@@ -37,7 +37,10 @@ impl Node for CustomFunctionAgentflow {
             "variableName",
             "variableValue",
         )?;
-        if let Some((name, _)) = variables.iter().find(|(name, _)| !is_identifier(name)) {
+        if let Some((name, _)) = variables
+            .iter()
+            .find(|(name, _)| !crate::flow::nodes::is_js_identifier(name))
+        {
             return Err(read.invalid(format_args!(
                 "has an input variable '{name}' that is not a JavaScript name"
             )));
@@ -48,13 +51,4 @@ impl Node for CustomFunctionAgentflow {
             update_state: read.update_state("customFunction")?,
         }))
     }
-}
-
-/// Letters, digits, `_` and `$`, not starting with a digit.
-fn is_identifier(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars
-        .next()
-        .is_some_and(|c| c == '$' || c == '_' || c.is_ascii_alphabetic())
-        && chars.all(|c| c == '$' || c == '_' || c.is_ascii_alphanumeric())
 }
