@@ -706,14 +706,7 @@ async fn run_custom_function<E: From<FlowEvent>>(
         }),
     );
     let returned = ctx
-        .tools
-        .runtime
-        .run_javascript(
-            &step.code,
-            globals,
-            Some(ctx.limits.code_timeout.as_secs_f64()),
-            &ctx.env.workspace_id,
-        )
+        .run_javascript(&step.code, globals)
         .await
         .map_err(|why| {
             RunError::Flow(FlowError::failed(format!(

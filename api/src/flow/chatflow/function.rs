@@ -77,14 +77,7 @@ async fn call(
             "chatHistory": ctx.flow.chat_history,
         }),
     );
-    ctx.tools
-        .runtime
-        .run_javascript(
-            &function.code,
-            globals,
-            Some(ctx.limits.code_timeout.as_secs_f64()),
-            &ctx.env.workspace_id,
-        )
+    ctx.run_javascript(&function.code, globals)
         .await
         .map_err(|why| {
             RunError::Flow(FlowError::failed(format!(

@@ -616,14 +616,7 @@ async fn state_from_code(
         }),
     );
     let read = ctx
-        .tools
-        .runtime
-        .run_javascript(
-            &harness,
-            globals,
-            Some(ctx.limits.code_timeout.as_secs_f64()),
-            &ctx.env.workspace_id,
-        )
+        .run_javascript(&harness, globals)
         .await
         .map_err(failed)?;
     let Value::Object(keys) = read else {
@@ -696,16 +689,7 @@ async fn run_code(code: &str, output: &Value, view: &View<'_>) -> Result<Value, 
             "vars": view.ctx.env.vars,
         }),
     );
-    view.ctx
-        .tools
-        .runtime
-        .run_javascript(
-            code,
-            globals,
-            Some(view.ctx.limits.code_timeout.as_secs_f64()),
-            &view.ctx.env.workspace_id,
-        )
-        .await
+    view.ctx.run_javascript(code, globals).await
 }
 
 /// A `$flow.…` or `$vars.…` reference, or the text as written.

@@ -261,6 +261,25 @@ impl ModelLedger {
 }
 
 impl RunContext<'_> {
+    /// Runs the body of an async JavaScript function with these globals in the
+    /// Python runtime's sandbox, in the run's workspace and within its
+    /// `SANDBOX_TIMEOUT`: what it returned, or why it failed.
+    pub(crate) async fn run_javascript(
+        &self,
+        code: &str,
+        globals: serde_json::Map<String, Value>,
+    ) -> Result<Value, String> {
+        self.tools
+            .runtime
+            .run_javascript(
+                code,
+                globals,
+                Some(self.limits.code_timeout.as_secs_f64()),
+                &self.env.workspace_id,
+            )
+            .await
+    }
+
     /// The model of a node, or the failure naming it.
     pub(crate) async fn model(&self, spec: &ModelSpec) -> Result<Arc<dyn ChatModel>, RunError> {
         self.models
