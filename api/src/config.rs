@@ -314,6 +314,17 @@ pub struct Config {
           value_parser = clap::value_parser!(u64).range(100..=3_600_000), global = true)]
     pub sandbox_timeout_ms: u64,
 
+    /// The directory `sqlDatabaseChain` nodes may open SQLite databases from (read
+    /// only; a path outside it is refused). Default `$WEIR_DATA_DIR/sql`.
+    #[arg(long, env = "SQL_DATABASE_DIR", global = true)]
+    pub sql_database_dir: Option<PathBuf>,
+
+    /// Milliseconds one SQL query of a flow (`sqlDatabaseChain`) may run before it
+    /// is stopped (100–600,000).
+    #[arg(long, env = "SQL_QUERY_TIMEOUT_MS", default_value_t = 30_000,
+          value_parser = clap::value_parser!(u64).range(100..=600_000), global = true)]
+    pub sql_query_timeout_ms: u64,
+
     #[command(flatten)]
     pub providers: ProviderSettings,
 }

@@ -25,7 +25,8 @@ prompt templates require; text after the JSON object is ignored.
 - `LOOP <tool> <json>`: the model calls that tool again every time.
 - `PARALLEL <tool> <json> && <tool> <json>`: several calls in ONE response, then
   `Done: <content of the last tool result>`.
-- `ROUTE a,b,...` (a supervisor: the request's tools include `route`): the k-th
+- `ROUTE a,b,...` (a supervisor: the request's tools include `route`; a name with
+  spaces is quoted: `ROUTE "SQL Expert",b`): the k-th
   supervisor call for the user message holding the directive (the first one in the
   conversation) routes to the k-th name, then `FINISH`, with arguments
   `{"reasoning", "next", "instructions": "do part k"}`. The count is kept per
@@ -321,7 +322,7 @@ def example_of(schema):
 # --- Directives ---------------------------------------------------------------------
 
 _DIRECTIVE = re.compile(r"\b(CALL|LOOP|PARALLEL)\s")
-_ROUTE = re.compile(r"\bROUTE\s+([\w-]+(?:,[\w-]+)*)")
+_ROUTE = re.compile(r'\bROUTE\s+((?:"[^"]+"|[\w-]+)(?:,(?:"[^"]+"|[\w-]+))*)')
 _TOOL_AND_JSON = re.compile(r"\s*(\S+)\s+(.*)", re.S)
 _STRUCT = re.compile(r"\bSTRUCT(_BAD_ONCE)?\s+")
 _SCENARIO_LIST = re.compile(r'"scenarios"\s*:\s*\[.*?\]', re.S)
@@ -496,6 +497,11 @@ class FakeProviders:
             return ["tick "] * 100, 0.2, False
         if ending.endswith("FAIL_MIDWAY"):
             return ["Partial", " answer"], 0.0, True
+        # sqlDatabaseChain's request for a query: "... SQL <query>" in the question, which
+        # LangChain's prompt ends with "\nSQLQuery:".
+        query = re.search(r"SQL (.+)\nSQLQuery:$", question)
+        if query:
+            return [query.group(1)], 0.0, False
         # The CSV agent's request for pandas code: "... CODE <python>" in the question.
         code = re.search(r"CODE (.+)\nOutput Code:$", question)
         if code:
@@ -520,7 +526,8 @@ class FakeProviders:
             for turn in turns:
                 m = _ROUTE.search(turn.text) if turn.role == "user" else None
                 if m:
-                    return Answer(calls=[self.route(turn.text, m.group(1).split(","))])
+                    names = [n.strip('"') for n in re.findall(r'"[^"]+"|[\w-]+', m.group(1))]
+                    return Answer(calls=[self.route(turn.text, names)])
         last_user = max((i for i, t in enumerate(turns) if t.role == "user"), default=-1)
         results = [t.text for t in turns[last_user + 1:] if t.role == "tool"]
         directive = parse_directive(turns[last_user].text if last_user >= 0 else "") or parse_directive(system)

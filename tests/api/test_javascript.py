@@ -13,7 +13,7 @@ import pytest
 import flows
 from fakes import FakeProviders
 from flows import af_node, af_reply, af_start, mention, rich
-from prediction_client import ask, create_flow, predict, tools_used
+from prediction_client import ask, create_flow, nonce, predict, tools_used
 from tool_runtime import use_runtime
 from weir_harness import Api, Weir, assert_error
 
@@ -283,3 +283,164 @@ def test_a_sequential_state_defined_in_javascript_starts_and_updates_as_its_redu
         flow = create_flow(py_api, flows.wired(nodes), type="MULTIAGENT")
         message = assert_error(predict(py_api, flow, "hey"), 500)["message"]
         assert words in message and "seqState_0" in message, message
+
+
+# --- Flowise marketplace templates, written by hand from their node tables ---------------
+
+def flowise_node(node_id, name, node_type, category, inputs, outputs=None):
+    """A node as Flowise's editor writes it (the fields weir reads, and those it ignores)."""
+    return {"id": node_id, "position": {"x": 0, "y": 0}, "type": "customNode", "width": 300, "height": 500,
+            "data": {"id": node_id, "label": name, "version": 2, "name": name, "type": node_type,
+                     "category": category, "baseClasses": [node_type], "inputParams": [], "inputAnchors": [],
+                     "outputAnchors": [], "inputs": inputs, "outputs": outputs or {}, "selected": False},
+            "selected": False, "dragging": False}
+
+
+def flowise_edge(source, source_handle, target, target_handle):
+    return {"source": source, "sourceHandle": f"{source}-output-{source_handle}", "target": target,
+            "targetHandle": f"{target}-input-{target_handle}", "type": "buttonedge",
+            "id": f"{source}-{target}-{target_handle}", "data": {"label": ""}}
+
+
+def template_model(fake):
+    return flowise_node("chatOpenAI_0", "chatOpenAI", "ChatOpenAI", "Chat Models", {
+        "cache": "", "modelName": "gpt-4o", "temperature": "0", "maxTokens": "", "topP": "",
+        "frequencyPenalty": "", "presencePenalty": "", "timeout": "", "baseOptions": "",
+        "allowImageUploads": "", "imageResolution": "low", "basepath": f"{fake.url}/v1", "openAIApiKey": "sk-good"})
+
+
+MODEL_OUT = "chatOpenAI-ChatOpenAI|BaseChatModel|BaseLanguageModel|Runnable"
+SCHEMA_JS = ("// Fetch schema info\nconst sqlSchema = `CREATE TABLE customers (\n  customerNumber int NOT NULL,\n"
+             "  customerName varchar(50) NOT NULL,\n  country varchar(50) NOT NULL,\n)`\n\nreturn sqlSchema;")
+
+
+def test_flowises_text_to_sql_template_runs(py_api, fake):
+    """"Text to SQL" (supervisor, three workers): the SQL Expert's prompt takes the
+    schema a customFunction returns, through `promptValues`."""
+    tool = py_api.post("/tools", json={"name": "execute_sql", "description": "Runs SQL", "code": "result = 'ok'"})
+    assert tool.status_code == 201, tool.text
+    supervisor = flowise_node("supervisor_0", "supervisor", "Supervisor", "Multi Agents", {
+        "supervisorName": "Supervisor",
+        "supervisorPrompt": ("You are a supervisor tasked with managing a conversation between the following "
+                             "workers: {team_members}.\nGiven the following user request, respond with the worker "
+                             "to act next.\nWhen finished, respond with FINISH."),
+        "model": "{{chatOpenAI_0.data.instance}}", "recursionLimit": 100, "inputModeration": ""})
+
+    def worker(node_id, name, prompt, values, tools=()):
+        return flowise_node(node_id, "worker", "Worker", "Multi Agents", {
+            "workerName": name, "workerPrompt": prompt, "tools": list(tools),
+            "supervisor": "{{supervisor_0.data.instance}}", "model": "", "promptValues": json.dumps(values),
+            "maxIterations": ""})
+
+    expert = worker("worker_0", "SQL Expert",
+                    "As an SQL Expert at {company}, you are given the following schema:\n{schema}\n\n"
+                    "Only output SQL query.",
+                    {"company": "Flowise Inc", "schema": "{{customFunction_0.data.instance}}"})
+    executor = worker("worker_1", "SQL Executor", "As an SQL Executor at {company}, use the execute_sql tool.",
+                      {"company": "Flowise Inc"}, tools=["{{customTool_0.data.instance}}"])
+    reviewer = worker("worker_2", "SQL Reviewer", "As an SQL Code Reviewer at {company}, review the query.",
+                      {"company": "Flowise Inc"})
+    function = flowise_node("customFunction_0", "customFunction", "CustomFunction", "Utilities", {
+        "functionInputVariables": "", "functionName": "", "javascriptFunction": SCHEMA_JS}, {"output": "output"})
+    custom_tool = flowise_node("customTool_0", "customTool", "CustomTool", "Tools",
+                               {"selectedTool": tool.json()["id"]})
+    edges = [flowise_edge("chatOpenAI_0", MODEL_OUT, "supervisor_0", "model-BaseChatModel"),
+             flowise_edge("customFunction_0", "output-string|number|boolean|json|array", "worker_0",
+                          "promptValues-json"),
+             flowise_edge("customTool_0", "customTool-CustomTool|Tool|StructuredTool|Runnable", "worker_1",
+                          "tools-Tool")]
+    edges += [flowise_edge("supervisor_0", "supervisor-Supervisor", w, "supervisor-Supervisor")
+              for w in ("worker_0", "worker_1", "worker_2")]
+    flow = create_flow(py_api, {"nodes": [template_model(fake), supervisor, expert, executor, reviewer, function,
+                                          custom_tool], "edges": edges}, type="MULTIAGENT")
+    marker = nonce()
+    body = ask(py_api, flow, f'Customers per country? ROUTE "SQL Expert" {marker}')
+    assert [s["agentName"] for s in body["agentReasoning"]] == ["SQL Expert"]
+    prompts = [m["content"] for b in fake.bodies("/chat/completions", marker) for m in b["messages"]
+               if m["role"] == "system" and m["content"].startswith("As an SQL Expert")]
+    assert prompts and "at Flowise Inc, you are given" in prompts[0], prompts
+    assert "CREATE TABLE customers (\n  customerNumber int NOT NULL," in prompts[0], prompts[0]
+
+
+def test_flowises_patient_concierge_template_runs(py_api, fake):
+    """"Patient Concierge" (sequential agents): the identity agent's JavaScript
+    (`updateStateMemoryCode`) keeps the identity tool's answer as `userInfo`; the
+    condition then sends the session's next question to the concierge."""
+    identity_tool = py_api.post("/tools", json={
+        "name": "patient_identity_database", "description": "Checks a patient's identity",
+        "code": "result = '{\"name\": \"Ada\", \"userId\": 7}'"})
+    records_tool = py_api.post("/tools", json={
+        "name": "patient_information_database", "description": "A patient's procedures",
+        "code": "result = 'MRI on 03-04-2025'"})
+    assert identity_tool.status_code == 201 and records_tool.status_code == 201
+    seq_ref = "{{seqCondition_0.data.instance}}"
+    nodes = [
+        template_model(fake),
+        flowise_node("seqStart_0", "seqStart", "Start", "Sequential Agents", {
+            "model": "{{chatOpenAI_0.data.instance}}", "agentMemory": "{{agentMemory_0.data.instance}}",
+            "state": "{{seqState_0.data.instance}}", "inputModeration": ""}),
+        flowise_node("agentMemory_0", "agentMemory", "AgentMemory", "Memory", {
+            "databaseType": "sqlite", "databaseFilePath": "", "additionalConfig": ""}),
+        flowise_node("seqState_0", "seqState", "State", "Sequential Agents", {
+            "stateMemory": "stateMemoryUI", "selectedStateTab_seqState_0": "stateMemoryUI",
+            "stateMemoryUI": json.dumps([{"key": "userInfo", "type": "Replace", "defaultValue": "",
+                                          "actions": "", "id": 1}])}),
+        flowise_node("seqCondition_0", "seqCondition", "Condition", "Sequential Agents", {
+            "conditionName": "If user has been verified", "sequentialNode": ["{{seqStart_0.data.instance}}"],
+            "condition": "", "selectedConditionFunctionTab_seqCondition_0": "conditionUI",
+            "conditionUI": json.dumps([{"variable": "$flow.state.userInfo", "operation": "Is Not Empty",
+                                        "value": "", "output": "Concierge", "actions": "", "id": 0}])},
+                     {"output": "next"}),
+        flowise_node("seqAgent_0", "seqAgent", "Agent", "Sequential Agents", {
+            "agentName": "Concierge", "systemMessagePrompt": "You are the Assistant in our Patient Concierge system.",
+            "humanMessagePrompt": "", "tools": ["{{customTool_1.data.instance}}"],
+            "sequentialNode": [seq_ref, seq_ref], "model": "", "interrupt": "", "promptValues": "",
+            "updateStateMemory": "updateStateMemoryUI", "selectedUpdateStateMemoryTab_seqAgent_0": "updateStateMemoryUI",
+            "maxIterations": ""}),
+        flowise_node("seqAgent_1", "seqAgent", "Agent", "Sequential Agents", {
+            "agentName": "Identity Verification",
+            "systemMessagePrompt": "You are an Identity Verfication Specialist in the Patient Concierge system.",
+            "humanMessagePrompt": "", "tools": ["{{customTool_0.data.instance}}"],
+            "sequentialNode": [seq_ref, seq_ref], "model": "", "interrupt": "", "promptValues": "",
+            "updateStateMemory": "updateStateMemoryUI",
+            "selectedUpdateStateMemoryTab_seqAgent_1": "updateStateMemoryCode",
+            "updateStateMemoryCode": (
+                "const result = $flow.output;\nconst usedTools = result.usedTools ?? [];\n\n"
+                "// Check if correct tool is being used\n"
+                "const calledTool =  usedTools.find((usedTool) => usedTool.tool === \"patient_identity_database\");\n"
+                "if (!calledTool) return {};\n\n\ntry {\n  const parsedToolOutput = JSON.parse(calledTool.toolOutput);\n"
+                "  return {\n    userInfo: parsedToolOutput // parsing tool output since its always string\n  };\n"
+                "} catch (e) {\n  return {};\n}"),
+            "maxIterations": ""}),
+        flowise_node("seqEnd_0", "seqEnd", "End", "Sequential Agents", {"sequentialNode": "{{seqAgent_0.data.instance}}"}),
+        flowise_node("seqEnd_1", "seqEnd", "End", "Sequential Agents", {"sequentialNode": "{{seqAgent_1.data.instance}}"}),
+        flowise_node("customTool_0", "customTool", "CustomTool", "Tools", {"selectedTool": identity_tool.json()["id"]}),
+        flowise_node("customTool_1", "customTool", "CustomTool", "Tools", {"selectedTool": records_tool.json()["id"]}),
+    ]
+    start_types = "sequentialNode-Start | Agent | LLMNode | ToolNode"
+    agent_in = "sequentialNode-Start | Agent | Condition | LLMNode | ToolNode"
+    tool_out = "customTool-CustomTool|Tool|StructuredTool|Runnable"
+    edges = [
+        flowise_edge("seqState_0", "seqState-State", "seqStart_0", "state-State"),
+        flowise_edge("agentMemory_0", "agentMemory-AgentMemory|BaseCheckpointSaver", "seqStart_0",
+                     "agentMemory-BaseCheckpointSaver"),
+        flowise_edge("chatOpenAI_0", MODEL_OUT, "seqStart_0", "model-BaseChatModel"),
+        flowise_edge("seqStart_0", "seqStart-Start", "seqCondition_0", start_types),
+        flowise_edge("customTool_0", tool_out, "seqAgent_1", "tools-Tool"),
+        flowise_edge("customTool_1", tool_out, "seqAgent_0", "tools-Tool"),
+        flowise_edge("seqCondition_0", "concierge-Condition", "seqAgent_0", agent_in),
+        flowise_edge("seqCondition_0", "end-Condition", "seqAgent_1", agent_in),
+        flowise_edge("seqAgent_0", "seqAgent-Agent", "seqEnd_0", "sequentialNode-Agent | Condition | LLMNode | ToolNode"),
+        flowise_edge("seqAgent_1", "seqAgent-Agent", "seqEnd_1", "sequentialNode-Agent | Condition | LLMNode | ToolNode"),
+    ]
+    flow = create_flow(py_api, {"nodes": nodes, "edges": edges}, type="MULTIAGENT")
+    chat = f"chat-{nonce()}"
+    first = ask(py_api, flow, 'I am Ada, born 01-02-1990. CALL patient_identity_database {"name": "Ada"}', chatId=chat)
+    assert [s["agentName"] for s in first["agentReasoning"]] == ["Identity Verification"]
+    assert first["agentReasoning"][0]["state"] == {"userInfo": {"name": "Ada", "userId": 7}}, first
+    second = ask(py_api, flow, 'My procedures? CALL patient_information_database {"name": "Ada"}', chatId=chat)
+    assert [s["agentName"] for s in second["agentReasoning"]] == ["Concierge"]
+    assert second["text"] == "Done: MRI on 03-04-2025"
+    # Another session is not verified.
+    other = ask(py_api, flow, "Hello", chatId=f"other-{nonce()}")
+    assert [s["agentName"] for s in other["agentReasoning"]] == ["Identity Verification"]

@@ -48,6 +48,7 @@ async fn answer<E: From<FlowEvent> + Send>(
     };
     match &runnable.answer {
         Answer::Function(function) => chatflow::function::run(function, input, ctx, tokens).await,
+        Answer::SqlChain(chain) => chatflow::sql_chain::run(chain, input, ctx, tokens).await,
         Answer::Chain(chain) => chatflow::chain::run(chain, input, ctx, tokens).await,
         Answer::Agent(spec) => chatflow::agent::run(spec, input, ctx, tokens).await,
         Answer::MultiAgent {

@@ -18,8 +18,8 @@ use super::agentflow::step::{Step, build_steps};
 use super::agentflow::{AgentflowSpec, Wiring};
 use super::component::{
     AgentSpec, ChainSpec, Component, CsvAgentSpec, FunctionSpec, LoaderSpec, MemorySpec, ModelSpec,
-    ModerationSpec, PromptSpec, PythonSource, RetrievalChainSpec, Routing, SeqStep, SupervisorSpec,
-    ToolKind, ToolSpec, VectorStoreSpec, WorkerSpec,
+    ModerationSpec, PromptSpec, PythonSource, RetrievalChainSpec, Routing, SeqStep, SqlChainSpec,
+    SupervisorSpec, ToolKind, ToolSpec, VectorStoreSpec, WorkerSpec,
 };
 use super::graph::{FlowGraph, FlowNode, embedded_references, references};
 use super::node::{Category, InputKind, NodeSpec, unknown};
@@ -132,6 +132,7 @@ pub enum Answer {
     CsvAgent(CsvAgentSpec),
     /// A `customFunction` as the ending node: its result is the answer.
     Function(FunctionSpec),
+    SqlChain(SqlChainSpec),
 }
 
 /// What an upsert fills: a vector store node and the loaders connected to it.
@@ -178,9 +179,11 @@ impl Runnable {
     /// Every tool the run may call.
     pub fn tools(&self) -> Vec<&ToolSpec> {
         match &self.answer {
-            Answer::Chain(_) | Answer::Retrieval(_) | Answer::CsvAgent(_) | Answer::Function(_) => {
-                Vec::new()
-            }
+            Answer::Chain(_)
+            | Answer::Retrieval(_)
+            | Answer::CsvAgent(_)
+            | Answer::Function(_)
+            | Answer::SqlChain(_) => Vec::new(),
             Answer::Agent(a) => a.tools.iter().collect(),
             Answer::MultiAgent { workers, .. } => workers.iter().flat_map(|w| &w.tools).collect(),
             Answer::Sequential(s) => s
@@ -582,6 +585,12 @@ impl Plan {
                     functions: Vec::new(),
                     memory: chain.memory.clone(),
                     answer: Answer::Retrieval(chain),
+                }),
+                Component::SqlChain(chain) => Ok(Runnable {
+                    moderation: Vec::new(),
+                    functions: Vec::new(),
+                    memory: None,
+                    answer: Answer::SqlChain(chain),
                 }),
                 Component::Function(function) => Ok(Runnable {
                     moderation: Vec::new(),

@@ -31,6 +31,7 @@ pub static NODES: &[&dyn Node] = &[
     &conversation_chain::ConversationChain,
     &retrieval_qa_chain::RetrievalQaChain,
     &conversational_retrieval_qa_chain::ConversationalRetrievalQaChain,
+    &sql_database_chain::SqlDatabaseChain,
     // Memory
     &buffer_memory::BufferMemory,
     &buffer_window_memory::BufferWindowMemory,

@@ -41,6 +41,7 @@ use uuid::Uuid;
 use crate::config::Config;
 use crate::flow::tools::ToolClients;
 use crate::flow::tools::python::RuntimeClient;
+use crate::flow::tools::sql::SqlClient;
 use crate::flow::tools::web::WebClient;
 use crate::flow::{FlowError, PlanCache};
 use crate::llm::connect::Models;
@@ -130,6 +131,14 @@ impl Services {
                 config.py_tool_api_key.as_ref().map(|k| k.0.clone()),
             ),
             retriever: Arc::clone(&search) as Arc<dyn crate::flow::tools::retriever::Retriever>,
+            sql: SqlClient::new(
+                config.allow_private_requests.clone(),
+                config
+                    .sql_database_dir
+                    .clone()
+                    .unwrap_or_else(|| config.data_dir.join("sql")),
+                std::time::Duration::from_millis(config.sql_query_timeout_ms),
+            ),
         };
         Ok(Services {
             store,

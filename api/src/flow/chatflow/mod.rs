@@ -13,6 +13,7 @@
 //! - [`csv_agent`]: questions about a CSV file answered with pandas code.
 //! - [`function`]: `customFunction` nodes (JavaScript in the runtime's sandbox),
 //!   whose results fill other nodes' prompt values or answer.
+//! - [`sql_chain`]: questions answered from a SQL database's rows.
 //!
 //! A closed event channel means the client is gone: the run stops and the
 //! provider stream is dropped, which cancels the provider call.
@@ -24,6 +25,7 @@ pub mod function;
 pub mod multiagent;
 pub mod retrieval;
 pub mod sequential;
+pub mod sql_chain;
 
 #[cfg(doc)]
 use super::runtime::{FlowEvent, RunOutput};

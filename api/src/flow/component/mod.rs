@@ -41,6 +41,8 @@ pub enum Component {
     CsvAgent(CsvAgentSpec),
     /// A chatflow's `customFunction`.
     Function(FunctionSpec),
+    /// `sqlDatabaseChain`.
+    SqlChain(SqlChainSpec),
     /// What an agentflow node builds.
     Step(Box<step::StepKind>),
 }
@@ -57,6 +59,51 @@ pub struct CsvAgentSpec {
     pub system_message: String,
     /// The pandas call that reads `csv_data` (`customReadCSV`, default `read_csv(csv_data)`).
     pub read_csv: String,
+}
+
+/// `sqlDatabaseChain`: a model writes one SQL query for the question from the
+/// tables' description, weir runs it read only, and the model answers from
+/// its rows (LangChain's `SqlDatabaseChain`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SqlChainSpec {
+    pub node_id: String,
+    pub model: ModelSpec,
+    pub database: SqlDatabase,
+    pub tables: TableFilter,
+    /// `topK`: the prompt's `{top_k}` (LangChain's default 5).
+    pub top_k: u32,
+    /// `customPrompt` (`{input}`, `{dialect}`, `{table_info}`, `{top_k}`);
+    /// `None`: LangChain's prompt for the dialect.
+    pub prompt: Option<String>,
+}
+
+/// A database as a node names it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SqlDatabase {
+    /// A file path, relative to `SQL_DATABASE_DIR` or inside it.
+    Sqlite(String),
+    /// A connection URL (`postgres://user:password@host:5432/db`).
+    Postgres(String),
+}
+
+impl SqlDatabase {
+    /// The dialect's name, as LangChain's prompts write it.
+    pub fn dialect(&self) -> &'static str {
+        match self {
+            SqlDatabase::Sqlite(_) => "sqlite",
+            SqlDatabase::Postgres(_) => "postgres",
+        }
+    }
+}
+
+/// Which tables a description covers, and how many sample rows each shows.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TableFilter {
+    /// Only these (`includesTables`); empty: all.
+    pub include: Vec<String>,
+    /// All but these (`ignoreTables`).
+    pub ignore: Vec<String>,
+    pub sample_rows: u32,
 }
 
 /// A chatflow's `customFunction`: the body of an async JavaScript function run

@@ -71,6 +71,7 @@ pub mod seq_loop;
 pub mod seq_start;
 pub mod seq_state;
 pub mod seq_tool_node;
+pub mod sql_database_chain;
 pub mod supervisor;
 pub mod text_file;
 pub mod token_text_splitter;

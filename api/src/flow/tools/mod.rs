@@ -8,10 +8,12 @@
 //!   ([`crate::netguard`]) unless `ALLOW_PRIVATE_REQUESTS` allows more.
 //! - [`python`]: Python tools, run by the Python tool runtime.
 //! - [`retriever`]: vector store searches (the `retrieverTool`, retrieval chains).
+//! - [`sql`]: SQL databases read by `sqlDatabaseChain` (read only, guarded).
 
 pub mod calculator;
 pub mod python;
 pub mod retriever;
+pub mod sql;
 pub mod web;
 
 use std::collections::HashMap;
@@ -31,6 +33,8 @@ pub struct ToolClients {
     pub web: web::WebClient,
     pub runtime: python::RuntimeClient,
     pub retriever: Arc<dyn retriever::Retriever>,
+    /// SQL databases flows read (`sqlDatabaseChain`).
+    pub sql: sql::SqlClient,
 }
 
 /// What the tools of one run share: who is asking and with what variables.
