@@ -341,14 +341,17 @@ impl<'a> Build<'a> {
             .collect()
     }
 
+    /// The tools an input names; a toolkit gives each of its tools.
     pub fn tools(&self, name: &str) -> Result<Vec<ToolSpec>, FlowError> {
-        self.anchors(name)?
-            .into_iter()
-            .map(|c| match c {
-                Component::Tool(t) => Ok(t),
-                _ => Err(self.invalid(format_args!("input '{name}' takes tools only"))),
-            })
-            .collect()
+        let mut tools = Vec::new();
+        for component in self.anchors(name)? {
+            match component {
+                Component::Tool(t) => tools.push(t),
+                Component::Toolkit(kit) => tools.extend(kit),
+                _ => return Err(self.invalid(format_args!("input '{name}' takes tools only"))),
+            }
+        }
+        Ok(tools)
     }
 }
 

@@ -299,11 +299,14 @@ impl Runnable {
         })
     }
 
-    /// Whether any Python tool may run (so workspace variables are needed).
+    /// Whether any Python tool (or JavaScript of an OpenAPI tool's own) may
+    /// run, so workspace variables are needed.
     pub fn uses_python(&self) -> bool {
-        self.tools()
-            .iter()
-            .any(|t| matches!(t.kind, ToolKind::Python(_)))
+        self.tools().iter().any(|t| match &t.kind {
+            ToolKind::Python(_) => true,
+            ToolKind::OpenApi(operation) => operation.custom_code.is_some(),
+            _ => false,
+        })
     }
 }
 

@@ -36,6 +36,7 @@ pub static NODES: &[&dyn Node] = &[
     &buffer_memory::BufferMemory,
     &buffer_window_memory::BufferWindowMemory,
     // Tools
+    &openapi_toolkit::OpenApiToolkit,
     &calculator::Calculator,
     &current_date_time::CurrentDateTime,
     &requests_get::RequestsGet,

@@ -45,6 +45,8 @@ pub enum Component {
     SqlChain(SqlChainSpec),
     /// What an agentflow node builds.
     Step(Box<step::StepKind>),
+    /// Several tools from one node (`openAPIToolkit`: one per operation).
+    Toolkit(Vec<ToolSpec>),
 }
 
 /// `csvAgent`: questions about a CSV answered with pandas code a model writes,
@@ -200,6 +202,8 @@ pub enum ToolKind {
     Request(RequestTool),
     /// A SearXNG instance searched with the model's query (`searXNG`).
     WebSearch(WebSearchTool),
+    /// One operation of an OpenAPI description (`openAPIToolkit`).
+    OpenApi(Box<OpenApiOperation>),
     /// Pages scraped from the URL the model gives (`webScraperTool`).
     WebScraper(WebScraperTool),
     Python(PythonTool),
@@ -262,6 +266,28 @@ impl HttpMethod {
     pub fn has_body(self) -> bool {
         matches!(self, HttpMethod::Post | HttpMethod::Put)
     }
+}
+
+/// One operation of an OpenAPI description as a tool: the model fills
+/// `PathParameters`, `QueryParameters` and `RequestBody` (Flowise's names).
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpenApiOperation {
+    /// The `operationId`, made a tool name.
+    pub name: String,
+    pub description: String,
+    pub method: String,
+    /// The server's URL and the path, `{name}` where path parameters go.
+    pub url: String,
+    /// The JSON schema of the tool's arguments.
+    pub parameters: Value,
+    /// Headers every call sends (`headers`).
+    pub headers: Map<String, Value>,
+    /// `removeNulls`: keys whose value is null are dropped from the arguments.
+    pub remove_nulls: bool,
+    pub return_direct: bool,
+    /// `customCode` other than Flowise's default: JavaScript run in the Python
+    /// runtime's sandbox with `$url`, `$options` and the arguments.
+    pub custom_code: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

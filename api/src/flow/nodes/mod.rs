@@ -44,6 +44,7 @@ pub mod markdown_text_splitter;
 pub mod memory_vector_store;
 pub mod ollama_embedding;
 pub mod open_ai_embeddings;
+pub mod openapi_toolkit;
 pub mod output_parsers;
 pub mod pdf_file;
 pub mod plain_text;

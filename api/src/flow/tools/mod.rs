@@ -7,10 +7,12 @@
 //! - [`web`]: the request tools and SearXNG search, public addresses only
 //!   ([`crate::netguard`]) unless `ALLOW_PRIVATE_REQUESTS` allows more.
 //! - [`python`]: Python tools, run by the Python tool runtime.
+//! - [`openapi`]: the operations of an OpenAPI description (`openAPIToolkit`).
 //! - [`retriever`]: vector store searches (the `retrieverTool`, retrieval chains).
 //! - [`sql`]: SQL databases read by `sqlDatabaseChain` (read only, guarded).
 
 pub mod calculator;
+pub mod openapi;
 pub mod python;
 pub mod retriever;
 pub mod sql;
@@ -64,6 +66,7 @@ enum Action {
     Calculator,
     CurrentDateTime,
     Request(super::component::RequestTool),
+    OpenApi(Box<super::component::OpenApiOperation>),
     WebSearch(super::component::WebSearchTool),
     WebScraper(super::component::WebScraperTool),
     Python {
@@ -155,6 +158,15 @@ fn ready_tool(spec: &ToolSpec, env: &ToolEnv) -> Result<ReadyTool, FlowError> {
             },
             Action::Request(request.clone()),
             false,
+        ),
+        ToolKind::OpenApi(operation) => (
+            ToolDef {
+                name: operation.name.clone(),
+                description: operation.description.clone(),
+                parameters: operation.parameters.clone(),
+            },
+            Action::OpenApi(operation.clone()),
+            operation.return_direct,
         ),
         ToolKind::WebSearch(search) => (
             search_tool(&search.name, &search.description),
@@ -268,6 +280,17 @@ impl ReadyTool {
                 chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             ),
             Action::Request(request) => clients.web.call(request, arguments).await,
+            Action::OpenApi(operation) => {
+                openapi::call(
+                    operation,
+                    arguments,
+                    &clients.web,
+                    &clients.runtime,
+                    env,
+                    flow,
+                )
+                .await
+            }
             Action::WebScraper(scraper) => {
                 let start = match arguments {
                     Value::String(s) => s.as_str(),

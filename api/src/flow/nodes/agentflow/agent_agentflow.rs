@@ -76,16 +76,18 @@ impl Node for AgentAgentflow {
                 }
                 _ => (Map::new(), None),
             };
-            match read.build_inner("agentSelectedTool", name.trim(), config, credential)? {
-                Component::Tool(tool) => {
-                    tools.push(tool);
-                    approval.push(matches!(
-                        row.get("agentSelectedToolRequiresHumanInput"),
-                        Some(Value::Bool(true))
-                    ));
-                }
-                _ => return Err(read.invalid(format_args!("'{name}' is not a tool"))),
-            }
+            let built =
+                match read.build_inner("agentSelectedTool", name.trim(), config, credential)? {
+                    Component::Tool(tool) => vec![tool],
+                    Component::Toolkit(kit) => kit,
+                    _ => return Err(read.invalid(format_args!("'{name}' is not a tool"))),
+                };
+            let asks = matches!(
+                row.get("agentSelectedToolRequiresHumanInput"),
+                Some(Value::Bool(true))
+            );
+            approval.extend(built.iter().map(|_| asks));
+            tools.extend(built);
         }
         if read.node.parent.is_some() && approval.iter().any(|a| *a) {
             return Err(read.invalid(
