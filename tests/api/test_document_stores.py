@@ -415,3 +415,38 @@ def test_an_insert_past_the_body_timeout_goes_on_as_a_job(make_weir, fake):
     assert_error(api.post("/document-store/vectorstore/insert", json={"storeId": store}), 409, "UPSERTING")
     wait_for(lambda: ok(api.get(f"/document-store/store/{store}"))["status"] == "UPSERTED", 20, "the insert's end")
     assert [d["pageContent"] for d in query(api, store, "gym opens")["docs"]][0] == PARAGRAPHS[1]
+
+
+def test_store_configs_list_what_an_upsert_may_set(api, fake):
+    store_id, loader_id = filled_store(api, fake, name=f"Configs {nonce()}")
+    rows = ok(api.get(f"/document-store/store-configs/{store_id}/{loader_id}"))
+    by_node = {}
+    for row in rows:
+        assert set(row) == {"node", "nodeId", "label", "name", "type"}
+        by_node.setdefault(row["nodeId"], {})[row["name"]] = row["type"]
+    assert set(by_node) == {"textFile_0", "characterTextSplitter_0", "memoryVectorStore_0", "openAIEmbeddings_0"}
+    assert by_node["textFile_0"]["files"] == "file"
+    assert by_node["characterTextSplitter_0"]["chunkSize"] == "number"
+    assert by_node["openAIEmbeddings_0"]["modelName"] == "string"
+    assert_error(api.get(f"/document-store/store-configs/{store_id}/{uuid.uuid4()}"), 404)
+    assert_error(api.get(f"/document-store/store-configs/{uuid.uuid4()}/{loader_id}"), 404)
+
+
+def test_a_chat_model_describes_a_store_for_its_tool(api, fake):
+    store_id, _ = filled_store(api, fake, name=f"Described {nonce()}")
+    marker = nonce()
+    model = {"name": "chatOpenAI", "inputs": {"modelName": f"gpt-{marker}", "basePath": f"{fake.url}/v1",
+                                              "openAIApiKey": "sk-good", "temperature": 0.2}}
+    answer = ok(api.post(f"/document-store/generate-tool-desc/{store_id}", json={"selectedChatModel": model}))
+    # The fake echoes the prompt: it held the store's first chunks, in order.
+    assert answer["content"].startswith("Echo: Below are the first passages of a knowledge base.")
+    assert answer["content"].endswith("\n".join(PARAGRAPHS))
+    [sent] = [b for b in fake.bodies("/chat/completions") if b.get("model") == f"gpt-{marker}"]
+    assert sent["temperature"] == 0.2
+    # No model, a node that is not a chat model, a store without chunks.
+    assert_error(api.post(f"/document-store/generate-tool-desc/{store_id}", json={}), 412, "selectedChatModel")
+    assert_error(api.post(f"/document-store/generate-tool-desc/{store_id}",
+                          json={"selectedChatModel": {"name": "calculator", "inputs": {}}}), 400, "chat model")
+    empty = new_store(api, f"Empty {nonce()}")
+    assert_error(api.post(f"/document-store/generate-tool-desc/{empty['id']}",
+                          json={"selectedChatModel": model}), 404)

@@ -51,6 +51,8 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(delete_vectors))
         .routes(routes!(refresh_store))
         .routes(routes!(list_components))
+        .routes(routes!(upsert_configs))
+        .routes(routes!(generate_tool_description))
         // The upsert's limit is VECTOR_UPSERT_MAX_BYTES, enforced as it is read.
         .merge(
             OpenApiRouter::new()
@@ -1072,6 +1074,83 @@ async fn refresh_store(
             })
             .collect(),
     ))
+}
+
+/// What an upsert of a loader may set (`POST /upsert/:id`'s `loader`,
+/// `splitter`, `vectorStore`, `embedding` configs), node by node.
+#[utoipa::path(
+    get,
+    path = "/api/v1/document-store/store-configs/{id}/{loaderId}",
+    tag = "document-store",
+    params(
+        ("id" = Uuid, Path, description = "Document store id"),
+        ("loaderId" = Uuid, Path, description = "Loader id"),
+    ),
+    responses(
+        (status = 200, description = "`[{node, nodeId, label, name, type}]`; a loader's files are `name: files`"),
+        (status = 404, description = "No such store in this workspace, or no such loader", body = ErrorBody),
+        CommonErrors
+    )
+)]
+async fn upsert_configs(
+    auth: AuthUser,
+    State(state): State<AppState>,
+    Path((id, loader)): Path<(Uuid, Uuid)>,
+) -> ApiResult<Json<Vec<Value>>> {
+    auth.require(Permission::DocumentStoresRead)?;
+    Ok(Json(
+        stores::upsert_configs(&state, auth.workspace(), id, loader).await?,
+    ))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct ToolDescriptionBody {
+    /// The chat model that writes it: `{name, credential?, inputs}` (a chat
+    /// model node's type, its credential's id, its inputs).
+    #[schema(value_type = Option<Object>)]
+    selected_chat_model: Option<Value>,
+}
+
+/// A description of the store for a retriever tool, written by the chosen
+/// chat model from the store's first four chunks: `{content}`.
+#[utoipa::path(
+    post,
+    path = "/api/v1/document-store/generate-tool-desc/{id}",
+    tag = "document-store",
+    params(("id" = Uuid, Path, description = "Document store id")),
+    request_body = ToolDescriptionBody,
+    responses(
+        (status = 200, description = "`{content}`"),
+        (status = 400, description = "The model cannot be built from its settings", body = ErrorBody),
+        (status = 404, description = "No such store in this workspace, or it has no chunks", body = ErrorBody),
+        (status = 412, description = "No chat model was chosen", body = ErrorBody),
+        (status = 502, description = "The model's provider failed", body = ErrorBody),
+        CommonErrors,
+        BodyErrors
+    )
+)]
+async fn generate_tool_description(
+    auth: AuthUser,
+    State(state): State<AppState>,
+    Path(id): Path<Uuid>,
+    Json(body): Json<ToolDescriptionBody>,
+) -> ApiResult<Json<Value>> {
+    auth.require(Permission::DocumentStoresRead)?;
+    let selected = body
+        .selected_chat_model
+        .filter(Value::is_object)
+        .ok_or_else(|| ApiError::missing("selectedChatModel"))?;
+    let names_credential = selected.get("credential").is_some_and(|c| !c.is_null())
+        || selected
+            .get("inputs")
+            .and_then(|i| i.get("FLOWISE_CREDENTIAL_ID"))
+            .is_some_and(|c| !c.is_null());
+    if names_credential {
+        auth.require(Permission::CredentialsRead)?;
+    }
+    let content = stores::tool_description(&state, auth.workspace(), id, &selected).await?;
+    Ok(Json(serde_json::json!({ "content": content })))
 }
 
 /// The node types a store may name, by part: `loaders`, `embeddings`,

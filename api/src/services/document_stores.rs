@@ -1073,6 +1073,141 @@ fn file_input(loader: &str) -> Option<&'static str> {
     })
 }
 
+/// `GET /store-configs/:id/:loaderId`: what an upsert of this loader may set,
+/// node by node (its loader, splitter, the store's vector store and
+/// embeddings), in Flowise's rows `{node, nodeId, label, name, type}`; a
+/// loader's file input is `files`, as the upsert API takes files.
+pub async fn upsert_configs(
+    state: &Services,
+    workspace: Uuid,
+    store_id: Uuid,
+    loader_id: Uuid,
+) -> ServiceResult<Vec<Value>> {
+    use crate::flow::node::InputKind;
+    let store = get(state, workspace, store_id).await?;
+    let loader = store
+        .loader(loader_id)
+        .ok_or(ServiceError::NotFound("document loader"))?;
+    let mut names = vec![loader.loader_id.as_str()];
+    names.extend(loader.splitter_id.as_deref());
+    names.extend(store.vector_store_config.as_ref().map(|c| c.name.as_str()));
+    names.extend(store.embedding_config.as_ref().map(|c| c.name.as_str()));
+    let files = file_input(&loader.loader_id);
+    let mut rows = Vec::new();
+    for spec in names.into_iter().filter_map(crate::flow::registry::spec) {
+        for input in spec.inputs {
+            let kind = match input.kind {
+                InputKind::Text => "string",
+                InputKind::Number | InputKind::Integer => "number",
+                InputKind::Boolean => "boolean",
+                InputKind::Json => "json",
+                InputKind::Anchor(_) | InputKind::Anchors(_) | InputKind::Ignored => continue,
+            };
+            let (name, kind) = if Some(input.name) == files {
+                ("files", "file")
+            } else {
+                (input.name, kind)
+            };
+            rows.push(serde_json::json!({
+                "node": spec.name, "nodeId": format!("{}_0", spec.name),
+                "label": input.name, "name": name, "type": kind,
+            }));
+        }
+    }
+    Ok(rows)
+}
+
+/// Chunks of a store a tool description is written from (Flowise's four).
+const DESCRIBED_CHUNKS: u64 = 4;
+
+/// What weir asks a model for a store's tool description (`{context}`: the
+/// store's first chunks).
+const TOOL_DESCRIPTION_PROMPT: &str = "Below are the first passages of a knowledge base. \
+    Write a description of it for a search tool that an AI agent will read to decide when \
+    to search this knowledge base: in two or three sentences, say what it covers and which \
+    questions it answers. Answer with the description alone.\n\nPassages:\n{context}";
+
+/// `POST /generate-tool-desc/:id`: a model — a chat model node as Flowise's
+/// dialog names it, `{name, credential?, inputs}` — writes a description of
+/// the store for a retriever tool, from its first four chunks.
+pub async fn tool_description(
+    state: &Services,
+    workspace: Uuid,
+    store_id: Uuid,
+    selected: &Value,
+) -> ServiceResult<String> {
+    use crate::flow::graph::{FlowNode, credential_of};
+    use crate::flow::overrides::Overrides;
+    use crate::flow::runtime::{FlowEvent, ModelLedger, model_step};
+    use crate::llm::{ChatMessage, ChatRequest, Role};
+    let store = get(state, workspace, store_id).await?;
+    let name = selected
+        .get("name")
+        .and_then(Value::as_str)
+        .filter(|n| !n.trim().is_empty())
+        .ok_or(ServiceError::Missing("selectedChatModel.name"))?;
+    let inputs = match selected.get("inputs") {
+        Some(Value::Object(inputs)) => inputs.clone(),
+        None | Some(Value::Null) => Map::new(),
+        Some(_) => {
+            return Err(ServiceError::Invalid(
+                "'selectedChatModel.inputs' must be an object".into(),
+            ));
+        }
+    };
+    let chunks = state
+        .store
+        .document_chunks(store.id, None, Some((0, DESCRIBED_CHUNKS)))
+        .await?;
+    if chunks.chunks.is_empty() {
+        return Err(ServiceError::NotFound("document store chunks"));
+    }
+    let node = FlowNode {
+        id: format!("{name}_0"),
+        name: name.to_owned(),
+        label: name.to_owned(),
+        credential: credential_of(selected.get("credential").and_then(Value::as_str), &inputs),
+        inputs,
+        parent: None,
+    };
+    let ids: Vec<String> = node.credential.iter().cloned().collect();
+    let opened =
+        super::credentials::open_for_run(&*state.store, &state.keyring, workspace, &ids).await?;
+    let overrides = Overrides {
+        credentials: opened.as_ref(),
+        ..Overrides::new(&state.config.providers)
+    };
+    let spec = crate::flow::registry::standalone_model(&node, &overrides).map_err(invalid)?;
+    let model = state
+        .models
+        .chat_model(&spec.provider)
+        .await
+        .map_err(|e| ServiceError::Invalid(e.message))?;
+    let context: Vec<&str> = chunks
+        .chunks
+        .iter()
+        .map(|c| c.page_content.as_str())
+        .collect();
+    let ask = TOOL_DESCRIPTION_PROMPT.replace("{context}", &context.join("\n"));
+    let request = ChatRequest::text(vec![ChatMessage::new(Role::User, ask)], spec.params.clone());
+    let said = model_step::<FlowEvent>(
+        &spec,
+        &*model,
+        request,
+        None,
+        false,
+        &ModelLedger::default(),
+    )
+    .await
+    .map_err(|e| match e {
+        crate::flow::runtime::RunError::Flow(e) => ServiceError::Upstream(e.message),
+        crate::flow::runtime::RunError::Cancelled => {
+            ServiceError::Upstream("the model call was cancelled".into())
+        }
+    })?;
+    Ok(said.text.trim().to_owned())
+}
+
 /// `POST /upsert/:id`: a loader made or replaced from the request (its files,
 /// or another loader's config), processed, and the store's chunks of it
 /// inserted. Answers the insert and the loader's id.
