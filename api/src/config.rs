@@ -325,6 +325,12 @@ pub struct Config {
           value_parser = clap::value_parser!(u64).range(100..=600_000), global = true)]
     pub sql_query_timeout_ms: u64,
 
+    /// A PEM file of certificate authorities that Redis servers reached over TLS
+    /// (`rediss://`, `redisCacheSslEnabled`) may be signed by, besides the public
+    /// roots (a private CA, a self-signed server).
+    #[arg(long, env = "REDIS_TLS_CA_FILE", global = true)]
+    pub redis_tls_ca_file: Option<PathBuf>,
+
     #[command(flatten)]
     pub providers: ProviderSettings,
 }

@@ -89,6 +89,9 @@ pub struct Services {
 impl Services {
     pub fn new(store: Arc<dyn Store>, config: Config) -> Result<Self, String> {
         let http = crate::llm::http::client().map_err(|e| e.message)?;
+        if let Some(authorities) = &config.redis_tls_ca_file {
+            crate::store::redis_history::trust(authorities)?;
+        }
         let local = crate::llm::embedded::Embedded::new(config.models_dir());
         let embeddings =
             crate::retrieval::embed::Embeddings::new(http.clone(), config.models_dir());

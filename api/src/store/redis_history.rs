@@ -5,15 +5,19 @@
 //! `sessionTTL` seconds after its last message when set.
 //!
 //! The client is the few commands this needs, spoken in RESP over one TCP
-//! connection per use (`redis://[user:password@]host:port[/db]`; TLS is not
-//! spoken), or as Upstash's REST API takes them (`POST {url}` of the command
-//! as a JSON array, a bearer token; `upstashRedisBackedChatMemory`).
+//! connection per use (`redis://[user:password@]host:port[/db]`, or
+//! `rediss://` for TLS: the server's certificate checked against the public
+//! roots and `REDIS_TLS_CA_FILE`'s, see [`trust`]), or as Upstash's REST API
+//! takes them (`POST {url}` of the command as a JSON array, a bearer token;
+//! `upstashRedisBackedChatMemory`).
 
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
+use tokio_rustls::rustls;
 
 /// A connection, a command and its reply each wait at most this long.
 const TIMEOUT: Duration = Duration::from_secs(5);
@@ -36,6 +40,8 @@ enum Server {
         user: Option<String>,
         password: Option<String>,
         db: Option<u32>,
+        /// `rediss://`: TLS, the certificate checked for `host`.
+        tls: bool,
     },
     /// Upstash's REST API: its URL and token.
     Rest { url: String, token: String },
@@ -52,11 +58,15 @@ impl RedisHistory {
     /// From a `redis://` URL; `Err` says what is wrong with it.
     pub fn from_url(url: &str, ttl: Option<u64>) -> Result<Self, String> {
         let parsed = reqwest::Url::parse(url).map_err(|e| format!("'{url}' is not a URL: {e}"))?;
-        match parsed.scheme() {
-            "redis" => {}
-            "rediss" => return Err("TLS to Redis (rediss://) is not supported".into()),
-            other => return Err(format!("a Redis URL starts with redis://, not {other}://")),
-        }
+        let tls = match parsed.scheme() {
+            "redis" => false,
+            "rediss" => true,
+            other => {
+                return Err(format!(
+                    "a Redis URL starts with redis:// (or rediss:// for TLS), not {other}://"
+                ));
+            }
+        };
         let host = parsed
             .host_str()
             .ok_or_else(|| format!("'{url}' names no host"))?
@@ -77,6 +87,7 @@ impl RedisHistory {
                 user: decode(parsed.username()),
                 password: parsed.password().and_then(decode),
                 db,
+                tls,
             },
             ttl,
         })
@@ -153,14 +164,15 @@ impl RedisHistory {
     }
 
     async fn connect(&self) -> Result<Connection, String> {
-        let (host, port, user, password, db) = match &self.server {
+        let (host, port, user, password, db, tls) = match &self.server {
             Server::Resp {
                 host,
                 port,
                 user,
                 password,
                 db,
-            } => (host, port, user, password, db),
+                tls,
+            } => (host, port, user, password, db, *tls),
             Server::Rest { url, token } => {
                 return Ok(Connection::Rest {
                     url: url.clone(),
@@ -173,6 +185,18 @@ impl RedisHistory {
             .await
             .map_err(|_| format!("Redis at {address} did not answer in time"))?
             .map_err(|e| format!("cannot reach Redis at {address}: {e}"))?;
+        let stream: Box<dyn Io> = if tls {
+            let name = rustls::pki_types::ServerName::try_from(host.clone())
+                .map_err(|_| format!("'{host}' cannot name a TLS server"))?;
+            let connector = tokio_rustls::TlsConnector::from(tls_config()?);
+            let secured = tokio::time::timeout(TIMEOUT, connector.connect(name, stream))
+                .await
+                .map_err(|_| format!("Redis at {address} did not finish TLS in time"))?
+                .map_err(|e| format!("TLS to Redis at {address} failed: {e}"))?;
+            Box::new(secured)
+        } else {
+            Box::new(stream)
+        };
         let mut conn = Connection::Resp(BufReader::new(stream));
         if let Some(password) = password {
             match user {
@@ -213,8 +237,54 @@ enum Reply {
     Array(Vec<Reply>),
 }
 
+/// A connection's byte stream: plain TCP, or TLS over it.
+trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
+
+/// Certificate authorities trusted besides the public roots (`REDIS_TLS_CA_FILE`).
+static EXTRA_ROOTS: OnceLock<Vec<rustls::pki_types::CertificateDer<'static>>> = OnceLock::new();
+
+/// Trusts the certificate authorities of this PEM file for `rediss://`
+/// connections, besides the public roots; read once at start.
+pub fn trust(pem_file: &std::path::Path) -> Result<(), String> {
+    use rustls::pki_types::pem::PemObject;
+    let certificates = rustls::pki_types::CertificateDer::pem_file_iter(pem_file)
+        .and_then(|found| found.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| format!("{} holds no readable certificates: {e}", pem_file.display()))?;
+    if certificates.is_empty() {
+        return Err(format!("{} holds no certificates", pem_file.display()));
+    }
+    // Set once, at start: a second call keeps the first file's.
+    let _first = EXTRA_ROOTS.set(certificates);
+    Ok(())
+}
+
+/// TLS settings of `rediss://` connections (one per process): the public roots
+/// and those [`trust`] added, TLS 1.2 or 1.3.
+fn tls_config() -> Result<Arc<rustls::ClientConfig>, String> {
+    static CONFIG: OnceLock<Result<Arc<rustls::ClientConfig>, String>> = OnceLock::new();
+    CONFIG
+        .get_or_init(|| {
+            let mut roots = rustls::RootCertStore::empty();
+            roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+            for certificate in EXTRA_ROOTS.get().into_iter().flatten() {
+                roots
+                    .add(certificate.clone())
+                    .map_err(|e| format!("REDIS_TLS_CA_FILE: {e}"))?;
+            }
+            let provider = Arc::new(rustls::crypto::ring::default_provider());
+            let config = rustls::ClientConfig::builder_with_provider(provider)
+                .with_safe_default_protocol_versions()
+                .map_err(|e| format!("TLS cannot be set up: {e}"))?
+                .with_root_certificates(roots)
+                .with_no_client_auth();
+            Ok(Arc::new(config))
+        })
+        .clone()
+}
+
 enum Connection {
-    Resp(BufReader<TcpStream>),
+    Resp(BufReader<Box<dyn Io>>),
     Rest { url: String, token: String },
 }
 
@@ -293,7 +363,7 @@ async fn rest_command(url: &str, token: &str, parts: &[&str]) -> Result<Reply, S
 }
 
 /// One RESP reply.
-async fn reply(stream: &mut BufReader<TcpStream>) -> Result<Reply, String> {
+async fn reply(stream: &mut BufReader<Box<dyn Io>>) -> Result<Reply, String> {
     let line = line(stream).await?;
     let (kind, rest) = line.split_at(1);
     match kind {
@@ -330,7 +400,7 @@ async fn reply(stream: &mut BufReader<TcpStream>) -> Result<Reply, String> {
     }
 }
 
-async fn line(stream: &mut BufReader<TcpStream>) -> Result<String, String> {
+async fn line(stream: &mut BufReader<Box<dyn Io>>) -> Result<String, String> {
     let mut line = Vec::new();
     let read = stream
         .take(MAX_REPLY as u64)
@@ -359,10 +429,12 @@ mod tests {
                 port: 6380,
                 user: Some("bob".into()),
                 password: Some("p@ss".into()),
-                db: Some(2)
+                db: Some(2),
+                tls: false,
             }
         );
-        assert!(RedisHistory::from_url("rediss://x", None).is_err());
+        let secure = RedisHistory::from_url("rediss://x", None).unwrap();
+        assert!(matches!(secure.server, Server::Resp { tls: true, .. }));
         assert!(RedisHistory::from_url("http://x", None).is_err());
         let plain = RedisHistory::from_url("redis://127.0.0.1", None).unwrap();
         assert!(matches!(

@@ -1,7 +1,8 @@
 //! `RedisBackedChatMemory`: the session's conversation kept in the user's
 //! Redis, as Flowise's node keeps it (`store::redis_history`): a
 //! `redisCacheUrlApi` credential's `redisUrl`, or a `redisCacheApi`
-//! credential's host, port, user and password; `sessionTTL`, `windowSize`.
+//! credential's host, port, user and password (`redisCacheSslEnabled`: over
+//! TLS, as a `rediss://` URL is); `sessionTTL`, `windowSize`.
 //! `upstashRedisBackedChatMemory`: the same in an Upstash database, through its
 //! REST API (`baseURL`, an `upstashRedisMemoryApi` credential's token).
 
@@ -35,9 +36,6 @@ impl Node for RedisBackedChatMemory {
     }
 
     fn build(&self, node: &Build<'_>) -> Result<Component, FlowError> {
-        if node.boolean("redisCacheSslEnabled")? {
-            return Err(node.invalid("connects to Redis over TLS, which weir does not speak yet"));
-        }
         let memory = |redis| MemorySpec {
             node_id: node.id().to_owned(),
             window: None,
@@ -68,7 +66,13 @@ impl Node for RedisBackedChatMemory {
                     }
                     _ => String::new(),
                 };
-                format!("redis://{login}{host}:{port}")
+                // Flowise's credential switch: TLS to that host and port.
+                let scheme = if node.boolean("redisCacheSslEnabled")? {
+                    "rediss"
+                } else {
+                    "redis"
+                };
+                format!("{scheme}://{login}{host}:{port}")
             }
         };
         let ttl = node.integer("sessionTTL")?.filter(|t| *t > 0);
