@@ -10,6 +10,24 @@ def node(node_id, name, inputs):
             "data": {"id": node_id, "name": name, "label": name, "inputs": inputs}}
 
 
+def flowise_node(node_id, name, node_type, category, inputs, outputs=None):
+    """A node as Flowise's editor writes it in an export (the fields weir reads, and
+    those it ignores): for marketplace templates written by hand."""
+    return {"id": node_id, "position": {"x": 0, "y": 0}, "type": "customNode", "width": 300, "height": 500,
+            "data": {"id": node_id, "label": name, "version": 2, "name": name, "type": node_type,
+                     "category": category, "baseClasses": [node_type], "inputParams": [], "inputAnchors": [],
+                     "outputAnchors": [], "inputs": inputs, "outputs": outputs or {}, "selected": False},
+            "selected": False, "dragging": False}
+
+
+def flowise_edge(source, source_handle, target, target_handle):
+    """An edge as Flowise's editor writes it: `<source>-output-<handle>` to
+    `<target>-input-<handle>`."""
+    return {"source": source, "sourceHandle": f"{source}-output-{source_handle}", "target": target,
+            "targetHandle": f"{target}-input-{target_handle}", "type": "buttonedge",
+            "id": f"{source}-{target}-{target_handle}", "data": {"label": ""}}
+
+
 def ref(node_id):
     return "{{" + node_id + ".data.instance}}"
 

@@ -287,23 +287,8 @@ def test_a_sequential_state_defined_in_javascript_starts_and_updates_as_its_redu
 
 # --- Flowise marketplace templates, written by hand from their node tables ---------------
 
-def flowise_node(node_id, name, node_type, category, inputs, outputs=None):
-    """A node as Flowise's editor writes it (the fields weir reads, and those it ignores)."""
-    return {"id": node_id, "position": {"x": 0, "y": 0}, "type": "customNode", "width": 300, "height": 500,
-            "data": {"id": node_id, "label": name, "version": 2, "name": name, "type": node_type,
-                     "category": category, "baseClasses": [node_type], "inputParams": [], "inputAnchors": [],
-                     "outputAnchors": [], "inputs": inputs, "outputs": outputs or {}, "selected": False},
-            "selected": False, "dragging": False}
-
-
-def flowise_edge(source, source_handle, target, target_handle):
-    return {"source": source, "sourceHandle": f"{source}-output-{source_handle}", "target": target,
-            "targetHandle": f"{target}-input-{target_handle}", "type": "buttonedge",
-            "id": f"{source}-{target}-{target_handle}", "data": {"label": ""}}
-
-
 def template_model(fake):
-    return flowise_node("chatOpenAI_0", "chatOpenAI", "ChatOpenAI", "Chat Models", {
+    return flows.flowise_node("chatOpenAI_0", "chatOpenAI", "ChatOpenAI", "Chat Models", {
         "cache": "", "modelName": "gpt-4o", "temperature": "0", "maxTokens": "", "topP": "",
         "frequencyPenalty": "", "presencePenalty": "", "timeout": "", "baseOptions": "",
         "allowImageUploads": "", "imageResolution": "low", "basepath": f"{fake.url}/v1", "openAIApiKey": "sk-good"})
@@ -319,7 +304,7 @@ def test_flowises_text_to_sql_template_runs(py_api, fake):
     schema a customFunction returns, through `promptValues`."""
     tool = py_api.post("/tools", json={"name": "execute_sql", "description": "Runs SQL", "code": "result = 'ok'"})
     assert tool.status_code == 201, tool.text
-    supervisor = flowise_node("supervisor_0", "supervisor", "Supervisor", "Multi Agents", {
+    supervisor = flows.flowise_node("supervisor_0", "supervisor", "Supervisor", "Multi Agents", {
         "supervisorName": "Supervisor",
         "supervisorPrompt": ("You are a supervisor tasked with managing a conversation between the following "
                              "workers: {team_members}.\nGiven the following user request, respond with the worker "
@@ -327,7 +312,7 @@ def test_flowises_text_to_sql_template_runs(py_api, fake):
         "model": "{{chatOpenAI_0.data.instance}}", "recursionLimit": 100, "inputModeration": ""})
 
     def worker(node_id, name, prompt, values, tools=()):
-        return flowise_node(node_id, "worker", "Worker", "Multi Agents", {
+        return flows.flowise_node(node_id, "worker", "Worker", "Multi Agents", {
             "workerName": name, "workerPrompt": prompt, "tools": list(tools),
             "supervisor": "{{supervisor_0.data.instance}}", "model": "", "promptValues": json.dumps(values),
             "maxIterations": ""})
@@ -340,16 +325,16 @@ def test_flowises_text_to_sql_template_runs(py_api, fake):
                       {"company": "Flowise Inc"}, tools=["{{customTool_0.data.instance}}"])
     reviewer = worker("worker_2", "SQL Reviewer", "As an SQL Code Reviewer at {company}, review the query.",
                       {"company": "Flowise Inc"})
-    function = flowise_node("customFunction_0", "customFunction", "CustomFunction", "Utilities", {
+    function = flows.flowise_node("customFunction_0", "customFunction", "CustomFunction", "Utilities", {
         "functionInputVariables": "", "functionName": "", "javascriptFunction": SCHEMA_JS}, {"output": "output"})
-    custom_tool = flowise_node("customTool_0", "customTool", "CustomTool", "Tools",
+    custom_tool = flows.flowise_node("customTool_0", "customTool", "CustomTool", "Tools",
                                {"selectedTool": tool.json()["id"]})
-    edges = [flowise_edge("chatOpenAI_0", MODEL_OUT, "supervisor_0", "model-BaseChatModel"),
-             flowise_edge("customFunction_0", "output-string|number|boolean|json|array", "worker_0",
+    edges = [flows.flowise_edge("chatOpenAI_0", MODEL_OUT, "supervisor_0", "model-BaseChatModel"),
+             flows.flowise_edge("customFunction_0", "output-string|number|boolean|json|array", "worker_0",
                           "promptValues-json"),
-             flowise_edge("customTool_0", "customTool-CustomTool|Tool|StructuredTool|Runnable", "worker_1",
+             flows.flowise_edge("customTool_0", "customTool-CustomTool|Tool|StructuredTool|Runnable", "worker_1",
                           "tools-Tool")]
-    edges += [flowise_edge("supervisor_0", "supervisor-Supervisor", w, "supervisor-Supervisor")
+    edges += [flows.flowise_edge("supervisor_0", "supervisor-Supervisor", w, "supervisor-Supervisor")
               for w in ("worker_0", "worker_1", "worker_2")]
     flow = create_flow(py_api, {"nodes": [template_model(fake), supervisor, expert, executor, reviewer, function,
                                           custom_tool], "edges": edges}, type="MULTIAGENT")
@@ -376,28 +361,28 @@ def test_flowises_patient_concierge_template_runs(py_api, fake):
     seq_ref = "{{seqCondition_0.data.instance}}"
     nodes = [
         template_model(fake),
-        flowise_node("seqStart_0", "seqStart", "Start", "Sequential Agents", {
+        flows.flowise_node("seqStart_0", "seqStart", "Start", "Sequential Agents", {
             "model": "{{chatOpenAI_0.data.instance}}", "agentMemory": "{{agentMemory_0.data.instance}}",
             "state": "{{seqState_0.data.instance}}", "inputModeration": ""}),
-        flowise_node("agentMemory_0", "agentMemory", "AgentMemory", "Memory", {
+        flows.flowise_node("agentMemory_0", "agentMemory", "AgentMemory", "Memory", {
             "databaseType": "sqlite", "databaseFilePath": "", "additionalConfig": ""}),
-        flowise_node("seqState_0", "seqState", "State", "Sequential Agents", {
+        flows.flowise_node("seqState_0", "seqState", "State", "Sequential Agents", {
             "stateMemory": "stateMemoryUI", "selectedStateTab_seqState_0": "stateMemoryUI",
             "stateMemoryUI": json.dumps([{"key": "userInfo", "type": "Replace", "defaultValue": "",
                                           "actions": "", "id": 1}])}),
-        flowise_node("seqCondition_0", "seqCondition", "Condition", "Sequential Agents", {
+        flows.flowise_node("seqCondition_0", "seqCondition", "Condition", "Sequential Agents", {
             "conditionName": "If user has been verified", "sequentialNode": ["{{seqStart_0.data.instance}}"],
             "condition": "", "selectedConditionFunctionTab_seqCondition_0": "conditionUI",
             "conditionUI": json.dumps([{"variable": "$flow.state.userInfo", "operation": "Is Not Empty",
                                         "value": "", "output": "Concierge", "actions": "", "id": 0}])},
                      {"output": "next"}),
-        flowise_node("seqAgent_0", "seqAgent", "Agent", "Sequential Agents", {
+        flows.flowise_node("seqAgent_0", "seqAgent", "Agent", "Sequential Agents", {
             "agentName": "Concierge", "systemMessagePrompt": "You are the Assistant in our Patient Concierge system.",
             "humanMessagePrompt": "", "tools": ["{{customTool_1.data.instance}}"],
             "sequentialNode": [seq_ref, seq_ref], "model": "", "interrupt": "", "promptValues": "",
             "updateStateMemory": "updateStateMemoryUI", "selectedUpdateStateMemoryTab_seqAgent_0": "updateStateMemoryUI",
             "maxIterations": ""}),
-        flowise_node("seqAgent_1", "seqAgent", "Agent", "Sequential Agents", {
+        flows.flowise_node("seqAgent_1", "seqAgent", "Agent", "Sequential Agents", {
             "agentName": "Identity Verification",
             "systemMessagePrompt": "You are an Identity Verfication Specialist in the Patient Concierge system.",
             "humanMessagePrompt": "", "tools": ["{{customTool_0.data.instance}}"],
@@ -412,26 +397,26 @@ def test_flowises_patient_concierge_template_runs(py_api, fake):
                 "  return {\n    userInfo: parsedToolOutput // parsing tool output since its always string\n  };\n"
                 "} catch (e) {\n  return {};\n}"),
             "maxIterations": ""}),
-        flowise_node("seqEnd_0", "seqEnd", "End", "Sequential Agents", {"sequentialNode": "{{seqAgent_0.data.instance}}"}),
-        flowise_node("seqEnd_1", "seqEnd", "End", "Sequential Agents", {"sequentialNode": "{{seqAgent_1.data.instance}}"}),
-        flowise_node("customTool_0", "customTool", "CustomTool", "Tools", {"selectedTool": identity_tool.json()["id"]}),
-        flowise_node("customTool_1", "customTool", "CustomTool", "Tools", {"selectedTool": records_tool.json()["id"]}),
+        flows.flowise_node("seqEnd_0", "seqEnd", "End", "Sequential Agents", {"sequentialNode": "{{seqAgent_0.data.instance}}"}),
+        flows.flowise_node("seqEnd_1", "seqEnd", "End", "Sequential Agents", {"sequentialNode": "{{seqAgent_1.data.instance}}"}),
+        flows.flowise_node("customTool_0", "customTool", "CustomTool", "Tools", {"selectedTool": identity_tool.json()["id"]}),
+        flows.flowise_node("customTool_1", "customTool", "CustomTool", "Tools", {"selectedTool": records_tool.json()["id"]}),
     ]
     start_types = "sequentialNode-Start | Agent | LLMNode | ToolNode"
     agent_in = "sequentialNode-Start | Agent | Condition | LLMNode | ToolNode"
     tool_out = "customTool-CustomTool|Tool|StructuredTool|Runnable"
     edges = [
-        flowise_edge("seqState_0", "seqState-State", "seqStart_0", "state-State"),
-        flowise_edge("agentMemory_0", "agentMemory-AgentMemory|BaseCheckpointSaver", "seqStart_0",
+        flows.flowise_edge("seqState_0", "seqState-State", "seqStart_0", "state-State"),
+        flows.flowise_edge("agentMemory_0", "agentMemory-AgentMemory|BaseCheckpointSaver", "seqStart_0",
                      "agentMemory-BaseCheckpointSaver"),
-        flowise_edge("chatOpenAI_0", MODEL_OUT, "seqStart_0", "model-BaseChatModel"),
-        flowise_edge("seqStart_0", "seqStart-Start", "seqCondition_0", start_types),
-        flowise_edge("customTool_0", tool_out, "seqAgent_1", "tools-Tool"),
-        flowise_edge("customTool_1", tool_out, "seqAgent_0", "tools-Tool"),
-        flowise_edge("seqCondition_0", "concierge-Condition", "seqAgent_0", agent_in),
-        flowise_edge("seqCondition_0", "end-Condition", "seqAgent_1", agent_in),
-        flowise_edge("seqAgent_0", "seqAgent-Agent", "seqEnd_0", "sequentialNode-Agent | Condition | LLMNode | ToolNode"),
-        flowise_edge("seqAgent_1", "seqAgent-Agent", "seqEnd_1", "sequentialNode-Agent | Condition | LLMNode | ToolNode"),
+        flows.flowise_edge("chatOpenAI_0", MODEL_OUT, "seqStart_0", "model-BaseChatModel"),
+        flows.flowise_edge("seqStart_0", "seqStart-Start", "seqCondition_0", start_types),
+        flows.flowise_edge("customTool_0", tool_out, "seqAgent_1", "tools-Tool"),
+        flows.flowise_edge("customTool_1", tool_out, "seqAgent_0", "tools-Tool"),
+        flows.flowise_edge("seqCondition_0", "concierge-Condition", "seqAgent_0", agent_in),
+        flows.flowise_edge("seqCondition_0", "end-Condition", "seqAgent_1", agent_in),
+        flows.flowise_edge("seqAgent_0", "seqAgent-Agent", "seqEnd_0", "sequentialNode-Agent | Condition | LLMNode | ToolNode"),
+        flows.flowise_edge("seqAgent_1", "seqAgent-Agent", "seqEnd_1", "sequentialNode-Agent | Condition | LLMNode | ToolNode"),
     ]
     flow = create_flow(py_api, {"nodes": nodes, "edges": edges}, type="MULTIAGENT")
     chat = f"chat-{nonce()}"

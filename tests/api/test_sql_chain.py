@@ -195,28 +195,18 @@ def test_postgresql_on_a_private_address_is_refused(sql_api, fake, pg_database):
     assert "@" not in message.split("sqlDatabaseChain_0", 1)[1], "the URL's credentials were echoed"
 
 
-def flowise_node(node_id, name, node_type, category, inputs, outputs=None):
-    """A node as Flowise's editor writes it (the fields weir reads, and those it ignores)."""
-    return {"id": node_id, "position": {"x": 0, "y": 0}, "type": "customNode", "width": 300, "height": 500,
-            "data": {"id": node_id, "label": name, "version": 1, "name": name, "type": node_type,
-                     "category": category, "baseClasses": [node_type], "inputParams": [], "inputAnchors": [],
-                     "outputAnchors": [], "inputs": inputs, "outputs": outputs or {}, "selected": False},
-            "selected": False, "dragging": False}
-
-
 def test_flowises_sql_db_chain_template_runs(sql_api, fake):
     """Flowise 3.1's "SQL DB Chain" marketplace template, written by hand from its
     node tables: only the model's base URL and key and the database path are set."""
-    model = flowise_node("chatOpenAI_0", "chatOpenAI", "ChatOpenAI", "Chat Models", {
+    model = flows.flowise_node("chatOpenAI_0", "chatOpenAI", "ChatOpenAI", "Chat Models", {
         "cache": "", "modelName": "gpt-3.5-turbo", "temperature": "0", "maxTokens": "", "topP": "",
         "frequencyPenalty": "", "presencePenalty": "", "timeout": "", "basepath": "", "baseOptions": "",
         "allowImageUploads": True, "imageResolution": "low"})
-    chain = flowise_node("sqlDatabaseChain_0", "sqlDatabaseChain", "SqlDatabaseChain", "Chains", {
+    chain = flows.flowise_node("sqlDatabaseChain_0", "sqlDatabaseChain", "SqlDatabaseChain", "Chains", {
         "inputModeration": "", "model": "{{chatOpenAI_0.data.instance}}", "database": "sqlite", "url": "",
         "customPrompt": ""})
-    edge = {"source": "chatOpenAI_0", "sourceHandle": "chatOpenAI_0-output-chatOpenAI-ChatOpenAI|BaseChatModel|BaseLanguageModel",
-            "target": "sqlDatabaseChain_0", "targetHandle": "sqlDatabaseChain_0-input-model-BaseLanguageModel",
-            "type": "buttonedge", "id": "chatOpenAI_0-sqlDatabaseChain_0", "data": {"label": ""}}
+    edge = flows.flowise_edge("chatOpenAI_0", "chatOpenAI-ChatOpenAI|BaseChatModel|BaseLanguageModel",
+                              "sqlDatabaseChain_0", "model-BaseLanguageModel")
     model["data"]["inputs"].update(basepath=f"{fake.url}/v1", openAIApiKey="sk-good")
     chain["data"]["inputs"]["url"] = "shop.db"
     flow = create_flow(sql_api, {"nodes": [model, chain], "edges": [edge]})
