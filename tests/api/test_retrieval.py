@@ -1050,17 +1050,24 @@ def test_llama_indexs_openai_embeddings_embed_as_openais(api, fake):
     assert contents(ask(api, flow, "When are invoices paid?")["sourceDocuments"]) == [texts[0]]
 
 
-def test_llama_indexs_context_chat_engine_searches_with_the_message_itself(api, fake):
+@pytest.mark.parametrize("store_kind", ["memoryVectorStore", "simpleStoreLlamaIndex"])
+def test_llama_indexs_context_chat_engine_searches_with_the_message_itself(api, fake, store_kind):
     """`contextChatEngine`: no rephrasing — each message finds its own chunks, put in
     the system message after the node's own (LlamaIndex's context prompt), then the
-    session's conversation."""
+    session's conversation. Its store may be LlamaIndex's own SimpleStore (with
+    LlamaIndex's embeddings and the model, as Flowise wires it)."""
     splitter = flows.character_splitter(60, 0, "\n\n")
     texts = [p.replace("\n", " ") for p in POLICIES]
     loader = flows.plain_text(paragraphs(texts), splitter)
     emb = flows.openai_embeddings(fake.url)
-    store = flows.memory_vector_store([loader], emb, topK=1)
     model = flows.openai_model(fake.url)
     model["data"]["name"] = "chatOpenAI_LlamaIndex"
+    if store_kind == "simpleStoreLlamaIndex":
+        emb["data"]["name"] = "openAIEmbedding_LlamaIndex"
+        store = flows.vector_store(store_kind, [loader], emb, topK=1, basePath="/tmp/llamaindex-ignored",
+                                   model=flows.ref(model["id"]))
+    else:
+        store = flows.memory_vector_store([loader], emb, topK=1)
     engine = flows.node("contextChatEngine_0", "contextChatEngine", {
         "model": flows.ref(model["id"]), "vectorStoreRetriever": flows.ref(store["id"]),
         "returnSourceDocuments": True, "systemMessagePrompt": "You answer from the policies."})

@@ -80,6 +80,7 @@ pub static NODES: &[&dyn Node] = &[
     &document_store_vs::DocumentStoreVs,
     &document_store::DocumentStoreLoader,
     &faiss::Faiss,
+    &simple_store_llama_index::SimpleStoreLlamaIndex,
     &postgres::Postgres,
     // Moderation
     &input_moderation_simple::InputModerationSimple,

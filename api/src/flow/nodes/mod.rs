@@ -72,6 +72,7 @@ pub mod seq_loop;
 pub mod seq_start;
 pub mod seq_state;
 pub mod seq_tool_node;
+pub mod simple_store_llama_index;
 pub mod sql_database_chain;
 pub mod supervisor;
 pub mod text_file;

@@ -174,7 +174,9 @@ fn arguments(spec: &Value, shared: &Value, operation: &Value) -> Value {
         ) {
             fields.insert("description".into(), Value::from(text));
         }
+        // An operation's parameter replaces its path's of the same name.
         properties.insert(name.to_owned(), schema);
+        required.retain(|r| r != name);
         if place == "path" || parameter.get("required").and_then(Value::as_bool) == Some(true) {
             required.push(Value::from(name));
         }
