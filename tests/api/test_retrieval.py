@@ -1087,6 +1087,44 @@ def test_llama_indexs_context_chat_engine_searches_with_the_message_itself(api, 
     assert [m["content"] for m in sent[1:]] == [q1, f"Echo: {q1}", q2]
 
 
+def test_llama_indexs_query_engine_answers_with_its_stores_model(api, fake):
+    """`queryEngine` over a LlamaIndex SimpleStore: the question's chunks under
+    LlamaIndex's text QA prompt, answered by the store's own chat model (its
+    service context), sources when asked for, no memory between questions."""
+    splitter = flows.character_splitter(60, 0, "\n\n")
+    texts = [p.replace("\n", " ") for p in POLICIES]
+    loader = flows.plain_text(paragraphs(texts), splitter)
+    emb = flows.openai_embeddings(fake.url)
+    emb["data"]["name"] = "openAIEmbedding_LlamaIndex"
+    model = flows.openai_model(fake.url)
+    model["data"]["name"] = "chatOpenAI_LlamaIndex"
+    store = flows.vector_store("simpleStoreLlamaIndex", [loader], emb, topK=1, model=flows.ref(model["id"]))
+    engine = flows.node("queryEngine_0", "queryEngine", {
+        "vectorStoreRetriever": flows.ref(store["id"]), "responseSynthesizer": "", "returnSourceDocuments": True})
+    flow = create_flow(api, flows.rag(splitter, loader, emb, store, model, engine))
+    upserted(upsert(api, flow))
+    question = "When are invoices paid?"
+    chat = f"query-{uuid.uuid4().hex[:8]}"
+    ask(api, flow, "Who approves expense claims?", chatId=chat)
+    body = ask(api, flow, question, chatId=chat)
+    [doc] = contents(body["sourceDocuments"])
+    assert doc == ranked(question, texts)[0][1]
+    prompt = ("Context information is below.\n---------------------\n" + doc + "\n---------------------\n"
+              "Given the context information and not prior knowledge, answer the query.\n"
+              f"Query: {question}\nAnswer:")
+    assert fake.last("/chat/completions")["messages"] == [{"role": "user", "content": prompt}]
+    assert body["text"] == f"Echo: {prompt}"
+    # A store without a model of its own leaves the engine nothing to answer with.
+    del store["data"]["inputs"]["model"]
+    graph = flows.rag(splitter, loader, emb, store, model, engine)
+    graph["nodes"] = [n for n in graph["nodes"] if n["id"] != model["id"]]
+    graph["edges"] = [e for e in graph["edges"] if model["id"] not in (e["source"], e["target"])]
+    r = api.post("/chatflows", json={"name": "q", "flowData": json.dumps(graph)})
+    if r.status_code == 201:
+        r = predict(api, r.json()["id"], question)
+    assert_error(r, 400, "model")
+
+
 def test_an_rrf_retriever_fuses_the_searches_of_the_questions_versions(api, fake):
     """`RRFRetriever`: the model writes versions of the question (Flowise's prompt),
     the question and each version are searched, and the lists are fused by

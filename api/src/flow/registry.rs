@@ -32,6 +32,7 @@ pub static NODES: &[&dyn Node] = &[
     &retrieval_qa_chain::RetrievalQaChain,
     &conversational_retrieval_qa_chain::ConversationalRetrievalQaChain,
     &sql_database_chain::SqlDatabaseChain,
+    &llama_index_engines::QueryEngine,
     // Memory
     &buffer_memory::BufferMemory,
     &buffer_window_memory::BufferWindowMemory,

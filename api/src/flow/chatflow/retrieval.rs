@@ -28,18 +28,24 @@ pub async fn run<E: From<FlowEvent>>(
     let model = ctx.model(spec).await?;
     let retriever = &*ctx.tools.retriever;
     let (messages, sources) = match chain.kind {
-        RetrievalKind::Qa => {
+        RetrievalKind::Qa | RetrievalKind::Query => {
             let documents = retriever
                 .retrieve(&chain.store, &input.question, &ctx.flow)
                 .await?;
+            let (template, keep_sources) = if chain.kind == RetrievalKind::Qa {
+                (QA_PROMPT, true)
+            } else {
+                (chain.response_prompt.as_str(), chain.return_sources)
+            };
             let prompt = fill(
-                QA_PROMPT,
+                template,
                 &[
                     ("context", &context(&documents)),
                     ("question", &input.question),
                 ],
             );
-            (vec![ChatMessage::new(Role::User, prompt)], documents)
+            let sources = if keep_sources { documents } else { Vec::new() };
+            (vec![ChatMessage::new(Role::User, prompt)], sources)
         }
         RetrievalKind::Conversational | RetrievalKind::Context => {
             // A context chat engine searches with the message as it is.

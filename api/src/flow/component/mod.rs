@@ -547,6 +547,9 @@ pub enum RetrievalKind {
     /// LlamaIndex's `contextChatEngine`: the chunks the message itself finds,
     /// in the system message, then the conversation.
     Context,
+    /// LlamaIndex's `queryEngine`: the question's chunks under its text QA
+    /// prompt (`response_prompt`), one user message, no memory.
+    Query,
 }
 
 #[derive(Debug, Clone, PartialEq)]
