@@ -242,24 +242,47 @@ impl FlowGraph {
     }
 }
 
-/// The node ids of every `{{nodeId.data.instance}}` written inside `text`
-/// (a prompt value that reads another node's result among other words).
-pub fn embedded_references(text: &str) -> Vec<&str> {
+/// Every `{{nodeId.data.instance}}` written inside `text` (a prompt value
+/// that reads another node's result among other words): where it stands, and
+/// the node id.
+fn embedded(text: &str) -> Vec<(std::ops::Range<usize>, &str)> {
     let mut found = Vec::new();
-    let mut rest = text;
-    while let Some(open) = rest.find("{{") {
-        let after = &rest[open + 2..];
-        let Some(close) = after.find("}}") else {
+    let mut from = 0;
+    while let Some(open) = text[from..].find("{{").map(|i| from + i) {
+        let Some(close) = text[open + 2..].find("}}").map(|i| open + 2 + i) else {
             break;
         };
-        if let Some(id) = after[..close].trim().strip_suffix(".data.instance")
-            && !id.is_empty()
+        if let Some(id) = text[open + 2..close]
+            .trim()
+            .strip_suffix(".data.instance")
+            .filter(|id| !id.is_empty())
         {
-            found.push(id);
+            found.push((open..close + 2, id));
         }
-        rest = &after[close + 2..];
+        from = close + 2;
     }
     found
+}
+
+/// The node ids `text` reads with `{{nodeId.data.instance}}`.
+pub fn embedded_references(text: &str) -> Vec<&str> {
+    embedded(text).into_iter().map(|(_, id)| id).collect()
+}
+
+/// `text` with each `{{nodeId.data.instance}}` whose node has a result
+/// replaced by that result (the others left as written).
+pub fn fill_references(text: &str, results: &HashMap<String, String>) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut written = 0;
+    for (span, id) in embedded(text) {
+        if let Some(result) = results.get(id) {
+            out.push_str(&text[written..span.start]);
+            out.push_str(result);
+            written = span.end;
+        }
+    }
+    out.push_str(&text[written..]);
+    out
 }
 
 /// The node id in `{{nodeId.data.instance}}`, if `text` is such a reference.
@@ -334,6 +357,14 @@ mod tests {
             ["customFunction_0", "f_1"]
         );
         assert!(super::embedded_references("{{ open").is_empty());
+        let results = std::collections::HashMap::from([("f_1".to_owned(), "one".to_owned())]);
+        assert_eq!(
+            super::fill_references(
+                "a {{ f_1.data.instance }} b {{g.data.instance}} {{",
+                &results
+            ),
+            "a one b {{g.data.instance}} {{"
+        );
         assert_eq!(
             super::references(&json!(["{{a.data.instance}}", "x", "{{b.data.instance}}"])),
             vec!["a", "b"]

@@ -21,7 +21,7 @@ use super::component::{
     ModerationSpec, PromptSpec, PythonSource, RetrievalChainSpec, Routing, SeqStep, SqlChainSpec,
     SupervisorSpec, ToolKind, ToolSpec, VectorStoreSpec, WorkerSpec,
 };
-use super::graph::{FlowGraph, FlowNode, embedded_references, references};
+use super::graph::{FlowGraph, FlowNode, embedded_references, fill_references, references};
 use super::node::{Category, InputKind, NodeSpec, unknown};
 use super::overrides::{Overrides, not_overridable};
 use super::registry;
@@ -722,38 +722,14 @@ fn function_inputs(function: &FunctionSpec) -> Vec<&str> {
 }
 
 /// Writes each result over its `{{<id>.data.instance}}` in these values.
-pub fn fill_results(values: &mut Map<String, Value>, results: &HashMap<String, String>) {
+fn fill_results(values: &mut Map<String, Value>, results: &HashMap<String, String>) {
     for value in values.values_mut() {
         if let Value::String(text) = value
             && text.contains(".data.instance")
         {
-            *text = with_results(text, results);
+            *text = fill_references(text, results);
         }
     }
-}
-
-/// `text` with each `{{<id>.data.instance}}` of a known result replaced by it.
-pub fn with_results(text: &str, results: &HashMap<String, String>) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(open) = rest.find("{{") {
-        let after = &rest[open + 2..];
-        let Some(close) = after.find("}}") else {
-            break;
-        };
-        let result = after[..close]
-            .trim()
-            .strip_suffix(".data.instance")
-            .and_then(|id| results.get(id));
-        out.push_str(&rest[..open]);
-        match result {
-            Some(result) => out.push_str(result),
-            None => out.push_str(&rest[open..open + 2 + close + 2]),
-        }
-        rest = &after[close + 2..];
-    }
-    out.push_str(rest);
-    out
 }
 
 fn spec_of(node: &FlowNode) -> Result<&'static NodeSpec, FlowError> {

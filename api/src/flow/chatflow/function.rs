@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 
 use crate::flow::FlowError;
 use crate::flow::component::FunctionSpec;
-use crate::flow::plan::with_results;
+use crate::flow::graph::fill_references;
 use crate::flow::runtime::{FlowEvent, RunContext, RunError, RunInput, RunOutput, Tokens};
 
 /// Runs the functions other nodes read, in order: their results by node id,
@@ -95,7 +95,7 @@ fn variable(value: &Value, input: &RunInput, results: &HashMap<String, String>) 
     let Value::String(text) = value else {
         return value.clone();
     };
-    let mut text = with_results(text, results).replace("{{question}}", &input.question);
+    let mut text = fill_references(text, results).replace("{{question}}", &input.question);
     if text.contains("{{chat_history}}") {
         text = text.replace("{{chat_history}}", &input.history_text());
     }

@@ -579,9 +579,9 @@ for (const [key, channel] of Object.entries(channels)) {
   const start = typeof c.default === 'function' ? await c.default() : c.default;
   let append = false;
   if (typeof c.value === 'function') {
-    if (same(c.value(['a'], ['b']), ['a', 'b'])) {
+    if (same(c.value(['\u0001a'], ['\u0001b']), ['\u0001a', '\u0001b'])) {
       append = true;
-    } else if (!same(c.value('a', 'b'), 'b')) {
+    } else if (!same(c.value('\u0001a', '\u0001b'), '\u0001b')) {
       throw new Error(`state key '${key}': its reducer (value) neither replaces nor appends`);
     }
   }

@@ -286,8 +286,9 @@ pub struct OpenApiOperation {
     pub remove_nulls: bool,
     pub return_direct: bool,
     /// `customCode` other than Flowise's default: JavaScript run in the Python
-    /// runtime's sandbox with `$url`, `$options` and the arguments.
-    pub custom_code: Option<String>,
+    /// runtime's sandbox, as a JavaScript custom tool is, with `$url`,
+    /// `$options` and the arguments (one definition shared by the toolkit).
+    pub custom_code: Option<Arc<PythonDefinition>>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

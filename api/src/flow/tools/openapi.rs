@@ -5,11 +5,13 @@
 //! request tools' guard ([`super::web::WebClient::send`]); a `customCode` of
 //! the node's own runs in the Python runtime's sandbox instead.
 
+use std::sync::Arc;
+
 use serde_json::{Map, Value, json};
 
 use super::web::{HttpCall, WebClient};
 use super::{FlowContext, ToolEnv, ToolOutcome};
-use crate::flow::component::OpenApiOperation;
+use crate::flow::component::{OpenApiOperation, PythonDefinition};
 
 /// Methods that become tools (Flowise 2.1's list).
 const METHODS: [&str; 5] = ["get", "post", "put", "patch", "delete"];
@@ -51,6 +53,16 @@ pub fn operations(text: &str, kit: Toolkit<'_>) -> Result<Vec<OpenApiOperation>,
     let Some(Value::Object(paths)) = spec.get("paths") else {
         return Err("the OpenAPI description has no paths".into());
     };
+    let custom_code = kit.custom_code.map(|code| {
+        Arc::new(PythonDefinition {
+            name: "customCode".into(),
+            description: String::new(),
+            schema: Vec::new(),
+            code,
+            requirements: Vec::new(),
+            javascript: true,
+        })
+    });
     let mut tools: Vec<OpenApiOperation> = Vec::new();
     for (path, item) in paths {
         let item = resolve(&spec, item, 0);
@@ -83,7 +95,7 @@ pub fn operations(text: &str, kit: Toolkit<'_>) -> Result<Vec<OpenApiOperation>,
                 headers: kit.headers.clone(),
                 remove_nulls: kit.remove_nulls,
                 return_direct: kit.return_direct,
-                custom_code: kit.custom_code.clone(),
+                custom_code: custom_code.clone(),
             });
         }
     }
@@ -352,29 +364,17 @@ pub async fn call(
         if let Some(body) = &body {
             options["body"] = Value::from(body.to_string());
         }
+        // Each becomes the global `$<name>` (an argument the model left out, null).
         let mut globals = Map::new();
         for key in ["PathParameters", "QueryParameters", "RequestBody", "input"] {
             globals.insert(
-                format!("${key}"),
+                key.into(),
                 arguments.get(key).cloned().unwrap_or(Value::Null),
             );
         }
-        globals.insert("$url".into(), Value::from(url.as_str()));
-        globals.insert("$options".into(), options);
-        globals.insert("$vars".into(), Value::Object(env.vars.clone()));
-        globals.insert(
-            "$flow".into(),
-            json!({"chatflowId": flow.chatflow_id, "sessionId": flow.session_id,
-                   "chatId": flow.session_id, "input": flow.input}),
-        );
-        return match runtime
-            .run_javascript(code, globals, None, &env.workspace_id)
-            .await
-        {
-            Ok(Value::String(text)) => ToolOutcome::text(text),
-            Ok(other) => ToolOutcome::text(other.to_string()),
-            Err(why) => ToolOutcome::error(why),
-        };
+        globals.insert("url".into(), Value::from(url.as_str()));
+        globals.insert("options".into(), options);
+        return runtime.execute(code, globals, None, env, flow).await;
     }
     let method = match reqwest::Method::from_bytes(operation.method.as_bytes()) {
         Ok(m) => m,

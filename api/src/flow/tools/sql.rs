@@ -151,18 +151,11 @@ impl SqlClient {
         let tables = keep(tables, filter)?;
         let mut described = Vec::with_capacity(tables.len());
         for table in tables {
-            let (qualified, sample) = match connection {
-                SqlConnection::Sqlite(_) => {
-                    let qualified = quoted(&table.name);
-                    let select = format!("SELECT * FROM {qualified} LIMIT {}", filter.sample_rows);
-                    (qualified, select)
-                }
-                SqlConnection::Postgres(_) => {
-                    let qualified = format!("\"public\".{}", quoted(&table.name));
-                    let select = format!("SELECT * FROM {qualified} LIMIT {}", filter.sample_rows);
-                    (qualified, select)
-                }
+            let qualified = match connection {
+                SqlConnection::Sqlite(_) => quoted(&table.name),
+                SqlConnection::Postgres(_) => format!("\"public\".{}", quoted(&table.name)),
             };
+            let sample = format!("SELECT * FROM {qualified} LIMIT {}", filter.sample_rows);
             let rows = if filter.sample_rows == 0 {
                 Vec::new()
             } else {
