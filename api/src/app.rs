@@ -28,7 +28,7 @@ pub fn router(state: AppState) -> Router {
     let api = api
         .route("/metrics", axum::routing::get(observe::scrape))
         .route_layer(middleware::from_fn(observe::mark_route));
-    let cors = cors::layer(&state.config.cors_origins);
+    let cors = cors::layer(&state.config.cors_origins, &state.config.mcp_cors_origins);
     let frame_ancestors = cors::frame_ancestors(&state.config.iframe_origins);
     api.merge(SwaggerUi::new("/api/v1/docs").url("/api/v1/openapi.json", openapi))
         .fallback(|| async { ApiError::NotFound("no such route".into()) })

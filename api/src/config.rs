@@ -161,6 +161,13 @@ pub struct Config {
     #[arg(long, env = "IFRAME_ORIGINS", default_value = "*", global = true)]
     pub iframe_origins: String,
 
+    /// Origins whose pages may call the MCP endpoints (`/api/v1/mcp`,
+    /// `/api/v1/mcp/<chatflowId>`): `*`, or a comma list. Empty (the default)
+    /// admits no page at all: a request with an `Origin` header is a 403, what
+    /// MCP asks of servers against DNS rebinding; MCP clients send none.
+    #[arg(long, env = "MCP_CORS_ORIGINS", default_value = "", global = true)]
+    pub mcp_cors_origins: String,
+
     /// Serve HTML, SVG and XML artifacts inline (still under `Content-Security-Policy:
     /// sandbox`) instead of as downloads. See Artifacts under Predictions in docs/api.md.
     #[arg(

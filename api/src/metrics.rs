@@ -77,6 +77,13 @@ pub struct RatingLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct McpLabels {
+    pub server: &'static str,
+    pub method: &'static str,
+    pub outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutcomeLabels {
     pub outcome: &'static str,
 }
@@ -98,6 +105,7 @@ pub struct Metrics {
     pub callback_attempts: Family<OutcomeLabels, Counter>,
     pub feedback: Family<RatingLabels, Counter>,
     pub model_tokens: Family<ModelTokenLabels, Counter>,
+    pub mcp_calls: Family<McpLabels, Counter>,
 }
 
 /// The process's metrics.
@@ -198,6 +206,12 @@ impl Metrics {
             "Ratings given to answers (new or changed), by chatflow and rating",
             feedback.clone(),
         );
+        let mcp_calls = Family::<McpLabels, Counter>::default();
+        registry.register(
+            "mcp_calls",
+            "MCP requests answered, by server (flow: Flowise's per-flow endpoint, workspace: /api/v1/mcp), method and outcome",
+            mcp_calls.clone(),
+        );
         Metrics {
             registry,
             requests,
@@ -214,6 +228,7 @@ impl Metrics {
             callback_attempts,
             feedback,
             model_tokens,
+            mcp_calls,
         }
     }
 
@@ -304,6 +319,25 @@ impl Metrics {
             .get_or_create(&RatingLabels {
                 chatflow: chatflow.to_owned(),
                 rating,
+            })
+            .inc();
+    }
+
+    /// One MCP request answered (`ok`: not a protocol error; a tool call that
+    /// failed is still an answer). Methods outside MCP's count as `other`.
+    pub fn mcp_call(&self, server: &'static str, method: &str, ok: bool) {
+        let method = match method {
+            "initialize" => "initialize",
+            "ping" => "ping",
+            "tools/list" => "tools/list",
+            "tools/call" => "tools/call",
+            _ => "other",
+        };
+        self.mcp_calls
+            .get_or_create(&McpLabels {
+                server,
+                method,
+                outcome: if ok { "ok" } else { "error" },
             })
             .inc();
     }

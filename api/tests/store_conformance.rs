@@ -49,6 +49,7 @@ conformance!(
     chatflows_round_trip_and_are_scoped,
     chatflow_listing_pages_newest_first,
     chatflow_patch_keeps_other_fields,
+    mcp_publications_live_with_their_chatflow,
     variable_names_are_unique_per_workspace,
     tools_round_trip_with_unique_names,
     migrations_are_idempotent,
@@ -91,6 +92,73 @@ fn flow(ws: uuid::Uuid, name: &str) -> NewChatflow {
         category: None,
         flow_type: ChatflowType::Chatflow,
     }
+}
+
+async fn mcp_publications_live_with_their_chatflow(t: &common::TestStore) {
+    use weir_api::domain::mcp::McpServerConfig;
+    let store: &dyn Store = &*t.store;
+    let ws = store.ensure_workspace("mcp").await.unwrap();
+    let other = store.ensure_workspace("mcp-other").await.unwrap();
+    let published = store.create_chatflow(flow(ws.id, "a")).await.unwrap();
+    let plain = store.create_chatflow(flow(ws.id, "b")).await.unwrap();
+    store.create_chatflow(flow(other.id, "c")).await.unwrap();
+    assert!(store.list_mcp_chatflows(ws.id).await.unwrap().is_empty());
+    let config = McpServerConfig {
+        enabled: true,
+        token_hash: "ab".repeat(32),
+        sealed_token: "sealed:k:data".into(),
+        tool_name: Some("tool_a".into()),
+        description: None,
+    };
+    let patch = ChatflowPatch {
+        mcp_server: Some(Some(config.clone())),
+        ..Default::default()
+    };
+    let updated = store
+        .update_chatflow(ws.id, published.id, patch)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(updated.mcp_server.as_ref(), Some(&config));
+    assert_eq!(
+        store
+            .find_chatflow(published.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .mcp_server,
+        Some(config.clone())
+    );
+    // Other changes keep it; it never shows in the chatflow's JSON.
+    let renamed = ChatflowPatch {
+        name: Some("renamed".into()),
+        ..Default::default()
+    };
+    store
+        .update_chatflow(ws.id, published.id, renamed)
+        .await
+        .unwrap();
+    let listed = store.list_mcp_chatflows(ws.id).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].id, published.id);
+    assert_eq!(listed[0].mcp_server, Some(config));
+    assert!(
+        !serde_json::to_string(&*listed[0])
+            .unwrap()
+            .contains("sealed:k")
+    );
+    assert!(store.list_mcp_chatflows(other.id).await.unwrap().is_empty());
+    assert!(
+        store
+            .get_chatflow(ws.id, plain.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .mcp_server
+            .is_none()
+    );
+    assert!(store.delete_chatflow(ws.id, published.id).await.unwrap());
+    assert!(store.list_mcp_chatflows(ws.id).await.unwrap().is_empty());
 }
 
 async fn workspaces_are_created_once(t: &common::TestStore) {
@@ -780,8 +848,9 @@ fn trigger(ws: uuid::Uuid, flow: uuid::Uuid, kind: TriggerType, node: &str) -> T
         max_executions: None,
         timeout: 300,
         last_executed: None,
-        // Due a second ago.
-        next_execution: (kind == TriggerType::Cron).then(|| now - chrono::TimeDelta::seconds(1)),
+        // Due at the start of this minute, so no other minute of "* * * * *" begins
+        // before the tests' claim time (`claim_time`) and nothing counts as missed.
+        next_execution: (kind == TriggerType::Cron).then(|| minute_start(now)),
         notification_email: Some("ops@example.com".into()),
         owned_by_chatflow: false,
         ends_at: None,
@@ -809,11 +878,21 @@ fn minutes(n: i64) -> chrono::TimeDelta {
     chrono::TimeDelta::minutes(n)
 }
 
+fn minute_start(at: time::Timestamp) -> time::Timestamp {
+    chrono::DurationRound::duration_trunc(at, minutes(1)).unwrap_or(at)
+}
+
+/// The claim time of a cron fixture: a second after it fell due, whatever the
+/// wall clock says, so a minute boundary during the test changes nothing.
+fn claim_time(tr: &Trigger) -> time::Timestamp {
+    tr.next_execution.unwrap() + chrono::TimeDelta::seconds(1)
+}
+
 async fn due_cron_triggers_are_claimed_once(t: &common::TestStore) {
     let store: &dyn Store = &*t.store;
     let other = t.reopen().await;
     let tr = setup(store, TriggerType::Cron, "n").await;
-    let now = time::now();
+    let now = claim_time(&tr);
     let owner = uuid::Uuid::new_v4();
     let (a, b) = tokio::join!(
         store.claim_due_triggers(now, owner, now + minutes(1), 10, plan),
@@ -822,13 +901,11 @@ async fn due_cron_triggers_are_claimed_once(t: &common::TestStore) {
     let firings: Vec<_> = a.unwrap().into_iter().chain(b.unwrap()).collect();
     assert_eq!(firings.len(), 1, "claimed by exactly one claimer");
     let firing = &firings[0];
-    // Due a second ago; when a minute began in between, that later time is the one
-    // that runs (the earlier counts as missed).
-    let due = tr.next_execution.unwrap();
-    let minute_began = chrono::Timelike::second(&firing.scheduled_at) == 0
-        && firing.scheduled_at > due
-        && firing.scheduled_at <= now;
-    assert!(firing.scheduled_at == due || minute_began, "{firing:?}");
+    assert_eq!(
+        firing.scheduled_at,
+        tr.next_execution.unwrap(),
+        "{firing:?}"
+    );
     assert_eq!(firing.trigger.execution_count, 1);
     let stored = store
         .get_trigger(tr.workspace_id, tr.id)
@@ -901,7 +978,7 @@ async fn due_cron_triggers_are_claimed_once(t: &common::TestStore) {
 async fn deleting_a_trigger_drops_its_claimed_firing(t: &common::TestStore) {
     let store: &dyn Store = &*t.store;
     let tr = setup(store, TriggerType::Cron, "n").await;
-    let now = time::now();
+    let now = claim_time(&tr);
     let firings = store
         .claim_due_triggers(now, uuid::Uuid::new_v4(), now + minutes(1), 10, plan)
         .await
@@ -929,7 +1006,7 @@ async fn deleting_a_trigger_drops_its_claimed_firing(t: &common::TestStore) {
 async fn expired_leases_fail_their_firing_once(t: &common::TestStore) {
     let store: &dyn Store = &*t.store;
     let tr = setup(store, TriggerType::Cron, "n").await;
-    let now = time::now();
+    let now = claim_time(&tr);
     let firings = store
         .claim_due_triggers(
             now,
@@ -1309,12 +1386,13 @@ async fn a_chatflow_owns_one_trigger_which_ends_on_its_end_date(t: &common::Test
         .await
         .unwrap();
     assert!(store.owned_trigger(ws.id, f.id).await.unwrap().is_none());
-    let now = time::now();
+    let due = trigger(ws.id, f.id, TriggerType::Cron, "startAgentflow_0");
+    let now = claim_time(&due);
     // Due a second ago, and ending before its next time.
     let owned = Trigger {
         owned_by_chatflow: true,
         ends_at: Some(now),
-        ..trigger(ws.id, f.id, TriggerType::Cron, "startAgentflow_0")
+        ..due
     };
     let created = store.create_trigger(owned.clone(), NO_LIMIT).await.unwrap();
     let found = store.owned_trigger(ws.id, f.id).await.unwrap().unwrap();

@@ -12,6 +12,7 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::api_config::ApiConfig;
+use super::mcp::McpServerConfig;
 use super::time::{self, Timestamp};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
@@ -68,6 +69,10 @@ pub struct Chatflow {
     pub category: Option<String>,
     #[serde(rename = "type")]
     pub flow_type: ChatflowType,
+    /// Its publication as an MCP tool (`/api/v1/mcp-server/<id>`); never in the
+    /// chatflow's JSON, as it holds the endpoint's token.
+    #[serde(skip)]
+    pub mcp_server: Option<McpServerConfig>,
     #[serde(serialize_with = "time::serialize")]
     #[schema(value_type = String, format = DateTime)]
     pub created_date: Timestamp,
@@ -115,6 +120,7 @@ impl NewChatflow {
             api_config: self.api_config.map(ApiConfig::new),
             category: self.category,
             flow_type: self.flow_type,
+            mcp_server: None,
             created_date: now,
             updated_date: now,
         }
@@ -134,6 +140,7 @@ pub struct ChatflowPatch {
     pub api_config: Option<Option<String>>,
     pub category: Option<Option<String>>,
     pub flow_type: Option<ChatflowType>,
+    pub mcp_server: Option<Option<McpServerConfig>>,
 }
 
 impl ChatflowPatch {
@@ -156,6 +163,7 @@ impl ChatflowPatch {
         );
         set(&mut flow.category, self.category);
         set(&mut flow.flow_type, self.flow_type);
+        set(&mut flow.mcp_server, self.mcp_server);
         flow.updated_date = now;
     }
 }

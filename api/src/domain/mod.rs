@@ -14,6 +14,7 @@ pub mod chatflow;
 pub mod credential;
 pub mod document_store;
 pub mod execution;
+pub mod mcp;
 pub mod message;
 pub mod time;
 pub mod tool;

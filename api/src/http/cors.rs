@@ -1,5 +1,6 @@
-//! Browsers on other origins: which pages may call the API (`CORS_ORIGINS`), which may
-//! frame it (`IFRAME_ORIGINS`), and a chatflow's own list (`chatbotConfig.allowedOrigins`,
+//! Browsers on other origins: which pages may call the API (`CORS_ORIGINS`; the MCP
+//! endpoints `MCP_CORS_ORIGINS` instead, see [`is_mcp_endpoint`]), which may frame it
+//! (`IFRAME_ORIGINS`), and a chatflow's own list (`chatbotConfig.allowedOrigins`,
 //! checked by the prediction routes with `origin_allowed_by_chatflow`).
 //!
 //! Preflights (`OPTIONS` with `Access-Control-Request-Method`) are answered by the CORS
@@ -11,26 +12,56 @@
 use axum::http::{HeaderName, HeaderValue, Method, header};
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
-/// What the browser may send and read across origins: what Flowise's clients use.
-const ALLOWED_HEADERS: [HeaderName; 4] = [
+/// What the browser may send and read across origins: what Flowise's clients
+/// and MCP's use.
+const ALLOWED_HEADERS: [HeaderName; 7] = [
     header::AUTHORIZATION,
     header::CONTENT_TYPE,
     header::ACCEPT,
     HeaderName::from_static("x-request-id"),
+    HeaderName::from_static("mcp-session-id"),
+    HeaderName::from_static("mcp-protocol-version"),
+    HeaderName::from_static("last-event-id"),
 ];
 
-/// The CORS layer for `CORS_ORIGINS`: `*`, a comma list, or empty (none).
-pub fn layer(cors_origins: &str) -> CorsLayer {
-    let origins = origins(cors_origins);
-    let allow = if origins.iter().any(|o| o == "*") {
-        AllowOrigin::mirror_request()
-    } else {
-        let list: Vec<HeaderValue> = origins
-            .iter()
-            .filter_map(|o| HeaderValue::from_str(o).ok())
-            .collect();
-        AllowOrigin::list(list)
-    };
+/// A list setting of origins: `*` or a comma (or space) list; empty admits none.
+#[derive(Debug, Clone)]
+pub struct Origins {
+    any: bool,
+    list: Vec<String>,
+}
+
+impl Origins {
+    pub fn parse(setting: &str) -> Self {
+        let list = origins(setting);
+        Origins {
+            any: list.iter().any(|o| o == "*"),
+            list,
+        }
+    }
+
+    pub fn admits(&self, origin: &[u8]) -> bool {
+        self.any || self.list.iter().any(|o| o.as_bytes() == origin)
+    }
+}
+
+/// Whether a path is one of the MCP endpoints, whose origins are `MCP_CORS_ORIGINS`'.
+pub fn is_mcp_endpoint(path: &str) -> bool {
+    path == "/api/v1/mcp" || path.starts_with("/api/v1/mcp/")
+}
+
+/// The CORS layer: `CORS_ORIGINS` for the API, `MCP_CORS_ORIGINS` for the MCP
+/// endpoints (each `*`, a comma list, or empty: none).
+pub fn layer(cors_origins: &str, mcp_cors_origins: &str) -> CorsLayer {
+    let api = Origins::parse(cors_origins);
+    let mcp = Origins::parse(mcp_cors_origins);
+    let allow = AllowOrigin::predicate(move |origin: &HeaderValue, request| {
+        if is_mcp_endpoint(request.uri.path()) {
+            mcp.admits(origin.as_bytes())
+        } else {
+            api.admits(origin.as_bytes())
+        }
+    });
     CorsLayer::new()
         .allow_origin(allow)
         .allow_methods([
@@ -41,7 +72,10 @@ pub fn layer(cors_origins: &str) -> CorsLayer {
             Method::DELETE,
         ])
         .allow_headers(ALLOWED_HEADERS)
-        .expose_headers([HeaderName::from_static("x-request-id")])
+        .expose_headers([
+            HeaderName::from_static("x-request-id"),
+            HeaderName::from_static("mcp-session-id"),
+        ])
         .max_age(std::time::Duration::from_secs(600))
 }
 

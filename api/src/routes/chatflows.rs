@@ -106,6 +106,7 @@ impl ChatflowBody {
             api_config,
             category: self.category,
             flow_type: self.flow_type,
+            mcp_server: None,
         })
     }
 }

@@ -16,6 +16,7 @@ pub mod document_stores;
 pub mod executions;
 pub mod flow_access;
 pub mod health;
+pub mod mcp;
 pub mod predictions;
 pub mod schedules;
 pub mod tools;
@@ -85,6 +86,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .merge(vectors::router())
         .merge(document_stores::router())
         .merge(executions::router())
+        .merge(mcp::router())
 }
 
 /// A JSON-text field that clients send either as a string or as the JSON value

@@ -22,11 +22,13 @@
 //! - [`uploads`]: the files chats bring, kept within a quota and swept.
 //! - [`aborts`]: stopping a chat's running prediction on whichever replica runs it.
 //! - [`token_budget`]: a workspace's daily token budget.
+//! - [`mcp`]: chatflows published as MCP tools, and the protocol clients call them by.
 
 pub mod aborts;
 pub mod credentials;
 pub mod document_stores;
 pub mod in_flight;
+pub mod mcp;
 pub mod prediction;
 pub mod token_budget;
 pub mod triggers;

@@ -294,6 +294,10 @@ impl ChatflowStore for CachedStore {
             .get_or_load(&id, self.inner.find_chatflow(id))
             .await
     }
+
+    async fn list_mcp_chatflows(&self, workspace: Uuid) -> StoreResult<Vec<Arc<Chatflow>>> {
+        self.inner.list_mcp_chatflows(workspace).await
+    }
 }
 
 #[async_trait]

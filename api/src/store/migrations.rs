@@ -96,6 +96,11 @@ pub const SQLITE: &[Migration] = &[
         name: "document_stores",
         sql: include_str!("migrations/sqlite/0017_document_stores.sql"),
     },
+    Migration {
+        version: 18,
+        name: "mcp_servers",
+        sql: include_str!("migrations/sqlite/0018_mcp_servers.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -183,6 +188,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 17,
         name: "document_stores",
         sql: include_str!("migrations/postgres/0017_document_stores.sql"),
+    },
+    Migration {
+        version: 18,
+        name: "mcp_servers",
+        sql: include_str!("migrations/postgres/0018_mcp_servers.sql"),
     },
 ];
 

@@ -163,6 +163,9 @@ pub trait ChatflowStore: Send + Sync {
     /// without a key, and callers check access themselves. Shared, as the
     /// prediction path reads it on every request (see [`CachedStore`]).
     async fn find_chatflow(&self, id: Uuid) -> StoreResult<Option<Arc<Chatflow>>>;
+    /// The workspace's chatflows that have an MCP publication (enabled or not),
+    /// oldest first.
+    async fn list_mcp_chatflows(&self, workspace: Uuid) -> StoreResult<Vec<Arc<Chatflow>>>;
 }
 
 /// What runs write (conversation messages, execution records), agent checkpoints and leads.

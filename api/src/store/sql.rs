@@ -8,7 +8,7 @@ use crate::domain::time::Timestamp;
 use crate::domain::{ExecutionFilter, MessageFilter};
 
 pub const CHATFLOW_COLUMNS: &str = "id, workspace_id, name, flow_data, deployed, is_public, apikeyid, \
-     chatbot_config, api_config, category, type, created_at, updated_at";
+     chatbot_config, api_config, category, type, created_at, updated_at, mcp_server_config";
 
 pub const CREDENTIAL_COLUMNS: &str = "id, workspace_id, name, credential_name, key_id, sealed_data, created_at, updated_at, allowed_hosts";
 

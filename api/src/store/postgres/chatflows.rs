@@ -11,7 +11,7 @@ impl ChatflowStore for PostgresStore {
             &client,
             &format!(
                 "INSERT INTO chatflows ({CHATFLOW_COLUMNS})
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
             ),
             &flow,
         )
@@ -77,7 +77,7 @@ impl ChatflowStore for PostgresStore {
             &tx,
             "UPDATE chatflows SET name = $3, flow_data = $4, deployed = $5, is_public = $6,
                apikeyid = $7, chatbot_config = $8, api_config = $9, category = $10, type = $11,
-               created_at = $12, updated_at = $13
+               created_at = $12, updated_at = $13, mcp_server_config = $14
              WHERE id = $1 AND workspace_id = $2",
             &flow,
         )
@@ -100,6 +100,19 @@ impl ChatflowStore for PostgresStore {
         self.query_opt(
             &format!("SELECT {CHATFLOW_COLUMNS} FROM chatflows WHERE id = $1"),
             &[&id],
+            |row| chatflow_from_row(row).map(Arc::new),
+        )
+        .await
+    }
+
+    async fn list_mcp_chatflows(&self, workspace: Uuid) -> StoreResult<Vec<Arc<Chatflow>>> {
+        self.query_all(
+            &format!(
+                "SELECT {CHATFLOW_COLUMNS} FROM chatflows
+                 WHERE workspace_id = $1 AND mcp_server_config IS NOT NULL
+                 ORDER BY created_at, id"
+            ),
+            &[&workspace],
             |row| chatflow_from_row(row).map(Arc::new),
         )
         .await

@@ -46,6 +46,7 @@ use crate::domain::callback::{
     AttemptOutcome, CallbackAttempt, CallbackState, CallbackStatus, OutboxCallback, error_body,
 };
 use crate::domain::credential::SealedCredential;
+use crate::domain::mcp::McpServerConfig;
 use crate::domain::time::{self, Timestamp};
 use crate::domain::trigger::{self as trig, LEASE_EXPIRED, failure_mail};
 use crate::domain::vector::{ChunkKey, UpsertCounts, embedding_bytes, embedding_from_bytes};
@@ -332,6 +333,10 @@ fn chatflow_from_row(row: &Row) -> PgResult<Chatflow> {
         flow_type: ChatflowType::parse_stored(row.try_get(10)?),
         created_date: row.try_get(11)?,
         updated_date: row.try_get(12)?,
+        mcp_server: row
+            .try_get::<_, Option<String>>(13)?
+            .as_deref()
+            .and_then(McpServerConfig::parse),
     })
 }
 
@@ -354,6 +359,7 @@ async fn write_chatflow(client: &impl GenericClient, sql: &str, f: &Chatflow) ->
                 &f.flow_type.as_str(),
                 &f.created_date,
                 &f.updated_date,
+                &f.mcp_server.as_ref().map(McpServerConfig::to_text),
             ],
         )
         .await

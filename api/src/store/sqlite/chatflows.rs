@@ -11,7 +11,7 @@ impl ChatflowStore for SqliteStore {
                 conn,
                 &format!(
                     "INSERT INTO chatflows ({CHATFLOW_COLUMNS})
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"
                 ),
                 &flow,
             )?;
@@ -63,7 +63,7 @@ impl ChatflowStore for SqliteStore {
                 &tx,
                 "UPDATE chatflows SET name = ?3, flow_data = ?4, deployed = ?5, is_public = ?6,
                    apikeyid = ?7, chatbot_config = ?8, api_config = ?9, category = ?10, type = ?11,
-                   created_at = ?12, updated_at = ?13
+                   created_at = ?12, updated_at = ?13, mcp_server_config = ?14
                  WHERE id = ?1 AND workspace_id = ?2",
                 &flow,
             )?;
@@ -92,6 +92,21 @@ impl ChatflowStore for SqliteStore {
             stmt.query_row([id.to_string()], chatflow_from_row)
                 .optional()
                 .map(|flow| flow.map(Arc::new))
+        })
+        .await
+    }
+
+    async fn list_mcp_chatflows(&self, workspace: Uuid) -> StoreResult<Vec<Arc<Chatflow>>> {
+        self.read(move |conn| {
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {CHATFLOW_COLUMNS} FROM chatflows
+                 WHERE workspace_id = ?1 AND mcp_server_config IS NOT NULL
+                 ORDER BY created_at, id"
+            ))?;
+            stmt.query_map([workspace.to_string()], |row| {
+                chatflow_from_row(row).map(Arc::new)
+            })?
+            .collect()
         })
         .await
     }

@@ -48,6 +48,7 @@ use crate::domain::callback::{
     error_body,
 };
 use crate::domain::credential::SealedCredential;
+use crate::domain::mcp::McpServerConfig;
 use crate::domain::time::{self, Timestamp, from_millis, to_millis};
 use crate::domain::trigger::{self as trig, LEASE_EXPIRED, failure_mail};
 use crate::domain::vector::{ChunkKey, UpsertCounts, embedding_bytes, embedding_from_bytes};
@@ -252,6 +253,10 @@ fn chatflow_from_row(row: &Row<'_>) -> rusqlite::Result<Chatflow> {
         flow_type: ChatflowType::parse_stored(&row.get::<_, String>(10)?),
         created_date: from_millis(row.get(11)?),
         updated_date: from_millis(row.get(12)?),
+        mcp_server: row
+            .get::<_, Option<String>>(13)?
+            .as_deref()
+            .and_then(McpServerConfig::parse),
     })
 }
 
@@ -272,6 +277,7 @@ fn write_chatflow(conn: &Connection, sql: &str, f: &Chatflow) -> rusqlite::Resul
             f.flow_type.as_str(),
             to_millis(&f.created_date),
             to_millis(&f.updated_date),
+            f.mcp_server.as_ref().map(McpServerConfig::to_text),
         ],
     )
 }

@@ -1,0 +1,163 @@
+//! A chatflow published as an MCP tool (Flowise's `mcpServerConfig`): whether it
+//! is on, the tool's name and description, and the bearer token of its own
+//! endpoint (`POST /api/v1/mcp/<chatflowId>`).
+//!
+//! The token is kept twice, neither in plain text: its SHA-256 (what a call is
+//! checked against, in constant time) and sealed with the server's key (what
+//! `GET /mcp-server/<id>` shows the flow's owner, as Flowise's dialog does). The
+//! record is stored as JSON text in the chatflow's row, so the endpoint reads it
+//! with the chatflow (one cached read) and it is gone with the chatflow.
+
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+use subtle::ConstantTimeEq;
+
+use super::apikey::hash_key;
+
+/// Longest tool name (Flowise's rule).
+pub const MAX_TOOL_NAME: usize = 64;
+
+/// A chatflow's MCP publication, as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct McpServerConfig {
+    pub enabled: bool,
+    /// SHA-256 (hex) of the endpoint's bearer token.
+    pub token_hash: String,
+    /// The token sealed with the server's key (`sealed:<keyId>:<data>`).
+    pub sealed_token: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+impl McpServerConfig {
+    /// The stored JSON text; `None` for text an earlier or foreign writer left
+    /// unreadable (read as "not published").
+    pub fn parse(text: &str) -> Option<Self> {
+        serde_json::from_str(text).ok()
+    }
+
+    pub fn to_text(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// Whether `presented` is the endpoint's token (compared in constant time).
+    pub fn accepts(&self, presented: &str) -> bool {
+        hash_key(presented)
+            .as_bytes()
+            .ct_eq(self.token_hash.as_bytes())
+            .into()
+    }
+
+    /// The tool's name: the one given, else one made of the flow's name.
+    pub fn tool_name_for(&self, flow_name: &str) -> String {
+        match &self.tool_name {
+            Some(name) if !name.is_empty() => name.clone(),
+            _ => default_tool_name(flow_name),
+        }
+    }
+
+    /// The tool's description: the one given, else Flowise's default.
+    pub fn description_for(&self, flow_name: &str) -> String {
+        match &self.description {
+            Some(text) if !text.trim().is_empty() => text.clone(),
+            _ => format!("Execute the \"{flow_name}\" flow"),
+        }
+    }
+}
+
+/// A new endpoint token: 32 hex characters from 16 random bytes (Flowise's form).
+pub fn new_token() -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let bytes: [u8; 16] = rand::rng().random();
+    let mut token = String::with_capacity(32);
+    for byte in bytes {
+        token.push(char::from(HEX[usize::from(byte >> 4)]));
+        token.push(char::from(HEX[usize::from(byte & 0x0f)]));
+    }
+    token
+}
+
+/// Flowise's rule for a tool name: 1–64 characters of `[a-zA-Z0-9_-]`.
+pub fn validate_tool_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > MAX_TOOL_NAME {
+        return Err(format!(
+            "'toolName' must be 1 to {MAX_TOOL_NAME} characters long"
+        ));
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    {
+        return Err("'toolName' may hold only letters, digits, '_' and '-' ([a-zA-Z0-9_-])".into());
+    }
+    Ok(())
+}
+
+/// A tool name made of a flow's name (Flowise's): lowercased, every other
+/// character `_`, runs of `_` collapsed, trimmed of `_`, at most 64 characters,
+/// `chatflow_tool` when nothing is left.
+pub fn default_tool_name(flow_name: &str) -> String {
+    let mut name = String::with_capacity(flow_name.len());
+    for c in flow_name.chars().flat_map(char::to_lowercase) {
+        let c = if c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-' {
+            c
+        } else {
+            '_'
+        };
+        if c == '_' && name.ends_with('_') {
+            continue;
+        }
+        name.push(c);
+    }
+    let trimmed = name.trim_matches('_');
+    let cut: String = trimmed.chars().take(MAX_TOOL_NAME).collect();
+    if cut.is_empty() {
+        "chatflow_tool".to_owned()
+    } else {
+        cut
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_names_made_of_flow_names() {
+        assert_eq!(default_tool_name("My Support Bot!"), "my_support_bot");
+        assert_eq!(default_tool_name("  __a--b__  "), "a--b");
+        assert_eq!(default_tool_name("Ünïcode ✓"), "n_code");
+        assert_eq!(default_tool_name("!!!"), "chatflow_tool");
+        assert_eq!(default_tool_name(&"x".repeat(80)).len(), 64);
+    }
+
+    #[test]
+    fn tool_name_rules() {
+        assert!(validate_tool_name("search_docs-2").is_ok());
+        for bad in ["", "has space", "dot.name", &"a".repeat(65)] {
+            assert!(validate_tool_name(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn tokens_are_checked_by_hash() {
+        let token = new_token();
+        assert_eq!(token.len(), 32);
+        assert!(token.bytes().all(|b| b.is_ascii_hexdigit()));
+        assert_ne!(token, new_token());
+        let config = McpServerConfig {
+            enabled: true,
+            token_hash: hash_key(&token),
+            sealed_token: String::new(),
+            tool_name: None,
+            description: None,
+        };
+        assert!(config.accepts(&token));
+        assert!(!config.accepts("0123"));
+        assert_eq!(McpServerConfig::parse(&config.to_text()), Some(config));
+        assert_eq!(McpServerConfig::parse("{"), None);
+    }
+}

@@ -1,0 +1,401 @@
+"""MCP server: chatflows published as tools (issue 33), driven by the official MCP
+Python SDK (`mcp` on PyPI) as the client, over Streamable HTTP.
+
+- Flowise's routes publish a flow (`/mcp-server/<id>`: token, tool name,
+  description, refresh, soft delete) and its endpoint `POST /mcp/<chatflowId>`
+  answers with the flow's own bearer token, stateless.
+- weir's workspace server `POST /mcp` lists every published, enabled flow a weir
+  API key may run, with sessions (one conversation per session).
+Raw HTTP checks the refusals: wrong or missing token, a disabled flow, the
+stateless endpoint's DELETE, a page's Origin, an unknown protocol version."""
+
+import asyncio
+import json
+import re
+import uuid
+
+import pytest
+import requests
+
+import flows
+from fakes import FakeProviders
+from mcp.client.client import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from flows import af_reply, af_start, mention, rich
+from prediction_client import create_flow, nonce
+from weir_harness import Api, assert_error
+
+
+@pytest.fixture(scope="module")
+def fake():
+    f = FakeProviders()
+    yield f
+    f.close()
+
+
+@pytest.fixture
+def workspace(server):
+    """A fresh workspace: its name and an all-permission key's client."""
+    name = f"ws-{uuid.uuid4().hex[:8]}"
+    return name, Api(server.url, server.create_key(workspace=name))
+
+
+def echo_flow(api, fake, name="Support Bot"):
+    return create_flow(api, flows.conversation(flows.openai_model(fake.url)), name=name)
+
+
+def publish(api, flow, **body):
+    r = api.post(f"/mcp-server/{flow}", json=body)
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+def chain(*nodes):
+    """An agentflow of these nodes wired one after the other."""
+    return flows.agentflow(list(nodes), [(a["id"], b["id"]) for a, b in zip(nodes, nodes[1:])])
+
+
+def run(coroutine):
+    return asyncio.run(asyncio.wait_for(coroutine, 60))
+
+
+async def session_calls(url, token, *calls, mode="auto", progress=None):
+    """Opens an SDK client on `url` with `token`, then runs each call: ("list",)
+    or ("call", name, arguments); answers their results in order."""
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+    results = []
+    async with http, Client(streamable_http_client(url, http_client=http), mode=mode) as client:
+        for call in calls:
+            if call[0] == "list":
+                results.append((await client.list_tools()).tools)
+            else:
+                results.append(await client.call_tool(call[1], call[2], progress_callback=progress))
+    return results
+
+
+def text_of(result):
+    assert not result.is_error, result
+    return result.content[0].text
+
+
+def rpc(url, token, body, **headers):
+    """A raw JSON-RPC POST."""
+    return requests.post(url, json=body, timeout=30, headers={
+        "Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream", **headers})
+
+
+def assert_rpc_error(response, status, contains):
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert body["jsonrpc"] == "2.0" and body["id"] is None, body
+    assert contains in body["error"]["message"], body
+    return body
+
+
+CALL = {"jsonrpc": "2.0", "id": 1, "method": "tools/call"}
+
+
+# ------------------------------------------------------------ Flowise's endpoint
+
+def test_a_published_flow_is_a_tool_on_its_own_endpoint(workspace, fake, server):
+    _, api = workspace
+    flow = echo_flow(api, fake)
+    assert api.get(f"/mcp-server/{flow}").json() == {
+        "enabled": False, "token": "", "description": "", "toolName": ""}
+    config = publish(api, flow, toolName="support_bot", description="Answers support questions")
+    assert config["enabled"] is True and re.fullmatch(r"[0-9a-f]{32}", config["token"]), config
+    assert api.get(f"/mcp-server/{flow}").json() == config
+    # Publishing again while on changes nothing.
+    assert publish(api, flow, toolName="other") == config
+    # The token is not part of the chatflow's record.
+    assert config["token"] not in api.get(f"/chatflows/{flow}").text
+
+    url = f"{server.url}/api/v1/mcp/{flow}"
+    marker = nonce()
+    tools, answer = run(session_calls(url, config["token"], ("list",),
+                                      ("call", "support_bot", {"question": f"hello {marker}"})))
+    [tool] = tools
+    assert tool.name == "support_bot" and tool.description == "Answers support questions"
+    assert tool.input_schema["properties"]["question"]["type"] == "string"
+    assert tool.input_schema["required"] == ["question"]
+    assert text_of(answer) == f"Echo: hello {marker}"
+    # The call is in the chat history as an MCP conversation.
+    messages = api.get(f"/chatmessage/{flow}", params={"chatType": "MCP"}).json()
+    assert [m["content"] for m in messages if m["role"] == "userMessage"] == [f"hello {marker}"]
+
+
+def test_the_handshake_versions_and_a_call_without_a_session(workspace, fake, server):
+    _, api = workspace
+    flow = echo_flow(api, fake)
+    token = publish(api, flow)["token"]
+    url = f"{server.url}/api/v1/mcp/{flow}"
+    for version in ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"]:
+        r = rpc(url, token, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+        assert r.status_code == 200, r.text
+        result = r.json()["result"]
+        assert result["protocolVersion"] == version
+        assert result["capabilities"]["tools"] == {"listChanged": False}
+        assert result["serverInfo"]["name"] == "flowise-support_bot"
+        assert "mcp-session-id" not in r.headers
+    # An unknown version is answered with the newest weir speaks.
+    r = rpc(url, token, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "1999-01-01", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+    assert r.json()["result"]["protocolVersion"] == "2025-11-25"
+    # A call straight away, no initialize, no session, JSON back.
+    marker = nonce()
+    r = rpc(url, token, {**CALL, "params": {"name": "support_bot", "arguments": {"question": marker}}})
+    assert r.status_code == 200 and r.headers["content-type"].startswith("application/json"), r.text
+    assert r.json() == {"jsonrpc": "2.0", "id": 1, "result": {
+        "content": [{"type": "text", "text": f"Echo: {marker}"}], "isError": False}}
+    # A batch: notifications need no answer, requests get one each.
+    r = rpc(url, token, [{"jsonrpc": "2.0", "method": "notifications/initialized"},
+                         {"jsonrpc": "2.0", "id": "a", "method": "ping"},
+                         {"jsonrpc": "2.0", "id": "b", "method": "resources/list"}])
+    answers = {a["id"]: a for a in r.json()}
+    assert answers["a"]["result"] == {} and answers["b"]["error"]["code"] == -32601, answers
+    # Only notifications: 202 and nothing.
+    r = rpc(url, token, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+    assert r.status_code == 202 and r.text == ""
+    # An unknown tool is a protocol error; bad arguments a tool error the model reads.
+    r = rpc(url, token, {**CALL, "params": {"name": "nope", "arguments": {}}})
+    assert r.json()["error"]["code"] == -32602
+    r = rpc(url, token, {**CALL, "params": {"name": "support_bot", "arguments": {"question": 3}}})
+    assert r.json()["result"]["isError"] is True
+    assert "question" in r.json()["result"]["content"][0]["text"]
+    # Not JSON; a protocol version weir does not speak.
+    r = rpc(url, token, None, **{"Content-Type": "application/json"})
+    assert r.status_code == 400
+    r = requests.post(url, data="{", timeout=10, headers={
+        "Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+    assert r.status_code == 400 and r.json()["error"]["code"] == -32700
+    assert_rpc_error(rpc(url, token, {"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                         **{"MCP-Protocol-Version": "2000-01-01"}), 400, "Unsupported protocol version")
+
+
+def test_tokens_are_checked_refreshed_and_a_disabled_flow_is_gone(workspace, fake, server):
+    _, api = workspace
+    flow = echo_flow(api, fake)
+    url = f"{server.url}/api/v1/mcp/{flow}"
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    # Not published yet.
+    assert_rpc_error(rpc(url, "0" * 32, ping), 404, "MCP server not found")
+    token = publish(api, flow)["token"]
+    assert rpc(url, token, ping).json()["result"] == {}
+    assert_rpc_error(requests.post(url, json=ping, timeout=10), 401, "Use Bearer <token>")
+    assert_rpc_error(rpc(url, "0" * 32, ping), 401, "Unauthorized")
+    # An API key of the workspace is not the flow's token.
+    assert_rpc_error(rpc(url, api.key, ping), 401, "Unauthorized")
+    # A new token: the old one stops working.
+    fresh = api.post(f"/mcp-server/{flow}/refresh").json()["token"]
+    assert fresh != token
+    assert_rpc_error(rpc(url, token, ping), 401, "Unauthorized")
+    assert rpc(url, fresh, ping).json()["result"] == {}
+    # Renamed, then switched off (kept), then on again with a new token.
+    changed = api.put(f"/mcp-server/{flow}", json={"toolName": "renamed", "description": "New words"}).json()
+    assert (changed["toolName"], changed["description"], changed["token"]) == ("renamed", "New words", fresh)
+    assert_error(api.put(f"/mcp-server/{flow}", json={"toolName": "bad name"}), 400, "toolName")
+    assert api.delete(f"/mcp-server/{flow}").json() == {"message": "MCP server config disabled"}
+    assert api.get(f"/mcp-server/{flow}").json()["enabled"] is False
+    assert_rpc_error(rpc(url, fresh, ping), 404, "MCP server not found")
+    again = publish(api, flow)
+    assert again["token"] != fresh and again["toolName"] == "renamed"
+    # The stateless endpoint has no session to end and no stream to open.
+    r = requests.delete(url, timeout=10)
+    assert_rpc_error(r, 405, "Session termination is not supported in stateless mode.")
+    assert requests.get(url, timeout=10).status_code == 405
+    # Publishing is for keys that may change chatflows, in their own workspace.
+    reader = api.with_key(server.create_key("chatflows:read", workspace=workspace[0]))
+    assert_error(reader.get(f"/mcp-server/{flow}"), 403, "chatflows:write")
+    stranger = Api(server.url, server.create_key(workspace=f"ws-{nonce()}"))
+    assert_error(stranger.post(f"/mcp-server/{flow}", json={}), 404)
+    # Never published: the routes that change a publication say so.
+    other = echo_flow(api, fake)
+    assert_error(api.put(f"/mcp-server/{other}", json={"enabled": True}), 404, "MCP server config")
+    assert_error(api.post(f"/mcp-server/{other}/refresh"), 404, "MCP server config")
+
+
+def test_a_page_of_another_origin_is_refused(workspace, fake, server):
+    _, api = workspace
+    flow = echo_flow(api, fake)
+    token = publish(api, flow)["token"]
+    r = rpc(f"{server.url}/api/v1/mcp/{flow}", token, {"jsonrpc": "2.0", "id": 1, "method": "ping"},
+            Origin="https://evil.example")
+    assert_rpc_error(r, 403, "MCP_CORS_ORIGINS")
+    assert "access-control-allow-origin" not in r.headers
+    r = rpc(f"{server.url}/api/v1/mcp", api.key, {"jsonrpc": "2.0", "id": 1, "method": "ping"},
+            Origin="https://evil.example")
+    assert_rpc_error(r, 403, "MCP_CORS_ORIGINS")
+
+
+# --------------------------------------------------------- the workspace server
+
+def form_flow(api, name):
+    start = af_start(form=[{"type": "string", "label": "Name", "name": "name"},
+                           {"type": "number", "label": "Age", "name": "age"},
+                           {"type": "options", "label": "Plan", "name": "plan",
+                            "addOptions": [{"option": "free"}, {"option": "pro"}]}])
+    reply = af_reply("directReplyAgentflow_0", rich(
+        "Hello " + mention("$form.name") + ", age " + mention("$form.age") + " on " + mention("$form.plan")))
+    return create_flow(api, chain(start, reply), type="AGENTFLOW", name=name)
+
+
+def test_the_workspace_server_lists_what_the_key_may_run(workspace, fake, server):
+    ws, api = workspace
+    support = echo_flow(api, fake, name="Support Bot")
+    publish(api, support, description="Support")
+    form = form_flow(api, "Sign up")
+    publish(api, form, toolName="sign_up")
+    echo_flow(api, fake, name="Quiet")  # never published
+    switched_off = echo_flow(api, fake, name="Off")
+    publish(api, switched_off)
+    api.delete(f"/mcp-server/{switched_off}")
+    # A flow bound to another key of the workspace is that key's alone.
+    created = api.post("/apikey", json={"keyName": "the other"}).json()
+    other_key = created["apiKey"]
+    bound = echo_flow(api, fake, name="Bound")
+    assert api.put(f"/chatflows/{bound}", json={"apikeyid": created["id"]}).status_code == 200
+    publish(api, bound, toolName="bound")
+    # A flow of the same name as another gets its id's start after it.
+    twin = echo_flow(api, fake, name="Support Bot")
+    publish(api, twin)
+
+    url = f"{server.url}/api/v1/mcp"
+    [tools] = run(session_calls(url, api.key, ("list",)))
+    by_name = {t.name: t for t in tools}
+    twin_name = f"support_bot_{twin.replace('-', '')[:8]}"
+    assert set(by_name) == {"support_bot", "sign_up", twin_name}, by_name
+    assert by_name["support_bot"].description == "Support"
+    assert by_name[twin_name].description == 'Execute the "Support Bot" flow'
+    # A form agentflow's fields are the tool's own arguments.
+    schema = by_name["sign_up"].input_schema
+    assert schema["properties"] == {
+        "name": {"type": "string", "description": "Name"},
+        "age": {"type": "number", "description": "Age"},
+        "plan": {"type": "string", "enum": ["free", "pro"], "description": "Plan"}}
+    assert sorted(schema["required"]) == ["age", "name", "plan"]
+    [answer, wrong] = run(session_calls(url, api.key, ("call", "sign_up", {"name": "Ada", "age": 36, "plan": "pro"}),
+                                        ("call", "sign_up", {"name": "Ada", "age": "old", "plan": "pro"})))
+    assert text_of(answer) == "Hello Ada, age 36 on pro"
+    assert wrong.is_error and "age" in wrong.content[0].text
+    # The other key sees its bound flow too.
+    [tools] = run(session_calls(url, other_key, ("list",)))
+    assert "bound" in {t.name for t in tools}
+    # Flowise's endpoint of the form flow nests the form.
+    token = api.get(f"/mcp-server/{form}").json()["token"]
+    [tools, answer] = run(session_calls(f"{server.url}/api/v1/mcp/{form}", token, ("list",),
+                                        ("call", "sign_up", {"form": {"name": "Lin", "age": 7, "plan": "free"}})))
+    assert tools[0].input_schema["properties"]["form"]["properties"]["age"] == {"type": "number", "description": "Age"}
+    assert text_of(answer) == "Hello Lin, age 7 on free"
+
+
+def test_workspace_keys_are_checked(workspace, server):
+    ws, api = workspace
+    url = f"{server.url}/api/v1/mcp"
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    assert_rpc_error(requests.post(url, json=ping, timeout=10), 401, "API key")
+    assert_rpc_error(rpc(url, "wk_not-a-key", ping), 401, "")
+    reader = server.create_key("chatflows:read", workspace=ws)
+    assert_rpc_error(rpc(url, reader, ping), 403, "predictions:create")
+    assert rpc(url, api.key, ping).json()["result"] == {}
+    assert requests.get(url, timeout=10, headers={"Authorization": f"Bearer {api.key}"}).status_code == 405
+
+
+def test_a_session_is_one_conversation(workspace, fake, server):
+    _, api = workspace
+    flow = create_flow(api, flows.conversation(flows.openai_model(fake.url), flows.buffer_memory()), name="Memo")
+    publish(api, flow)
+    url = f"{server.url}/api/v1/mcp"
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    r = rpc(url, api.key, init)
+    session = r.headers["mcp-session-id"]
+    assert re.fullmatch(r"[0-9a-f-]{36}", session), r.headers
+    first, second = nonce(), nonce()
+    for question in (first, second):
+        r = rpc(url, api.key, {**CALL, "params": {"name": "memo", "arguments": {"question": question}}},
+                **{"Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-06-18"})
+        assert r.json()["result"]["isError"] is False, r.text
+    # Both calls are one chat, its id the session's; the memory saw the first.
+    messages = api.get(f"/chatmessage/{flow}", params={"chatId": session}).json()
+    assert [m["content"] for m in messages if m["role"] == "userMessage"] == [first, second]
+    assert first in json.dumps(fake.bodies("/chat/completions", second))
+    # A call without a session is a chat of its own.
+    alone = nonce()
+    rpc(url, api.key, {**CALL, "params": {"name": "memo", "arguments": {"question": alone}}})
+    chats = {m["chatId"] for m in api.get(f"/chatmessage/{flow}", params={"chatType": "MCP"}).json()}
+    assert len(chats) == 2 and session in chats
+    assert requests.delete(url, timeout=10, headers={
+        "Authorization": f"Bearer {api.key}", "Mcp-Session-Id": session}).status_code == 204
+    assert_rpc_error(rpc(url, api.key, init, **{"Mcp-Session-Id": "has space"}), 400, "Mcp-Session-Id")
+
+
+def test_progress_notifications_arrive_before_the_result(workspace, fake, server):
+    _, api = workspace
+    flow = echo_flow(api, fake, name="Streamer")
+    token = publish(api, flow)["token"]
+    seen = []
+
+    async def progress(value, total, message):
+        seen.append((value, message))
+
+    marker = nonce()
+    [answer] = run(session_calls(f"{server.url}/api/v1/mcp/{flow}", token,
+                                 ("call", "streamer", {"question": f"stream {marker}"}), progress=progress))
+    assert text_of(answer) == f"Echo: stream {marker}"
+    assert seen, "no progress notification"
+    assert [v for v, _ in seen] == sorted(v for v, _ in seen)
+    assert "".join(m for _, m in seen) == f"Echo: stream {marker}"
+    # Raw: a call with a progress token from a client that takes a stream is one.
+    r = requests.post(f"{server.url}/api/v1/mcp/{flow}", timeout=30, stream=True, json={
+        **CALL, "params": {"name": "streamer", "arguments": {"question": "raw"}, "_meta": {"progressToken": "p"}}},
+        headers={"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"})
+    assert r.headers["content-type"].startswith("text/event-stream")
+    messages = [json.loads(line[5:]) for line in r.iter_lines(decode_unicode=True) if line.startswith("data:")]
+    assert all(m["method"] == "notifications/progress" and m["params"]["progressToken"] == "p"
+               for m in messages[:-1]), messages
+    assert messages[-1]["result"]["content"][0]["text"] == "Echo: raw"
+
+
+def test_agentflow_steps_are_progress(workspace, server):
+    _, api = workspace
+    flow = create_flow(api, chain(af_start(), af_reply("directReplyAgentflow_0", "Done")), type="AGENTFLOW",
+                       name="Steps")
+    token = publish(api, flow)["token"]
+    seen = []
+
+    async def progress(value, total, message):
+        seen.append(message)
+
+    [answer] = run(session_calls(f"{server.url}/api/v1/mcp/{flow}", token, ("call", "steps", {"question": "go"}),
+                                 progress=progress))
+    assert text_of(answer) == "Done"
+    assert any(m and m.startswith("Direct Reply") for m in seen), seen
+
+
+def test_allowed_pages_and_the_calls_counted(make_weir, fake):
+    w = make_weir()
+    w.env.update(METRICS_TOKEN="scrape-mcp", MCP_CORS_ORIGINS="https://ok.example")
+    w.start()
+    api = Api(w.url, w.create_key())
+    flow = echo_flow(api, fake)
+    token = publish(api, flow)["token"]
+    url = f"{w.url}/api/v1/mcp/{flow}"
+    r = rpc(url, token, {**CALL, "params": {"name": "support_bot", "arguments": {"question": "hi"}}},
+            Origin="https://ok.example")
+    assert r.status_code == 200 and r.headers["access-control-allow-origin"] == "https://ok.example"
+    assert_rpc_error(rpc(url, token, {"jsonrpc": "2.0", "id": 1, "method": "ping"}, Origin="https://no.example"),
+                     403, "MCP_CORS_ORIGINS")
+    preflight = requests.options(url, timeout=10, headers={
+        "Origin": "https://ok.example", "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "authorization, content-type, mcp-protocol-version"})
+    assert preflight.headers["access-control-allow-origin"] == "https://ok.example"
+    # The API's own CORS list (`*` by default) does not open the MCP endpoints to other pages.
+    preflight = requests.options(url, timeout=10, headers={
+        "Origin": "https://no.example", "Access-Control-Request-Method": "POST"})
+    assert "access-control-allow-origin" not in preflight.headers
+    rpc(url, token, {**CALL, "params": {"name": "nope", "arguments": {}}})
+    metrics = requests.get(f"{w.url}/metrics", timeout=10, headers={"Authorization": "Bearer scrape-mcp"}).text
+    assert 'weir_mcp_calls_total{server="flow",method="tools/call",outcome="ok"} 1' in metrics
+    assert 'weir_mcp_calls_total{server="flow",method="tools/call",outcome="error"} 1' in metrics
