@@ -200,9 +200,14 @@ impl Runnable {
     }
 
     /// Whether the run reads workspace variables (`$vars`): Python tools, an
-    /// agentflow that names them, or a sequential step's JavaScript.
+    /// agentflow that names them, a sequential step's JavaScript, or an MCP
+    /// server's config that names them.
     pub fn reads_vars(&self) -> bool {
         self.uses_python()
+            || self
+                .tools()
+                .iter()
+                .any(|t| matches!(&t.kind, ToolKind::Mcp(mcp) if mcp.config.contains("{{$vars.")))
             || self.runs_functions()
             || matches!(&self.answer, Answer::CsvAgent(_))
             || matches!(&self.answer, Answer::Agentflow(f) if f.reads_vars())

@@ -38,6 +38,7 @@ pub static NODES: &[&dyn Node] = &[
     &buffer_window_memory::BufferWindowMemory,
     // Tools
     &openapi_toolkit::OpenApiToolkit,
+    &custom_mcp::CustomMcp,
     &calculator::Calculator,
     &current_date_time::CurrentDateTime,
     &requests_get::RequestsGet,

@@ -445,7 +445,7 @@ fn stateless_refusal(message: &str) -> Response {
     params(("chatflowId" = Uuid, Path, description = "Chatflow id")),
     responses((status = 405, description = "Session termination is not supported", body = Object))
 )]
-async fn flow_endpoint_session_end(Path(_chatflow_id): Path<Uuid>) -> Response {
+async fn flow_endpoint_session_end() -> Response {
     stateless_refusal("Session termination is not supported in stateless mode.")
 }
 
@@ -458,7 +458,7 @@ async fn flow_endpoint_session_end(Path(_chatflow_id): Path<Uuid>) -> Response {
     params(("chatflowId" = Uuid, Path, description = "Chatflow id")),
     responses((status = 405, description = "No server-initiated stream", body = Object))
 )]
-async fn flow_endpoint_stream(Path(_chatflow_id): Path<Uuid>) -> Response {
+async fn flow_endpoint_stream() -> Response {
     stateless_refusal("This server sends no messages of its own: POST requests to it.")
 }
 

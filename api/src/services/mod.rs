@@ -128,8 +128,10 @@ impl Services {
             keyring: Arc::clone(&keyring),
             models: models.clone(),
         });
+        let web = WebClient::new(config.allow_private_requests.clone())?;
         let tools = ToolClients {
-            web: WebClient::new(config.allow_private_requests.clone())?,
+            mcp: crate::flow::tools::mcp::McpClient::new(web.clone()),
+            web,
             runtime: RuntimeClient::new(
                 http.clone(),
                 &config.python_runtime,

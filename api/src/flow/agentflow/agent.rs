@@ -26,7 +26,7 @@ pub async fn run<E: From<FlowEvent>>(
     stream: Option<&Tokens<'_, E>>,
     answered: Option<&Resume>,
 ) -> Result<Done, RunError> {
-    let mut ready = tools::prepare(&agent.tools, &ctx.env)?;
+    let mut ready = tools::prepare(&agent.tools, &ctx.env, ctx.tools).await?;
     let guarded: Vec<String> = ready
         .iter()
         .zip(&agent.approval)

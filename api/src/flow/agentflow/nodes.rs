@@ -490,7 +490,7 @@ async fn run_tool<E: From<FlowEvent>>(
     ctx: &RunContext<'_>,
     stream: Option<&Tokens<'_, E>>,
 ) -> Result<Done, RunError> {
-    let ready = tools::prepare(std::slice::from_ref(&step.tool), &ctx.env)?;
+    let ready = tools::prepare(std::slice::from_ref(&step.tool), &ctx.env, ctx.tools).await?;
     let Some(tool) = ready.first() else {
         return Err(RunError::Flow(FlowError::failed("the tool did not build")));
     };

@@ -15,7 +15,7 @@ pub async fn run<E: From<FlowEvent>>(
     ctx: &RunContext<'_>,
     tokens: &Tokens<'_, E>,
 ) -> Result<RunOutput, RunError> {
-    let tools = tools::prepare(&spec.tools, &ctx.env)?;
+    let tools = tools::prepare(&spec.tools, &ctx.env, ctx.tools).await?;
     let mut messages = Vec::with_capacity(input.history.len() + 2);
     messages.push(ChatMessage::new(Role::System, spec.system_message.clone()));
     messages.extend(input.history.iter().cloned());

@@ -32,10 +32,10 @@ pub async fn run<E: From<FlowEvent>>(
         .replace("{team_members}", &names.join(", "));
     let route = route_tool(&names);
     let model = ctx.model(&supervisor.model).await?;
-    let toolboxes = workers
-        .iter()
-        .map(|w| tools::prepare(&w.tools, &ctx.env))
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut toolboxes = Vec::with_capacity(workers.len());
+    for worker in workers {
+        toolboxes.push(tools::prepare(&worker.tools, &ctx.env, ctx.tools).await?);
+    }
 
     let mut conversation = input.history.clone();
     conversation.push(input.question_turn());

@@ -417,7 +417,7 @@ async fn run_node<E: From<FlowEvent>>(view: &View<'_>, task: &Task) -> Result<St
         .ok_or_else(|| FlowError::invalid(format!("node {} is not a sequential step", task.id)))?;
     let mut done = match step {
         SeqStep::Agent(agent) => {
-            let tools = tools::prepare(&agent.tools, &ctx.env)?;
+            let tools = tools::prepare(&agent.tools, &ctx.env, ctx.tools).await?;
             let result = run_loop::<E>(
                 ctx,
                 model_of(agent, spec),
@@ -448,7 +448,7 @@ async fn run_node<E: From<FlowEvent>>(view: &View<'_>, task: &Task) -> Result<St
                 Some(SeqStep::ToolNode { tools, .. }) => tools.as_slice(),
                 _ => &[],
             };
-            let offered = tools::prepare(tool_specs, &ctx.env)?;
+            let offered = tools::prepare(tool_specs, &ctx.env, ctx.tools).await?;
             let model_spec = model_of(llm, spec);
             let request = ChatRequest {
                 messages: step_messages(llm, view),
@@ -478,7 +478,7 @@ async fn run_node<E: From<FlowEvent>>(view: &View<'_>, task: &Task) -> Result<St
             }
         }
         SeqStep::ToolNode { tools, .. } => {
-            let ready = tools::prepare(tools, &ctx.env)?;
+            let ready = tools::prepare(tools, &ctx.env, ctx.tools).await?;
             let outcomes = call_tools(ctx, &ready, &task.calls).await;
             let mut done = StepDone::default();
             let mut results = Vec::with_capacity(task.calls.len());

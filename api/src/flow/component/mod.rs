@@ -223,6 +223,24 @@ pub enum ToolKind {
         chatflow: uuid::Uuid,
         return_sources: bool,
     },
+    /// The tools of an MCP server (`customMCP`), listed when a run starts.
+    Mcp(McpTools),
+}
+
+/// `customMCP`: its server's config as written (`{{$vars.<name>}}` is filled
+/// when a run starts) and the tools picked by name (all when none).
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpTools {
+    pub config: String,
+    pub actions: Vec<String>,
+}
+
+/// An MCP server reached over Streamable HTTP: its URL and the headers sent
+/// with every request (credentials among them).
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpServer {
+    pub url: String,
+    pub headers: Vec<(String, String)>,
 }
 
 /// Flowise's web scraper tool: pages from a URL, following links or a sitemap.

@@ -26,6 +26,7 @@ pub mod csv_agent;
 pub mod csv_file;
 pub mod current_date_time;
 pub mod custom_function;
+pub mod custom_mcp;
 pub mod custom_tool;
 pub mod document_store;
 pub mod document_store_vs;

@@ -10,8 +10,10 @@
 //! - [`openapi`]: the operations of an OpenAPI description (`openAPIToolkit`).
 //! - [`retriever`]: vector store searches (the `retrieverTool`, retrieval chains).
 //! - [`sql`]: SQL databases read by `sqlDatabaseChain` (read only, guarded).
+//! - [`mcp`]: MCP servers' tools (`customMCP`), listed when a run starts.
 
 pub mod calculator;
+pub mod mcp;
 pub mod openapi;
 pub mod python;
 pub mod retriever;
@@ -37,6 +39,8 @@ pub struct ToolClients {
     pub retriever: Arc<dyn retriever::Retriever>,
     /// SQL databases flows read (`sqlDatabaseChain`).
     pub sql: sql::SqlClient,
+    /// MCP servers' tools (`customMCP`).
+    pub mcp: mcp::McpClient,
 }
 
 /// What the tools of one run share: who is asking and with what variables.
@@ -81,6 +85,10 @@ enum Action {
         chatflow: Uuid,
         return_sources: bool,
     },
+    Mcp {
+        server: Arc<super::component::McpServer>,
+        tool: String,
+    },
 }
 
 /// What a call gave back.
@@ -107,21 +115,91 @@ impl ToolOutcome {
     }
 }
 
-/// The tools of one agent, ready to call: stored Python tools resolved, names
-/// unique (a model calls a tool by name).
-pub fn prepare(specs: &[ToolSpec], env: &ToolEnv) -> Result<Vec<ReadyTool>, FlowError> {
+/// The tools of one agent, ready to call: stored Python tools resolved, MCP
+/// servers' tools listed, names unique (a model calls a tool by name).
+pub async fn prepare(
+    specs: &[ToolSpec],
+    env: &ToolEnv,
+    clients: &ToolClients,
+) -> Result<Vec<ReadyTool>, FlowError> {
     let mut ready: Vec<ReadyTool> = Vec::with_capacity(specs.len());
     for spec in specs {
-        let tool = ready_tool(spec, env)?;
-        if ready.iter().any(|t| t.def.name == tool.def.name) {
-            return Err(FlowError::invalid(format!(
-                "two tools of one agent are named '{}'; a model could not tell them apart",
-                tool.def.name
-            )));
+        let tools = match &spec.kind {
+            ToolKind::Mcp(mcp) => mcp_tools(&spec.node_id, mcp, env, &clients.mcp).await?,
+            _ => vec![ready_tool(spec, env)?],
+        };
+        for tool in tools {
+            if ready.iter().any(|t| t.def.name == tool.def.name) {
+                return Err(FlowError::invalid(format!(
+                    "two tools of one agent are named '{}'; a model could not tell them apart",
+                    tool.def.name
+                )));
+            }
+            ready.push(tool);
         }
-        ready.push(tool);
     }
     Ok(ready)
+}
+
+/// A `customMCP` node's tools: its server's listing, narrowed to the picked ones.
+/// A server that cannot be reached fails the run, naming the node.
+async fn mcp_tools(
+    node_id: &str,
+    spec: &super::component::McpTools,
+    env: &ToolEnv,
+    client: &mcp::McpClient,
+) -> Result<Vec<ReadyTool>, FlowError> {
+    let failed = |why: String| FlowError::failed(format!("node {node_id} (customMCP): {why}"));
+    let server = match mcp::read_config(&spec.config, &env.vars).map_err(&failed)? {
+        mcp::ServerConfig::Remote(server) => Arc::new(server),
+        mcp::ServerConfig::Stdio { command } => {
+            return Err(FlowError::invalid(format!(
+                "node {node_id} (customMCP) runs a stdio MCP server ('{command}'), which weir \
+                 does not run yet: give the server's URL"
+            )));
+        }
+    };
+    let listed = client
+        .tools(&server)
+        .await
+        .map_err(|e| failed(format!("cannot list the MCP server's tools: {e}")))?;
+    let picked: Vec<ReadyTool> = listed
+        .iter()
+        .filter(|tool| {
+            spec.actions.is_empty()
+                || spec
+                    .actions
+                    .iter()
+                    .any(|a| *a == tool.name || *a == tool.remote_name)
+        })
+        .map(|tool| ReadyTool {
+            def: ToolDef {
+                name: tool.name.clone(),
+                description: tool.description.clone(),
+                parameters: tool.input_schema.clone(),
+            },
+            action: Action::Mcp {
+                server: Arc::clone(&server),
+                tool: tool.remote_name.clone(),
+            },
+            return_direct: false,
+        })
+        .collect();
+    if let Some(missing) = spec
+        .actions
+        .iter()
+        .find(|a| !listed.iter().any(|t| t.name == **a || t.remote_name == **a))
+    {
+        return Err(failed(format!(
+            "the MCP server has no tool '{missing}' (it has: {})",
+            listed
+                .iter()
+                .map(|t| t.remote_name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    Ok(picked)
 }
 
 fn ready_tool(spec: &ToolSpec, env: &ToolEnv) -> Result<ReadyTool, FlowError> {
@@ -233,6 +311,12 @@ fn ready_tool(spec: &ToolSpec, env: &ToolEnv) -> Result<ReadyTool, FlowError> {
             },
             false,
         ),
+        ToolKind::Mcp(_) => {
+            return Err(FlowError::invalid(format!(
+                "node {} (customMCP) lists its tools when a run starts",
+                spec.node_id
+            )));
+        }
     };
     Ok(ReadyTool {
         def,
@@ -347,6 +431,7 @@ impl ReadyTool {
                 };
                 retriever::search(&*clients.retriever, searched, query, flow, *return_sources).await
             }
+            Action::Mcp { server, tool } => clients.mcp.call(server, tool, arguments).await,
         }
     }
 }

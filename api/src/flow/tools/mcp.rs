@@ -1,0 +1,552 @@
+//! MCP servers' tools (Flowise's `customMCP`): a remote server's tools listed and
+//! called over Streamable HTTP, through the request tools' address guard (no
+//! loopback or private address unless `ALLOW_PRIVATE_REQUESTS` allows it).
+//!
+//! A server's listing is kept for [`LISTING_TTL`] per server (its URL and
+//! headers); its session (`initialize`, then `Mcp-Session-Id` on every request)
+//! is opened on first use and reused, opened again once when the server has
+//! forgotten it (404). A call's output is Flowise's: the JSON text of the
+//! result's `content`; a result with `isError` is an `Error: …` the model reads.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use reqwest::Url;
+use serde_json::{Map, Value, json};
+
+use super::ToolOutcome;
+use super::web::{HttpCall, WebClient};
+use crate::flow::component::McpServer;
+
+/// How long a server's tool listing is reused.
+pub const LISTING_TTL: Duration = Duration::from_secs(60);
+/// Longest tool name a model is offered (Flowise's `CUSTOM_MCP_TOOL_NAME_MAX_LENGTH`).
+const MAX_TOOL_NAME: usize = 128;
+/// Longest tool description (Flowise's `CUSTOM_MCP_TOOL_DESCRIPTION_MAX_LENGTH`).
+const MAX_DESCRIPTION: usize = 1024;
+/// The protocol version weir asks for; a server may answer an older one.
+const PROTOCOL_VERSION: &str = "2025-11-25";
+
+/// A tool of a server, as offered to a model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RemoteTool {
+    /// The name the model calls (cleaned to `[a-zA-Z0-9_-]`, at most 128).
+    pub name: String,
+    /// The server's own name for it.
+    pub remote_name: String,
+    pub description: String,
+    pub input_schema: Value,
+}
+
+/// What a `customMCP` node's `mcpServerConfig` says.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ServerConfig {
+    /// `{"url", "headers"}`: Streamable HTTP.
+    Remote(McpServer),
+    /// `{"command", "args", "env"}`: a process speaking on stdio.
+    Stdio { command: String },
+}
+
+/// Reads a config: JSON, or the looser form Flowise's editor takes (unquoted
+/// keys, single quotes: read as YAML's flow style), with `{{$vars.<name>}}` in
+/// its strings filled from `vars` (a reference to no variable is left as written).
+pub fn read_config(text: &str, vars: &Map<String, Value>) -> Result<ServerConfig, String> {
+    let mut value: Value = match serde_json::from_str(text) {
+        Ok(value) => value,
+        Err(json_error) => {
+            serde_norway::from_str(text).map_err(|_| format!("it is not JSON: {json_error}"))?
+        }
+    };
+    fill_variables(&mut value, vars);
+    let Value::Object(config) = value else {
+        return Err("it must be a JSON object ({\"url\": …})".into());
+    };
+    let text_of = |key: &str| config.get(key).and_then(Value::as_str).map(str::trim);
+    if let Some(url) = text_of("url").filter(|u| !u.is_empty()) {
+        if !url.contains("{{") {
+            let parsed = Url::parse(url).map_err(|e| format!("'url' is not a URL: {e}"))?;
+            if !matches!(parsed.scheme(), "http" | "https") {
+                return Err("'url' must be an http or https URL".into());
+            }
+        }
+        let mut headers = Vec::new();
+        match config.get("headers") {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(given)) => {
+                for (name, value) in given {
+                    let Some(value) = value.as_str() else {
+                        return Err(format!("header '{name}' must be text"));
+                    };
+                    headers.push((name.clone(), value.to_owned()));
+                }
+            }
+            Some(_) => return Err("'headers' must be an object of header names and values".into()),
+        }
+        return Ok(ServerConfig::Remote(McpServer {
+            url: url.to_owned(),
+            headers,
+        }));
+    }
+    match text_of("command").filter(|c| !c.is_empty()) {
+        Some(command) => Ok(ServerConfig::Stdio {
+            command: command.to_owned(),
+        }),
+        None => Err("it needs a 'url' (or a 'command')".into()),
+    }
+}
+
+/// Fills `{{$vars.<name>}}` in every string of a config (numbers and other
+/// values as their JSON text).
+fn fill_variables(value: &mut Value, vars: &Map<String, Value>) {
+    match value {
+        Value::String(text) if text.contains("{{$vars.") => {
+            let mut filled = String::with_capacity(text.len());
+            let mut rest = text.as_str();
+            while let Some(at) = rest.find("{{$vars.") {
+                filled.push_str(&rest[..at]);
+                let after = &rest[at + "{{$vars.".len()..];
+                let end = after.find("}}");
+                let found = end.and_then(|end| Some((end, vars.get(&after[..end])?)));
+                match found {
+                    Some((end, Value::String(v))) => {
+                        filled.push_str(v);
+                        rest = &after[end + 2..];
+                    }
+                    Some((end, other)) => {
+                        filled.push_str(&other.to_string());
+                        rest = &after[end + 2..];
+                    }
+                    None => {
+                        filled.push_str("{{$vars.");
+                        rest = after;
+                    }
+                }
+            }
+            filled.push_str(rest);
+            *text = filled;
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| fill_variables(v, vars)),
+        Value::Object(map) => map.values_mut().for_each(|v| fill_variables(v, vars)),
+        _ => {}
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Session {
+    id: Option<String>,
+    version: String,
+}
+
+#[derive(Default)]
+struct Known {
+    sessions: HashMap<String, Session>,
+    listings: HashMap<String, (Instant, Arc<Vec<RemoteTool>>)>,
+}
+
+/// The MCP client of a server process; cheap to clone.
+#[derive(Clone)]
+pub struct McpClient {
+    web: WebClient,
+    known: Arc<Mutex<Known>>,
+}
+
+/// A server as a map key: its URL and headers (the same URL with other
+/// credentials is another server).
+fn server_key(server: &McpServer) -> String {
+    let mut key = server.url.clone();
+    for (name, value) in &server.headers {
+        key.push('\n');
+        key.push_str(name);
+        key.push(':');
+        key.push_str(value);
+    }
+    key
+}
+
+impl McpClient {
+    pub fn new(web: WebClient) -> Self {
+        McpClient {
+            web,
+            known: Arc::default(),
+        }
+    }
+
+    fn known(&self) -> std::sync::MutexGuard<'_, Known> {
+        self.known.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The server's tools (cached for [`LISTING_TTL`]).
+    pub async fn tools(&self, server: &McpServer) -> Result<Arc<Vec<RemoteTool>>, String> {
+        let key = server_key(server);
+        let cached = self.known().listings.get(&key).cloned();
+        if let Some((at, tools)) = cached
+            && at.elapsed() < LISTING_TTL
+        {
+            return Ok(tools);
+        }
+        let mut tools = Vec::new();
+        let mut cursor: Option<Value> = None;
+        loop {
+            let params = match &cursor {
+                Some(cursor) => json!({"cursor": cursor}),
+                None => json!({}),
+            };
+            let result = self.request(server, "tools/list", params).await?;
+            for tool in result
+                .get("tools")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                let Some(remote_name) = tool.get("name").and_then(Value::as_str) else {
+                    continue;
+                };
+                tools.push(RemoteTool {
+                    name: clean_name(remote_name),
+                    remote_name: remote_name.to_owned(),
+                    description: clean_description(
+                        tool.get("description")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default(),
+                    ),
+                    input_schema: tool
+                        .get("inputSchema")
+                        .filter(|s| s.is_object())
+                        .cloned()
+                        .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
+                });
+            }
+            cursor = result.get("nextCursor").filter(|c| !c.is_null()).cloned();
+            if cursor.is_none() {
+                break;
+            }
+        }
+        let tools = Arc::new(tools);
+        self.known()
+            .listings
+            .insert(key, (Instant::now(), Arc::clone(&tools)));
+        Ok(tools)
+    }
+
+    /// Calls `tool` with the model's arguments.
+    pub async fn call(&self, server: &McpServer, tool: &str, arguments: &Value) -> ToolOutcome {
+        let arguments = match arguments {
+            Value::Object(_) => arguments.clone(),
+            Value::Null => json!({}),
+            // A model that sends a bare string means the one input.
+            other => json!({"input": other}),
+        };
+        let params = json!({"name": tool, "arguments": arguments});
+        match self.request(server, "tools/call", params).await {
+            Ok(result) => {
+                let content = result.get("content").cloned().unwrap_or(json!([]));
+                let text = content.to_string();
+                if result.get("isError").and_then(Value::as_bool) == Some(true) {
+                    ToolOutcome::error(text)
+                } else {
+                    ToolOutcome::text(text)
+                }
+            }
+            Err(why) => ToolOutcome::error(format!("the MCP server failed: {why}")),
+        }
+    }
+
+    /// One request in the server's session (opened on first use, and again
+    /// once when the server has forgotten it).
+    async fn request(
+        &self,
+        server: &McpServer,
+        method: &str,
+        params: Value,
+    ) -> Result<Value, String> {
+        let key = server_key(server);
+        let mut fresh = false;
+        let cached = self.known().sessions.get(&key).cloned();
+        let session = match cached {
+            Some(session) => session,
+            None => {
+                fresh = true;
+                self.open(server).await?
+            }
+        };
+        self.known().sessions.insert(key.clone(), session.clone());
+        match self
+            .send(server, Some(&session), method, params.clone())
+            .await
+        {
+            Err(Refused::SessionGone) if !fresh => {
+                let session = self.open(server).await?;
+                self.known().sessions.insert(key, session.clone());
+                self.send(server, Some(&session), method, params)
+                    .await
+                    .map_err(Refused::into_text)
+            }
+            other => other.map_err(Refused::into_text),
+        }
+    }
+
+    /// `initialize`, then `notifications/initialized`.
+    async fn open(&self, server: &McpServer) -> Result<Session, String> {
+        let params = json!({
+            "protocolVersion": PROTOCOL_VERSION,
+            "capabilities": {},
+            "clientInfo": {"name": "weir", "version": env!("CARGO_PKG_VERSION")},
+        });
+        let (reply, id) = self
+            .post(server, None, rpc(1, "initialize", params))
+            .await?;
+        let result = answer_of(reply, 1, false).map_err(Refused::into_text)?;
+        let session = Session {
+            id,
+            version: result
+                .get("protocolVersion")
+                .and_then(Value::as_str)
+                .unwrap_or(PROTOCOL_VERSION)
+                .to_owned(),
+        };
+        let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        self.post(server, Some(&session), note).await?;
+        Ok(session)
+    }
+
+    async fn send(
+        &self,
+        server: &McpServer,
+        session: Option<&Session>,
+        method: &str,
+        params: Value,
+    ) -> Result<Value, Refused> {
+        let (reply, _) = self
+            .post(server, session, rpc(2, method, params))
+            .await
+            .map_err(Refused::Other)?;
+        answer_of(reply, 2, session.is_some_and(|s| s.id.is_some()))
+    }
+
+    /// One POST; its JSON-RPC messages and the session id it gave.
+    async fn post(
+        &self,
+        server: &McpServer,
+        session: Option<&Session>,
+        body: Value,
+    ) -> Result<(Reply, Option<String>), String> {
+        let url = Url::parse(&server.url)
+            .map_err(|e| format!("the MCP server's URL '{}' is not a URL: {e}", server.url))?;
+        let mut headers = server.headers.clone();
+        headers.push((
+            "Accept".into(),
+            "application/json, text/event-stream".into(),
+        ));
+        if let Some(session) = session {
+            headers.push(("MCP-Protocol-Version".into(), session.version.clone()));
+            if let Some(id) = &session.id {
+                headers.push(("Mcp-Session-Id".into(), id.clone()));
+            }
+        }
+        let reply = self
+            .web
+            .send(HttpCall {
+                method: reqwest::Method::POST,
+                url,
+                headers,
+                body: Some(("application/json".into(), body.to_string().into_bytes())),
+            })
+            .await?;
+        let session_id = reply
+            .headers
+            .get("mcp-session-id")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let is_stream = reply
+            .headers
+            .get("content-type")
+            .and_then(Value::as_str)
+            .is_some_and(|t| t.starts_with("text/event-stream"));
+        let messages = if reply.body.is_empty() {
+            Vec::new()
+        } else if is_stream {
+            stream_messages(&reply.body)
+        } else {
+            match serde_json::from_slice::<Value>(&reply.body) {
+                Ok(Value::Array(items)) => items,
+                Ok(one) => vec![one],
+                Err(_) => Vec::new(),
+            }
+        };
+        Ok((
+            Reply {
+                status: reply.status,
+                messages,
+                text: String::from_utf8_lossy(&reply.body)
+                    .chars()
+                    .take(300)
+                    .collect(),
+            },
+            session_id,
+        ))
+    }
+}
+
+struct Reply {
+    status: u16,
+    messages: Vec<Value>,
+    text: String,
+}
+
+enum Refused {
+    /// The server no longer knows the session (404 with a session).
+    SessionGone,
+    Other(String),
+}
+
+impl Refused {
+    fn into_text(self) -> String {
+        match self {
+            Refused::SessionGone => "the server forgot the session".into(),
+            Refused::Other(text) => text,
+        }
+    }
+}
+
+fn rpc(id: u64, method: &str, params: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+}
+
+/// The result of request `id` in a reply, or why there is none; a 404 to a
+/// request in a session means the session is gone.
+fn answer_of(reply: Reply, id: u64, in_session: bool) -> Result<Value, Refused> {
+    if reply.status == 404 && in_session {
+        return Err(Refused::SessionGone);
+    }
+    let answer = reply
+        .messages
+        .into_iter()
+        .find(|m| m.get("id").and_then(Value::as_u64) == Some(id));
+    match answer {
+        Some(mut answer) => {
+            if let Some(error) = answer.get("error") {
+                let message = error
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("no message");
+                return Err(Refused::Other(format!("the server answered: {message}")));
+            }
+            Ok(answer
+                .as_object_mut()
+                .and_then(|a| a.remove("result"))
+                .unwrap_or(Value::Object(Map::new())))
+        }
+        None if !(200..300).contains(&reply.status) => Err(Refused::Other(format!(
+            "HTTP {}: {}",
+            reply.status, reply.text
+        ))),
+        None => Err(Refused::Other("the server sent no answer".into())),
+    }
+}
+
+/// The JSON messages of an SSE body (`data:` lines, joined per event).
+fn stream_messages(body: &[u8]) -> Vec<Value> {
+    let text = String::from_utf8_lossy(body);
+    let mut messages = Vec::new();
+    let mut data = String::new();
+    for line in text.lines().chain(std::iter::once("")) {
+        if line.is_empty() {
+            if !data.is_empty()
+                && let Ok(message) = serde_json::from_str(&data)
+            {
+                messages.push(message);
+            }
+            data.clear();
+        } else if let Some(rest) = line.strip_prefix("data:") {
+            if !data.is_empty() {
+                data.push('\n');
+            }
+            data.push_str(rest.strip_prefix(' ').unwrap_or(rest));
+        }
+    }
+    messages
+}
+
+/// A tool name a model may call: `[a-zA-Z0-9_-]`, other characters `_`, at most 128.
+fn clean_name(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(MAX_TOOL_NAME)
+        .collect()
+}
+
+/// A description without control or zero-width characters, at most 1024.
+fn clean_description(text: &str) -> String {
+    let hidden = |c: char| {
+        (c.is_control() && c != '\n' && c != '\t')
+            || matches!(c, '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2060}' | '\u{feff}')
+    };
+    text.chars()
+        .filter(|c| !hidden(*c))
+        .take(MAX_DESCRIPTION)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_descriptions_are_cleaned() {
+        assert_eq!(clean_name("get weather.now"), "get_weather_now");
+        assert_eq!(clean_name(&"x".repeat(200)).len(), 128);
+        assert_eq!(clean_description("a\u{200b}b\u{7}c\nd"), "abc\nd");
+    }
+
+    #[test]
+    fn configs_are_read_with_variables() {
+        let mut vars = Map::new();
+        vars.insert("token".into(), json!("s3cret"));
+        vars.insert("port".into(), json!(8080));
+        let config = read_config(
+            r#"{"url": "http://mcp.example:{{$vars.port}}/mcp",
+                "headers": {"Authorization": "Bearer {{$vars.token}}", "X": "{{$vars.none}}"}}"#,
+            &vars,
+        )
+        .unwrap();
+        assert_eq!(
+            config,
+            ServerConfig::Remote(McpServer {
+                url: "http://mcp.example:8080/mcp".into(),
+                headers: vec![
+                    ("Authorization".into(), "Bearer s3cret".into()),
+                    ("X".into(), "{{$vars.none}}".into()),
+                ],
+            })
+        );
+        // Flowise's editor takes unquoted keys and single quotes.
+        assert!(matches!(
+            read_config("{url: 'https://mcp.example/mcp'}", &vars),
+            Ok(ServerConfig::Remote(_))
+        ));
+        assert_eq!(
+            read_config(r#"{"command": "npx", "args": ["x"]}"#, &vars),
+            Ok(ServerConfig::Stdio {
+                command: "npx".into()
+            })
+        );
+        assert!(read_config(r#"{"url": "file:///etc/passwd"}"#, &vars).is_err());
+        assert!(read_config("[1]", &vars).is_err());
+        assert!(read_config(r#"{"headers": {}}"#, &vars).is_err());
+    }
+
+    #[test]
+    fn stream_bodies_are_read() {
+        let body = b"event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{}}\n\n: ping\n\ndata: {\"a\":\ndata: 1}\n";
+        let messages = stream_messages(body);
+        assert_eq!(messages.len(), 2);
+        assert_eq!(messages[1], json!({"a": 1}));
+    }
+}

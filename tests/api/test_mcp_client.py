@@ -1,0 +1,192 @@
+"""MCP servers as tools inside flows (issue 33, the client side): Flowise's
+`customMCP` node over Streamable HTTP. The server is the official MCP Python SDK's
+(`mcp_server.py`, not weir's code) on loopback, and weir's own MCP endpoint; the
+agent is driven by the fake model (`CALL <tool> <json>`). Remote servers go
+through the address guard, so the weir here may reach 127.0.0.1."""
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import flows
+from fakes import FakeProviders
+from prediction_client import ask, create_flow, nonce, predict
+from weir_harness import Api, Weir, assert_error, backends, free_port
+
+SERVER = Path(__file__).resolve().parent / "mcp_server.py"
+
+
+class McpServer:
+    """mcp_server.py in a process of its own, restartable on its port."""
+
+    def __init__(self, *flags):
+        self.flags = flags
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self.proc = None
+        self.start()
+
+    def start(self):
+        self.proc = subprocess.Popen([sys.executable, str(SERVER), str(self.port), *self.flags],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            except OSError:
+                time.sleep(0.1)
+        raise AssertionError("the MCP test server did not start")
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def fake():
+    f = FakeProviders()
+    yield f
+    f.close()
+
+
+@pytest.fixture(scope="module")
+def mcp_server():
+    server = McpServer()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def guarded_server():
+    server = McpServer("--auth")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module", params=backends())
+def loopback_weir(request, tmp_path_factory):
+    """A weir whose tools may reach 127.0.0.1 (where the MCP servers listen)."""
+    w = Weir(tmp_path_factory.mktemp(f"weir-mcp-{request.param}"), request.param)
+    w.env["ALLOW_PRIVATE_REQUESTS"] = "127.0.0.1"
+    w.start()
+    yield w
+    w.cleanup()
+
+
+@pytest.fixture
+def api(loopback_weir) -> Api:
+    return Api(loopback_weir.url, loopback_weir.create_key(workspace=f"ws-{nonce()}"))
+
+
+def custom_mcp(config, actions=None, node_id="customMCP_0"):
+    inputs = {"mcpServerConfig": json.dumps(config) if isinstance(config, dict) else config}
+    if actions is not None:
+        inputs["mcpActions"] = json.dumps(actions)
+    return flows.node(node_id, "customMCP", inputs)
+
+
+def agent_flow(fake, *tools):
+    return flows.tool_agent(flows.openai_model(fake.url), tools)
+
+
+def used(body):
+    return [(u["tool"], u["toolInput"], json.loads(u["toolOutput"]) if u["toolOutput"].startswith("[") else
+             u["toolOutput"]) for u in body["usedTools"]]
+
+
+def offered_tools(fake, marker):
+    [first, *_] = fake.bodies("/chat/completions", marker)
+    return sorted(t["function"]["name"] for t in first.get("tools", []))
+
+
+def test_an_agent_calls_a_servers_tool(api, fake, mcp_server):
+    flow = create_flow(api, agent_flow(fake, custom_mcp({"url": mcp_server.url}, ["echo", "add"])))
+    marker = nonce()
+    body = ask(api, flow, f'{marker} CALL echo {{"message": "hi there"}}')
+    assert body["text"].startswith("Done: "), body
+    assert json.loads(body["text"][len("Done: "):]) == [{"type": "text", "text": "echo: hi there"}]
+    assert used(body) == [("echo", {"message": "hi there"}, [{"type": "text", "text": "echo: hi there"}])]
+    # Only the picked tools are offered, with the server's own schemas.
+    assert offered_tools(fake, marker) == ["add", "echo"]
+    [request] = fake.bodies("/chat/completions", marker)[:1]
+    add = next(t["function"] for t in request["tools"] if t["function"]["name"] == "add")
+    assert add["parameters"]["properties"]["a"]["type"] == "integer"
+    assert add["description"] == "Adds two whole numbers."
+    # Without a pick, every tool is offered.
+    everything = create_flow(api, agent_flow(fake, custom_mcp({"url": mcp_server.url})))
+    marker = nonce()
+    body = ask(api, everything, f'{marker} CALL add {{"a": 2, "b": 40}}')
+    assert used(body)[0][2] == [{"type": "text", "text": "42"}]
+    assert offered_tools(fake, marker) == ["add", "echo", "fail"]
+
+
+def test_a_tools_error_is_what_the_model_reads(api, fake, mcp_server):
+    flow = create_flow(api, agent_flow(fake, custom_mcp({"url": mcp_server.url}, ["fail"])))
+    body = ask(api, flow, 'CALL fail {"reason": "testing"}')
+    [(tool, _, output)] = used(body)
+    assert tool == "fail" and output.startswith("Error: ") and "failed on purpose: testing" in output, output
+
+
+def test_headers_take_workspace_variables(api, fake, guarded_server):
+    config = {"url": guarded_server.url, "headers": {"Authorization": "Bearer {{$vars.mcp_token}}"}}
+    flow = create_flow(api, agent_flow(fake, custom_mcp(config, ["echo"])))
+    # No such variable: the header goes as written and the server refuses the listing.
+    r = predict(api, flow, 'CALL echo {"message": "x"}')
+    assert r.status_code >= 400, r.text
+    assert "customMCP" in r.json()["message"] and "401" in r.json()["message"], r.text
+    assert api.post("/variables", json={"name": "mcp_token", "value": "good-token"}).status_code == 201
+    body = ask(api, flow, 'CALL echo {"message": "with a key"}')
+    assert used(body)[0][2] == [{"type": "text", "text": "echo: with a key"}]
+    # The credential is not in the flow's answer or its record of the call.
+    assert "good-token" not in json.dumps(body)
+
+
+def test_a_restarted_server_is_reached_again(api, fake, mcp_server):
+    flow = create_flow(api, agent_flow(fake, custom_mcp({"url": mcp_server.url}, ["echo"])))
+    assert used(ask(api, flow, 'CALL echo {"message": "before"}'))[0][2][0]["text"] == "echo: before"
+    # The server forgets its sessions; weir opens a new one and the call goes through.
+    mcp_server.stop()
+    mcp_server.start()
+    assert used(ask(api, flow, 'CALL echo {"message": "after"}'))[0][2][0]["text"] == "echo: after"
+
+
+def test_weirs_own_mcp_endpoint_as_a_tool(api, fake, loopback_weir):
+    """A flow published over MCP is a tool of another flow through customMCP."""
+    inner = create_flow(api, flows.conversation(flows.openai_model(fake.url)), name="Inner")
+    token = api.post(f"/mcp-server/{inner}", json={"toolName": "inner_flow"}).json()["token"]
+    config = {"url": f"{loopback_weir.url}/api/v1/mcp/{inner}", "headers": {"Authorization": f"Bearer {token}"}}
+    outer = create_flow(api, agent_flow(fake, custom_mcp(config)))
+    body = ask(api, outer, 'CALL inner_flow {"question": "ping"}')
+    assert used(body) == [("inner_flow", {"question": "ping"}, [{"type": "text", "text": "Echo: ping"}])]
+
+
+def test_an_agentflow_agent_takes_a_servers_tools(api, fake, mcp_server):
+    row = flows.af_tool_row("customMCP", {"mcpServerConfig": json.dumps({"url": mcp_server.url}),
+                                          "mcpActions": json.dumps(["echo"])})
+    agent = flows.af_agent("agentAgentflow_0", flows.af_openai(fake.url, field="agentModel"), tools=[row],
+                           messages=[{"role": "system", "content": "You help."}])
+    flow = create_flow(api, flows.agentflow([flows.af_start(), agent], [("startAgentflow_0", "agentAgentflow_0")]),
+                       type="AGENTFLOW")
+    body = ask(api, flow, 'CALL echo {"message": "from an agentflow"}')
+    assert "echo: from an agentflow" in body["text"], body
+
+
+def test_refusals(server, fake, mcp_server):
+    """On a weir with the default guard, loopback is refused; a stdio server is
+    not run; a config that is not one is a 400 when the flow runs."""
+    api = Api(server.url, server.create_key(workspace=f"ws-{nonce()}"))
+    flow = create_flow(api, agent_flow(fake, custom_mcp({"url": mcp_server.url})))
+    r = predict(api, flow, 'CALL echo {"message": "x"}')
+    assert r.status_code >= 400 and "refused" in r.json()["message"], r.text
+    stdio = create_flow(api, agent_flow(fake, custom_mcp({"command": "npx", "args": ["-y", "some-server"]})))
+    assert_error(predict(api, stdio, "hi"), 400, "stdio")
+    broken = create_flow(api, agent_flow(fake, custom_mcp("{not json")))
+    assert_error(predict(api, broken, "hi"), 400, "mcpServerConfig")
+    no_url = create_flow(api, agent_flow(fake, custom_mcp({"url": "file:///etc/passwd"})))
+    assert_error(predict(api, no_url, "hi"), 400, "http")
