@@ -194,9 +194,10 @@ async fn openapi_documents_every_route() {
             let m = Method::from_bytes(method.to_uppercase().as_bytes()).unwrap();
             let body = matches!(m, Method::POST | Method::PUT).then_some("{}");
             let (s, b) = app.call(m, &uri, Some(&app.admin), body).await;
-            assert_ne!(
-                s,
-                StatusCode::METHOD_NOT_ALLOWED,
+            // A route may document 405 as its answer (MCP's GET stream, offered by none).
+            let answers_405 = op["responses"].get("405").is_some();
+            assert!(
+                s != StatusCode::METHOD_NOT_ALLOWED || answers_405,
                 "{method} {path} documented but not routed"
             );
             if s == StatusCode::NOT_FOUND {

@@ -50,6 +50,7 @@ conformance!(
     chatflow_listing_pages_newest_first,
     chatflow_patch_keeps_other_fields,
     mcp_publications_live_with_their_chatflow,
+    mcp_servers_are_kept_per_workspace,
     variable_names_are_unique_per_workspace,
     tools_round_trip_with_unique_names,
     migrations_are_idempotent,
@@ -159,6 +160,68 @@ async fn mcp_publications_live_with_their_chatflow(t: &common::TestStore) {
     );
     assert!(store.delete_chatflow(ws.id, published.id).await.unwrap());
     assert!(store.list_mcp_chatflows(ws.id).await.unwrap().is_empty());
+}
+
+async fn mcp_servers_are_kept_per_workspace(t: &common::TestStore) {
+    use weir_api::domain::mcp::{CustomMcpServer, McpAuthType, McpServerStatus};
+    let store: &dyn Store = &*t.store;
+    let ws = store.ensure_workspace("mcp-servers").await.unwrap();
+    let other = store.ensure_workspace("mcp-servers-other").await.unwrap();
+    let now = time::now();
+    let server = |name: &str, minutes_later: i64| CustomMcpServer {
+        id: uuid::Uuid::new_v4(),
+        workspace_id: ws.id,
+        name: name.into(),
+        server_url: "https://mcp.example/mcp".into(),
+        icon_src: None,
+        color: Some("#123456".into()),
+        auth_type: McpAuthType::CustomHeaders,
+        sealed_auth: Some("sealed:k:x".into()),
+        tools: Some(r#"[{"name":"echo"}]"#.into()),
+        tool_count: 1,
+        status: McpServerStatus::Authorized,
+        created_date: time::from_millis(time::to_millis(&(now + minutes(minutes_later)))),
+        updated_date: time::from_millis(time::to_millis(&now)),
+    };
+    let first = server("first", 0);
+    let second = server("second", 1);
+    store.create_mcp_server(&second).await.unwrap();
+    store.create_mcp_server(&first).await.unwrap();
+    assert_eq!(
+        store.get_mcp_server(ws.id, first.id).await.unwrap(),
+        Some(first.clone())
+    );
+    assert_eq!(
+        store.get_mcp_server(other.id, first.id).await.unwrap(),
+        None
+    );
+    let listed = store
+        .list_mcp_servers(ws.id, Page { page: 1, limit: 10 })
+        .await
+        .unwrap();
+    assert_eq!(listed.total, 2);
+    let names: Vec<_> = listed.items.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["first", "second"]);
+    assert!(
+        listed.items.iter().all(|s| s.tools.is_none()),
+        "listings leave tools out"
+    );
+    let changed = CustomMcpServer {
+        status: McpServerStatus::Error,
+        tools: None,
+        tool_count: 0,
+        sealed_auth: None,
+        auth_type: McpAuthType::None,
+        ..first.clone()
+    };
+    assert!(store.update_mcp_server(&changed).await.unwrap());
+    assert_eq!(
+        store.get_mcp_server(ws.id, first.id).await.unwrap(),
+        Some(changed)
+    );
+    assert!(!store.delete_mcp_server(other.id, first.id).await.unwrap());
+    assert!(store.delete_mcp_server(ws.id, first.id).await.unwrap());
+    assert!(!store.update_mcp_server(&first).await.unwrap());
 }
 
 async fn workspaces_are_created_once(t: &common::TestStore) {

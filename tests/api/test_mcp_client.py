@@ -190,3 +190,73 @@ def test_refusals(server, fake, mcp_server):
     assert_error(predict(api, broken, "hi"), 400, "mcpServerConfig")
     no_url = create_flow(api, agent_flow(fake, custom_mcp({"url": "file:///etc/passwd"})))
     assert_error(predict(api, no_url, "hi"), 400, "http")
+
+
+# ------------------------------------------------ a workspace's MCP servers
+
+def test_stored_servers_are_masked_authorized_and_used(api, fake, guarded_server, mcp_server, loopback_weir):
+    r = api.post("/custom-mcp-servers", json={
+        "name": "Guarded", "serverUrl": guarded_server.url + "?k=secret-in-url", "color": "#fff",
+        "authType": "CUSTOM_HEADERS", "authConfig": {"headers": {"Authorization": "Bearer good-token"}}})
+    assert r.status_code == 201, r.text
+    created = r.json()
+    assert created["serverUrl"] == f"http://127.0.0.1:{guarded_server.port}/************"
+    assert created["status"] == "PENDING" and created["toolCount"] == 0 and "authConfig" not in created
+    server_id = created["id"]
+    shown = api.get(f"/custom-mcp-servers/{server_id}").json()
+    assert shown["authConfig"] == {"headers": {"Authorization": "************"}}
+    assert "good-token" not in json.dumps(shown) and "secret-in-url" not in json.dumps(shown)
+    assert api.get(f"/custom-mcp-servers/{server_id}/tools").json() == []
+    # A flow may not use it before it is authorized.
+    flow = create_flow(api, agent_flow(fake, flows.node("customMcpServerTool_0", "customMcpServerTool", {
+        "mcpServerId": server_id, "mcpActions": json.dumps(["echo"])})))
+    assert_error(predict(api, flow, 'CALL echo {"message": "x"}'), 400, "authorize")
+    authorized = api.post(f"/custom-mcp-servers/{server_id}/authorize")
+    assert authorized.status_code == 200, authorized.text
+    assert authorized.json()["status"] == "AUTHORIZED" and authorized.json()["toolCount"] == 3
+    names = sorted(t["name"] for t in api.get(f"/custom-mcp-servers/{server_id}/tools").json())
+    assert names == ["add", "echo", "fail"]
+    body = ask(api, flow, 'CALL echo {"message": "stored"}')
+    assert used(body)[0][2] == [{"type": "text", "text": "echo: stored"}]
+    # The masked values sent back keep the stored ones; the server stays authorized.
+    kept = api.put(f"/custom-mcp-servers/{server_id}", json={
+        "name": "Renamed", "serverUrl": shown["serverUrl"], "authType": "CUSTOM_HEADERS",
+        "authConfig": {"headers": {"Authorization": "************"}}}).json()
+    assert kept["name"] == "Renamed" and kept["status"] == "AUTHORIZED"
+    assert used(ask(api, flow, 'CALL echo {"message": "kept"}'))[0][2][0]["text"] == "echo: kept"
+    # A wrong header: pending until authorized, and authorizing fails.
+    changed = api.put(f"/custom-mcp-servers/{server_id}", json={
+        "authConfig": {"headers": {"Authorization": "Bearer wrong"}}}).json()
+    assert changed["status"] == "PENDING"
+    assert_error(api.post(f"/custom-mcp-servers/{server_id}/authorize"), 400,
+                 "Failed to connect to Custom MCP server")
+    assert api.get(f"/custom-mcp-servers/{server_id}").json()["status"] == "ERROR"
+    # Listing, paged as Flowise pages it; another workspace sees none of it.
+    api.post("/custom-mcp-servers", json={"name": "Open", "serverUrl": mcp_server.url})
+    listing = api.get("/custom-mcp-servers", params={"limit": 1}).json()
+    assert listing["total"] == 2 and [s["name"] for s in listing["data"]] == ["Renamed"]
+    assert "tools" not in listing["data"][0]
+    other = Api(api.url, loopback_weir.create_key(workspace=f"ws-{nonce()}"))
+    assert other.get("/custom-mcp-servers").json() == {"data": [], "total": 0}
+    assert_error(other.get(f"/custom-mcp-servers/{server_id}"), 404)
+    assert api.delete(f"/custom-mcp-servers/{server_id}").json() == {"raw": [], "affected": 1}
+    assert api.delete(f"/custom-mcp-servers/{server_id}").json() == {"raw": [], "affected": 0}
+    assert_error(api.get(f"/custom-mcp-servers/{server_id}"), 404)
+
+
+def test_stored_server_rules(api, server):
+    for body, status, words in [
+        ({"serverUrl": "http://127.0.0.1:1/mcp"}, 412, "name"),
+        ({"name": "x"}, 412, "serverUrl"),
+        ({"name": "x", "serverUrl": "ftp://mcp.example/"}, 400, "serverUrl"),
+        ({"name": "x", "serverUrl": "http://mcp.example/", "authType": "CUSTOM_HEADERS",
+          "authConfig": {"headers": {"Host": "evil"}}}, 400, "Host"),
+        ({"name": "x", "serverUrl": "http://mcp.example/", "authType": "CUSTOM_HEADERS",
+          "authConfig": {"headers": {f"X-{i}": "v" for i in range(26)}}}, 400, "25"),
+    ]:
+        assert_error(api.post("/custom-mcp-servers", json=body), status, words)
+    # The default guard refuses a private address (this weir allows 127.0.0.1 only).
+    assert_error(api.post("/custom-mcp-servers", json={"name": "x", "serverUrl": "http://10.0.0.1/mcp"}),
+                 400, "serverUrl")
+    reader = Api(api.url, None)
+    assert reader.get("/custom-mcp-servers").status_code == 401

@@ -160,4 +160,168 @@ mod tests {
         assert_eq!(McpServerConfig::parse(&config.to_text()), Some(config));
         assert_eq!(McpServerConfig::parse("{"), None);
     }
+
+    #[test]
+    fn server_headers_follow_the_rules() {
+        let headers = |v: serde_json::Value| v.as_object().cloned().unwrap();
+        assert_eq!(
+            validate_headers(&headers(serde_json::json!({"Authorization": "Bearer x"}))),
+            Ok(vec![("Authorization".into(), "Bearer x".into())])
+        );
+        for bad in [
+            serde_json::json!({"Host": "x"}),
+            serde_json::json!({"bad name": "x"}),
+            serde_json::json!({"X-A": 1}),
+            serde_json::json!({"X-A": "a\r\nB: c"}),
+        ] {
+            assert!(validate_headers(&headers(bad.clone())).is_err(), "{bad}");
+        }
+        assert_eq!(
+            masked_url("https://mcp.example:8443/v1/mcp?key=s3cret"),
+            "https://mcp.example:8443/************"
+        );
+    }
+}
+
+// ------------------------------------------------------ a workspace's MCP servers
+
+/// What a stored server's `authConfig` is (Flowise's `authType`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum McpAuthType {
+    #[default]
+    None,
+    CustomHeaders,
+}
+
+impl McpAuthType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            McpAuthType::None => "NONE",
+            McpAuthType::CustomHeaders => "CUSTOM_HEADERS",
+        }
+    }
+
+    pub fn parse_stored(text: &str) -> Self {
+        if text == "CUSTOM_HEADERS" {
+            McpAuthType::CustomHeaders
+        } else {
+            McpAuthType::None
+        }
+    }
+}
+
+/// Whether a stored server was reached (`authorize`) and listed its tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum McpServerStatus {
+    #[default]
+    Pending,
+    Authorized,
+    Error,
+}
+
+impl McpServerStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            McpServerStatus::Pending => "PENDING",
+            McpServerStatus::Authorized => "AUTHORIZED",
+            McpServerStatus::Error => "ERROR",
+        }
+    }
+
+    pub fn parse_stored(text: &str) -> Self {
+        match text {
+            "AUTHORIZED" => McpServerStatus::Authorized,
+            "ERROR" => McpServerStatus::Error,
+            _ => McpServerStatus::Pending,
+        }
+    }
+}
+
+/// A remote MCP server a workspace keeps (Flowise's `CustomMcpServer`), for its
+/// flows' `customMcpServerTool` nodes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CustomMcpServer {
+    pub id: uuid::Uuid,
+    pub workspace_id: uuid::Uuid,
+    pub name: String,
+    pub server_url: String,
+    pub icon_src: Option<String>,
+    pub color: Option<String>,
+    pub auth_type: McpAuthType,
+    /// `{"headers": {...}}` sealed with the server's key (`sealed:<keyId>:<data>`).
+    pub sealed_auth: Option<String>,
+    /// The server's `tools/list` answer (JSON text), once authorized.
+    pub tools: Option<String>,
+    pub tool_count: u32,
+    pub status: McpServerStatus,
+    pub created_date: super::time::Timestamp,
+    pub updated_date: super::time::Timestamp,
+}
+
+/// What a masked value is shown as (a header value, the URL's path).
+pub const MASK: &str = "************";
+/// Most headers a stored server sends.
+pub const MAX_HEADERS: usize = 25;
+/// Longest header value.
+pub const MAX_HEADER_VALUE: usize = 2048;
+
+/// Headers no server configuration may set: hop-by-hop ones and those the
+/// HTTP client owns.
+const RESERVED_HEADERS: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "host",
+    "content-length",
+    "content-type",
+    "accept",
+    "mcp-session-id",
+    "mcp-protocol-version",
+];
+
+/// A server's headers checked (Flowise's rules): at most 25, names of RFC 7230
+/// token characters and not reserved, values text of at most 2048 characters
+/// without line breaks.
+pub fn validate_headers(
+    headers: &serde_json::Map<String, serde_json::Value>,
+) -> Result<Vec<(String, String)>, String> {
+    if headers.len() > MAX_HEADERS {
+        return Err(format!("at most {MAX_HEADERS} headers may be set"));
+    }
+    let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+    let mut checked = Vec::with_capacity(headers.len());
+    for (name, value) in headers {
+        if name.is_empty() || !name.bytes().all(token) {
+            return Err(format!("'{name}' is not a header name"));
+        }
+        if RESERVED_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
+            return Err(format!("the header '{name}' may not be set"));
+        }
+        let Some(value) = value.as_str() else {
+            return Err(format!("the header '{name}' must have a text value"));
+        };
+        if value.len() > MAX_HEADER_VALUE || value.contains(['\r', '\n', '\0']) {
+            return Err(format!(
+                "the header '{name}' must be at most {MAX_HEADER_VALUE} characters on one line"
+            ));
+        }
+        checked.push((name.clone(), value.to_owned()));
+    }
+    Ok(checked)
+}
+
+/// A server URL as shown: its origin, the rest masked (it may hold a key).
+pub fn masked_url(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(parsed) => format!("{}/{MASK}", parsed.origin().ascii_serialization()),
+        Err(_) => MASK.to_owned(),
+    }
 }

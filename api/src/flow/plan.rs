@@ -17,9 +17,9 @@ use super::FlowError;
 use super::agentflow::step::{Step, build_steps};
 use super::agentflow::{AgentflowSpec, Wiring};
 use super::component::{
-    AgentSpec, ChainSpec, Component, CsvAgentSpec, FunctionSpec, LoaderSpec, MemorySpec, ModelSpec,
-    ModerationSpec, PromptSpec, PythonSource, RetrievalChainSpec, Routing, SeqStep, SqlChainSpec,
-    SupervisorSpec, ToolKind, ToolSpec, VectorStoreSpec, WorkerSpec,
+    AgentSpec, ChainSpec, Component, CsvAgentSpec, FunctionSpec, LoaderSpec, McpSource, McpTools,
+    MemorySpec, ModelSpec, ModerationSpec, PromptSpec, PythonSource, RetrievalChainSpec, Routing,
+    SeqStep, SqlChainSpec, SupervisorSpec, ToolKind, ToolSpec, VectorStoreSpec, WorkerSpec,
 };
 use super::graph::{FlowGraph, FlowNode, embedded_references, fill_references, references};
 use super::node::{Category, InputKind, NodeSpec, unknown};
@@ -207,7 +207,7 @@ impl Runnable {
             || self
                 .tools()
                 .iter()
-                .any(|t| matches!(&t.kind, ToolKind::Mcp(mcp) if mcp.config.contains("{{$vars.")))
+                .any(|t| matches!(&t.kind, ToolKind::Mcp(McpTools { source: McpSource::Config(c), .. }) if c.contains("{{$vars.")))
             || self.runs_functions()
             || matches!(&self.answer, Answer::CsvAgent(_))
             || matches!(&self.answer, Answer::Agentflow(f) if f.reads_vars())
@@ -282,6 +282,24 @@ impl Runnable {
                     PythonSource::Stored(id) => Some(id),
                     PythonSource::Inline(_) => None,
                 },
+                _ => None,
+            })
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+
+    /// The workspace's MCP servers (`customMcpServerTool`) the run uses.
+    pub fn stored_mcp_servers(&self) -> Vec<Uuid> {
+        let mut ids: Vec<Uuid> = self
+            .tools()
+            .into_iter()
+            .filter_map(|t| match &t.kind {
+                ToolKind::Mcp(McpTools {
+                    source: McpSource::Stored(id),
+                    ..
+                }) => Some(*id),
                 _ => None,
             })
             .collect();

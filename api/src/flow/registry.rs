@@ -39,6 +39,7 @@ pub static NODES: &[&dyn Node] = &[
     // Tools
     &openapi_toolkit::OpenApiToolkit,
     &custom_mcp::CustomMcp,
+    &custom_mcp::CustomMcpServerTool,
     &calculator::Calculator,
     &current_date_time::CurrentDateTime,
     &requests_get::RequestsGet,

@@ -12,6 +12,7 @@ pub mod attachments;
 pub mod chat;
 pub mod chatflows;
 pub mod credentials;
+pub mod custom_mcp_servers;
 pub mod document_stores;
 pub mod executions;
 pub mod flow_access;
@@ -87,6 +88,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .merge(document_stores::router())
         .merge(executions::router())
         .merge(mcp::router())
+        .merge(custom_mcp_servers::router())
 }
 
 /// A JSON-text field that clients send either as a string or as the JSON value

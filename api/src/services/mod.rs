@@ -22,14 +22,18 @@
 //! - [`uploads`]: the files chats bring, kept within a quota and swept.
 //! - [`aborts`]: stopping a chat's running prediction on whichever replica runs it.
 //! - [`token_budget`]: a workspace's daily token budget.
+//! - [`sealed`]: values kept sealed with the server's key, in their text form.
 //! - [`mcp`]: chatflows published as MCP tools, and the protocol clients call them by.
+//! - [`mcp_servers`]: a workspace's remote MCP servers (`/custom-mcp-servers`), for its flows.
 
 pub mod aborts;
 pub mod credentials;
 pub mod document_stores;
 pub mod in_flight;
 pub mod mcp;
+pub mod mcp_servers;
 pub mod prediction;
+pub mod sealed;
 pub mod token_budget;
 pub mod triggers;
 pub mod uploads;

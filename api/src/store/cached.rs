@@ -1,8 +1,9 @@
 //! The hot-path layer over a backend: what every prediction would otherwise read
 //! or write on its own.
 //!
-//! [`CachedStore`] wraps a [`Store`] and serves three reads from memory — API keys
-//! by hash, chatflows by id, pages of a workspace's chatflows — and sends
+//! [`CachedStore`] wraps a [`Store`] and serves four reads from memory — API keys
+//! by hash, chatflows by id, pages of a workspace's chatflows, a workspace's
+//! chatflows published over MCP — and sends
 //! what runs write (conversation messages, execution records) through
 //! [`GroupCommit`]. Everything else passes straight
 //! through.
@@ -37,6 +38,7 @@ use super::{
 use super::{ClaimPlanner, Listing, RunWrites, RunWritten, Store, StoreResult};
 use crate::domain::callback::{CallbackAttempt, CallbackState, OutboxCallback};
 use crate::domain::credential::SealedCredential;
+use crate::domain::mcp::CustomMcpServer;
 use crate::domain::time::{self, Timestamp};
 use crate::domain::vector::ChunkKey;
 use crate::domain::{
@@ -160,6 +162,9 @@ pub struct CachedStore {
     chatflows: TtlCache<Uuid, Arc<Chatflow>>,
     /// Pages of a workspace's chatflows, by (workspace, page, limit).
     listings: TtlCache<(Uuid, u32, u32), Arc<Listing<Chatflow>>>,
+    /// A workspace's chatflows published over MCP (its MCP server reads them
+    /// on every request).
+    mcp_listings: TtlCache<Uuid, Arc<Vec<Arc<Chatflow>>>>,
     /// Runs' messages and execution records, committed in groups.
     writes: GroupCommit,
 }
@@ -174,6 +179,7 @@ impl CachedStore {
             keys: TtlCache::new(ttl),
             chatflows: TtlCache::new(ttl),
             listings: TtlCache::new(ttl),
+            mcp_listings: TtlCache::new(ttl),
         }
     }
 }
@@ -195,6 +201,7 @@ impl CachedStore {
             self.chatflows.invalidate(|_, flow| flow.id == id);
         }
         self.listings.invalidate(|(ws, _, _), _| *ws == workspace);
+        self.mcp_listings.invalidate(|ws, _| *ws == workspace);
     }
 }
 
@@ -296,7 +303,12 @@ impl ChatflowStore for CachedStore {
     }
 
     async fn list_mcp_chatflows(&self, workspace: Uuid) -> StoreResult<Vec<Arc<Chatflow>>> {
-        self.inner.list_mcp_chatflows(workspace).await
+        let load = async {
+            let flows = self.inner.list_mcp_chatflows(workspace).await?;
+            Ok::<_, crate::store::StoreError>(Some(Arc::new(flows)))
+        };
+        let listed = self.mcp_listings.get_or_load(&workspace, load).await?;
+        Ok(listed.map(|flows| (*flows).clone()).unwrap_or_default())
     }
 }
 
@@ -602,6 +614,34 @@ impl ToolStore for CachedStore {
 
     async fn delete_tool(&self, workspace: Uuid, id: Uuid) -> StoreResult<bool> {
         self.inner.delete_tool(workspace, id).await
+    }
+
+    async fn create_mcp_server(&self, server: &CustomMcpServer) -> StoreResult<()> {
+        self.inner.create_mcp_server(server).await
+    }
+
+    async fn get_mcp_server(
+        &self,
+        workspace: Uuid,
+        id: Uuid,
+    ) -> StoreResult<Option<CustomMcpServer>> {
+        self.inner.get_mcp_server(workspace, id).await
+    }
+
+    async fn list_mcp_servers(
+        &self,
+        workspace: Uuid,
+        page: Page,
+    ) -> StoreResult<Listing<CustomMcpServer>> {
+        self.inner.list_mcp_servers(workspace, page).await
+    }
+
+    async fn update_mcp_server(&self, server: &CustomMcpServer) -> StoreResult<bool> {
+        self.inner.update_mcp_server(server).await
+    }
+
+    async fn delete_mcp_server(&self, workspace: Uuid, id: Uuid) -> StoreResult<bool> {
+        self.inner.delete_mcp_server(workspace, id).await
     }
 }
 

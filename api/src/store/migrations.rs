@@ -101,6 +101,11 @@ pub const SQLITE: &[Migration] = &[
         name: "mcp_servers",
         sql: include_str!("migrations/sqlite/0018_mcp_servers.sql"),
     },
+    Migration {
+        version: 19,
+        name: "custom_mcp_servers",
+        sql: include_str!("migrations/sqlite/0019_custom_mcp_servers.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -193,6 +198,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 18,
         name: "mcp_servers",
         sql: include_str!("migrations/postgres/0018_mcp_servers.sql"),
+    },
+    Migration {
+        version: 19,
+        name: "custom_mcp_servers",
+        sql: include_str!("migrations/postgres/0019_custom_mcp_servers.sql"),
     },
 ];
 

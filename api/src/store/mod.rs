@@ -43,6 +43,7 @@ use uuid::Uuid;
 use crate::config::StoreLocation;
 use crate::domain::callback::{CallbackAttempt, CallbackState, OutboxCallback};
 use crate::domain::credential::SealedCredential;
+use crate::domain::mcp::CustomMcpServer;
 use crate::domain::time::Timestamp;
 use crate::domain::{
     ApiKey, ChatMessageRecord, Chatflow, ChatflowPatch, ChunkPage, ClaimPlan, Delivery,
@@ -383,6 +384,27 @@ pub trait ToolStore: Send + Sync {
     ) -> StoreResult<Option<Tool>>;
 
     async fn delete_tool(&self, workspace: Uuid, id: Uuid) -> StoreResult<bool>;
+
+    /// Stores a workspace's MCP server (its id and times already set).
+    async fn create_mcp_server(&self, server: &CustomMcpServer) -> StoreResult<()>;
+
+    async fn get_mcp_server(
+        &self,
+        workspace: Uuid,
+        id: Uuid,
+    ) -> StoreResult<Option<CustomMcpServer>>;
+
+    /// Oldest first, without their `tools` (listings stay small).
+    async fn list_mcp_servers(
+        &self,
+        workspace: Uuid,
+        page: Page,
+    ) -> StoreResult<Listing<CustomMcpServer>>;
+
+    /// Writes every field of a stored server; `false` when it no longer exists.
+    async fn update_mcp_server(&self, server: &CustomMcpServer) -> StoreResult<bool>;
+
+    async fn delete_mcp_server(&self, workspace: Uuid, id: Uuid) -> StoreResult<bool>;
 }
 
 /// Triggers, their firings and results, webhook deliveries (replay protection) and the failure-mail outbox.

@@ -227,12 +227,21 @@ pub enum ToolKind {
     Mcp(McpTools),
 }
 
-/// `customMCP`: its server's config as written (`{{$vars.<name>}}` is filled
-/// when a run starts) and the tools picked by name (all when none).
+/// An MCP server's tools: where the server is, and the tools picked by name
+/// (all when none).
 #[derive(Debug, Clone, PartialEq)]
 pub struct McpTools {
-    pub config: String,
+    pub source: McpSource,
     pub actions: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum McpSource {
+    /// `customMCP`: the server's config as written (`{{$vars.<name>}}` is
+    /// filled when a run starts).
+    Config(String),
+    /// `customMcpServerTool`: a server the workspace keeps (`/custom-mcp-servers`).
+    Stored(uuid::Uuid),
 }
 
 /// An MCP server reached over Streamable HTTP: its URL and the headers sent

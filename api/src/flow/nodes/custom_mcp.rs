@@ -6,11 +6,14 @@
 //!
 //! A stdio server (`{"command", "args", "env"}`) is a 400 for now: weir will run
 //! those only inside the Python runtime's sandbox, never in its own process.
+//!
+//! `customMcpServerTool` is the same with a server the workspace keeps
+//! (`/api/v1/custom-mcp-servers`), named by its id.
 
 use serde_json::Value;
 
 use crate::flow::FlowError;
-use crate::flow::component::{Component, McpTools, ToolKind, ToolSpec};
+use crate::flow::component::{Component, McpSource, McpTools, ToolKind, ToolSpec};
 use crate::flow::node::{Build, Category, InputKind as K, Node, NodeSpec, input, sensitive};
 use crate::flow::tools::mcp::{ServerConfig, read_config};
 
@@ -46,25 +49,58 @@ impl Node for CustomMcp {
             }
             Err(why) => return Err(node.invalid(format_args!("input 'mcpServerConfig': {why}"))),
         }
-        let actions = match node.json("mcpActions")? {
-            None => Vec::new(),
-            Some(Value::Array(items)) => items
-                .iter()
-                .map(|item| {
-                    item.as_str().map(str::to_owned).ok_or_else(|| {
-                        node.invalid("input 'mcpActions' must be a list of tool names")
-                    })
-                })
-                .collect::<Result<_, _>>()?,
-            Some(_) => {
-                return Err(node.invalid("input 'mcpActions' must be a list of tool names"));
-            }
-        };
         Ok(Component::Tool(ToolSpec {
             node_id: node.id().to_owned(),
             kind: ToolKind::Mcp(McpTools {
-                config: config.to_owned(),
-                actions,
+                source: McpSource::Config(config.to_owned()),
+                actions: actions(node)?,
+            }),
+        }))
+    }
+}
+
+/// `mcpActions`: the tool names picked (a JSON list, or its text).
+fn actions(node: &Build<'_>) -> Result<Vec<String>, FlowError> {
+    let bad = || node.invalid("input 'mcpActions' must be a list of tool names");
+    match node.json("mcpActions")? {
+        None => Ok(Vec::new()),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|item| item.as_str().map(str::to_owned).ok_or_else(bad))
+            .collect(),
+        Some(_) => Err(bad()),
+    }
+}
+
+/// `customMcpServerTool` ("Custom MCP Server"): the tools of a server the
+/// workspace keeps (`/api/v1/custom-mcp-servers`, authorized), by its id.
+pub struct CustomMcpServerTool;
+
+static STORED_SPEC: NodeSpec = NodeSpec {
+    name: "customMcpServerTool",
+    category: Category::Tool,
+    inputs: &[
+        sensitive("mcpServerId", K::Text),
+        input("mcpActions", K::Json),
+    ],
+};
+
+impl Node for CustomMcpServerTool {
+    fn spec(&self) -> &'static NodeSpec {
+        &STORED_SPEC
+    }
+
+    fn build(&self, node: &Build<'_>) -> Result<Component, FlowError> {
+        let id = node.text("mcpServerId").ok_or_else(|| {
+            node.invalid("needs its 'mcpServerId' (a server of /custom-mcp-servers)")
+        })?;
+        let id = uuid::Uuid::parse_str(id)
+            .map_err(|_| node.invalid("input 'mcpServerId' must be a server's id (a UUID)"))?;
+        Ok(Component::Tool(ToolSpec {
+            node_id: node.id().to_owned(),
+            kind: ToolKind::Mcp(McpTools {
+                source: McpSource::Stored(id),
+                actions: actions(node)?,
             }),
         }))
     }

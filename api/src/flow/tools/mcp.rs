@@ -176,6 +176,15 @@ impl McpClient {
         self.known.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Forgets what is known of a server (its listing and session): the next
+    /// use reaches it anew.
+    pub fn forget(&self, server: &McpServer) {
+        let key = server_key(server);
+        let mut known = self.known();
+        known.listings.remove(&key);
+        known.sessions.remove(&key);
+    }
+
     /// The server's tools (cached for [`LISTING_TTL`]).
     pub async fn tools(&self, server: &McpServer) -> Result<Arc<Vec<RemoteTool>>, String> {
         let key = server_key(server);

@@ -27,7 +27,7 @@ use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
 use super::FlowError;
-use super::component::{PythonDefinition, PythonSource, ToolKind, ToolSpec};
+use super::component::{McpSource, PythonDefinition, PythonSource, ToolKind, ToolSpec};
 use crate::llm::ToolDef;
 
 /// What tools reach outside the run: the guarded web client, the runtime, and
@@ -54,6 +54,9 @@ pub struct ToolEnv {
     pub form: Map<String, Value>,
     /// The workspace's stored tools the run uses, by id.
     pub stored: HashMap<Uuid, Arc<PythonDefinition>>,
+    /// The workspace's MCP servers the run uses (`customMcpServerTool`), by id,
+    /// their headers opened.
+    pub mcp_servers: HashMap<Uuid, Arc<super::component::McpServer>>,
 }
 
 /// A tool ready to be offered and called.
@@ -149,15 +152,22 @@ async fn mcp_tools(
     env: &ToolEnv,
     client: &mcp::McpClient,
 ) -> Result<Vec<ReadyTool>, FlowError> {
-    let failed = |why: String| FlowError::failed(format!("node {node_id} (customMCP): {why}"));
-    let server = match mcp::read_config(&spec.config, &env.vars).map_err(&failed)? {
-        mcp::ServerConfig::Remote(server) => Arc::new(server),
-        mcp::ServerConfig::Stdio { command } => {
-            return Err(FlowError::invalid(format!(
-                "node {node_id} (customMCP) runs a stdio MCP server ('{command}'), which weir \
-                 does not run yet: give the server's URL"
-            )));
-        }
+    let failed = |why: String| FlowError::failed(format!("node {node_id} (MCP): {why}"));
+    let server = match &spec.source {
+        McpSource::Config(config) => match mcp::read_config(config, &env.vars).map_err(&failed)? {
+            mcp::ServerConfig::Remote(server) => Arc::new(server),
+            mcp::ServerConfig::Stdio { command } => {
+                return Err(FlowError::invalid(format!(
+                    "node {node_id} (customMCP) runs a stdio MCP server ('{command}'), which \
+                     weir does not run yet: give the server's URL"
+                )));
+            }
+        },
+        McpSource::Stored(id) => env.mcp_servers.get(id).cloned().ok_or_else(|| {
+            FlowError::invalid(format!(
+                "node {node_id} uses MCP server {id}, which is not a server of this workspace"
+            ))
+        })?,
     };
     let listed = client
         .tools(&server)

@@ -11,7 +11,7 @@ use utoipa::ToSchema;
 use crate::domain::apikey::hash_key;
 use crate::domain::mcp::{McpServerConfig, new_token, validate_tool_name};
 use crate::domain::{Chatflow, ChatflowPatch};
-use crate::services::triggers::secrets::{open_text, seal_text};
+use crate::services::sealed::{open_text, seal_text};
 use crate::services::{ServiceError, ServiceResult, Services};
 
 /// The publication as Flowise answers it: `{enabled, token, description, toolName}`.

@@ -346,8 +346,8 @@ pub async fn start(
     })
 }
 
-/// What the run's tools need from the store: the workspace's stored tools it
-/// uses, and — when Python may run — `$vars` (workspace variables, then
+/// What the run's tools need from the store: the workspace's stored tools and
+/// MCP servers it uses, and — when Python may run — `$vars` (workspace variables, then
 /// `overrideConfig.vars` on top).
 async fn tool_env(
     state: &Services,
@@ -380,6 +380,10 @@ async fn tool_env(
                 javascript: false,
             }),
         );
+    }
+    for id in runnable.stored_mcp_servers() {
+        let server = super::mcp_servers::open(state, flow.workspace_id, id).await?;
+        env.mcp_servers.insert(id, server);
     }
     if runnable.reads_vars() {
         let mut page = crate::domain::Page {

@@ -46,7 +46,7 @@ use crate::domain::callback::{
     AttemptOutcome, CallbackAttempt, CallbackState, CallbackStatus, OutboxCallback, error_body,
 };
 use crate::domain::credential::SealedCredential;
-use crate::domain::mcp::McpServerConfig;
+use crate::domain::mcp::{CustomMcpServer, McpAuthType, McpServerConfig, McpServerStatus};
 use crate::domain::time::{self, Timestamp};
 use crate::domain::trigger::{self as trig, LEASE_EXPIRED, failure_mail};
 use crate::domain::vector::{ChunkKey, UpsertCounts, embedding_bytes, embedding_from_bytes};

@@ -48,7 +48,7 @@ use crate::domain::callback::{
     error_body,
 };
 use crate::domain::credential::SealedCredential;
-use crate::domain::mcp::McpServerConfig;
+use crate::domain::mcp::{CustomMcpServer, McpAuthType, McpServerConfig, McpServerStatus};
 use crate::domain::time::{self, Timestamp, from_millis, to_millis};
 use crate::domain::trigger::{self as trig, LEASE_EXPIRED, failure_mail};
 use crate::domain::vector::{ChunkKey, UpsertCounts, embedding_bytes, embedding_from_bytes};

@@ -1,0 +1,418 @@
+//! A workspace's remote MCP servers (Flowise 3.1's `/custom-mcp-servers`): kept
+//! with their headers sealed, shown masked, *authorized* (reached, and their
+//! tools listed and kept), and opened for the runs whose `customMcpServerTool`
+//! nodes name them.
+//!
+//! Flowise's rules: the URL is http(s) and passes the address guard; at most 25
+//! headers, no hop-by-hop or reserved ones, values of at most 2048 characters; a
+//! URL is shown as its origin and `/************`, a header value as
+//! `************`, and sending either back unchanged keeps the stored one.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use super::sealed::{open_text, seal_text};
+use super::{ServiceError, ServiceResult, Services};
+use crate::domain::mcp::{
+    CustomMcpServer, MASK, McpAuthType, McpServerStatus, masked_url, validate_headers,
+};
+use crate::domain::{Page, time};
+use crate::flow::FlowError;
+use crate::flow::component::McpServer;
+use crate::store::Listing;
+
+/// How long `authorize` waits for a server (Flowise's `CUSTOM_MCP_AUTHORIZE_TIMEOUT_MS`).
+const AUTHORIZE_TIMEOUT: Duration = Duration::from_secs(15);
+/// Largest tool listing kept (Flowise's `CUSTOM_MCP_TOOLS_MAX_BYTES`).
+const MAX_TOOLS_BYTES: usize = 512 * 1024;
+
+/// A stored server as Flowise answers it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpServerRecord {
+    pub id: Uuid,
+    pub name: String,
+    /// The origin, the rest masked.
+    pub server_url: String,
+    pub icon_src: Option<String>,
+    pub color: Option<String>,
+    pub auth_type: McpAuthType,
+    /// `{headers: {name: "************"}}` (one server's answer only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub auth_config: Option<Value>,
+    /// The server's tools as `authorize` listed them (JSON text; one server's answer only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tools: Option<String>,
+    pub tool_count: u32,
+    pub status: McpServerStatus,
+    #[serde(serialize_with = "time::serialize")]
+    #[schema(value_type = String, format = DateTime)]
+    pub created_date: time::Timestamp,
+    #[serde(serialize_with = "time::serialize")]
+    #[schema(value_type = String, format = DateTime)]
+    pub updated_date: time::Timestamp,
+    pub workspace_id: Uuid,
+}
+
+/// What a client sends to create or change a server.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpServerInput {
+    pub name: Option<String>,
+    pub server_url: Option<String>,
+    pub icon_src: Option<String>,
+    pub color: Option<String>,
+    pub auth_type: Option<McpAuthType>,
+    /// `{"headers": {"Authorization": "Bearer …"}}` with `authType: CUSTOM_HEADERS`.
+    #[schema(value_type = Option<Object>)]
+    pub auth_config: Option<Value>,
+}
+
+fn sealing_context(server: &CustomMcpServer) -> String {
+    format!(
+        "customMcpServer/{}/{}/authConfig",
+        server.workspace_id, server.id
+    )
+}
+
+/// The record as shown; `detail` adds the masked headers and the tools.
+fn record(
+    server: CustomMcpServer,
+    headers: Option<&[(String, String)]>,
+    detail: bool,
+) -> McpServerRecord {
+    let auth_config = (detail && server.auth_type == McpAuthType::CustomHeaders).then(|| {
+        let masked: Map<String, Value> = headers
+            .unwrap_or_default()
+            .iter()
+            .map(|(name, _)| (name.clone(), Value::String(MASK.into())))
+            .collect();
+        json!({"headers": masked})
+    });
+    McpServerRecord {
+        id: server.id,
+        name: server.name,
+        server_url: masked_url(&server.server_url),
+        icon_src: server.icon_src,
+        color: server.color,
+        auth_type: server.auth_type,
+        auth_config,
+        tools: if detail { server.tools } else { None },
+        tool_count: server.tool_count,
+        status: server.status,
+        created_date: server.created_date,
+        updated_date: server.updated_date,
+        workspace_id: server.workspace_id,
+    }
+}
+
+/// A server's stored headers, opened.
+fn headers_of(
+    services: &Services,
+    server: &CustomMcpServer,
+) -> ServiceResult<Vec<(String, String)>> {
+    let Some(sealed) = &server.sealed_auth else {
+        return Ok(Vec::new());
+    };
+    let plain = open_text(&services.keyring, &sealing_context(server), sealed)?;
+    let config: Value = serde_json::from_str(&plain)
+        .map_err(|e| ServiceError::Internal(format!("a stored MCP server's headers: {e}")))?;
+    let headers = config
+        .get("headers")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    Ok(headers
+        .into_iter()
+        .filter_map(|(name, value)| Some((name, value.as_str()?.to_owned())))
+        .collect())
+}
+
+/// The URL, checked: http(s), and no address the guard refuses.
+fn check_url(services: &Services, url: &str) -> ServiceResult<String> {
+    let url = url.trim();
+    let parsed = reqwest::Url::parse(url)
+        .map_err(|e| ServiceError::Invalid(format!("'serverUrl' is not a URL: {e}")))?;
+    services
+        .tools
+        .web
+        .check(&parsed)
+        .map_err(|why| ServiceError::Invalid(format!("'serverUrl' is {why}")))?;
+    Ok(url.to_owned())
+}
+
+/// The headers of `auth_config` (`{headers}`), a masked value replaced by the
+/// stored one of that name.
+fn given_headers(
+    auth_config: Option<&Value>,
+    stored: &[(String, String)],
+) -> ServiceResult<Vec<(String, String)>> {
+    let Some(headers) = auth_config.and_then(|c| c.get("headers")) else {
+        return Ok(Vec::new());
+    };
+    let Some(headers) = headers.as_object() else {
+        return Err(ServiceError::Invalid(
+            "'authConfig.headers' must be an object of header names and values".into(),
+        ));
+    };
+    let mut checked = validate_headers(headers).map_err(ServiceError::Invalid)?;
+    for (name, value) in &mut checked {
+        if value == MASK {
+            match stored.iter().find(|(n, _)| n == name) {
+                Some((_, kept)) => value.clone_from(kept),
+                None => {
+                    return Err(ServiceError::Invalid(format!(
+                        "the header '{name}' is masked but none is stored: give its value"
+                    )));
+                }
+            }
+        }
+    }
+    Ok(checked)
+}
+
+fn seal_headers(
+    services: &Services,
+    server: &CustomMcpServer,
+    headers: &[(String, String)],
+) -> ServiceResult<Option<String>> {
+    if headers.is_empty() {
+        return Ok(None);
+    }
+    let map: Map<String, Value> = headers
+        .iter()
+        .map(|(n, v)| (n.clone(), Value::String(v.clone())))
+        .collect();
+    let plain = json!({"headers": map}).to_string();
+    seal_text(&services.keyring, &sealing_context(server), &plain).map(Some)
+}
+
+pub async fn create(
+    services: &Services,
+    workspace: Uuid,
+    input: McpServerInput,
+) -> ServiceResult<McpServerRecord> {
+    let name = input
+        .name
+        .filter(|n| !n.trim().is_empty())
+        .ok_or(ServiceError::Missing("name"))?;
+    let url = check_url(
+        services,
+        input
+            .server_url
+            .as_deref()
+            .ok_or(ServiceError::Missing("serverUrl"))?,
+    )?;
+    let auth_type = input.auth_type.unwrap_or_default();
+    let headers = match auth_type {
+        McpAuthType::None => Vec::new(),
+        McpAuthType::CustomHeaders => given_headers(input.auth_config.as_ref(), &[])?,
+    };
+    let now = time::now();
+    let mut server = CustomMcpServer {
+        id: Uuid::new_v4(),
+        workspace_id: workspace,
+        name,
+        server_url: url,
+        icon_src: input.icon_src,
+        color: input.color,
+        auth_type,
+        sealed_auth: None,
+        tools: None,
+        tool_count: 0,
+        status: McpServerStatus::Pending,
+        created_date: now,
+        updated_date: now,
+    };
+    server.sealed_auth = seal_headers(services, &server, &headers)?;
+    services.store.create_mcp_server(&server).await?;
+    Ok(record(server, None, false))
+}
+
+async fn stored(services: &Services, workspace: Uuid, id: Uuid) -> ServiceResult<CustomMcpServer> {
+    services
+        .store
+        .get_mcp_server(workspace, id)
+        .await?
+        .ok_or(ServiceError::NotFound("MCP server"))
+}
+
+/// One server, its headers masked, its tools as listed.
+pub async fn get(services: &Services, workspace: Uuid, id: Uuid) -> ServiceResult<McpServerRecord> {
+    let server = stored(services, workspace, id).await?;
+    let headers = headers_of(services, &server)?;
+    Ok(record(server, Some(&headers), true))
+}
+
+pub async fn list(
+    services: &Services,
+    workspace: Uuid,
+    page: Page,
+) -> ServiceResult<Listing<McpServerRecord>> {
+    let listing = services.store.list_mcp_servers(workspace, page).await?;
+    Ok(Listing {
+        total: listing.total,
+        items: listing
+            .items
+            .into_iter()
+            .map(|s| record(s, None, false))
+            .collect(),
+    })
+}
+
+/// The tools `authorize` listed (`[]` before).
+pub async fn tools(services: &Services, workspace: Uuid, id: Uuid) -> ServiceResult<Value> {
+    let server = stored(services, workspace, id).await?;
+    Ok(server
+        .tools
+        .as_deref()
+        .and_then(|t| serde_json::from_str(t).ok())
+        .unwrap_or_else(|| json!([])))
+}
+
+/// Changes a server. **Decision**: a new URL or new headers make it `PENDING`
+/// again, its tools forgotten, until it is authorized anew.
+pub async fn update(
+    services: &Services,
+    workspace: Uuid,
+    id: Uuid,
+    input: McpServerInput,
+) -> ServiceResult<McpServerRecord> {
+    let mut server = stored(services, workspace, id).await?;
+    let headers = headers_of(services, &server)?;
+    let mut reached_anew = false;
+    if let Some(name) = input.name.filter(|n| !n.trim().is_empty()) {
+        server.name = name;
+    }
+    if let Some(url) = input.server_url
+        && url != masked_url(&server.server_url)
+    {
+        let url = check_url(services, &url)?;
+        reached_anew |= url != server.server_url;
+        server.server_url = url;
+    }
+    if input.icon_src.is_some() {
+        server.icon_src = input.icon_src;
+    }
+    if input.color.is_some() {
+        server.color = input.color;
+    }
+    let auth_type = input.auth_type.unwrap_or(server.auth_type);
+    let new_headers = match auth_type {
+        McpAuthType::None => Vec::new(),
+        McpAuthType::CustomHeaders if input.auth_config.is_some() => {
+            given_headers(input.auth_config.as_ref(), &headers)?
+        }
+        McpAuthType::CustomHeaders => headers.clone(),
+    };
+    if new_headers != headers {
+        reached_anew = true;
+        server.sealed_auth = seal_headers(services, &server, &new_headers)?;
+    }
+    server.auth_type = auth_type;
+    if reached_anew {
+        server.status = McpServerStatus::Pending;
+        server.tools = None;
+        server.tool_count = 0;
+    }
+    server.updated_date = time::now();
+    if !services.store.update_mcp_server(&server).await? {
+        return Err(ServiceError::NotFound("MCP server"));
+    }
+    Ok(record(server, Some(&new_headers), true))
+}
+
+/// Reaches the server and lists its tools: `AUTHORIZED` with them kept, or
+/// `ERROR` and a 400 saying why.
+pub async fn authorize(
+    services: &Services,
+    workspace: Uuid,
+    id: Uuid,
+) -> ServiceResult<McpServerRecord> {
+    let mut server = stored(services, workspace, id).await?;
+    let headers = headers_of(services, &server)?;
+    let remote = McpServer {
+        url: server.server_url.clone(),
+        headers: headers.clone(),
+    };
+    services.tools.mcp.forget(&remote);
+    let listed =
+        match tokio::time::timeout(AUTHORIZE_TIMEOUT, services.tools.mcp.tools(&remote)).await {
+            Ok(Ok(tools)) => Ok(tools),
+            Ok(Err(why)) => Err(why),
+            Err(_) => Err(format!(
+                "no answer within {} s",
+                AUTHORIZE_TIMEOUT.as_secs()
+            )),
+        };
+    server.updated_date = time::now();
+    let outcome = listed.and_then(|tools| {
+        let listing: Vec<Value> = tools
+            .iter()
+            .map(|t| json!({"name": t.remote_name, "description": t.description, "inputSchema": t.input_schema}))
+            .collect();
+        let text = Value::Array(listing).to_string();
+        if text.len() > MAX_TOOLS_BYTES {
+            return Err(format!(
+                "its tool listing is over {} KiB",
+                MAX_TOOLS_BYTES / 1024
+            ));
+        }
+        Ok((text, tools.len()))
+    });
+    match outcome {
+        Ok((text, count)) => {
+            server.tools = Some(text);
+            server.tool_count = u32::try_from(count).unwrap_or(u32::MAX);
+            server.status = McpServerStatus::Authorized;
+            services.store.update_mcp_server(&server).await?;
+            Ok(record(server, Some(&headers), true))
+        }
+        Err(why) => {
+            server.status = McpServerStatus::Error;
+            services.store.update_mcp_server(&server).await?;
+            Err(ServiceError::Invalid(format!(
+                "Failed to connect to Custom MCP server: {why}"
+            )))
+        }
+    }
+}
+
+pub async fn delete(services: &Services, workspace: Uuid, id: Uuid) -> ServiceResult<u64> {
+    Ok(u64::from(
+        services.store.delete_mcp_server(workspace, id).await?,
+    ))
+}
+
+/// A server a run's `customMcpServerTool` names, its headers opened; it must be
+/// authorized.
+pub async fn open(services: &Services, workspace: Uuid, id: Uuid) -> ServiceResult<Arc<McpServer>> {
+    let server = services
+        .store
+        .get_mcp_server(workspace, id)
+        .await?
+        .ok_or_else(|| {
+            FlowError::invalid(format!(
+                "the flow uses MCP server {id}, which is not a server of this workspace"
+            ))
+        })?;
+    if server.status != McpServerStatus::Authorized {
+        return Err(FlowError::invalid(format!(
+            "the flow uses MCP server '{}' ({id}), which is not authorized: \
+             POST /api/v1/custom-mcp-servers/{id}/authorize",
+            server.name
+        ))
+        .into());
+    }
+    let headers = headers_of(services, &server)?;
+    Ok(Arc::new(McpServer {
+        url: server.server_url,
+        headers,
+    }))
+}
