@@ -297,10 +297,15 @@ fn accepts_stream(headers: &HeaderMap) -> bool {
         .is_some_and(|v| v.contains("text/event-stream"))
 }
 
-/// Answers a checked body over `endpoint`: 202 when it holds no request, a stream for a call asking for
-/// progress from a client that takes one, else JSON.
-async fn respond(endpoint: Endpoint, headers: &HeaderMap, body: &[u8]) -> Response {
-    let incoming = match Incoming::parse(body) {
+/// Answers a read body over `endpoint`: 400 for one that is not JSON-RPC, 202
+/// when it holds no request, a stream for a call asking for progress from a
+/// client that takes one, else JSON.
+async fn respond(
+    endpoint: Endpoint,
+    headers: &HeaderMap,
+    incoming: Result<Incoming, Value>,
+) -> Response {
+    let incoming = match incoming {
         Ok(incoming) => incoming,
         Err(error) => return (StatusCode::BAD_REQUEST, axum::Json(error)).into_response(),
     };
@@ -424,7 +429,7 @@ async fn flow_endpoint(
         server_name: format!("flowise-{name}"),
         kind: "flow",
     };
-    Ok(respond(endpoint, &headers, &body).await)
+    Ok(respond(endpoint, &headers, Incoming::parse(&body)).await)
 }
 
 fn stateless_refusal(message: &str) -> Response {
@@ -537,9 +542,10 @@ async fn workspace_endpoint(
     check_request(&state, &headers)?;
     let auth = workspace_caller(&state, &headers).await?;
     let mut session = session_of(&headers)?;
-    let initialize = Incoming::parse(&body)
-        .ok()
-        .is_some_and(|incoming| incoming.initialize().is_some());
+    let incoming = Incoming::parse(&body);
+    let initialize = incoming
+        .as_ref()
+        .is_ok_and(|incoming| incoming.initialize().is_some());
     let new_session = (initialize && session.is_none()).then(|| Uuid::new_v4().to_string());
     if new_session.is_some() {
         session.clone_from(&new_session);
@@ -554,7 +560,7 @@ async fn workspace_endpoint(
         server_name: "weir".into(),
         kind: "workspace",
     };
-    let mut response = respond(endpoint, &headers, &body).await;
+    let mut response = respond(endpoint, &headers, incoming).await;
     if let Some(id) = new_session.and_then(|id| HeaderValue::from_str(&id).ok()) {
         response.headers_mut().insert(SESSION_HEADER, id);
     }
