@@ -84,6 +84,17 @@ pub struct McpLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct McpServerLabels {
+    pub server: String,
+    pub outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct McpServerOnly {
+    pub server: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutcomeLabels {
     pub outcome: &'static str,
 }
@@ -106,6 +117,8 @@ pub struct Metrics {
     pub feedback: Family<RatingLabels, Counter>,
     pub model_tokens: Family<ModelTokenLabels, Counter>,
     pub mcp_calls: Family<McpLabels, Counter>,
+    pub mcp_server_calls: Family<McpServerLabels, Counter>,
+    pub mcp_server_seconds: Family<McpServerOnly, Histogram>,
 }
 
 /// The process's metrics.
@@ -212,6 +225,18 @@ impl Metrics {
             "MCP requests answered, by server (flow: Flowise's per-flow endpoint, workspace: /api/v1/mcp), method and outcome",
             mcp_calls.clone(),
         );
+        let mcp_server_calls = Family::<McpServerLabels, Counter>::default();
+        registry.register(
+            "mcp_server_requests",
+            "Requests flows made to MCP servers (customMCP), by server (its host and port) and outcome: ok, error (unreachable, an HTTP error or a JSON-RPC error)",
+            mcp_server_calls.clone(),
+        );
+        let mcp_server_seconds = Family::<McpServerOnly, Histogram>::new_with_constructor(latency);
+        registry.register(
+            "mcp_server_request_duration_seconds",
+            "Time an MCP server took to answer a flow's request, by server (its host and port)",
+            mcp_server_seconds.clone(),
+        );
         Metrics {
             registry,
             requests,
@@ -229,6 +254,8 @@ impl Metrics {
             feedback,
             model_tokens,
             mcp_calls,
+            mcp_server_calls,
+            mcp_server_seconds,
         }
     }
 
@@ -340,6 +367,22 @@ impl Metrics {
                 outcome: if ok { "ok" } else { "error" },
             })
             .inc();
+    }
+
+    /// One request a flow made to an MCP server (`server`: its host and port,
+    /// never its path or query, which may hold a key).
+    pub fn mcp_server_request(&self, server: &str, ok: bool, took: Duration) {
+        self.mcp_server_calls
+            .get_or_create(&McpServerLabels {
+                server: server.to_owned(),
+                outcome: if ok { "ok" } else { "error" },
+            })
+            .inc();
+        self.mcp_server_seconds
+            .get_or_create(&McpServerOnly {
+                server: server.to_owned(),
+            })
+            .observe(took.as_secs_f64());
     }
 
     /// One trigger run.

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+import requests
 
 import flows
 from fakes import FakeProviders
@@ -154,6 +155,22 @@ def test_a_restarted_server_is_reached_again(api, fake, mcp_server):
     mcp_server.stop()
     mcp_server.start()
     assert used(ask(api, flow, 'CALL echo {"message": "after"}'))[0][2][0]["text"] == "echo: after"
+
+
+def test_calls_to_servers_are_counted(make_weir, fake, mcp_server):
+    w = make_weir()
+    w.env.update(ALLOW_PRIVATE_REQUESTS="127.0.0.1", METRICS_TOKEN="scrape-mcp-client")
+    w.start()
+    api = Api(w.url, w.create_key())
+    flow = create_flow(api, agent_flow(fake, custom_mcp({"url": mcp_server.url}, ["echo"])))
+    ask(api, flow, 'CALL echo {"message": "counted"}')
+    metrics = requests.get(f"{w.url}/metrics", timeout=10, headers={"Authorization": "Bearer scrape-mcp-client"}).text
+    server = f'server="127.0.0.1:{mcp_server.port}"'
+    # The listing and the call, at least (the session's opening is not a request of the flow's).
+    counted = [line for line in metrics.splitlines()
+               if line.startswith("weir_mcp_server_requests_total{") and server in line and 'outcome="ok"' in line]
+    assert counted and float(counted[0].rsplit(" ", 1)[1]) >= 2, metrics
+    assert f"weir_mcp_server_request_duration_seconds_count{{{server}}}" in metrics
 
 
 def test_weirs_own_mcp_endpoint_as_a_tool(api, fake, loopback_weir):

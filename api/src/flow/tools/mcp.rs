@@ -319,6 +319,7 @@ impl McpClient {
         Ok(session)
     }
 
+    /// One request of the session, counted in `/metrics` by server.
     async fn send(
         &self,
         server: &McpServer,
@@ -326,11 +327,17 @@ impl McpClient {
         method: &str,
         params: Value,
     ) -> Result<Value, Refused> {
-        let (reply, _) = self
-            .post(server, session, rpc(2, method, params))
-            .await
-            .map_err(Refused::Other)?;
-        answer_of(reply, 2, session.is_some_and(|s| s.id.is_some()))
+        let started = Instant::now();
+        let answer = match self.post(server, session, rpc(2, method, params)).await {
+            Ok((reply, _)) => answer_of(reply, 2, session.is_some_and(|s| s.id.is_some())),
+            Err(why) => Err(Refused::Other(why)),
+        };
+        crate::metrics::metrics().mcp_server_request(
+            &metric_label(&server.url),
+            answer.is_ok(),
+            started.elapsed(),
+        );
+        answer
     }
 
     /// One POST; its JSON-RPC messages and the session id it gave.
@@ -415,6 +422,18 @@ impl Refused {
             Refused::SessionGone => "the server forgot the session".into(),
             Refused::Other(text) => text,
         }
+    }
+}
+
+/// A server as `/metrics` names it: its host and port.
+fn metric_label(url: &str) -> String {
+    match Url::parse(url) {
+        Ok(url) => match (url.host_str(), url.port_or_known_default()) {
+            (Some(host), Some(port)) => format!("{host}:{port}"),
+            (Some(host), None) => host.to_owned(),
+            _ => "unknown".to_owned(),
+        },
+        Err(_) => "unknown".to_owned(),
     }
 }
 
