@@ -1,6 +1,7 @@
 """A Streamable HTTP MCP server made with the official MCP Python SDK (not weir's
-code), for the `customMCP` tests: `python mcp_server.py <port> [--stateless]`
-serves tools `echo`, `add` and `fail` at http://127.0.0.1:<port>/mcp. It answers
+code), for the `customMCP` tests: `python mcp_server.py <port> [--stateless] [--sse]`
+serves tools `echo`, `add` and `fail` at http://127.0.0.1:<port>/mcp (with `--sse`:
+the legacy HTTP+SSE transport at http://127.0.0.1:<port>/sse). It answers
 only requests bearing `Authorization: Bearer good-token` when started with
 `--auth`."""
 
@@ -32,7 +33,10 @@ def fail(reason: str) -> str:
 
 def main():
     port = int(sys.argv[1])
-    app = server.streamable_http_app(stateless_http="--stateless" in sys.argv)
+    if "--sse" in sys.argv:
+        app = server.sse_app()
+    else:
+        app = server.streamable_http_app(stateless_http="--stateless" in sys.argv)
     if "--auth" in sys.argv:
         inner = app
 

@@ -28,7 +28,7 @@ class McpServer:
     def __init__(self, *flags):
         self.flags = flags
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self.url = f"http://127.0.0.1:{self.port}/{'sse' if '--sse' in flags else 'mcp'}"
         self.proc = None
         self.start()
 
@@ -66,6 +66,13 @@ def mcp_server():
 @pytest.fixture(scope="module")
 def guarded_server():
     server = McpServer("--auth")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def legacy_server():
+    server = McpServer("--sse")
     yield server
     server.stop()
 
@@ -171,6 +178,21 @@ def test_calls_to_servers_are_counted(make_weir, fake, mcp_server):
                if line.startswith("weir_mcp_server_requests_total{") and server in line and 'outcome="ok"' in line]
     assert counted and float(counted[0].rsplit(" ", 1)[1]) >= 2, metrics
     assert f"weir_mcp_server_request_duration_seconds_count{{{server}}}" in metrics
+
+
+def test_a_legacy_sse_server_is_reached(api, fake, legacy_server):
+    """A server of the 2024-11-05 HTTP+SSE transport refuses the Streamable HTTP
+    POST; weir falls back to its event stream, as Flowise does."""
+    flow = create_flow(api, agent_flow(fake, custom_mcp({"url": legacy_server.url}, ["echo", "add"])))
+    body = ask(api, flow, 'CALL echo {"message": "over sse"}')
+    assert used(body) == [("echo", {"message": "over sse"}, [{"type": "text", "text": "echo: over sse"}])]
+    body = ask(api, flow, 'CALL add {"a": 1, "b": 2}')
+    assert used(body)[0][2] == [{"type": "text", "text": "3"}]
+    # The server restarts: its stream ends, weir opens a new one and goes on.
+    legacy_server.stop()
+    legacy_server.start()
+    body = ask(api, flow, 'CALL echo {"message": "again"}')
+    assert used(body)[0][2] == [{"type": "text", "text": "echo: again"}]
 
 
 def test_weirs_own_mcp_endpoint_as_a_tool(api, fake, loopback_weir):

@@ -1,5 +1,6 @@
 //! MCP servers' tools (Flowise's `customMCP`): a remote server's tools listed and
-//! called over Streamable HTTP, through the request tools' address guard (no
+//! called over Streamable HTTP — or the legacy HTTP+SSE transport when a server
+//! refuses it (`mcp_legacy`) — through the request tools' address guard (no
 //! loopback or private address unless `ALLOW_PRIVATE_REQUESTS` allows it).
 //!
 //! A server's listing is kept for [`LISTING_TTL`] per server (its URL and
@@ -16,6 +17,7 @@ use reqwest::Url;
 use serde_json::{Map, Value, json};
 
 use super::ToolOutcome;
+use super::mcp_legacy::LegacySession;
 use super::web::{HttpCall, WebClient};
 use crate::flow::component::McpServer;
 
@@ -136,6 +138,8 @@ fn fill_variables(value: &mut Value, vars: &Map<String, Value>) {
 struct Session {
     id: Option<String>,
     version: String,
+    /// Set when the server speaks the legacy HTTP+SSE transport.
+    legacy: Option<Arc<LegacySession>>,
 }
 
 #[derive(Default)]
@@ -303,20 +307,37 @@ impl McpClient {
             "clientInfo": {"name": "weir", "version": env!("CARGO_PKG_VERSION")},
         });
         let (reply, id) = self
-            .post(server, None, rpc(1, "initialize", params))
+            .post(server, None, rpc(1, "initialize", params.clone()))
             .await?;
+        if matches!(reply.status, 400 | 404 | 405) {
+            return self.open_legacy(server, params).await;
+        }
         let result = answer_of(reply, 1, false).map_err(Refused::into_text)?;
         let session = Session {
             id,
-            version: result
-                .get("protocolVersion")
-                .and_then(Value::as_str)
-                .unwrap_or(PROTOCOL_VERSION)
-                .to_owned(),
+            version: negotiated(&result),
+            legacy: None,
         };
         let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
         self.post(server, Some(&session), note).await?;
         Ok(session)
+    }
+
+    /// The legacy HTTP+SSE transport, for a server that refused Streamable HTTP.
+    async fn open_legacy(&self, server: &McpServer, params: Value) -> Result<Session, String> {
+        let legacy = LegacySession::open(&self.web, server)
+            .await
+            .map_err(|why| format!("Streamable HTTP was refused, and HTTP+SSE too: {why}"))?;
+        let answer = legacy.request(&self.web, "initialize", params).await?;
+        let result = result_of(answer).map_err(Refused::into_text)?;
+        legacy
+            .notify(&self.web, "notifications/initialized")
+            .await?;
+        Ok(Session {
+            id: None,
+            version: negotiated(&result),
+            legacy: Some(Arc::new(legacy)),
+        })
     }
 
     /// One request of the session, counted in `/metrics` by server.
@@ -328,9 +349,17 @@ impl McpClient {
         params: Value,
     ) -> Result<Value, Refused> {
         let started = Instant::now();
-        let answer = match self.post(server, session, rpc(2, method, params)).await {
-            Ok((reply, _)) => answer_of(reply, 2, session.is_some_and(|s| s.id.is_some())),
-            Err(why) => Err(Refused::Other(why)),
+        let answer = match session.and_then(|s| s.legacy.as_ref()) {
+            Some(legacy) if !legacy.is_open() => Err(Refused::SessionGone),
+            Some(legacy) => match legacy.request(&self.web, method, params).await {
+                Ok(answer) => result_of(answer),
+                Err(_) if !legacy.is_open() => Err(Refused::SessionGone),
+                Err(why) => Err(Refused::Other(why)),
+            },
+            None => match self.post(server, session, rpc(2, method, params)).await {
+                Ok((reply, _)) => answer_of(reply, 2, session.is_some_and(|s| s.id.is_some())),
+                Err(why) => Err(Refused::Other(why)),
+            },
         };
         crate::metrics::metrics().mcp_server_request(
             &metric_label(&server.url),
@@ -452,25 +481,37 @@ fn answer_of(reply: Reply, id: u64, in_session: bool) -> Result<Value, Refused> 
         .into_iter()
         .find(|m| m.get("id").and_then(Value::as_u64) == Some(id));
     match answer {
-        Some(mut answer) => {
-            if let Some(error) = answer.get("error") {
-                let message = error
-                    .get("message")
-                    .and_then(Value::as_str)
-                    .unwrap_or("no message");
-                return Err(Refused::Other(format!("the server answered: {message}")));
-            }
-            Ok(answer
-                .as_object_mut()
-                .and_then(|a| a.remove("result"))
-                .unwrap_or(Value::Object(Map::new())))
-        }
+        Some(answer) => result_of(answer),
         None if !(200..300).contains(&reply.status) => Err(Refused::Other(format!(
             "HTTP {}: {}",
             reply.status, reply.text
         ))),
         None => Err(Refused::Other("the server sent no answer".into())),
     }
+}
+
+/// The result of an answer, or the error it carries.
+fn result_of(mut answer: Value) -> Result<Value, Refused> {
+    if let Some(error) = answer.get("error") {
+        let message = error
+            .get("message")
+            .and_then(Value::as_str)
+            .unwrap_or("no message");
+        return Err(Refused::Other(format!("the server answered: {message}")));
+    }
+    Ok(answer
+        .as_object_mut()
+        .and_then(|a| a.remove("result"))
+        .unwrap_or(Value::Object(Map::new())))
+}
+
+/// The protocol version an `initialize` result names.
+fn negotiated(result: &Value) -> String {
+    result
+        .get("protocolVersion")
+        .and_then(Value::as_str)
+        .unwrap_or(PROTOCOL_VERSION)
+        .to_owned()
 }
 
 /// The JSON messages of an SSE body (`data:` lines, joined per event).

@@ -14,6 +14,7 @@
 
 pub mod calculator;
 pub mod mcp;
+mod mcp_legacy;
 pub mod openapi;
 pub mod python;
 pub mod retriever;

@@ -542,6 +542,31 @@ impl WebClient {
     }
 }
 
+impl WebClient {
+    /// A GET whose answer is read as it comes (a server's event stream),
+    /// through the same guard, for at most `lasting`; its status must be 2xx.
+    pub async fn open_stream(
+        &self,
+        url: Url,
+        headers: &[(String, String)],
+        lasting: Duration,
+    ) -> Result<reqwest::Response, String> {
+        check_url(&self.policy, &url)?;
+        let mut request = self.client.get(url).timeout(lasting);
+        for (name, value) in headers {
+            request = request.header(name.as_str(), value.as_str());
+        }
+        let response = request
+            .send()
+            .await
+            .map_err(|e| format!("the request failed: {}", root_cause(&e)))?;
+        if !response.status().is_success() {
+            return Err(format!("HTTP {}", response.status().as_u16()));
+        }
+        Ok(response)
+    }
+}
+
 /// Only http(s), and no IP literal the policy refuses (in any spelling).
 fn check_url(policy: &AddressPolicy, url: &Url) -> Result<(), String> {
     if !matches!(url.scheme(), "http" | "https") {
