@@ -195,6 +195,38 @@ def test_a_legacy_sse_server_is_reached(api, fake, legacy_server):
     assert used(body)[0][2] == [{"type": "text", "text": "echo: again"}]
 
 
+def test_a_flowise_export_with_custom_and_teradata_mcp_nodes(api, fake, mcp_server, guarded_server):
+    """Nodes as Flowise's editor writes them: a tool agent with `customMCP` and
+    Flowise's built-in `teradataMCP` (a server at `mcpUrl`, Bearer or Basic)."""
+    def export(teradata_inputs):
+        model = flows.flowise_node("chatOpenAI_0", "chatOpenAI", "ChatOpenAI", "Chat Models", {
+            "modelName": "gpt-test", "temperature": 0.9, "basePath": f"{fake.url}/v1", "openAIApiKey": "sk-good"})
+        custom = flows.flowise_node("customMCP_0", "customMCP", "Custom MCP Tool", "Tools (MCP)", {
+            "mcpServerConfig": '{\n  "url": "%s"\n}' % mcp_server.url, "mcpActions": '["add"]'})
+        teradata = flows.flowise_node("teradataMCP_0", "teradataMCP", "Teradata MCP Tool", "Tools (MCP)", {
+            "mcpUrl": guarded_server.url, "username": "", "password": "", "mcpActions": '["echo"]', **teradata_inputs})
+        agent = flows.flowise_node("toolAgent_0", "toolAgent", "AgentExecutor", "Agents", {
+            "tools": ["{{customMCP_0.data.instance}}", "{{teradataMCP_0.data.instance}}"],
+            "model": "{{chatOpenAI_0.data.instance}}", "systemMessage": "You are helpful.", "inputModeration": "",
+            "maxIterations": ""})
+        edges = [flows.flowise_edge("chatOpenAI_0", "chatOpenAI-ChatOpenAI", "toolAgent_0", "model"),
+                 flows.flowise_edge("customMCP_0", "customMCP-Tool", "toolAgent_0", "tools"),
+                 flows.flowise_edge("teradataMCP_0", "teradataMCP-Tool", "toolAgent_0", "tools")]
+        return flows.graph([model, custom, teradata, agent], edges)
+
+    flow = create_flow(api, export({"bearerToken": "good-token"}))
+    marker = nonce()
+    body = ask(api, flow, f'{marker} CALL echo {{"message": "teradata"}} ;; CALL add {{"a": 20, "b": 22}}')
+    assert [(tool, output) for tool, _, output in used(body)] == [
+        ("echo", [{"type": "text", "text": "echo: teradata"}]), ("add", [{"type": "text", "text": "42"}])]
+    assert offered_tools(fake, marker) == ["add", "echo"]
+    # Basic authentication is sent when no token is given (this server takes only its token).
+    basic = create_flow(api, export({"username": "td", "password": "pw"}))
+    r = predict(api, basic, 'CALL echo {"message": "x"}')
+    assert r.status_code >= 400 and "401" in r.json()["message"], r.text
+    assert_error(predict(api, create_flow(api, export({})), "hi"), 400, "credentials")
+
+
 def test_weirs_own_mcp_endpoint_as_a_tool(api, fake, loopback_weir):
     """A flow published over MCP is a tool of another flow through customMCP."""
     inner = create_flow(api, flows.conversation(flows.openai_model(fake.url)), name="Inner")

@@ -40,6 +40,7 @@ pub static NODES: &[&dyn Node] = &[
     &openapi_toolkit::OpenApiToolkit,
     &custom_mcp::CustomMcp,
     &custom_mcp::CustomMcpServerTool,
+    &custom_mcp::TeradataMcp,
     &calculator::Calculator,
     &current_date_time::CurrentDateTime,
     &requests_get::RequestsGet,

@@ -8,13 +8,17 @@
 //! those only inside the Python runtime's sandbox, never in its own process.
 //!
 //! `customMcpServerTool` is the same with a server the workspace keeps
-//! (`/api/v1/custom-mcp-servers`), named by its id.
+//! (`/api/v1/custom-mcp-servers`), named by its id; `teradataMCP`, Flowise's
+//! built-in node for a Teradata MCP server, is one at its `mcpUrl` with a Bearer
+//! or Basic `Authorization` made of its inputs or its credential's fields.
 
 use serde_json::Value;
 
 use crate::flow::FlowError;
 use crate::flow::component::{Component, McpSource, McpTools, ToolKind, ToolSpec};
-use crate::flow::node::{Build, Category, InputKind as K, Node, NodeSpec, input, sensitive};
+use crate::flow::node::{
+    Build, Category, InputKind as K, Node, NodeSpec, endpoint_url, input, sensitive,
+};
 use crate::flow::tools::mcp::{ServerConfig, read_config};
 
 pub struct CustomMcp;
@@ -100,6 +104,68 @@ impl Node for CustomMcpServerTool {
             node_id: node.id().to_owned(),
             kind: ToolKind::Mcp(McpTools {
                 source: McpSource::Stored(id),
+                actions: actions(node)?,
+            }),
+        }))
+    }
+}
+
+/// `teradataMCP` ("Teradata MCP"): a Teradata MCP server at `mcpUrl`, with a
+/// Bearer token (`bearerToken`, or the credential's `token`) or else Basic
+/// authentication (`username`/`password`, or `tdUsername`/`tdPassword`).
+pub struct TeradataMcp;
+
+static TERADATA_SPEC: NodeSpec = NodeSpec {
+    name: "teradataMCP",
+    category: Category::Tool,
+    inputs: &[
+        endpoint_url("mcpUrl"),
+        sensitive("username", K::Text),
+        sensitive("password", K::Text),
+        sensitive("bearerToken", K::Text),
+        // Filled from a teradataBearerToken or teradataTD2Auth credential.
+        sensitive("token", K::Text),
+        sensitive("tdUsername", K::Text),
+        sensitive("tdPassword", K::Text),
+        input("mcpActions", K::Json),
+    ],
+};
+
+impl Node for TeradataMcp {
+    fn spec(&self) -> &'static NodeSpec {
+        &TERADATA_SPEC
+    }
+
+    fn build(&self, node: &Build<'_>) -> Result<Component, FlowError> {
+        use base64::Engine;
+        let url = node
+            .text("mcpUrl")
+            .ok_or_else(|| node.invalid("needs its 'mcpUrl' (the Teradata MCP server's URL)"))?;
+        let authorization = if let Some(token) = node.text_of(&["bearerToken", "token"]) {
+            format!("Bearer {token}")
+        } else if let (Some(user), Some(password)) = (
+            node.text_of(&["username", "tdUsername"]),
+            node.text_of(&["password", "tdPassword"]),
+        ) {
+            let pair =
+                base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+            format!("Basic {pair}")
+        } else {
+            return Err(node.invalid(
+                "needs credentials: a Bearer token, or Basic authentication (username and password)",
+            ));
+        };
+        let config = serde_json::json!({"url": url, "headers": {"Authorization": authorization}});
+        match read_config(&config.to_string(), &serde_json::Map::new()) {
+            Ok(ServerConfig::Remote(_)) => {}
+            Ok(ServerConfig::Stdio { .. }) | Err(_) => {
+                return Err(node.invalid("input 'mcpUrl' must be an http or https URL"));
+            }
+        }
+        Ok(Component::Tool(ToolSpec {
+            node_id: node.id().to_owned(),
+            kind: ToolKind::Mcp(McpTools {
+                source: McpSource::Config(config.to_string()),
                 actions: actions(node)?,
             }),
         }))
