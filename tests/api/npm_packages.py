@@ -29,3 +29,17 @@ def npm_file(package: str, sha256: str, member: str) -> Path:
             target.write_bytes(source.read())
         tarball.unlink()
     return target
+
+
+def npm_installed(package: str) -> Path:
+    """`package` (`name@version`, pinned) installed with its dependencies under
+    tests/.cache (once, with npm and its registry's integrity checks): the
+    package's own directory."""
+    target = CACHE / ("npm-" + package.replace("@", "-").replace("/", "-"))
+    done = target / ".installed"
+    if not done.exists():
+        target.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--silent", "--prefix", str(target), package],
+                       check=True, capture_output=True, text=True, timeout=600)
+        done.write_text(package)
+    return target / "node_modules" / package.rsplit("@", 1)[0]

@@ -16,6 +16,7 @@ import requests
 
 import flows
 from fakes import FakeProviders
+from npm_packages import npm_installed
 from prediction_client import ask, create_flow, nonce, predict
 from weir_harness import Api, Weir, assert_error, backends, free_port
 
@@ -68,6 +69,34 @@ def guarded_server():
     server = McpServer("--auth")
     yield server
     server.stop()
+
+
+# The reference server of the MCP TypeScript SDK's authors, pinned.
+EVERYTHING = "@modelcontextprotocol/server-everything@2026.8.31"
+
+
+@pytest.fixture(scope="module")
+def everything_server():
+    """`@modelcontextprotocol/server-everything` over Streamable HTTP (installed
+    from npm by the test itself, on first use)."""
+    package = npm_installed(EVERYTHING)
+    port = free_port()
+    proc = subprocess.Popen(["node", str(package / "dist" / "index.js"), "streamableHttp"],
+                            env={"PATH": "/usr/bin:/bin", "PORT": str(port)},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            time.sleep(0.1)
+    else:
+        proc.terminate()
+        raise AssertionError("server-everything did not start")
+    yield f"http://127.0.0.1:{port}/mcp"
+    proc.terminate()
+    proc.wait(timeout=10)
 
 
 @pytest.fixture(scope="module")
@@ -132,6 +161,16 @@ def test_an_agent_calls_a_servers_tool(api, fake, mcp_server):
     body = ask(api, everything, f'{marker} CALL add {{"a": 2, "b": 40}}')
     assert used(body)[0][2] == [{"type": "text", "text": "42"}]
     assert offered_tools(fake, marker) == ["add", "echo", "fail"]
+
+
+def test_the_reference_everything_server(api, fake, everything_server):
+    flow = create_flow(api, agent_flow(fake, custom_mcp({"url": everything_server}, ["echo", "get-sum"])))
+    marker = nonce()
+    body = ask(api, flow, f'{marker} CALL echo {{"message": "from weir"}} ;; CALL get-sum {{"a": 2, "b": 3}}')
+    [(echo, _, echoed), (add, _, summed)] = used(body)
+    assert (echo, add) == ("echo", "get-sum")
+    assert "from weir" in echoed[0]["text"] and "5" in summed[0]["text"], body
+    assert offered_tools(fake, marker) == ["echo", "get-sum"]
 
 
 def test_a_tools_error_is_what_the_model_reads(api, fake, mcp_server):
