@@ -399,3 +399,26 @@ def test_allowed_pages_and_the_calls_counted(make_weir, fake):
     metrics = requests.get(f"{w.url}/metrics", timeout=10, headers={"Authorization": "Bearer scrape-mcp"}).text
     assert 'weir_mcp_calls_total{server="flow",method="tools/call",outcome="ok"} 1' in metrics
     assert 'weir_mcp_calls_total{server="flow",method="tools/call",outcome="error"} 1' in metrics
+
+
+def test_source_documents_come_as_embedded_resources(workspace, fake, server):
+    _, api = workspace
+    doc = flows.plain_text("The canteen serves soup on Mondays.")
+    embeddings = flows.openai_embeddings(fake.url)
+    store = flows.memory_vector_store([doc], embeddings)
+    model = flows.openai_model(fake.url)
+    chain = flows.conversational_retrieval_qa_chain(model, store, returnSourceDocuments=True)
+    flow = create_flow(api, flows.rag(doc, embeddings, store, model, chain), name="Canteen")
+    assert api.post(f"/vector/upsert/{flow}", json={}).status_code == 200
+    token = publish(api, flow)["token"]
+    r = rpc(f"{server.url}/api/v1/mcp/{flow}", token,
+            {**CALL, "params": {"name": "canteen", "arguments": {"question": "When is soup served?"}}})
+    result = r.json()["result"]
+    assert result["isError"] is False, result
+    text, source = result["content"]
+    assert text["type"] == "text" and text["text"]
+    assert source["type"] == "resource", source
+    resource = source["resource"]
+    assert re.fullmatch(rf"weir://chatflows/{flow}/messages/[0-9a-f-]+/sources/0", resource["uri"]), resource
+    assert resource["mimeType"] == "application/json"
+    assert json.loads(resource["text"])["pageContent"] == "The canteen serves soup on Mondays."
