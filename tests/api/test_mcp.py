@@ -422,3 +422,27 @@ def test_source_documents_come_as_embedded_resources(workspace, fake, server):
     assert re.fullmatch(rf"weir://chatflows/{flow}/messages/[0-9a-f-]+/sources/0", resource["uri"]), resource
     assert resource["mimeType"] == "application/json"
     assert json.loads(resource["text"])["pageContent"] == "The canteen serves soup on Mondays."
+
+
+def test_a_run_that_waits_for_a_person_says_how_to_go_on(workspace, server):
+    """MCP clients here cannot answer a human input node (no elicitation yet): the
+    result is an error naming the prediction that resumes the run, and the run
+    waits there."""
+    _, api = workspace
+    human = flows.af_human_input("humanInputAgentflow_0", "Shall I go on?")
+    flow = create_flow(api, chain(af_start(), human, af_reply("directReplyAgentflow_0", "Went on")),
+                       type="AGENTFLOW", name="Approval")
+    token = publish(api, flow)["token"]
+    r = rpc(f"{server.url}/api/v1/mcp/{flow}", token,
+            {**CALL, "params": {"name": "approval", "arguments": {"question": "go"}}})
+    result = r.json()["result"]
+    assert result["isError"] is True
+    text = result["content"][0]["text"]
+    assert f"POST /api/v1/prediction/{flow}" in text and "humanInput" in text, text
+    chat_id = re.search(r'"chatId":"([^"]+)"', text).group(1)
+    # The run waits under that chat: answering it there goes on.
+    action = api.get(f"/chatmessage/{flow}", params={"chatId": chat_id}).json()[-1]
+    assert action["role"] == "apiMessage"
+    r = api.post(f"/prediction/{flow}", json={"chatId": chat_id, "humanInput": {
+        "type": "proceed", "startNodeId": "humanInputAgentflow_0", "feedback": ""}})
+    assert r.status_code == 200 and r.json()["text"] == "Went on", r.text
