@@ -446,3 +446,16 @@ def test_a_run_that_waits_for_a_person_says_how_to_go_on(workspace, server):
     r = api.post(f"/prediction/{flow}", json={"chatId": chat_id, "humanInput": {
         "type": "proceed", "startNodeId": "humanInputAgentflow_0", "feedback": ""}})
     assert r.status_code == 200 and r.json()["text"] == "Went on", r.text
+
+
+def test_a_form_no_tool_can_take_is_left_out(workspace, fake, server):
+    _, api = workspace
+    odd = create_flow(api, chain(af_start(form=[{"type": "date", "label": "When", "name": "when"}]),
+                                 af_reply("directReplyAgentflow_0", "ok")), type="AGENTFLOW", name="Odd form")
+    token = publish(api, odd)["token"]
+    publish(api, echo_flow(api, fake, name="Fine"))
+    [tools] = run(session_calls(f"{server.url}/api/v1/mcp", api.key, ("list",)))
+    assert [t.name for t in tools] == ["fine"]
+    r = rpc(f"{server.url}/api/v1/mcp/{odd}", token, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    error = r.json()["error"]
+    assert error["code"] == -32603 and "'when'" in error["message"] and "date" in error["message"], error

@@ -91,10 +91,18 @@ impl Catalog {
                         name = format!("{}_{}", cut(&name, 55), &flow.id.simple().to_string()[..8]);
                         taken.insert(name.clone());
                     }
+                    // A flow whose form no tool can take is left out, not the others.
+                    let form = match form_of(services, &flow) {
+                        Ok(form) => form,
+                        Err(e) => {
+                            tracing::warn!(chatflow = %flow.id, error = %e, "an MCP tool is left out");
+                            continue;
+                        }
+                    };
                     tools.push(FlowTool {
                         name,
                         description: config.description_for(&flow.name),
-                        form: form_of(services, &flow)?,
+                        form,
                         flow,
                         flat: true,
                     });

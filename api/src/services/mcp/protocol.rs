@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
 use super::catalog::{self, Catalog, ProgressSink};
-use crate::services::Services;
+use crate::services::{ServiceError, Services};
 
 /// The protocol versions weir speaks, newest first (the handshake era).
 pub const VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
@@ -48,6 +48,7 @@ pub const PARSE_ERROR: i64 = -32700;
 pub const INVALID_REQUEST: i64 = -32600;
 pub const METHOD_NOT_FOUND: i64 = -32601;
 pub const INVALID_PARAMS: i64 = -32602;
+pub const INTERNAL_ERROR: i64 = -32603;
 
 /// A JSON-RPC error answer (`id` null when the request's could not be read).
 pub fn error(id: Value, code: i64, message: impl Into<String>) -> Value {
@@ -285,10 +286,19 @@ impl Endpoint {
     }
 
     async fn tools(&self) -> Result<Vec<catalog::FlowTool>, (i64, String)> {
-        self.catalog.tools(&self.services).await.map_err(|e| {
-            tracing::error!(error = %e, "cannot list the MCP tools");
-            (-32603, "the tools cannot be listed now; retry".to_owned())
-        })
+        self.catalog
+            .tools(&self.services)
+            .await
+            .map_err(|e| match e {
+                ServiceError::Invalid(message) => (INTERNAL_ERROR, message),
+                other => {
+                    tracing::error!(error = %other, "cannot list the MCP tools");
+                    (
+                        INTERNAL_ERROR,
+                        "the tools cannot be listed now; retry".to_owned(),
+                    )
+                }
+            })
     }
 }
 
