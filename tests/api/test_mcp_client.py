@@ -300,6 +300,12 @@ def test_refusals(server, fake, mcp_server):
     assert_error(predict(api, broken, "hi"), 400, "mcpServerConfig")
     no_url = create_flow(api, agent_flow(fake, custom_mcp({"url": "file:///etc/passwd"})))
     assert_error(predict(api, no_url, "hi"), 400, "http")
+    # Flowise's hosted built-ins need their credential's token; GitHub Enterprise
+    # addresses are of ghe.com.
+    for name, inputs in [("githubMCP", {}), ("browserlessMCP", {}),
+                         ("githubMCP", {"accessToken": "t", "githubEnterpriseUrl": "https://evil.example"})]:
+        hosted = create_flow(api, agent_flow(fake, flows.node(f"{name}_0", name, inputs)))
+        assert_error(predict(api, hosted, "hi"), 400, name)
 
 
 # ------------------------------------------------ a workspace's MCP servers

@@ -41,6 +41,8 @@ pub static NODES: &[&dyn Node] = &[
     &custom_mcp::CustomMcp,
     &custom_mcp::CustomMcpServerTool,
     &custom_mcp::TeradataMcp,
+    &custom_mcp::GithubMcp,
+    &custom_mcp::BrowserlessMcp,
     &calculator::Calculator,
     &current_date_time::CurrentDateTime,
     &requests_get::RequestsGet,

@@ -10,7 +10,9 @@
 //! `customMcpServerTool` is the same with a server the workspace keeps
 //! (`/api/v1/custom-mcp-servers`), named by its id; `teradataMCP`, Flowise's
 //! built-in node for a Teradata MCP server, is one at its `mcpUrl` with a Bearer
-//! or Basic `Authorization` made of its inputs or its credential's fields.
+//! or Basic `Authorization` made of its inputs or its credential's fields;
+//! `githubMCP` and `browserlessMCP` are the hosted servers of GitHub and
+//! Browserless with the credential's token as a Bearer.
 
 use serde_json::Value;
 
@@ -169,5 +171,152 @@ impl Node for TeradataMcp {
                 actions: actions(node)?,
             }),
         }))
+    }
+}
+
+/// A remote built-in node's server, with its token as a Bearer.
+fn hosted(node: &Build<'_>, url: &str, token: Option<&str>) -> Result<Component, FlowError> {
+    let Some(token) = token else {
+        return Err(node.invalid("needs its credential's token"));
+    };
+    let config =
+        serde_json::json!({"url": url, "headers": {"Authorization": format!("Bearer {token}")}});
+    Ok(Component::Tool(ToolSpec {
+        node_id: node.id().to_owned(),
+        kind: ToolKind::Mcp(McpTools {
+            source: McpSource::Config(config.to_string()),
+            actions: actions(node)?,
+        }),
+    }))
+}
+
+/// `githubMCP` ("Github MCP", Flowise 3.1): GitHub's hosted MCP server with the
+/// `githubApi` credential's `accessToken`; a GitHub Enterprise Cloud address
+/// (`https://<name>.ghe.com`, `githubEnterpriseUrl`) reaches that tenant's.
+pub struct GithubMcp;
+
+static GITHUB_SPEC: NodeSpec = NodeSpec {
+    name: "githubMCP",
+    category: Category::Tool,
+    inputs: &[
+        sensitive("accessToken", K::Text),
+        endpoint_url("githubEnterpriseUrl"),
+        input("mcpActions", K::Json),
+    ],
+};
+
+impl Node for GithubMcp {
+    fn spec(&self) -> &'static NodeSpec {
+        &GITHUB_SPEC
+    }
+
+    fn build(&self, node: &Build<'_>) -> Result<Component, FlowError> {
+        let url = match node.text("githubEnterpriseUrl") {
+            None => "https://api.githubcopilot.com/mcp/".to_owned(),
+            Some(address) => {
+                let host = reqwest::Url::parse(address)
+                    .ok()
+                    .filter(|u| u.scheme() == "https")
+                    .and_then(|u| u.host_str().map(str::to_owned))
+                    .filter(|h| h.ends_with(".ghe.com"))
+                    .ok_or_else(|| {
+                        node.invalid("input 'githubEnterpriseUrl' must be https://<name>.ghe.com")
+                    })?;
+                format!("https://copilot-api.{host}/mcp")
+            }
+        };
+        hosted(node, &url, node.text("accessToken"))
+    }
+}
+
+/// `browserlessMCP` ("Browserless MCP"): Browserless's hosted MCP server with
+/// the `browserlessApi` credential's `browserlessApiToken`.
+pub struct BrowserlessMcp;
+
+static BROWSERLESS_SPEC: NodeSpec = NodeSpec {
+    name: "browserlessMCP",
+    category: Category::Tool,
+    inputs: &[
+        sensitive("browserlessApiToken", K::Text),
+        input("mcpActions", K::Json),
+    ],
+};
+
+impl Node for BrowserlessMcp {
+    fn spec(&self) -> &'static NodeSpec {
+        &BROWSERLESS_SPEC
+    }
+
+    fn build(&self, node: &Build<'_>) -> Result<Component, FlowError> {
+        hosted(
+            node,
+            "https://mcp.browserless.io/mcp",
+            node.text("browserlessApiToken"),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::config::ProviderSettings;
+    use crate::flow::graph::{FlowGraph, FlowNode};
+    use crate::flow::overrides::Overrides;
+
+    /// The server config a built-in MCP node builds.
+    fn config_of(name: &str, inputs: Value) -> serde_json::Value {
+        let node = FlowNode {
+            id: format!("{name}_0"),
+            name: name.into(),
+            label: name.into(),
+            inputs: inputs.as_object().cloned().unwrap_or_default(),
+            credential: None,
+            parent: None,
+        };
+        let settings = ProviderSettings::default();
+        let built = crate::flow::registry::build_node(
+            &FlowGraph::default(),
+            &node,
+            &Overrides::new(&settings),
+        );
+        match built {
+            Ok(Component::Tool(ToolSpec {
+                kind:
+                    ToolKind::Mcp(McpTools {
+                        source: McpSource::Config(config),
+                        ..
+                    }),
+                ..
+            })) => serde_json::from_str(&config).unwrap_or_default(),
+            other => panic!("{name}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn built_in_nodes_reach_their_servers() {
+        assert_eq!(
+            config_of("githubMCP", json!({"accessToken": "ghp"})),
+            json!({"url": "https://api.githubcopilot.com/mcp/", "headers": {"Authorization": "Bearer ghp"}})
+        );
+        assert_eq!(
+            config_of(
+                "githubMCP",
+                json!({"accessToken": "ghp", "githubEnterpriseUrl": "https://acme.ghe.com"})
+            )["url"],
+            "https://copilot-api.acme.ghe.com/mcp"
+        );
+        assert_eq!(
+            config_of("browserlessMCP", json!({"browserlessApiToken": "b"})),
+            json!({"url": "https://mcp.browserless.io/mcp", "headers": {"Authorization": "Bearer b"}})
+        );
+        assert_eq!(
+            config_of(
+                "teradataMCP",
+                json!({"mcpUrl": "https://td.example/mcp/", "tdUsername": "u", "tdPassword": "p"})
+            )["headers"]["Authorization"],
+            "Basic dTpw"
+        );
     }
 }
