@@ -423,7 +423,7 @@ async fn flow_endpoint(
         .map(|c| c.tool_name_for(&flow.name))
         .unwrap_or_default();
     let endpoint = Endpoint {
-        services: state.clone(),
+        services: state,
         catalog: Catalog::Flow(flow),
         chat_id: None,
         server_name: format!("flowise-{name}"),
@@ -551,7 +551,7 @@ async fn workspace_endpoint(
         session.clone_from(&new_session);
     }
     let endpoint = Endpoint {
-        services: state.clone(),
+        services: state,
         catalog: Catalog::Workspace {
             workspace: auth.workspace(),
             key_id: auth.key.id,
