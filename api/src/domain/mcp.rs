@@ -63,21 +63,20 @@ impl McpServerConfig {
     pub fn description_for(&self, flow_name: &str) -> String {
         match &self.description {
             Some(text) if !text.trim().is_empty() => text.clone(),
-            _ => format!("Execute the \"{flow_name}\" flow"),
+            _ => default_description(flow_name),
         }
     }
 }
 
+/// A tool's description when none was given (Flowise's).
+pub fn default_description(flow_name: &str) -> String {
+    format!("Execute the \"{flow_name}\" flow")
+}
+
 /// A new endpoint token: 32 hex characters from 16 random bytes (Flowise's form).
 pub fn new_token() -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
     let bytes: [u8; 16] = rand::rng().random();
-    let mut token = String::with_capacity(32);
-    for byte in bytes {
-        token.push(char::from(HEX[usize::from(byte >> 4)]));
-        token.push(char::from(HEX[usize::from(byte & 0x0f)]));
-    }
-    token
+    super::to_hex(&bytes)
 }
 
 /// Flowise's rule for a tool name: 1–64 characters of `[a-zA-Z0-9_-]`.

@@ -20,6 +20,7 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -471,7 +472,7 @@ async fn flow_endpoint_stream() -> Response {
 
 /// The key a workspace server call presents, with `predictions:create`; else
 /// the JSON-RPC answer (401, 403).
-async fn workspace_caller(state: &AppState, headers: &HeaderMap) -> Result<AuthUser, Refusal> {
+async fn workspace_caller(state: &AppState, parts: &Parts) -> Result<AuthUser, Refusal> {
     let refused = |e: ApiError| {
         let status = e.status_code();
         let code = if status == StatusCode::UNAUTHORIZED {
@@ -481,9 +482,7 @@ async fn workspace_caller(state: &AppState, headers: &HeaderMap) -> Result<AuthU
         };
         refuse(status, code, e.to_string())
     };
-    let mut parts = axum::http::Request::new(()).into_parts().0;
-    parts.headers = headers.clone();
-    let Some(key) = presented_key(&parts).map_err(refused)? else {
+    let Some(key) = presented_key(parts).map_err(refused)? else {
         return Err(refuse(
             StatusCode::UNAUTHORIZED,
             UNAUTHORIZED,
@@ -536,20 +535,19 @@ fn session_of(headers: &HeaderMap) -> Result<Option<String>, Refusal> {
 )]
 async fn workspace_endpoint(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    parts: Parts,
     body: Bytes,
 ) -> Result<Response, Refusal> {
-    check_request(&state, &headers)?;
-    let auth = workspace_caller(&state, &headers).await?;
-    let mut session = session_of(&headers)?;
+    let headers = &parts.headers;
+    check_request(&state, headers)?;
+    let auth = workspace_caller(&state, &parts).await?;
+    let session = session_of(headers)?;
     let incoming = Incoming::parse(&body);
     let initialize = incoming
         .as_ref()
         .is_ok_and(|incoming| incoming.initialize().is_some());
     let new_session = (initialize && session.is_none()).then(|| Uuid::new_v4().to_string());
-    if new_session.is_some() {
-        session.clone_from(&new_session);
-    }
+    let session = session.or_else(|| new_session.clone());
     let endpoint = Endpoint {
         services: state,
         catalog: Catalog::Workspace {
@@ -560,7 +558,7 @@ async fn workspace_endpoint(
         server_name: "weir".into(),
         kind: "workspace",
     };
-    let mut response = respond(endpoint, &headers, incoming).await;
+    let mut response = respond(endpoint, headers, incoming).await;
     if let Some(id) = new_session.and_then(|id| HeaderValue::from_str(&id).ok()) {
         response.headers_mut().insert(SESSION_HEADER, id);
     }
@@ -580,9 +578,9 @@ async fn workspace_endpoint(
 )]
 async fn workspace_session_end(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    parts: Parts,
 ) -> Result<StatusCode, Refusal> {
-    workspace_caller(&state, &headers).await?;
+    workspace_caller(&state, &parts).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

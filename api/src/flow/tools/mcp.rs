@@ -17,7 +17,7 @@ use reqwest::Url;
 use serde_json::{Map, Value, json};
 
 use super::ToolOutcome;
-use super::mcp_legacy::LegacySession;
+use super::mcp_legacy::{LegacySession, event_end, parse_event};
 use super::web::{HttpCall, WebClient};
 use crate::flow::component::McpServer;
 
@@ -280,10 +280,11 @@ impl McpClient {
             Some(session) => session,
             None => {
                 fresh = true;
-                self.open(server).await?
+                let session = self.open(server).await?;
+                self.known().sessions.insert(key.clone(), session.clone());
+                session
             }
         };
-        self.known().sessions.insert(key.clone(), session.clone());
         match self
             .send(server, Some(&session), method, params.clone())
             .await
@@ -514,25 +515,17 @@ fn negotiated(result: &Value) -> String {
         .to_owned()
 }
 
-/// The JSON messages of an SSE body (`data:` lines, joined per event).
+/// The JSON messages of an SSE body (a stream the server ended after its answer).
 fn stream_messages(body: &[u8]) -> Vec<Value> {
-    let text = String::from_utf8_lossy(body);
     let mut messages = Vec::new();
-    let mut data = String::new();
-    for line in text.lines().chain(std::iter::once("")) {
-        if line.is_empty() {
-            if !data.is_empty()
-                && let Ok(message) = serde_json::from_str(&data)
-            {
-                messages.push(message);
-            }
-            data.clear();
-        } else if let Some(rest) = line.strip_prefix("data:") {
-            if !data.is_empty() {
-                data.push('\n');
-            }
-            data.push_str(rest.strip_prefix(' ').unwrap_or(rest));
+    let mut rest = body;
+    while !rest.is_empty() {
+        let end = event_end(rest).unwrap_or(rest.len());
+        let (_, data) = parse_event(&String::from_utf8_lossy(&rest[..end]));
+        if let Ok(message) = serde_json::from_str(&data) {
+            messages.push(message);
         }
+        rest = &rest[end..];
     }
     messages
 }

@@ -4,7 +4,8 @@
 //! the server's event stream, whose first `endpoint` event names where to POST
 //! messages; each answer comes back on the stream as a `message` event.
 //!
-//! The stream is read by a task of its own, which hands each answer to the
+//! Its event framing (`event_end`, `parse_event`) also reads Streamable HTTP's
+//! SSE answers. The stream is read by a task of its own, which hands each answer to the
 //! request waiting for its id; the task ends with the stream, and with the
 //! session (dropping it aborts the task). The POST address must be of the
 //! stream's origin and passes the address guard like every request.
@@ -211,7 +212,7 @@ async fn read_stream(
 }
 
 /// Where the first whole event of `buffer` ends (after its blank line).
-fn event_end(buffer: &[u8]) -> Option<usize> {
+pub(super) fn event_end(buffer: &[u8]) -> Option<usize> {
     let lf = buffer.windows(2).position(|w| w == b"\n\n").map(|i| i + 2);
     let crlf = buffer
         .windows(4)
@@ -224,7 +225,7 @@ fn event_end(buffer: &[u8]) -> Option<usize> {
 }
 
 /// An event's name and its data lines joined.
-fn parse_event(text: &str) -> (String, String) {
+pub(super) fn parse_event(text: &str) -> (String, String) {
     let mut name = String::new();
     let mut data = String::new();
     for line in text.lines() {

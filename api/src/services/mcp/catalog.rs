@@ -65,7 +65,7 @@ impl Catalog {
                         |c| c.tool_name_for(&flow.name),
                     ),
                     description: config.map_or_else(
-                        || format!("Execute the \"{}\" flow", flow.name),
+                        || crate::domain::mcp::default_description(&flow.name),
                         |c| c.description_for(&flow.name),
                     ),
                     form: form_of(services, flow)?,
