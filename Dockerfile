@@ -68,10 +68,11 @@ CMD ["serve"]
 # ---------------------------------------------------------------- the Python tool runtime
 FROM python AS weir-pyruntime
 ARG UV_VERSION=0.13.8
-# passt (pasta) and nftables: the public network mode; tini as PID 1.
+# passt (pasta) and nftables: the public network mode; tini as PID 1; Node.js and
+# npm (npx): stdio MCP servers, run in the sandbox (docs/python-runtime.md).
 # hadolint ignore=DL3008
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends tini passt nftables \
+    && apt-get install -y --no-install-recommends tini passt nftables nodejs npm \
     && rm -rf /var/lib/apt/lists/* \
     && pip install --no-cache-dir "uv==${UV_VERSION}"
 COPY --from=build /src/target/release/weir-pyruntime /usr/local/bin/weir-pyruntime

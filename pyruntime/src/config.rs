@@ -127,6 +127,22 @@ pub struct Config {
     /// Base interpreter for new virtual environments; by default the embedded CPython's.
     #[arg(long, env = "PY_TOOL_PYTHON")]
     pub python: Option<PathBuf>,
+
+    /// How long a stdio MCP server (`/tools/mcp-stdio`) may sit unused before it is
+    /// stopped; the next request starts it again.
+    #[arg(long, env = "PY_TOOL_MCP_IDLE", default_value = "10m", value_parser = parse_duration)]
+    pub mcp_idle: std::time::Duration,
+
+    /// Stdio MCP servers one workspace may keep running at once.
+    #[arg(long, env = "PY_TOOL_MCP_SERVERS_PER_WORKSPACE", default_value_t = 8)]
+    pub mcp_servers_per_workspace: usize,
+
+    /// A directory of npm packages installed ahead (`npm install --prefix DIR <pkg>`,
+    /// e.g. baked into the runtime's image): shown read-only to every run, and an
+    /// `npx <pkg>` stdio MCP server whose package is there runs it from there instead
+    /// of fetching it (machines whose runs cannot reach the npm registry).
+    #[arg(long, env = "PY_TOOL_NODE_PACKAGES")]
+    pub node_packages: Option<PathBuf>,
 }
 
 impl Config {

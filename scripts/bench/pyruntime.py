@@ -27,6 +27,9 @@ PANDAS_CODE = "import pandas as pd\nresult = int(pd.DataFrame({'a': [1, 2]})['a'
 TRIVIAL_CODE = "result = 1"
 JS_CODE = "const n = $x + 1;\nreturn { n, words: $input.split(' ').length };"
 JS_GLOBALS = {"$x": 41, "$input": "a b c"}
+EVERYTHING = "@modelcontextprotocol/server-everything@2026.8.31"
+NODE_PACKAGES = Path(__file__).resolve().parents[2] / "tests" / ".cache" / "npm-prefix-bench-mcp"
+ECHO = {"name": "echo", "arguments": {"message": "bench"}}
 
 
 API_KEY = secrets.token_urlsafe(24)
@@ -54,6 +57,54 @@ def p90(samples):
     return ordered[min(len(ordered) - 1, int(len(ordered) * 0.9))]
 
 
+def node_packages():
+    """server-everything installed (once) into a prefix, as PY_TOOL_NODE_PACKAGES takes it."""
+    done = NODE_PACKAGES / ".installed"
+    if not done.exists():
+        NODE_PACKAGES.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--silent", "--prefix", str(NODE_PACKAGES),
+                        EVERYTHING], check=True, capture_output=True, timeout=600)
+        done.write_text(EVERYTHING)
+    return NODE_PACKAGES
+
+
+def mcp_call(url, workspace, method="tools/call", params=ECHO):
+    body = post(url, "/tools/mcp-stdio", {"workspaceId": workspace, "method": method, "params": params,
+                                          "server": {"command": "npx", "args": ["-y", EVERYTHING, "stdio"]}})
+    if "result" not in body:
+        raise SystemExit(f"MCP call failed: {body.get('error')}")
+    return body
+
+
+class DirectServer:
+    """The same server driven over its own stdio pipes (no runtime, no sandbox)."""
+
+    def __init__(self):
+        script = node_packages() / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
+        self.proc = subprocess.Popen(["node", str(script), "stdio"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL)
+        self.id = 0
+        self.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                    "clientInfo": {"name": "bench", "version": "1"}})
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def send(self, message):
+        self.proc.stdin.write(json.dumps(message).encode() + b"\n")
+        self.proc.stdin.flush()
+
+    def request(self, method, params):
+        self.id += 1
+        self.send({"jsonrpc": "2.0", "id": self.id, "method": method, "params": params})
+        while True:
+            answer = json.loads(self.proc.stdout.readline())
+            if answer.get("id") == self.id:
+                return answer
+
+    def close(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
 def start(binary, data, uv):
     port_socket = socket.socket()
     port_socket.bind(("127.0.0.1", 0))
@@ -66,6 +117,7 @@ def start(binary, data, uv):
         PY_TOOL_PORT=str(port),
         PY_TOOL_UV=uv,
         PY_TOOL_API_KEY=API_KEY,
+        PY_TOOL_NODE_PACKAGES=str(node_packages()),
         RUST_LOG="warn",
     )
     process = subprocess.Popen([binary], env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
@@ -147,6 +199,32 @@ def main():
                      javascript, spawn_node_baseline(max(10, n_trivial // 10))))
         added_by_javascript = p50(javascript) - p50(trivial)
 
+        # A stdio MCP server (server-everything's echo) in the sandbox: the first call
+        # starts it (venv, zygote, the run, node, initialize); then warm calls. The
+        # baseline drives the same server over its own pipes.
+        ws = "bench-mcp-stdio"
+        mcp_first = [timed(lambda: mcp_call(url, ws, "tools/list", {}))[0]]
+        for _ in range(5):
+            mcp_call(url, ws)
+        mcp_warm = [timed(lambda: mcp_call(url, ws))[0] for _ in range(n_trivial)]
+        direct_first = []
+        direct = DirectServer()
+        try:
+            for _ in range(5):
+                direct.request("tools/call", ECHO)
+            direct_warm = [timed(lambda: direct.request("tools/call", ECHO))[0] for _ in range(n_trivial)]
+        finally:
+            direct.close()
+        for _ in range(max(1, n_first)):
+            ms, server = timed(DirectServer)
+            server.close()
+            direct_first.append(ms)
+        rows.append(("stdio MCP `tools/call` (server-everything `echo`), warm; baseline: the same server "
+                     "over its own pipes", mcp_warm, direct_warm))
+        rows.append(("stdio MCP server's first call in a new workspace (venv, zygote, sandboxed `node`, "
+                     "`initialize`, `tools/list`); baseline: spawn + `initialize`", mcp_first, direct_first))
+        added_by_mcp = p50(mcp_warm) - p50(direct_warm)
+
         # pandas, warm: install once, let the zygote learn the import.
         ws = "bench-pandas"
         post(url, "/tools/install-packages", {"packages": ["pandas"], "workspace_id": ws})
@@ -212,6 +290,7 @@ def main():
     print()
     print(f"JavaScript over the warm trivial Python run (same runtime, same run): "
           f"{added_by_javascript:+.1f} ms at p50")
+    print(f"A warm stdio MCP call over the same server driven directly: {added_by_mcp:+.1f} ms at p50")
 
 
 if __name__ == "__main__":

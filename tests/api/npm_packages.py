@@ -43,3 +43,18 @@ def npm_installed(package: str) -> Path:
                        check=True, capture_output=True, text=True, timeout=600)
         done.write_text(package)
     return target / "node_modules" / package.rsplit("@", 1)[0]
+
+
+def npm_prefix(name: str, *packages: str) -> Path:
+    """`packages` (`name@version`, pinned) installed together with their
+    dependencies into one prefix under tests/.cache (once): the prefix, laid out as
+    `PY_TOOL_NODE_PACKAGES` takes it (`<prefix>/node_modules/<package>`)."""
+    target = CACHE / f"npm-prefix-{name}"
+    done = target / ".installed"
+    wanted = "\n".join(sorted(packages))
+    if not done.exists() or done.read_text() != wanted:
+        target.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--silent", "--prefix", str(target), *packages],
+                       check=True, capture_output=True, text=True, timeout=600)
+        done.write_text(wanted)
+    return target

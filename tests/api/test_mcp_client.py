@@ -288,14 +288,16 @@ def test_an_agentflow_agent_takes_a_servers_tools(api, fake, mcp_server):
 
 
 def test_refusals(server, fake, mcp_server):
-    """On a weir with the default guard, loopback is refused; a stdio server is
-    not run; a config that is not one is a 400 when the flow runs."""
+    """On a weir with the default guard, loopback is refused; a stdio server
+    needs the Python runtime (none runs beside this weir); a config that is not
+    one is a 400 when the flow runs."""
     api = Api(server.url, server.create_key(workspace=f"ws-{nonce()}"))
     flow = create_flow(api, agent_flow(fake, custom_mcp({"url": mcp_server.url})))
     r = predict(api, flow, 'CALL echo {"message": "x"}')
     assert r.status_code >= 400 and "refused" in r.json()["message"], r.text
     stdio = create_flow(api, agent_flow(fake, custom_mcp({"command": "npx", "args": ["-y", "some-server"]})))
-    assert_error(predict(api, stdio, "hi"), 400, "stdio")
+    r = predict(api, stdio, "hi")
+    assert r.status_code >= 400 and "Python runtime cannot be reached" in r.json()["message"], r.text
     broken = create_flow(api, agent_flow(fake, custom_mcp("{not json")))
     assert_error(predict(api, broken, "hi"), 400, "mcpServerConfig")
     no_url = create_flow(api, agent_flow(fake, custom_mcp({"url": "file:///etc/passwd"})))

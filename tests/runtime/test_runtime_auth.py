@@ -24,6 +24,8 @@ def call(runtime, method, path, headers=None, **kwargs):
         ("POST", "/tools/execute-python", {"code": "result = 1"}),
         ("POST", "/tools/execute-javascript", {"code": "return 1;"}),
         ("POST", "/tools/install-packages", {"packages": ["six"]}),
+        ("POST", "/tools/mcp-stdio", {"server": {"command": "node"}, "method": "tools/list"}),
+        ("GET", "/tools/mcp-stdio", None),
         ("GET", "/tools/artifacts/default/anything.txt", None),
     ],
 )
@@ -104,7 +106,7 @@ def test_the_openapi_document_is_open_and_complete(secured):
     doc = r.json()
     assert doc["openapi"].startswith("3.1")
     assert set(doc["paths"]) == {"/tools/health", "/tools/openapi.json", "/tools/execute-python",
-                                 "/tools/execute-javascript", "/tools/install-packages",
+                                 "/tools/execute-javascript", "/tools/install-packages", "/tools/mcp-stdio",
                                  "/tools/artifacts/{workspace_id}/{filename}", "/metrics"}
     for run in ("/tools/execute-python", "/tools/execute-javascript"):
         statuses = set(doc["paths"][run]["post"]["responses"])

@@ -343,7 +343,9 @@ pub async fn authorize(
     };
     services.tools.mcp.forget(&remote);
     let listed =
-        match tokio::time::timeout(AUTHORIZE_TIMEOUT, services.tools.mcp.tools(&remote)).await {
+        match tokio::time::timeout(AUTHORIZE_TIMEOUT, services.tools.mcp.remote_tools(&remote))
+            .await
+        {
             Ok(Ok(tools)) => Ok(tools),
             Ok(Err(why)) => Err(why),
             Err(_) => Err(format!(

@@ -133,14 +133,15 @@ impl Services {
             models: models.clone(),
         });
         let web = WebClient::new(config.allow_private_requests.clone())?;
+        let runtime = RuntimeClient::new(
+            http.clone(),
+            &config.python_runtime,
+            config.py_tool_api_key.as_ref().map(|k| k.0.clone()),
+        );
         let tools = ToolClients {
-            mcp: crate::flow::tools::mcp::McpClient::new(web.clone()),
+            mcp: crate::flow::tools::mcp::McpClient::new(web.clone(), runtime.clone()),
             web,
-            runtime: RuntimeClient::new(
-                http.clone(),
-                &config.python_runtime,
-                config.py_tool_api_key.as_ref().map(|k| k.0.clone()),
-            ),
+            runtime,
             retriever: Arc::clone(&search) as Arc<dyn crate::flow::tools::retriever::Retriever>,
             sql: SqlClient::new(
                 config.allow_private_requests.clone(),

@@ -64,9 +64,9 @@ impl ApiError {
                 pipeline::Error::Invalid(_) => StatusCode::BAD_REQUEST,
                 pipeline::Error::MissingField(_) => StatusCode::PRECONDITION_FAILED,
                 pipeline::Error::CodeTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-                pipeline::Error::Busy | pipeline::Error::WorkspaceBusy => {
-                    StatusCode::TOO_MANY_REQUESTS
-                }
+                pipeline::Error::Busy
+                | pipeline::Error::WorkspaceBusy
+                | pipeline::Error::TooManyServers(_) => StatusCode::TOO_MANY_REQUESTS,
                 pipeline::Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             },
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -87,7 +87,11 @@ impl IntoResponse for ApiError {
             (self.status_code(), Json(json!({ "message": message }))).into_response();
         if matches!(
             self,
-            Self::Execution(pipeline::Error::Busy | pipeline::Error::WorkspaceBusy)
+            Self::Execution(
+                pipeline::Error::Busy
+                    | pipeline::Error::WorkspaceBusy
+                    | pipeline::Error::TooManyServers(_)
+            )
         ) {
             response.headers_mut().insert(
                 axum::http::header::RETRY_AFTER,

@@ -37,6 +37,8 @@ pub struct Metrics {
     pub running: Gauge,
     pub queued: Gauge,
     pub zygotes: Gauge,
+    pub mcp_requests: Family<OutcomeLabels, Counter>,
+    pub mcp_servers: Gauge,
     pub layers: Family<LayerLabels, Gauge>,
 }
 
@@ -72,6 +74,18 @@ impl Metrics {
             "Warm zygotes (one per workspace in use)",
             zygotes.clone(),
         );
+        let mcp_requests = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "mcp_requests",
+            "Requests to stdio MCP servers, by outcome (result, error, refused, failed)",
+            mcp_requests.clone(),
+        );
+        let mcp_servers = Gauge::default();
+        registry.register(
+            "mcp_servers",
+            "Stdio MCP servers running now",
+            mcp_servers.clone(),
+        );
         let layers = Family::<LayerLabels, Gauge>::default();
         registry.register(
             "isolation_layer_enforced",
@@ -85,6 +99,8 @@ impl Metrics {
             running,
             queued,
             zygotes,
+            mcp_requests,
+            mcp_servers,
             layers,
         }
     }
@@ -93,6 +109,13 @@ impl Metrics {
     pub fn run(&self, outcome: &'static str, took: Duration) {
         self.runs.get_or_create(&OutcomeLabels { outcome }).inc();
         self.run_seconds.observe(took.as_secs_f64());
+    }
+
+    /// One answered `/tools/mcp-stdio` request.
+    pub fn mcp_request(&self, outcome: &'static str) {
+        self.mcp_requests
+            .get_or_create(&OutcomeLabels { outcome })
+            .inc();
     }
 
     /// The OpenMetrics text of every metric.

@@ -35,6 +35,7 @@ use crate::pipeline::execute::{
     ExecuteRequest, ExecuteResponse, Executor, InstallRequest, InstallResponse,
 };
 use crate::pipeline::javascript::JavaScriptRequest;
+use crate::pipeline::mcp_stdio::{ServerListing, StdioRequest, StdioResponse, StdioServers};
 use crate::process::launcher::Launcher;
 use crate::process::pool::Pool;
 use crate::process::sandbox::{self, Policy, Sandbox};
@@ -48,6 +49,8 @@ pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(1
 #[derive(Clone)]
 pub struct AppState {
     executor: Arc<Executor>,
+    /// The stdio MCP servers (`/tools/mcp-stdio`).
+    mcp: Arc<StdioServers>,
     /// SHA-256 of `PY_TOOL_API_KEY`, compared in constant time; `None` = open.
     api_key_hash: Option<[u8; 32]>,
     /// SHA-256 of `PY_TOOL_METRICS_TOKEN`; `None`: `/metrics` is off.
@@ -161,10 +164,17 @@ async fn prepare(config: &Config) -> std::io::Result<AppState> {
     if matches!(installer, Installer::Pip) {
         tracing::warn!("uv not found: falling back to `python -m venv` and pip (slower)");
     }
+    // Shown read-only to every run: the interpreter, and the npm packages installed
+    // ahead for stdio MCP servers.
+    let node_packages = match &config.node_packages {
+        Some(dir) => Some(std::path::absolute(dir)?),
+        None => None,
+    };
     let interpreter_dirs: Vec<std::path::PathBuf> = [&python.base_prefix]
         .into_iter()
         .filter(|p| !p.is_empty())
         .map(std::path::PathBuf::from)
+        .chain(node_packages.clone().filter(|dir| dir.is_dir()))
         .collect();
     let private = [
         ("PY_TOOL_VENVS", Some(config.venvs.clone())),
@@ -310,8 +320,29 @@ async fn prepare(config: &Config) -> std::io::Result<AppState> {
             pool.sweep().await;
         }
     });
+    let executor = Arc::new(Executor::new(venvs, artifacts, sandbox, config));
+    let mcp = Arc::new(StdioServers::new(
+        Arc::clone(&executor),
+        config.mcp_idle,
+        config.mcp_servers_per_workspace,
+        node_packages,
+    ));
+    // Idle stdio MCP servers are stopped from time to time.
+    let servers = Arc::downgrade(&mcp);
+    let every = mcp.sweep_every();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(every);
+        loop {
+            tick.tick().await;
+            let Some(servers) = servers.upgrade() else {
+                return;
+            };
+            servers.sweep();
+        }
+    });
     Ok(AppState {
-        executor: Arc::new(Executor::new(venvs, artifacts, sandbox, config)),
+        executor,
+        mcp,
         api_key_hash: config.key().map(|key| Sha256::digest(key).into()),
         metrics_token_hash: config
             .metrics_token
@@ -360,6 +391,7 @@ pub fn router(state: AppState) -> Router {
         .route("/tools/execute-python", post(execute_python))
         .route("/tools/execute-javascript", post(execute_javascript))
         .route("/tools/install-packages", post(install_packages))
+        .route("/tools/mcp-stdio", post(mcp_stdio).get(mcp_stdio_servers))
         .route(
             "/tools/artifacts/{workspace_id}/{filename}",
             get(get_artifact),
@@ -471,6 +503,8 @@ async fn scrape(State(state): State<AppState>, request: Request) -> Result<Respo
     m.queued.set(i64::try_from(queued).unwrap_or(i64::MAX));
     m.zygotes
         .set(i64::try_from(state.executor.sandbox().pool().len()).unwrap_or(i64::MAX));
+    m.mcp_servers
+        .set(i64::try_from(state.mcp.running()).unwrap_or(i64::MAX));
     for (layer, state) in state.isolation.all() {
         m.layers
             .get_or_create(&metrics::LayerLabels { layer })
@@ -484,6 +518,45 @@ async fn scrape(State(state): State<AppState>, request: Request) -> Result<Respo
         m.encode(),
     )
         .into_response())
+}
+
+/// `POST /tools/mcp-stdio`: one request to a stdio MCP server, counted by outcome.
+async fn mcp_stdio(
+    State(state): State<AppState>,
+    body: std::result::Result<Json<StdioRequest>, JsonRejection>,
+) -> Result<Json<StdioResponse>> {
+    let answer = async {
+        let Json(request) = body?;
+        Ok::<_, ApiError>(state.mcp.call(request).await?)
+    }
+    .await;
+    let outcome = match &answer {
+        Ok(answer) if answer.error.is_some() => "error",
+        Ok(_) => "result",
+        Err(e) if e.status_code().is_server_error() => "failed",
+        Err(_) => "refused",
+    };
+    metrics::metrics().mcp_request(outcome);
+    answer.map(Json)
+}
+
+#[derive(serde::Deserialize)]
+struct WorkspaceQuery {
+    #[serde(rename = "workspaceId")]
+    workspace_id: Option<String>,
+}
+
+/// `GET /tools/mcp-stdio?workspaceId=`: the workspace's running stdio MCP servers.
+async fn mcp_stdio_servers(
+    State(state): State<AppState>,
+    query: std::result::Result<
+        axum::extract::Query<WorkspaceQuery>,
+        axum::extract::rejection::QueryRejection,
+    >,
+) -> Result<Json<Value>> {
+    let axum::extract::Query(query) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let servers: Vec<ServerListing> = state.mcp.list(query.workspace_id)?;
+    Ok(Json(json!({ "servers": servers })))
 }
 
 async fn install_packages(
@@ -641,11 +714,12 @@ mod tests {
             "/tools/execute-python",
             "/tools/execute-javascript",
             "/tools/install-packages",
+            "/tools/mcp-stdio",
             "/tools/artifacts/{workspace_id}/{filename}",
             "/metrics",
         ] {
             assert!(paths.contains(&route), "{route}");
         }
-        assert_eq!(paths.len(), 7);
+        assert_eq!(paths.len(), 8);
     }
 }

@@ -144,6 +144,22 @@ impl Executor {
         &self.venvs
     }
 
+    /// The workspace's venv, created if it has none yet (under the workspace lock).
+    pub async fn workspace_venv(&self, workspace: &str) -> Result<Venv> {
+        let _guard = self.venvs.lock(workspace).await;
+        self.venvs.ensure(workspace).await.map_err(venv_error)
+    }
+
+    /// The workspace's cache (installers', npm's and uv's): writable in its runs.
+    pub fn cache_dir(&self, workspace: &str) -> std::path::PathBuf {
+        self.venvs.root().join(".cache").join(workspace)
+    }
+
+    /// `PY_TOOL_MAX_MEM`.
+    pub fn max_mem(&self) -> u64 {
+        self.max_mem
+    }
+
     pub fn artifacts(&self) -> &Artifacts {
         &self.artifacts
     }
@@ -193,7 +209,7 @@ impl Executor {
             venv_us = (started.elapsed() - analysed_at).as_micros() as u64,
             "execution timings"
         );
-        let cache_dir = self.venvs.root().join(".cache").join(&workspace);
+        let cache_dir = self.cache_dir(&workspace);
         let artifacts_dir = self.artifacts.workspace_dir(&workspace);
         let dirs = WorkspaceDirs {
             workspace: &workspace,
@@ -354,7 +370,18 @@ impl Executor {
 
     /// The run's timeout: default 30 s, capped at `PY_TOOL_MAX_TIMEOUT` (with a warning).
     fn timeout(&self, requested: Option<f64>, warnings: &mut Vec<String>) -> Result<Duration> {
-        let seconds = requested.unwrap_or(Config::DEFAULT_TIMEOUT_SECS);
+        self.timeout_or(requested, Config::DEFAULT_TIMEOUT_SECS, warnings)
+    }
+
+    /// A request's `timeout` (`default` seconds when it names none), capped at
+    /// `PY_TOOL_MAX_TIMEOUT` (with a warning).
+    pub fn timeout_or(
+        &self,
+        requested: Option<f64>,
+        default: f64,
+        warnings: &mut Vec<String>,
+    ) -> Result<Duration> {
+        let seconds = requested.unwrap_or(default);
         if !seconds.is_finite() || seconds <= 0.0 {
             return Err(Error::Invalid(
                 "`timeout` must be a positive number of seconds".to_owned(),
@@ -471,7 +498,7 @@ fn shape(outcome: Outcome, limits: &Limits, mut warnings: Vec<String>) -> Execut
     }
 }
 
-fn workspace_of(id: Option<String>, field: &str) -> Result<String> {
+pub(super) fn workspace_of(id: Option<String>, field: &str) -> Result<String> {
     let id = id.unwrap_or_else(|| workspace::DEFAULT_WORKSPACE.to_owned());
     if workspace::is_valid(&id) {
         Ok(id)

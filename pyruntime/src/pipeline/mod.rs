@@ -1,6 +1,7 @@
 //! The execution pipeline behind `/tools/execute-python`, `/tools/execute-javascript`
 //! (`javascript`: the same run, of a harness evaluating the JavaScript) and
-//! `/tools/install-packages`:
+//! `/tools/install-packages`, and the stdio MCP servers of `/tools/mcp-stdio`
+//! (`mcp_stdio`: long-lived runs of a harness that becomes the server):
 //! admission (the concurrency cap and the fair bounded queue), analysis of the code in
 //! a worker, the workspace's venv, the run, the collection of its files. It speaks in its
 //! own `Error`, which the edge maps to HTTP statuses.
@@ -8,6 +9,7 @@
 pub mod admission;
 pub mod execute;
 pub mod javascript;
+pub mod mcp_stdio;
 
 /// Why an execution or install was not done.
 #[derive(Debug, thiserror::Error)]
@@ -30,6 +32,13 @@ pub enum Error {
          retry shortly"
     )]
     WorkspaceBusy,
+    /// The workspace runs `PY_TOOL_MCP_SERVERS_PER_WORKSPACE` (its value) stdio MCP
+    /// servers already.
+    #[error(
+        "this workspace runs {0} stdio MCP servers already (PY_TOOL_MCP_SERVERS_PER_WORKSPACE); \
+         they stop after PY_TOOL_MCP_IDLE unused"
+    )]
+    TooManyServers(usize),
     /// Anything else: the detail is for the log, never for the caller.
     #[error("internal error: {0}")]
     Internal(String),

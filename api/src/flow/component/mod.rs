@@ -252,6 +252,23 @@ pub struct McpServer {
     pub headers: Vec<(String, String)>,
 }
 
+/// An MCP server that speaks on stdio: a process the Python runtime runs in its
+/// sandbox (never weir itself), one per workspace and configuration.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct StdioMcpServer {
+    pub command: String,
+    pub args: Vec<String>,
+    /// Added to the process's environment (credentials among them).
+    pub env: std::collections::BTreeMap<String, String>,
+}
+
+/// Where an MCP server's tools are called.
+#[derive(Debug, Clone, PartialEq)]
+pub enum McpEndpoint {
+    Remote(McpServer),
+    Stdio(StdioMcpServer),
+}
+
 /// Flowise's web scraper tool: pages from a URL, following links or a sitemap.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WebScraperTool {

@@ -1,11 +1,15 @@
 //! `customMCP` ("Custom MCP"): the tools of an MCP server, for any agent that
-//! takes tools. Its `mcpServerConfig` is `{"url", "headers"}` (Streamable HTTP;
-//! `{{$vars.<name>}}` filled from the workspace's variables when a run starts);
-//! `mcpActions` picks tools by name (all when none is picked). The tools are
-//! listed when a run starts ([`crate::flow::tools::mcp`]).
+//! takes tools. Its `mcpServerConfig` is `{"url", "headers"}` (Streamable HTTP)
+//! or `{"command", "args", "env"}` (stdio: run by the Python runtime in its
+//! sandbox, never in weir's process), `{{$vars.<name>}}` filled from the
+//! workspace's variables when a run starts; `mcpActions` picks tools by name
+//! (all when none is picked). The tools are listed when a run starts
+//! ([`crate::flow::tools::mcp`]).
 //!
-//! A stdio server (`{"command", "args", "env"}`) is a 400 for now: weir will run
-//! those only inside the Python runtime's sandbox, never in its own process.
+//! Flowise's built-in nodes whose servers are npm packages (`slackMCP`,
+//! `braveSearchMCP`, `postgreSQLMCP`, `sequentialThinkingMCP`,
+//! `supergatewayMCP`) are stdio servers run with `npx` and their credential's
+//! fields in the environment (or, for PostgreSQL, as the server's argument).
 //!
 //! `customMcpServerTool` is the same with a server the workspace keeps
 //! (`/api/v1/custom-mcp-servers`), named by its id; `teradataMCP`, Flowise's
@@ -17,11 +21,12 @@
 use serde_json::Value;
 
 use crate::flow::FlowError;
+use crate::flow::component::McpEndpoint;
 use crate::flow::component::{Component, McpSource, McpTools, ToolKind, ToolSpec};
 use crate::flow::node::{
     Build, Category, InputKind as K, Node, NodeSpec, endpoint_url, input, sensitive,
 };
-use crate::flow::tools::mcp::{ServerConfig, read_config};
+use crate::flow::tools::mcp::read_config;
 
 pub struct CustomMcp;
 
@@ -45,15 +50,8 @@ impl Node for CustomMcp {
             .text("mcpServerConfig")
             .ok_or_else(|| node.invalid("needs its 'mcpServerConfig' ({\"url\": …})"))?;
         // Checked as written; variables are filled when a run starts.
-        match read_config(config, &serde_json::Map::new()) {
-            Ok(ServerConfig::Remote(_)) => {}
-            Ok(ServerConfig::Stdio { command }) => {
-                return Err(node.invalid(format_args!(
-                    "runs a stdio MCP server ('{command}'); weir reaches MCP servers by \
-                     their URL (Streamable HTTP) so far: give {{\"url\": …}}"
-                )));
-            }
-            Err(why) => return Err(node.invalid(format_args!("input 'mcpServerConfig': {why}"))),
+        if let Err(why) = read_config(config, &serde_json::Map::new()) {
+            return Err(node.invalid(format_args!("input 'mcpServerConfig': {why}")));
         }
         Ok(Component::Tool(ToolSpec {
             node_id: node.id().to_owned(),
@@ -159,8 +157,8 @@ impl Node for TeradataMcp {
         };
         let config = serde_json::json!({"url": url, "headers": {"Authorization": authorization}});
         match read_config(&config.to_string(), &serde_json::Map::new()) {
-            Ok(ServerConfig::Remote(_)) => {}
-            Ok(ServerConfig::Stdio { .. }) | Err(_) => {
+            Ok(McpEndpoint::Remote(_)) => {}
+            Ok(McpEndpoint::Stdio(_)) | Err(_) => {
                 return Err(node.invalid("input 'mcpUrl' must be an http or https URL"));
             }
         }
@@ -256,6 +254,203 @@ impl Node for BrowserlessMcp {
     }
 }
 
+/// A built-in node's npm-package server: `npx -y <package> <args…>` with `env`,
+/// run by the Python runtime in its sandbox.
+fn npm_server(
+    node: &Build<'_>,
+    package: &str,
+    args: Vec<String>,
+    env: serde_json::Map<String, Value>,
+) -> Result<Component, FlowError> {
+    let mut command_args = vec!["-y".to_owned(), package.to_owned()];
+    command_args.extend(args);
+    let config = serde_json::json!({"command": "npx", "args": command_args, "env": env});
+    Ok(Component::Tool(ToolSpec {
+        node_id: node.id().to_owned(),
+        kind: ToolKind::Mcp(McpTools {
+            source: McpSource::Config(config.to_string()),
+            actions: actions(node)?,
+        }),
+    }))
+}
+
+/// The credential fields a built-in node needs, as its server's environment:
+/// (field, variable) pairs; a missing one is a 400 naming the credential.
+fn credential_env(
+    node: &Build<'_>,
+    credential: &str,
+    fields: &[(&str, &str)],
+) -> Result<serde_json::Map<String, Value>, FlowError> {
+    let mut env = serde_json::Map::new();
+    for (field, variable) in fields {
+        let value = node.text(field).ok_or_else(|| {
+            node.invalid(format_args!(
+                "needs its {credential} credential's '{field}'"
+            ))
+        })?;
+        env.insert((*variable).to_owned(), Value::String(value.to_owned()));
+    }
+    Ok(env)
+}
+
+/// `slackMCP` ("Slack MCP"): `@modelcontextprotocol/server-slack` with the
+/// `slackApi` credential's `botToken` and `teamId`.
+pub struct SlackMcp;
+
+static SLACK_SPEC: NodeSpec = NodeSpec {
+    name: "slackMCP",
+    category: Category::Tool,
+    inputs: &[
+        sensitive("botToken", K::Text),
+        sensitive("teamId", K::Text),
+        input("mcpActions", K::Json),
+    ],
+};
+
+impl Node for SlackMcp {
+    fn spec(&self) -> &'static NodeSpec {
+        &SLACK_SPEC
+    }
+
+    fn build(&self, node: &Build<'_>) -> Result<Component, FlowError> {
+        let env = credential_env(
+            node,
+            "slackApi",
+            &[("botToken", "SLACK_BOT_TOKEN"), ("teamId", "SLACK_TEAM_ID")],
+        )?;
+        npm_server(node, "@modelcontextprotocol/server-slack", Vec::new(), env)
+    }
+}
+
+/// `braveSearchMCP` ("Brave Search MCP"): `@modelcontextprotocol/server-brave-search`
+/// with the `braveSearchApi` credential's `braveApiKey`.
+pub struct BraveSearchMcp;
+
+static BRAVE_SPEC: NodeSpec = NodeSpec {
+    name: "braveSearchMCP",
+    category: Category::Tool,
+    inputs: &[
+        sensitive("braveApiKey", K::Text),
+        input("mcpActions", K::Json),
+    ],
+};
+
+impl Node for BraveSearchMcp {
+    fn spec(&self) -> &'static NodeSpec {
+        &BRAVE_SPEC
+    }
+
+    fn build(&self, node: &Build<'_>) -> Result<Component, FlowError> {
+        let env = credential_env(node, "braveSearchApi", &[("braveApiKey", "BRAVE_API_KEY")])?;
+        npm_server(
+            node,
+            "@modelcontextprotocol/server-brave-search",
+            Vec::new(),
+            env,
+        )
+    }
+}
+
+/// `postgreSQLMCP` ("PostgreSQL MCP"): `@modelcontextprotocol/server-postgres`,
+/// read-only access to the database of the `PostgresUrl` credential's
+/// `postgresUrl` (the server's argument, as Flowise passes it).
+pub struct PostgreSqlMcp;
+
+static POSTGRES_SPEC: NodeSpec = NodeSpec {
+    name: "postgreSQLMCP",
+    category: Category::Tool,
+    inputs: &[
+        sensitive("postgresUrl", K::Text),
+        input("mcpActions", K::Json),
+    ],
+};
+
+impl Node for PostgreSqlMcp {
+    fn spec(&self) -> &'static NodeSpec {
+        &POSTGRES_SPEC
+    }
+
+    fn build(&self, node: &Build<'_>) -> Result<Component, FlowError> {
+        let url = node
+            .text("postgresUrl")
+            .ok_or_else(|| node.invalid("needs its PostgresUrl credential's 'postgresUrl'"))?;
+        npm_server(
+            node,
+            "@modelcontextprotocol/server-postgres",
+            vec![url.to_owned()],
+            serde_json::Map::new(),
+        )
+    }
+}
+
+/// `sequentialThinkingMCP` ("Sequential Thinking MCP"):
+/// `@modelcontextprotocol/server-sequential-thinking`, no credential.
+pub struct SequentialThinkingMcp;
+
+static SEQUENTIAL_SPEC: NodeSpec = NodeSpec {
+    name: "sequentialThinkingMCP",
+    category: Category::Tool,
+    inputs: &[input("mcpActions", K::Json)],
+};
+
+impl Node for SequentialThinkingMcp {
+    fn spec(&self) -> &'static NodeSpec {
+        &SEQUENTIAL_SPEC
+    }
+
+    fn build(&self, node: &Build<'_>) -> Result<Component, FlowError> {
+        npm_server(
+            node,
+            "@modelcontextprotocol/server-sequential-thinking",
+            Vec::new(),
+            serde_json::Map::new(),
+        )
+    }
+}
+
+/// `supergatewayMCP` ("Supergateway MCP"): `@latitude-data/supergateway` with
+/// the node's `arguments` (split on whitespace, surrounding quotes removed, as
+/// Flowise does): a remote SSE or WebSocket server seen as a stdio one, reached
+/// from the sandbox under its network policy.
+pub struct SupergatewayMcp;
+
+static SUPERGATEWAY_SPEC: NodeSpec = NodeSpec {
+    name: "supergatewayMCP",
+    category: Category::Tool,
+    inputs: &[
+        // Names the address the server reaches: never from a request.
+        sensitive("arguments", K::Text),
+        input("mcpActions", K::Json),
+    ],
+};
+
+impl Node for SupergatewayMcp {
+    fn spec(&self) -> &'static NodeSpec {
+        &SUPERGATEWAY_SPEC
+    }
+
+    fn build(&self, node: &Build<'_>) -> Result<Component, FlowError> {
+        let arguments = node
+            .text("arguments")
+            .ok_or_else(|| node.invalid("needs its 'arguments' (such as --sse <url>)"))?;
+        let args = arguments
+            .split_whitespace()
+            .map(|arg| {
+                let quoted = arg.len() >= 2
+                    && ((arg.starts_with('"') && arg.ends_with('"'))
+                        || (arg.starts_with('\'') && arg.ends_with('\'')));
+                if quoted { &arg[1..arg.len() - 1] } else { arg }.to_owned()
+            })
+            .collect();
+        npm_server(
+            node,
+            "@latitude-data/supergateway",
+            args,
+            serde_json::Map::new(),
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -310,6 +505,36 @@ mod tests {
         assert_eq!(
             config_of("browserlessMCP", json!({"browserlessApiToken": "b"})),
             json!({"url": "https://mcp.browserless.io/mcp", "headers": {"Authorization": "Bearer b"}})
+        );
+        assert_eq!(
+            config_of("slackMCP", json!({"botToken": "xoxb", "teamId": "T1"})),
+            json!({"command": "npx", "args": ["-y", "@modelcontextprotocol/server-slack"],
+                   "env": {"SLACK_BOT_TOKEN": "xoxb", "SLACK_TEAM_ID": "T1"}})
+        );
+        assert_eq!(
+            config_of("postgreSQLMCP", json!({"postgresUrl": "postgres://db/x"}))["args"],
+            json!([
+                "-y",
+                "@modelcontextprotocol/server-postgres",
+                "postgres://db/x"
+            ])
+        );
+        assert_eq!(
+            config_of(
+                "supergatewayMCP",
+                json!({"arguments": " --sse \"https://mcp.example/sse\"  'x' "})
+            )["args"],
+            json!([
+                "-y",
+                "@latitude-data/supergateway",
+                "--sse",
+                "https://mcp.example/sse",
+                "x"
+            ])
+        );
+        assert_eq!(
+            config_of("sequentialThinkingMCP", json!({}))["args"][1],
+            "@modelcontextprotocol/server-sequential-thinking"
         );
         assert_eq!(
             config_of(

@@ -1,7 +1,9 @@
 //! MCP servers' tools (Flowise's `customMCP`): a remote server's tools listed and
 //! called over Streamable HTTP — or the legacy HTTP+SSE transport when a server
 //! refuses it (`mcp_legacy`) — through the request tools' address guard (no
-//! loopback or private address unless `ALLOW_PRIVATE_REQUESTS` allows it).
+//! loopback or private address unless `ALLOW_PRIVATE_REQUESTS` allows it); a
+//! stdio server's through the Python runtime (`/tools/mcp-stdio`), which runs
+//! it in its sandbox, one per workspace and configuration, and owns its session.
 //!
 //! A server's listing is kept for [`LISTING_TTL`] per server (its URL and
 //! headers); its session (`initialize`, then `Mcp-Session-Id` on every request)
@@ -18,8 +20,9 @@ use serde_json::{Map, Value, json};
 
 use super::ToolOutcome;
 use super::mcp_legacy::{LegacySession, event_end, parse_event};
+use super::python::RuntimeClient;
 use super::web::{HttpCall, WebClient};
-use crate::flow::component::McpServer;
+use crate::flow::component::{McpEndpoint, McpServer, StdioMcpServer};
 
 /// How long a server's tool listing is reused.
 pub const LISTING_TTL: Duration = Duration::from_secs(60);
@@ -41,19 +44,12 @@ pub struct RemoteTool {
     pub input_schema: Value,
 }
 
-/// What a `customMCP` node's `mcpServerConfig` says.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ServerConfig {
-    /// `{"url", "headers"}`: Streamable HTTP.
-    Remote(McpServer),
-    /// `{"command", "args", "env"}`: a process speaking on stdio.
-    Stdio { command: String },
-}
-
-/// Reads a config: JSON, or the looser form Flowise's editor takes (unquoted
-/// keys, single quotes: read as YAML's flow style), with `{{$vars.<name>}}` in
-/// its strings filled from `vars` (a reference to no variable is left as written).
-pub fn read_config(text: &str, vars: &Map<String, Value>) -> Result<ServerConfig, String> {
+/// Reads a `customMCP` node's `mcpServerConfig`: `{"url", "headers"}` (Streamable
+/// HTTP) or `{"command", "args", "env"}` (stdio). JSON, or the looser form
+/// Flowise's editor takes (unquoted keys, single quotes: read as YAML's flow
+/// style), with `{{$vars.<name>}}` in its strings filled from `vars` (a reference
+/// to no variable is left as written).
+pub fn read_config(text: &str, vars: &Map<String, Value>) -> Result<McpEndpoint, String> {
     let mut value: Value = match serde_json::from_str(text) {
         Ok(value) => value,
         Err(json_error) => {
@@ -85,17 +81,46 @@ pub fn read_config(text: &str, vars: &Map<String, Value>) -> Result<ServerConfig
             }
             Some(_) => return Err("'headers' must be an object of header names and values".into()),
         }
-        return Ok(ServerConfig::Remote(McpServer {
+        return Ok(McpEndpoint::Remote(McpServer {
             url: url.to_owned(),
             headers,
         }));
     }
-    match text_of("command").filter(|c| !c.is_empty()) {
-        Some(command) => Ok(ServerConfig::Stdio {
-            command: command.to_owned(),
-        }),
-        None => Err("it needs a 'url' (or a 'command')".into()),
+    let Some(command) = text_of("command").filter(|c| !c.is_empty()) else {
+        return Err("it needs a 'url' (or a 'command')".into());
+    };
+    let args = match config.get("args") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|item| match item {
+                Value::String(text) => Ok(text.clone()),
+                Value::Number(_) | Value::Bool(_) => Ok(item.to_string()),
+                _ => Err("'args' must be a list of text".to_owned()),
+            })
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err("'args' must be a list of text".into()),
+    };
+    let mut env = std::collections::BTreeMap::new();
+    match config.get("env") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(given)) => {
+            for (name, value) in given {
+                let value = match value {
+                    Value::String(text) => text.clone(),
+                    Value::Number(_) | Value::Bool(_) => value.to_string(),
+                    _ => return Err(format!("environment variable '{name}' must be text")),
+                };
+                env.insert(name.clone(), value);
+            }
+        }
+        Some(_) => return Err("'env' must be an object of variable names and values".into()),
     }
+    Ok(McpEndpoint::Stdio(StdioMcpServer {
+        command: command.to_owned(),
+        args,
+        env,
+    }))
 }
 
 /// Fills `{{$vars.<name>}}` in every string of a config (numbers and other
@@ -152,6 +177,8 @@ struct Known {
 #[derive(Clone)]
 pub struct McpClient {
     web: WebClient,
+    /// Where stdio servers run.
+    runtime: RuntimeClient,
     known: Arc<Mutex<Known>>,
 }
 
@@ -168,10 +195,23 @@ fn server_key(server: &McpServer) -> String {
     key
 }
 
+/// An endpoint as a key of listings: a remote server's (shared by every
+/// workspace that names it so), or the workspace's own stdio server's.
+fn endpoint_key(server: &McpEndpoint, workspace: &str) -> String {
+    match server {
+        McpEndpoint::Remote(remote) => server_key(remote),
+        McpEndpoint::Stdio(stdio) => format!(
+            "stdio\n{workspace}\n{}",
+            serde_json::to_string(stdio).unwrap_or_default()
+        ),
+    }
+}
+
 impl McpClient {
-    pub fn new(web: WebClient) -> Self {
+    pub fn new(web: WebClient, runtime: RuntimeClient) -> Self {
         McpClient {
             web,
+            runtime,
             known: Arc::default(),
         }
     }
@@ -189,9 +229,19 @@ impl McpClient {
         known.sessions.remove(&key);
     }
 
-    /// The server's tools (cached for [`LISTING_TTL`]).
-    pub async fn tools(&self, server: &McpServer) -> Result<Arc<Vec<RemoteTool>>, String> {
-        let key = server_key(server);
+    /// A remote server's tools (cached for [`LISTING_TTL`]).
+    pub async fn remote_tools(&self, server: &McpServer) -> Result<Arc<Vec<RemoteTool>>, String> {
+        self.tools(&McpEndpoint::Remote(server.clone()), "").await
+    }
+
+    /// The server's tools (cached for [`LISTING_TTL`]); a stdio server is
+    /// `workspace`'s.
+    pub async fn tools(
+        &self,
+        server: &McpEndpoint,
+        workspace: &str,
+    ) -> Result<Arc<Vec<RemoteTool>>, String> {
+        let key = endpoint_key(server, workspace);
         let cached = self.known().listings.get(&key).cloned();
         if let Some((at, tools)) = cached
             && at.elapsed() < LISTING_TTL
@@ -205,7 +255,9 @@ impl McpClient {
                 Some(cursor) => json!({"cursor": cursor}),
                 None => json!({}),
             };
-            let result = self.request(server, "tools/list", params).await?;
+            let result = self
+                .request_to(server, workspace, "tools/list", params)
+                .await?;
             for tool in result
                 .get("tools")
                 .and_then(Value::as_array)
@@ -242,8 +294,14 @@ impl McpClient {
         Ok(tools)
     }
 
-    /// Calls `tool` with the model's arguments.
-    pub async fn call(&self, server: &McpServer, tool: &str, arguments: &Value) -> ToolOutcome {
+    /// Calls `tool` with the model's arguments (a stdio server: `workspace`'s).
+    pub async fn call(
+        &self,
+        server: &McpEndpoint,
+        workspace: &str,
+        tool: &str,
+        arguments: &Value,
+    ) -> ToolOutcome {
         let arguments = match arguments {
             Value::Object(_) => arguments.clone(),
             Value::Null => json!({}),
@@ -251,7 +309,10 @@ impl McpClient {
             other => json!({"input": other}),
         };
         let params = json!({"name": tool, "arguments": arguments});
-        match self.request(server, "tools/call", params).await {
+        match self
+            .request_to(server, workspace, "tools/call", params)
+            .await
+        {
             Ok(result) => {
                 let content = result.get("content").cloned().unwrap_or(json!([]));
                 let text = content.to_string();
@@ -262,6 +323,33 @@ impl McpClient {
                 }
             }
             Err(why) => ToolOutcome::error(format!("the MCP server failed: {why}")),
+        }
+    }
+
+    /// One request to a server: a remote one in its session, a stdio one through
+    /// the runtime (which keeps the server's session), counted in `/metrics`.
+    async fn request_to(
+        &self,
+        server: &McpEndpoint,
+        workspace: &str,
+        method: &str,
+        params: Value,
+    ) -> Result<Value, String> {
+        match server {
+            McpEndpoint::Remote(remote) => self.request(remote, method, params).await,
+            McpEndpoint::Stdio(stdio) => {
+                let started = Instant::now();
+                let answer = self
+                    .runtime
+                    .mcp_stdio(workspace, stdio, method, params)
+                    .await;
+                crate::metrics::metrics().mcp_server_request(
+                    &stdio_label(stdio),
+                    answer.is_ok(),
+                    started.elapsed(),
+                );
+                answer
+            }
         }
     }
 
@@ -467,6 +555,20 @@ fn metric_label(url: &str) -> String {
     }
 }
 
+/// A stdio server as `/metrics` names it: `stdio:` and its command, with the
+/// package an `npx`/`uvx` runs.
+fn stdio_label(server: &StdioMcpServer) -> String {
+    let command = server.command.rsplit('/').next().unwrap_or(&server.command);
+    let mut label = format!("stdio:{command}");
+    if matches!(command, "npx" | "uvx")
+        && let Some(package) = server.args.iter().find(|a| !a.starts_with('-'))
+    {
+        label.push(' ');
+        label.push_str(package);
+    }
+    label
+}
+
 fn rpc(id: u64, method: &str, params: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
 }
@@ -580,7 +682,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             config,
-            ServerConfig::Remote(McpServer {
+            McpEndpoint::Remote(McpServer {
                 url: "http://mcp.example:8080/mcp".into(),
                 headers: vec![
                     ("Authorization".into(), "Bearer s3cret".into()),
@@ -591,14 +693,21 @@ mod tests {
         // Flowise's editor takes unquoted keys and single quotes.
         assert!(matches!(
             read_config("{url: 'https://mcp.example/mcp'}", &vars),
-            Ok(ServerConfig::Remote(_))
+            Ok(McpEndpoint::Remote(_))
         ));
         assert_eq!(
-            read_config(r#"{"command": "npx", "args": ["x"]}"#, &vars),
-            Ok(ServerConfig::Stdio {
-                command: "npx".into()
-            })
+            read_config(
+                r#"{"command": "npx", "args": ["-y", "x", 3], "env": {"TOKEN": "{{$vars.token}}"}}"#,
+                &vars
+            ),
+            Ok(McpEndpoint::Stdio(StdioMcpServer {
+                command: "npx".into(),
+                args: vec!["-y".into(), "x".into(), "3".into()],
+                env: [("TOKEN".to_owned(), "s3cret".to_owned())].into(),
+            }))
         );
+        assert!(read_config(r#"{"command": "npx", "args": "x"}"#, &vars).is_err());
+        assert!(read_config(r#"{"command": "npx", "env": {"A": {}}}"#, &vars).is_err());
         assert!(read_config(r#"{"url": "file:///etc/passwd"}"#, &vars).is_err());
         assert!(read_config("[1]", &vars).is_err());
         assert!(read_config(r#"{"headers": {}}"#, &vars).is_err());

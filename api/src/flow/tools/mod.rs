@@ -90,7 +90,7 @@ enum Action {
         return_sources: bool,
     },
     Mcp {
-        server: Arc<super::component::McpServer>,
+        server: Arc<super::component::McpEndpoint>,
         tool: String,
     },
 }
@@ -155,23 +155,20 @@ async fn mcp_tools(
 ) -> Result<Vec<ReadyTool>, FlowError> {
     let failed = |why: String| FlowError::failed(format!("node {node_id} (MCP): {why}"));
     let server = match &spec.source {
-        McpSource::Config(config) => match mcp::read_config(config, &env.vars).map_err(&failed)? {
-            mcp::ServerConfig::Remote(server) => Arc::new(server),
-            mcp::ServerConfig::Stdio { command } => {
-                return Err(FlowError::invalid(format!(
-                    "node {node_id} (customMCP) runs a stdio MCP server ('{command}'), which \
-                     weir does not run yet: give the server's URL"
-                )));
-            }
-        },
-        McpSource::Stored(id) => env.mcp_servers.get(id).cloned().ok_or_else(|| {
-            FlowError::invalid(format!(
-                "node {node_id} uses MCP server {id}, which is not a server of this workspace"
-            ))
-        })?,
+        McpSource::Config(config) => {
+            Arc::new(mcp::read_config(config, &env.vars).map_err(&failed)?)
+        }
+        McpSource::Stored(id) => {
+            let stored = env.mcp_servers.get(id).ok_or_else(|| {
+                FlowError::invalid(format!(
+                    "node {node_id} uses MCP server {id}, which is not a server of this workspace"
+                ))
+            })?;
+            Arc::new(super::component::McpEndpoint::Remote((**stored).clone()))
+        }
     };
     let listed = client
-        .tools(&server)
+        .tools(&server, &env.workspace_id)
         .await
         .map_err(|e| failed(format!("cannot list the MCP server's tools: {e}")))?;
     let picked: Vec<ReadyTool> = listed
@@ -442,7 +439,12 @@ impl ReadyTool {
                 };
                 retriever::search(&*clients.retriever, searched, query, flow, *return_sources).await
             }
-            Action::Mcp { server, tool } => clients.mcp.call(server, tool, arguments).await,
+            Action::Mcp { server, tool } => {
+                clients
+                    .mcp
+                    .call(server, &env.workspace_id, tool, arguments)
+                    .await
+            }
         }
     }
 }

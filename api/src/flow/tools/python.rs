@@ -13,11 +13,13 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 
 use super::{FlowContext, ToolEnv, ToolOutcome};
-use crate::flow::component::PythonDefinition;
+use crate::flow::component::{PythonDefinition, StdioMcpServer};
 use crate::llm::http::root_cause;
 
 /// Seconds a run gets when its tool sets no timeout (the runtime's default).
 const DEFAULT_TIMEOUT_SECS: f64 = 30.0;
+/// Seconds a stdio MCP server gets to answer a request (its start not included).
+const MCP_TIMEOUT_SECS: f64 = 60.0;
 /// Time beyond the run's own timeout for installing requirements and queueing.
 const INSTALL_ALLOWANCE: Duration = Duration::from_secs(120);
 
@@ -165,6 +167,42 @@ impl RuntimeClient {
             ));
         }
         Err(failure(&answer))
+    }
+
+    /// One request to a stdio MCP server the runtime runs in its sandbox for
+    /// `workspace` (`/tools/mcp-stdio`: started and initialised there on first
+    /// use): the server's result, or why there is none.
+    pub async fn mcp_stdio(
+        &self,
+        workspace: &str,
+        server: &StdioMcpServer,
+        method: &str,
+        params: Value,
+    ) -> Result<Value, String> {
+        let body = json!({
+            "workspaceId": workspace,
+            "server": server,
+            "method": method,
+            "params": params,
+            "timeout": MCP_TIMEOUT_SECS,
+        });
+        let mut answer = self.run("mcp-stdio", &body, MCP_TIMEOUT_SECS).await?;
+        if let Some(error) = answer.get("error") {
+            let message = error
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("no message");
+            // The runtime's own errors (no answer in time, the server exited)
+            // speak for themselves; a server's are quoted.
+            return Err(match error.get("code").and_then(Value::as_i64) {
+                Some(-32002 | -32001) => message.to_owned(),
+                _ => format!("the server answered: {message}"),
+            });
+        }
+        Ok(answer
+            .as_object_mut()
+            .and_then(|a| a.remove("result"))
+            .unwrap_or(Value::Null))
     }
 
     /// One execution in the runtime (`/tools/<path>`): its answer, or why
