@@ -62,7 +62,7 @@ def test_a_server_is_started_once_and_shared(mcp_runtime):
     listed = ask(mcp_runtime, server, "tools/list", workspace=ws)
     assert listed["started"] and not listed["restarted"]
     assert listed["serverInfo"] == {"name": "tiny", "version": "1.0.0"}
-    assert [t["name"] for t in listed["result"]["tools"]] == ["echo", "inspect", "crash", "slow"]
+    assert [t["name"] for t in listed["result"]["tools"]] == ["echo", "inspect", "connect", "crash", "slow"]
     echoed = call(mcp_runtime, server, "echo", {"message": "hi"}, workspace=ws)
     assert text_of(echoed) == "Echo: hi" and not echoed["started"]
     [running] = servers(mcp_runtime, ws)
@@ -90,6 +90,12 @@ def test_the_server_runs_in_the_sandbox(mcp_runtime):
     assert seen["env"]["HOME"] != "/root"
     # The runtime's data directory (every workspace's venvs and artifacts) is not there.
     assert seen["read"] == "ENOENT", seen
+    # Its network is the policy's: the runtime's own port on the host's loopback is
+    # out of reach (a network namespace of its own).
+    port = int(mcp_runtime.url.rsplit(":", 1)[1])
+    reached = text_of(call(mcp_runtime, tiny(GIVEN="yes"), "connect", {"host": "127.0.0.1", "port": port},
+                           workspace=ws))
+    assert reached.startswith("refused") or reached == "timed out", reached
 
 
 def test_a_crashed_server_is_an_error_then_starts_again(mcp_runtime):
