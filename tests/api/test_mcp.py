@@ -20,6 +20,7 @@ import requests
 import flows
 from fakes import FakeProviders
 from mcp.client.client import Client
+from mcp.types import ElicitResult
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from flows import af_reply, af_start, mention, rich
@@ -60,12 +61,14 @@ def run(coroutine):
     return asyncio.run(asyncio.wait_for(coroutine, 60))
 
 
-async def session_calls(url, token, *calls, mode="auto", progress=None):
-    """Opens an SDK client on `url` with `token`, then runs each call: ("list",)
-    or ("call", name, arguments); answers their results in order."""
+async def session_calls(url, token, *calls, mode="auto", progress=None, elicitation=None):
+    """Opens an SDK client on `url` with `token` (answering elicitations with
+    `elicitation`, when given), then runs each call: ("list",) or ("call", name,
+    arguments); answers their results in order."""
     http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
     results = []
-    async with http, Client(streamable_http_client(url, http_client=http), mode=mode) as client:
+    client = Client(streamable_http_client(url, http_client=http), mode=mode, elicitation_callback=elicitation)
+    async with http, client:
         for call in calls:
             if call[0] == "list":
                 results.append((await client.list_tools()).tools)
@@ -424,10 +427,49 @@ def test_source_documents_come_as_embedded_resources(workspace, fake, server):
     assert json.loads(resource["text"])["pageContent"] == "The canteen serves soup on Mondays."
 
 
+def test_a_question_for_a_person_is_asked_of_the_client(workspace, server):
+    """Elicitation: a client of the workspace server that answers elicitations is
+    asked a human input node's question during the call (over the call's stream),
+    and the flow goes on with the answer: accept (proceed or reject, with
+    feedback), decline (a rejection), cancel (the flow waits; the error says how
+    to answer it)."""
+    _, api = workspace
+    human = flows.af_human_input("humanInputAgentflow_0", "Shall I go on?")
+    nodes = [af_start(), human, af_reply("directReplyAgentflow_0", "Went on"),
+             af_reply("directReplyAgentflow_1", "Stopped: {{ humanInputAgentflow_0 }}", label="Stopped")]
+    links = [("startAgentflow_0", "humanInputAgentflow_0"), ("humanInputAgentflow_0", "directReplyAgentflow_0", 0),
+             ("humanInputAgentflow_0", "directReplyAgentflow_1", 1)]
+    flow = create_flow(api, flows.agentflow(nodes, links), type="AGENTFLOW", name="Approval")
+    publish(api, flow)
+    asked = []
+    answers = iter([
+        ElicitResult(action="accept", content={"decision": "proceed"}),
+        ElicitResult(action="accept", content={"decision": "reject", "feedback": "too pricey"}),
+        ElicitResult(action="decline"),
+        ElicitResult(action="cancel"),
+    ])
+
+    async def answer(context, params):
+        schema = params.requested_schema
+        asked.append((params.message, schema.model_dump(by_alias=True, exclude_none=True)
+                      if hasattr(schema, "model_dump") else schema))
+        return next(answers)
+
+    call = ("call", "approval", {"question": "go"})
+    results = run(session_calls(f"{server.url}/api/v1/mcp", api.key, call, call, call, call, elicitation=answer))
+    assert [text_of(r) for r in results[:3]] == ["Went on", "Stopped: too pricey", "Stopped: reject"]
+    assert results[3].is_error
+    assert "dismissed" in results[3].content[0].text and "humanInput" in results[3].content[0].text
+    assert len(asked) == 4
+    message, schema = asked[0]
+    assert "Shall I go on?" in message, message
+    assert schema["properties"]["decision"]["enum"] == ["proceed", "reject"]
+
+
 def test_a_run_that_waits_for_a_person_says_how_to_go_on(workspace, server):
-    """MCP clients here cannot answer a human input node (no elicitation yet): the
-    result is an error naming the prediction that resumes the run, and the run
-    waits there."""
+    """A client that does not answer elicitations (Flowise's endpoint never asks):
+    the result is an error naming the prediction that resumes the run, and the
+    run waits there."""
     _, api = workspace
     human = flows.af_human_input("humanInputAgentflow_0", "Shall I go on?")
     flow = create_flow(api, chain(af_start(), human, af_reply("directReplyAgentflow_0", "Went on")),

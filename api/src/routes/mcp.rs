@@ -299,8 +299,8 @@ fn accepts_stream(headers: &HeaderMap) -> bool {
 }
 
 /// Answers a read body over `endpoint`: 400 for one that is not JSON-RPC, 202
-/// when it holds no request, a stream for a call asking for progress from a
-/// client that takes one, else JSON.
+/// when it holds no request, a stream for a call asking for progress (or that
+/// may ask the person a flow's question) from a client that takes one, else JSON.
 async fn respond(
     endpoint: Endpoint,
     headers: &HeaderMap,
@@ -315,7 +315,8 @@ async fn respond(
         let _ = endpoint.answer_all(incoming).await;
         return StatusCode::ACCEPTED.into_response();
     }
-    if incoming.progress_token().is_some() && accepts_stream(headers) {
+    let streams = incoming.progress_token().is_some() || (incoming.is_call() && endpoint.elicits());
+    if streams && accepts_stream(headers) {
         let Incoming::One(message) = incoming else {
             return StatusCode::ACCEPTED.into_response();
         };
@@ -565,8 +566,8 @@ async fn workspace_endpoint(
     Ok(response)
 }
 
-/// Ends a session: weir keeps nothing per session (its conversation stays in
-/// the chat history), so this only acknowledges it (204).
+/// Ends a session: its conversation stays in the chat history; weir forgets
+/// only whether its client answers a flow's questions (204).
 #[utoipa::path(
     delete,
     path = "/api/v1/mcp",
@@ -581,6 +582,9 @@ async fn workspace_session_end(
     parts: Parts,
 ) -> Result<StatusCode, Refusal> {
     workspace_caller(&state, &parts).await?;
+    if let Ok(Some(session)) = session_of(&parts.headers) {
+        state.elicitations.forget(&session);
+    }
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -90,6 +90,9 @@ pub struct Services {
     pub uploads: Arc<uploads::Uploads>,
     /// The predictions this replica runs, for stopping them.
     pub aborts: Arc<aborts::Aborts>,
+    /// MCP sessions whose clients answer a flow's questions, and the questions
+    /// waiting for them.
+    pub elicitations: Arc<mcp::elicitation::Elicitations>,
 }
 
 impl Services {
@@ -170,6 +173,7 @@ impl Services {
             in_flight,
             uploads,
             aborts: Arc::default(),
+            elicitations: Arc::default(),
         })
     }
 }

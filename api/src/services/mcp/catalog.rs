@@ -308,15 +308,28 @@ fn progress_message(progress: &Progress) -> Option<String> {
     }
 }
 
+/// Who answers a flow's questions during a call: the session's client, asked
+/// over the call's stream.
+pub struct Asker<'a> {
+    pub elicitations: &'a super::elicitation::Elicitations,
+    pub session: &'a str,
+    pub stream: mpsc::Sender<Value>,
+}
+
+/// Questions one call may ask before it gives up (a flow that loops on them).
+const MAX_QUESTIONS: usize = 20;
+
 /// Runs a call of `tool` and answers MCP's `CallToolResult`. Bad arguments and
 /// failed runs are results with `isError` (what the calling model reads and
-/// can correct), never protocol errors.
+/// can correct), never protocol errors. A run that stops for a person's answer
+/// asks `asker`'s client (elicitation) and goes on with it.
 pub async fn call(
     services: &Services,
     tool: &FlowTool,
     arguments: &Map<String, Value>,
     chat_id: Option<String>,
     mut progress: Option<ProgressSink>,
+    asker: Option<Asker<'_>>,
 ) -> Value {
     let mut request = match tool.request(arguments) {
         Ok(request) => request,
@@ -324,24 +337,86 @@ pub async fn call(
     };
     request.chat_id = chat_id;
     request.streaming = progress.is_some();
-    let outcome = match prediction::start(services, &tool.flow, request).await {
+    let mut questions = 0;
+    loop {
+        let result = match run(services, tool, request, &mut progress).await {
+            Ok(result) => result,
+            Err(e @ (ServiceError::Internal(_) | ServiceError::Store(_))) => {
+                tracing::error!(chatflow = %tool.flow.id, error = %e, "an MCP tool call failed");
+                return failure(GENERIC_FAILURE.into());
+            }
+            Err(e) => return failure(e.to_string()),
+        };
+        let (Some(action), Some(asker)) = (&result.action, &asker) else {
+            return success(&tool.flow, &result);
+        };
+        questions += 1;
+        if questions > MAX_QUESTIONS {
+            return success(&tool.flow, &result);
+        }
+        let question = match result.text.trim() {
+            "" => "The flow asks whether to go on.",
+            text => text,
+        };
+        let decision = asker
+            .elicitations
+            .ask(asker.session, &asker.stream, question)
+            .await;
+        let decision = match decision {
+            Ok(decision) => decision,
+            Err(super::elicitation::Unanswered::Cancelled) => {
+                return failure(format!(
+                    "The person dismissed the flow's question; it waits for an answer. {}",
+                    resume_hint(&tool.flow, &result)
+                ));
+            }
+            Err(super::elicitation::Unanswered::Missing(why)) => {
+                tracing::info!(chatflow = %tool.flow.id, why, "an MCP client did not answer a flow's question");
+                return success(&tool.flow, &result);
+            }
+        };
+        request = match tool.request(arguments) {
+            Ok(request) => request,
+            Err(message) => return failure(message),
+        };
+        request.chat_id = Some(result.chat_id.clone());
+        request.streaming = progress.is_some();
+        request.human_input = Some(crate::services::prediction::HumanAnswer {
+            proceed: decision.proceed,
+            start_node_id: action
+                .pointer("/data/nodeId")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            feedback: decision.feedback,
+        });
+    }
+}
+
+/// One prediction of a call, its tokens and progress sent to `progress`.
+async fn run(
+    services: &Services,
+    tool: &FlowTool,
+    request: crate::services::prediction::PredictionRequest,
+    progress: &mut Option<ProgressSink>,
+) -> Result<PredictionResult, ServiceError> {
+    match prediction::start(services, &tool.flow, request).await {
         Ok(mut run) => {
             let mut answer = None;
             while let Some(event) = run.events.recv().await {
                 match event {
                     PredictionEvent::Token(token) => {
-                        if let Some(sink) = &mut progress
+                        if let Some(sink) = progress
                             && !sink.send(token).await
                         {
-                            progress = None;
+                            *progress = None;
                         }
                     }
                     PredictionEvent::Progress(step) => {
                         if let (Some(sink), Some(message)) =
-                            (&mut progress, progress_message(&step))
+                            (&mut *progress, progress_message(&step))
                             && !sink.send(message).await
                         {
-                            progress = None;
+                            *progress = None;
                         }
                     }
                     PredictionEvent::Done(result) => {
@@ -363,15 +438,19 @@ pub async fn call(
             })
         }
         Err(e) => Err(e),
-    };
-    match outcome {
-        Ok(result) => success(&tool.flow, &result),
-        Err(e @ (ServiceError::Internal(_) | ServiceError::Store(_))) => {
-            tracing::error!(chatflow = %tool.flow.id, error = %e, "an MCP tool call failed");
-            failure(GENERIC_FAILURE.into())
-        }
-        Err(e) => failure(e.to_string()),
     }
+}
+
+/// How to answer a stopped run's question outside MCP.
+fn resume_hint(flow: &Chatflow, result: &PredictionResult) -> String {
+    let resume = json!({
+        "chatId": result.chat_id,
+        "humanInput": {"type": "proceed | reject", "startNodeId": "<the node that asked>", "feedback": "…"},
+    });
+    format!(
+        "Answer it with POST /api/v1/prediction/{} and the body {resume}",
+        flow.id
+    )
 }
 
 fn failure(message: String) -> Value {
@@ -384,14 +463,9 @@ fn failure(message: String) -> Value {
 /// to go on, as MCP clients here cannot answer it.
 fn success(flow: &Chatflow, result: &PredictionResult) -> Value {
     if let Some(action) = &result.action {
-        let resume = json!({
-            "chatId": result.chat_id,
-            "humanInput": {"type": "proceed | reject", "startNodeId": "<the node that asked>", "feedback": "…"},
-        });
         return failure(format!(
-            "The flow stopped for a person's answer: {action}. Answer it with \
-             POST /api/v1/prediction/{} and the body {resume}",
-            flow.id
+            "The flow stopped for a person's answer: {action}. {}",
+            resume_hint(flow, result)
         ));
     }
     let text = match (&result.json, result.text.is_empty()) {

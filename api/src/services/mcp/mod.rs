@@ -15,8 +15,11 @@
 //! - [`catalog`]: what a flow looks like as a tool (name, description, input
 //!   schema) and how a call becomes a prediction and its answer a tool result.
 //! - [`protocol`]: JSON-RPC 2.0 and the MCP methods, over whichever catalog.
+//! - [`elicitation`]: a flow's question for a person, asked of the workspace
+//!   server's client and answered there.
 
 pub mod catalog;
+pub mod elicitation;
 pub mod protocol;
 pub mod publication;
 

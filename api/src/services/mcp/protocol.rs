@@ -7,12 +7,15 @@
 //! client's notifications are taken and need no answer. Anything else is
 //! "method not found" — `server/discover` included, which tells a client of the
 //! per-request protocol (2026-07-28) to fall back to the `initialize` handshake.
-//! Calls are counted in `/metrics` (`weir_mcp_calls`).
+//! Calls are counted in `/metrics` (`weir_mcp_calls`). On the workspace server, a
+//! client that declares `elicitation` is asked a flow's questions
+//! ([`super::elicitation`]); its answers arrive as responses and go to the call
+//! waiting for them.
 
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
-use super::catalog::{self, Catalog, ProgressSink};
+use super::catalog::{self, Asker, Catalog, ProgressSink};
 use crate::services::{ServiceError, Services};
 
 /// The protocol versions weir speaks, newest first (the handshake era).
@@ -95,6 +98,12 @@ impl Incoming {
         }
     }
 
+    /// Whether this body is a single `tools/call` (whose answer may stream).
+    pub fn is_call(&self) -> bool {
+        matches!(self, Incoming::One(message)
+            if message.get("method").and_then(Value::as_str) == Some("tools/call"))
+    }
+
     /// The single request that is a `tools/call` asking for progress, if that
     /// is what this body is (its answer streams).
     pub fn progress_token(&self) -> Option<Value> {
@@ -142,6 +151,16 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
+    /// Whether this session's client answers a flow's questions (so a call's
+    /// answer streams, to carry them).
+    pub fn elicits(&self) -> bool {
+        self.kind == "workspace"
+            && self
+                .chat_id
+                .as_deref()
+                .is_some_and(|session| self.services.elicitations.supports(session))
+    }
+
     /// Answers a whole body: `None` when nothing in it needs an answer.
     pub async fn answer_all(&self, incoming: Incoming) -> Option<Value> {
         match incoming {
@@ -175,8 +194,14 @@ impl Endpoint {
         let id = message.remove("id");
         let method = match message.remove("method") {
             Some(Value::String(method)) => method,
-            // A response to a request weir never sent, or junk without an id.
+            // A response: to a question a call waits for (elicitation), or to
+            // nothing weir asked.
             None if message.contains_key("result") || message.contains_key("error") => {
+                if let Some(id) = &id {
+                    self.services
+                        .elicitations
+                        .deliver(self.chat_id.as_deref(), id, message);
+                }
                 return None;
             }
             _ => {
@@ -227,6 +252,13 @@ impl Endpoint {
                 let version = ProtocolVersion::negotiate(
                     params.get("protocolVersion").and_then(Value::as_str),
                 );
+                let elicits = params
+                    .get("capabilities")
+                    .and_then(|c| c.get("elicitation"))
+                    .is_some_and(Value::is_object);
+                if let (true, "workspace", Some(session)) = (elicits, self.kind, &self.chat_id) {
+                    self.services.elicitations.remember(session);
+                }
                 Ok(json!({
                     "protocolVersion": version.0,
                     "capabilities": {"tools": {"listChanged": false}},
@@ -266,6 +298,14 @@ impl Endpoint {
                 let token = params
                     .get("_meta")
                     .and_then(|meta| meta.get("progressToken"));
+                let asker = match (&notifications, &self.chat_id) {
+                    (Some(stream), Some(session)) if self.elicits() => Some(Asker {
+                        elicitations: &self.services.elicitations,
+                        session,
+                        stream: stream.clone(),
+                    }),
+                    _ => None,
+                };
                 let progress = match (token, notifications) {
                     (Some(token), Some(sink)) if token.is_string() || token.is_number() => {
                         Some(ProgressSink::new(token.clone(), sink))
@@ -278,6 +318,7 @@ impl Endpoint {
                     &arguments,
                     self.chat_id.clone(),
                     progress,
+                    asker,
                 )
                 .await)
             }
