@@ -166,3 +166,26 @@ def test_a_weir_without_a_runtime_says_so(tmp_path, fake):
         assert r.status_code >= 400 and "Python runtime cannot be reached" in r.json()["message"], r.text
     finally:
         w.cleanup()
+
+
+def test_an_agentflow_agent_and_tool_node_take_stdio_servers(api, fake, node_runtime):
+    """Workplace Chat's shape: an agentflow agent whose tools row is Flowise's
+    `slackMCP` (npm's server-slack in the sandbox), beside a Tool node calling a
+    stdio `customMCP` server's tool directly."""
+    slack = flows.af_tool_row("slackMCP", {"botToken": "xoxb-test", "teamId": "T0001",
+                                           "mcpActions": json.dumps(["slack_list_channels"])})
+    agent = flows.af_agent("agentAgentflow_0", flows.af_openai(fake.url, field="agentModel"), tools=[slack],
+                           messages=[{"role": "system", "content": "You post to Slack."}])
+    flow = create_flow(api, flows.agentflow([flows.af_start(), agent], [("startAgentflow_0", "agentAgentflow_0")]),
+                       type="AGENTFLOW")
+    marker = nonce()
+    assert ask(api, flow, f"{marker} hi")["text"] == f"Echo: {marker} hi"
+    assert offered_tools(fake, marker) == ["slack_list_channels"]
+
+    config = {"mcpServerConfig": json.dumps(tiny()), "mcpActions": json.dumps(["echo"])}
+    tool = flows.af_tool("toolAgentflow_0", "customMCP", args={"message": "from a tool node"}, config=config)
+    reply = flows.af_reply("directReplyAgentflow_0", "Tool said: {{ toolAgentflow_0 }}")
+    flow = create_flow(api, flows.agentflow([flows.af_start(), tool, reply], [
+        ("startAgentflow_0", "toolAgentflow_0"), ("toolAgentflow_0", "directReplyAgentflow_0")]), type="AGENTFLOW")
+    body = ask(api, flow, "go")
+    assert "Echo: from a tool node" in body["text"], body
