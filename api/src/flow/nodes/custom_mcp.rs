@@ -6,17 +6,20 @@
 //! (all when none is picked). The tools are listed when a run starts
 //! ([`crate::flow::tools::mcp`]).
 //!
-//! Flowise's built-in nodes whose servers are npm packages (`slackMCP`,
-//! `braveSearchMCP`, `postgreSQLMCP`, `sequentialThinkingMCP`,
-//! `supergatewayMCP`) are stdio servers run with `npx` and their credential's
-//! fields in the environment (or, for PostgreSQL, as the server's argument).
+//! Flowise's built-in nodes whose servers are npm packages ([`NpmMcp`]:
+//! `slackMCP`, `braveSearchMCP`, `sequentialThinkingMCP`, `youtubeMCP`,
+//! `sfdcMCP`, `contentfulMCP`; and `postgreSQLMCP`, `supergatewayMCP`) are stdio
+//! servers run with `npx -y <package>`, their credential's fields in the
+//! environment or as arguments, as Flowise passes them.
 //!
 //! `customMcpServerTool` is the same with a server the workspace keeps
 //! (`/api/v1/custom-mcp-servers`), named by its id; `teradataMCP`, Flowise's
 //! built-in node for a Teradata MCP server, is one at its `mcpUrl` with a Bearer
 //! or Basic `Authorization` made of its inputs or its credential's fields;
-//! `githubMCP` and `browserlessMCP` are the hosted servers of GitHub and
-//! Browserless with the credential's token as a Bearer.
+//! `githubMCP` reaches GitHub's hosted server (or an Enterprise tenant's), and
+//! the other hosted servers ([`HostedMcp`]: `githubV2MCP`, `browserlessMCP`,
+//! `unstructuredMCP`, `xpozMCP`, `outageDeckMCP`) take the credential's token as
+//! a Bearer.
 
 use serde_json::Value;
 
@@ -177,15 +180,10 @@ fn hosted(node: &Build<'_>, url: &str, token: Option<&str>) -> Result<Component,
     let Some(token) = token else {
         return Err(node.invalid("needs its credential's token"));
     };
-    let config =
-        serde_json::json!({"url": url, "headers": {"Authorization": format!("Bearer {token}")}});
-    Ok(Component::Tool(ToolSpec {
-        node_id: node.id().to_owned(),
-        kind: ToolKind::Mcp(McpTools {
-            source: McpSource::Config(config.to_string()),
-            actions: actions(node)?,
-        }),
-    }))
+    mcp_tool(
+        node,
+        serde_json::json!({"url": url, "headers": {"Authorization": format!("Bearer {token}")}}),
+    )
 }
 
 /// `githubMCP` ("Github MCP", Flowise 3.1): GitHub's hosted MCP server with the
@@ -227,44 +225,99 @@ impl Node for GithubMcp {
     }
 }
 
-/// `browserlessMCP` ("Browserless MCP"): Browserless's hosted MCP server with
-/// the `browserlessApi` credential's `browserlessApiToken`.
-pub struct BrowserlessMcp;
+/// A built-in node of a hosted server: its URL, and the credential field whose
+/// value is sent as a Bearer token (none for a server that takes no key).
+pub struct HostedMcp {
+    spec: &'static NodeSpec,
+    url: &'static str,
+    token: Option<&'static str>,
+}
 
-static BROWSERLESS_SPEC: NodeSpec = NodeSpec {
-    name: "browserlessMCP",
-    category: Category::Tool,
-    inputs: &[
-        sensitive("browserlessApiToken", K::Text),
-        input("mcpActions", K::Json),
-    ],
-};
-
-impl Node for BrowserlessMcp {
+impl Node for HostedMcp {
     fn spec(&self) -> &'static NodeSpec {
-        &BROWSERLESS_SPEC
+        self.spec
     }
 
     fn build(&self, node: &Build<'_>) -> Result<Component, FlowError> {
-        hosted(
-            node,
-            "https://mcp.browserless.io/mcp",
-            node.text("browserlessApiToken"),
-        )
+        match self.token {
+            Some(field) => hosted(node, self.url, node.text(field)),
+            None => mcp_tool(node, serde_json::json!({"url": self.url})),
+        }
     }
 }
 
-/// A built-in node's npm-package server: `npx -y <package> <args…>` with `env`,
-/// run by the Python runtime in its sandbox.
-fn npm_server(
-    node: &Build<'_>,
-    package: &str,
-    args: Vec<String>,
-    env: serde_json::Map<String, Value>,
-) -> Result<Component, FlowError> {
-    let mut command_args = vec!["-y".to_owned(), package.to_owned()];
-    command_args.extend(args);
-    let config = serde_json::json!({"command": "npx", "args": command_args, "env": env});
+/// `browserlessMCP` ("Browserless MCP"): Browserless's hosted server with the
+/// `browserlessApi` credential's `browserlessApiToken`.
+pub static BROWSERLESS_MCP: HostedMcp = HostedMcp {
+    spec: &NodeSpec {
+        name: "browserlessMCP",
+        category: Category::Tool,
+        inputs: &[
+            sensitive("browserlessApiToken", K::Text),
+            input("mcpActions", K::Json),
+        ],
+    },
+    url: "https://mcp.browserless.io/mcp",
+    token: Some("browserlessApiToken"),
+};
+
+/// `githubV2MCP`: GitHub's hosted server (as `githubMCP`, without an
+/// Enterprise address) with the `githubApi` credential's `accessToken`.
+pub static GITHUB_V2_MCP: HostedMcp = HostedMcp {
+    spec: &NodeSpec {
+        name: "githubV2MCP",
+        category: Category::Tool,
+        inputs: &[
+            sensitive("accessToken", K::Text),
+            input("mcpActions", K::Json),
+        ],
+    },
+    url: "https://api.githubcopilot.com/mcp/",
+    token: Some("accessToken"),
+};
+
+/// `unstructuredMCP`: Unstructured's hosted transform server with the
+/// `unstructuredTransformApi` credential's `unstructuredTransformAPIKey`.
+pub static UNSTRUCTURED_MCP: HostedMcp = HostedMcp {
+    spec: &NodeSpec {
+        name: "unstructuredMCP",
+        category: Category::Tool,
+        inputs: &[
+            sensitive("unstructuredTransformAPIKey", K::Text),
+            input("mcpActions", K::Json),
+        ],
+    },
+    url: "https://mcp.transform.unstructured.io/",
+    token: Some("unstructuredTransformAPIKey"),
+};
+
+/// `xpozMCP`: Xpoz's hosted server with the `xpozApi` credential's `xpozApiKey`.
+pub static XPOZ_MCP: HostedMcp = HostedMcp {
+    spec: &NodeSpec {
+        name: "xpozMCP",
+        category: Category::Tool,
+        inputs: &[
+            sensitive("xpozApiKey", K::Text),
+            input("mcpActions", K::Json),
+        ],
+    },
+    url: "https://mcp.xpoz.ai/mcp",
+    token: Some("xpozApiKey"),
+};
+
+/// `outageDeckMCP`: OutageDeck's public server (no credential).
+pub static OUTAGE_DECK_MCP: HostedMcp = HostedMcp {
+    spec: &NodeSpec {
+        name: "outageDeckMCP",
+        category: Category::Tool,
+        inputs: &[input("mcpActions", K::Json)],
+    },
+    url: "https://outagedeck.com/api/mcp",
+    token: None,
+};
+
+/// A built-in node's MCP tools at `config` (a server config, as `customMCP`'s).
+fn mcp_tool(node: &Build<'_>, config: Value) -> Result<Component, FlowError> {
     Ok(Component::Tool(ToolSpec {
         node_id: node.id().to_owned(),
         kind: ToolKind::Mcp(McpTools {
@@ -274,82 +327,174 @@ fn npm_server(
     }))
 }
 
-/// The credential fields a built-in node needs, as its server's environment:
-/// (field, variable) pairs; a missing one is a 400 naming the credential.
-fn credential_env(
-    node: &Build<'_>,
-    credential: &str,
-    fields: &[(&str, &str)],
-) -> Result<serde_json::Map<String, Value>, FlowError> {
-    let mut env = serde_json::Map::new();
-    for (field, variable) in fields {
-        let value = node.text(field).ok_or_else(|| {
-            node.invalid(format_args!(
-                "needs its {credential} credential's '{field}'"
-            ))
-        })?;
-        env.insert((*variable).to_owned(), Value::String(value.to_owned()));
+/// A built-in node whose server is an npm package, run as a stdio server with
+/// `npx -y <package>` by the Python runtime in its sandbox: the credential's
+/// fields become environment variables (or, `Args`, arguments).
+pub struct NpmMcp {
+    spec: &'static NodeSpec,
+    package: &'static str,
+    /// The credential Flowise names, for the error when a field is missing.
+    credential: &'static str,
+    /// Fixed variables, then (field, variable) pairs of the credential's fields.
+    fixed: &'static [(&'static str, &'static str)],
+    fields: Fields,
+}
+
+enum Fields {
+    /// Each field as an environment variable.
+    Env(&'static [(&'static str, &'static str)]),
+    /// Each field after its flag, as the server's arguments.
+    Args(&'static [(&'static str, &'static str)]),
+}
+
+impl Node for NpmMcp {
+    fn spec(&self) -> &'static NodeSpec {
+        self.spec
     }
-    Ok(env)
+
+    fn build(&self, node: &Build<'_>) -> Result<Component, FlowError> {
+        let field = |name: &str| {
+            node.text(name).ok_or_else(|| {
+                node.invalid(format_args!(
+                    "needs its {} credential's '{name}'",
+                    self.credential
+                ))
+            })
+        };
+        let mut env = serde_json::Map::new();
+        for (variable, value) in self.fixed {
+            env.insert((*variable).to_owned(), Value::from(*value));
+        }
+        let mut args = vec!["-y".to_owned(), self.package.to_owned()];
+        match self.fields {
+            Fields::Env(pairs) => {
+                for (name, variable) in pairs {
+                    env.insert((*variable).to_owned(), Value::from(field(name)?));
+                }
+            }
+            Fields::Args(pairs) => {
+                for (name, flag) in pairs {
+                    args.push((*flag).to_owned());
+                    args.push(field(name)?.to_owned());
+                }
+            }
+        }
+        mcp_tool(
+            node,
+            serde_json::json!({"command": "npx", "args": args, "env": env}),
+        )
+    }
 }
 
 /// `slackMCP` ("Slack MCP"): `@modelcontextprotocol/server-slack` with the
 /// `slackApi` credential's `botToken` and `teamId`.
-pub struct SlackMcp;
-
-static SLACK_SPEC: NodeSpec = NodeSpec {
-    name: "slackMCP",
-    category: Category::Tool,
-    inputs: &[
-        sensitive("botToken", K::Text),
-        sensitive("teamId", K::Text),
-        input("mcpActions", K::Json),
-    ],
+pub static SLACK_MCP: NpmMcp = NpmMcp {
+    spec: &NodeSpec {
+        name: "slackMCP",
+        category: Category::Tool,
+        inputs: &[
+            sensitive("botToken", K::Text),
+            sensitive("teamId", K::Text),
+            input("mcpActions", K::Json),
+        ],
+    },
+    package: "@modelcontextprotocol/server-slack",
+    credential: "slackApi",
+    fixed: &[],
+    fields: Fields::Env(&[("botToken", "SLACK_BOT_TOKEN"), ("teamId", "SLACK_TEAM_ID")]),
 };
-
-impl Node for SlackMcp {
-    fn spec(&self) -> &'static NodeSpec {
-        &SLACK_SPEC
-    }
-
-    fn build(&self, node: &Build<'_>) -> Result<Component, FlowError> {
-        let env = credential_env(
-            node,
-            "slackApi",
-            &[("botToken", "SLACK_BOT_TOKEN"), ("teamId", "SLACK_TEAM_ID")],
-        )?;
-        npm_server(node, "@modelcontextprotocol/server-slack", Vec::new(), env)
-    }
-}
 
 /// `braveSearchMCP` ("Brave Search MCP"): `@modelcontextprotocol/server-brave-search`
 /// with the `braveSearchApi` credential's `braveApiKey`.
-pub struct BraveSearchMcp;
-
-static BRAVE_SPEC: NodeSpec = NodeSpec {
-    name: "braveSearchMCP",
-    category: Category::Tool,
-    inputs: &[
-        sensitive("braveApiKey", K::Text),
-        input("mcpActions", K::Json),
-    ],
+pub static BRAVE_SEARCH_MCP: NpmMcp = NpmMcp {
+    spec: &NodeSpec {
+        name: "braveSearchMCP",
+        category: Category::Tool,
+        inputs: &[
+            sensitive("braveApiKey", K::Text),
+            input("mcpActions", K::Json),
+        ],
+    },
+    package: "@modelcontextprotocol/server-brave-search",
+    credential: "braveSearchApi",
+    fixed: &[],
+    fields: Fields::Env(&[("braveApiKey", "BRAVE_API_KEY")]),
 };
 
-impl Node for BraveSearchMcp {
-    fn spec(&self) -> &'static NodeSpec {
-        &BRAVE_SPEC
-    }
+/// `sequentialThinkingMCP` ("Sequential Thinking MCP"):
+/// `@modelcontextprotocol/server-sequential-thinking`, no credential.
+pub static SEQUENTIAL_THINKING_MCP: NpmMcp = NpmMcp {
+    spec: &NodeSpec {
+        name: "sequentialThinkingMCP",
+        category: Category::Tool,
+        inputs: &[input("mcpActions", K::Json)],
+    },
+    package: "@modelcontextprotocol/server-sequential-thinking",
+    credential: "",
+    fixed: &[],
+    fields: Fields::Env(&[]),
+};
 
-    fn build(&self, node: &Build<'_>) -> Result<Component, FlowError> {
-        let env = credential_env(node, "braveSearchApi", &[("braveApiKey", "BRAVE_API_KEY")])?;
-        npm_server(
-            node,
-            "@modelcontextprotocol/server-brave-search",
-            Vec::new(),
-            env,
-        )
-    }
-}
+/// `youtubeMCP`: `youtube-data-mcp-server` with the `youtubeApi` credential's
+/// `apiKey`.
+pub static YOUTUBE_MCP: NpmMcp = NpmMcp {
+    spec: &NodeSpec {
+        name: "youtubeMCP",
+        category: Category::Tool,
+        inputs: &[sensitive("apiKey", K::Text), input("mcpActions", K::Json)],
+    },
+    package: "youtube-data-mcp-server",
+    credential: "youtubeApi",
+    fixed: &[],
+    fields: Fields::Env(&[("apiKey", "YOUTUBE_API_KEY")]),
+};
+
+/// `sfdcMCP`: `@tsmztech/mcp-server-salesforce` with the `salesforceApi`
+/// credential's client id, secret and instance (OAuth client credentials).
+pub static SFDC_MCP: NpmMcp = NpmMcp {
+    spec: &NodeSpec {
+        name: "sfdcMCP",
+        category: Category::Tool,
+        inputs: &[
+            sensitive("salesforceClientId", K::Text),
+            sensitive("salesforceClientSecret", K::Text),
+            sensitive("salesforceInstance", K::Text),
+            input("mcpActions", K::Json),
+        ],
+    },
+    package: "@tsmztech/mcp-server-salesforce",
+    credential: "salesforceApi",
+    fixed: &[("SALESFORCE_CONNECTION_TYPE", "OAuth_2.0_Client_Credentials")],
+    fields: Fields::Env(&[
+        ("salesforceClientId", "SALESFORCE_CLIENT_ID"),
+        ("salesforceClientSecret", "SALESFORCE_CLIENT_SECRET"),
+        ("salesforceInstance", "SALESFORCE_INSTANCE_URL"),
+    ]),
+};
+
+/// `contentfulMCP`: `@last-rev/contentful-mcp-server` with the
+/// `contentfulManagementApi` credential's `managementToken` and `spaceId` and
+/// the node's `environmentId`, as its arguments (as Flowise passes them).
+pub static CONTENTFUL_MCP: NpmMcp = NpmMcp {
+    spec: &NodeSpec {
+        name: "contentfulMCP",
+        category: Category::Tool,
+        inputs: &[
+            sensitive("managementToken", K::Text),
+            sensitive("spaceId", K::Text),
+            input("environmentId", K::Text),
+            input("mcpActions", K::Json),
+        ],
+    },
+    package: "@last-rev/contentful-mcp-server",
+    credential: "contentfulManagementApi",
+    fixed: &[],
+    fields: Fields::Args(&[
+        ("managementToken", "--management-token"),
+        ("spaceId", "--space-id"),
+        ("environmentId", "--environment-id"),
+    ]),
+};
 
 /// `postgreSQLMCP` ("PostgreSQL MCP"): `@modelcontextprotocol/server-postgres`,
 /// read-only access to the database of the `PostgresUrl` credential's
@@ -374,37 +519,8 @@ impl Node for PostgreSqlMcp {
         let url = node
             .text("postgresUrl")
             .ok_or_else(|| node.invalid("needs its PostgresUrl credential's 'postgresUrl'"))?;
-        npm_server(
-            node,
-            "@modelcontextprotocol/server-postgres",
-            vec![url.to_owned()],
-            serde_json::Map::new(),
-        )
-    }
-}
-
-/// `sequentialThinkingMCP` ("Sequential Thinking MCP"):
-/// `@modelcontextprotocol/server-sequential-thinking`, no credential.
-pub struct SequentialThinkingMcp;
-
-static SEQUENTIAL_SPEC: NodeSpec = NodeSpec {
-    name: "sequentialThinkingMCP",
-    category: Category::Tool,
-    inputs: &[input("mcpActions", K::Json)],
-};
-
-impl Node for SequentialThinkingMcp {
-    fn spec(&self) -> &'static NodeSpec {
-        &SEQUENTIAL_SPEC
-    }
-
-    fn build(&self, node: &Build<'_>) -> Result<Component, FlowError> {
-        npm_server(
-            node,
-            "@modelcontextprotocol/server-sequential-thinking",
-            Vec::new(),
-            serde_json::Map::new(),
-        )
+        let args = ["-y", "@modelcontextprotocol/server-postgres", url];
+        mcp_tool(node, serde_json::json!({"command": "npx", "args": args}))
     }
 }
 
@@ -433,21 +549,14 @@ impl Node for SupergatewayMcp {
         let arguments = node
             .text("arguments")
             .ok_or_else(|| node.invalid("needs its 'arguments' (such as --sse <url>)"))?;
-        let args = arguments
-            .split_whitespace()
-            .map(|arg| {
-                let quoted = arg.len() >= 2
-                    && ((arg.starts_with('"') && arg.ends_with('"'))
-                        || (arg.starts_with('\'') && arg.ends_with('\'')));
-                if quoted { &arg[1..arg.len() - 1] } else { arg }.to_owned()
-            })
-            .collect();
-        npm_server(
-            node,
-            "@latitude-data/supergateway",
-            args,
-            serde_json::Map::new(),
-        )
+        let mut args = vec!["-y".to_owned(), "@latitude-data/supergateway".to_owned()];
+        args.extend(arguments.split_whitespace().map(|arg| {
+            let quoted = arg.len() >= 2
+                && ((arg.starts_with('"') && arg.ends_with('"'))
+                    || (arg.starts_with('\'') && arg.ends_with('\'')));
+            if quoted { &arg[1..arg.len() - 1] } else { arg }.to_owned()
+        }));
+        mcp_tool(node, serde_json::json!({"command": "npx", "args": args}))
     }
 }
 
@@ -535,6 +644,42 @@ mod tests {
         assert_eq!(
             config_of("sequentialThinkingMCP", json!({}))["args"][1],
             "@modelcontextprotocol/server-sequential-thinking"
+        );
+        assert_eq!(
+            config_of(
+                "contentfulMCP",
+                json!({"managementToken": "m", "spaceId": "s", "environmentId": "master"})
+            )["args"],
+            json!([
+                "-y",
+                "@last-rev/contentful-mcp-server",
+                "--management-token",
+                "m",
+                "--space-id",
+                "s",
+                "--environment-id",
+                "master"
+            ])
+        );
+        assert_eq!(
+            config_of(
+                "sfdcMCP",
+                json!({"salesforceClientId": "i", "salesforceClientSecret": "s", "salesforceInstance": "https://x.my.salesforce.com"})
+            )["env"],
+            json!({"SALESFORCE_CONNECTION_TYPE": "OAuth_2.0_Client_Credentials", "SALESFORCE_CLIENT_ID": "i",
+                   "SALESFORCE_CLIENT_SECRET": "s", "SALESFORCE_INSTANCE_URL": "https://x.my.salesforce.com"})
+        );
+        assert_eq!(
+            config_of("youtubeMCP", json!({"apiKey": "k"}))["env"],
+            json!({"YOUTUBE_API_KEY": "k"})
+        );
+        assert_eq!(
+            config_of("outageDeckMCP", json!({})),
+            json!({"url": "https://outagedeck.com/api/mcp"})
+        );
+        assert_eq!(
+            config_of("xpozMCP", json!({"xpozApiKey": "x"}))["headers"]["Authorization"],
+            "Bearer x"
         );
         assert_eq!(
             config_of(
