@@ -62,7 +62,7 @@ def test_a_server_is_started_once_and_shared(mcp_runtime):
     listed = ask(mcp_runtime, server, "tools/list", workspace=ws)
     assert listed["started"] and not listed["restarted"]
     assert listed["serverInfo"] == {"name": "tiny", "version": "1.0.0"}
-    assert [t["name"] for t in listed["result"]["tools"]] == ["echo", "inspect", "connect", "crash", "slow"]
+    assert [t["name"] for t in listed["result"]["tools"]] == ["echo", "inspect", "connect", "crash", "hog", "slow"]
     echoed = call(mcp_runtime, server, "echo", {"message": "hi"}, workspace=ws)
     assert text_of(echoed) == "Echo: hi" and not echoed["started"]
     [running] = servers(mcp_runtime, ws)
@@ -178,3 +178,18 @@ def test_requests_and_servers_are_counted(mcp_runtime):
     for outcome in ("result", "error", "refused"):
         assert got[f'weir_pyruntime_mcp_requests_total{{outcome="{outcome}"}}'] >= 1, outcome
     assert got["weir_pyruntime_mcp_servers"] >= 1
+
+
+def test_a_server_has_the_memory_limit_of_a_run(start_runtime):
+    """PY_TOOL_MAX_MEM bounds a server as it bounds a run (its cgroup): a server
+    that fills more is killed, and says so; under the limit it works (Node.js is
+    not starved of address space)."""
+    runtime = start_runtime({"PY_TOOL_MAX_MEM": "256M"})
+    cgroups = runtime.get("/tools/health").json()["isolation"]["layers"]["cgroups"]["state"]
+    if cgroups != "enforced":
+        pytest.skip("no cgroups here: a server's memory is bounded only by its address space")
+    ws = workspace()
+    assert text_of(call(runtime, tiny(), "hog", {"mb": 64}, workspace=ws)) == "held 64 MiB"
+    killed = call(runtime, tiny(), "hog", {"mb": 1024}, workspace=ws)
+    assert killed["error"]["code"] == -32002, killed
+    assert "memory" in killed["error"]["message"], killed

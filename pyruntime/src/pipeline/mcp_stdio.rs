@@ -43,6 +43,11 @@ const START_TIMEOUT: Duration = Duration::from_secs(120);
 const DEFAULT_TIMEOUT_SECS: f64 = 60.0;
 /// Longest life of a server: then it ends and the next request starts it again.
 const LIFETIME: Duration = Duration::from_secs(12 * 3600);
+/// A server's address-space limit (RLIMIT_AS). Runtimes such as V8 reserve far
+/// more address space than they use (a 1 GiB limit makes Node.js fail to grow a
+/// heap of a few dozen MiB), so what bounds a server's memory is the run's
+/// cgroup (`PY_TOOL_MAX_MEM`) and, for Node.js, its heap limit (`NODE_OPTIONS`).
+const ADDRESS_SPACE: u64 = 16 << 30;
 /// Longest line (one JSON-RPC message) read from a server.
 const MAX_MESSAGE: usize = 16 << 20;
 /// Largest configuration (command, arguments and environment together).
@@ -356,9 +361,10 @@ impl StdioServers {
         let venv = executor.workspace_venv(workspace).await?;
         let cache = executor.cache_dir(workspace);
         let artifacts = executor.artifacts().workspace_dir(workspace);
+        let max_mem = executor.max_mem();
         let limits = Limits {
             timeout: LIFETIME,
-            max_mem: executor.max_mem(),
+            max_mem: ADDRESS_SPACE.max(max_mem),
         };
         let no_params = Map::new();
         let job = Job {
@@ -401,6 +407,7 @@ impl StdioServers {
             &plan.tmp(),
             &cache,
             self.node_packages.as_deref(),
+            max_mem,
             &spec.env,
         );
         let params = json!({
@@ -450,9 +457,10 @@ impl StdioServers {
                 params: &params,
                 limits,
             };
+            let memory = Limits { max_mem, ..limits };
             let end = tokio::select! {
                 outcome = executor.sandbox().run(&job, &run_dir, plan) => {
-                    End::Died(describe_end(outcome, &limits))
+                    End::Died(describe_end(outcome, &memory))
                 }
                 _ = stop_rx => End::Stopped,
             };
@@ -763,12 +771,14 @@ fn make_fifos(paths: &[PathBuf], (uid, gid): (u32, u32)) -> std::io::Result<()> 
 
 /// The server's environment: nothing of the runtime's but the proxy, certificate
 /// and registry settings (as an install gets), its home and temporary directory,
-/// npm's and uv's caches in the workspace's cache, then the configuration's own.
+/// npm's and uv's caches in the workspace's cache, Node.js's heap limit (three
+/// quarters of `max_mem`), then the configuration's own.
 fn server_env(
     home: &Path,
     tmp: &Path,
     cache: &Path,
     node_packages: Option<&Path>,
+    max_mem: u64,
     own: &BTreeMap<String, String>,
 ) -> Map<String, Value> {
     let text = |p: &Path| Value::String(p.to_string_lossy().into_owned());
@@ -800,6 +810,11 @@ fn server_env(
     env.insert("npm_config_audit".into(), "false".into());
     env.insert("UV_CACHE_DIR".into(), text(&cache.join("uv")));
     env.insert("UV_TOOL_DIR".into(), text(&cache.join("uv-tools")));
+    let heap_mib = (max_mem >> 20) * 3 / 4;
+    env.insert(
+        "NODE_OPTIONS".into(),
+        Value::String(format!("--max-old-space-size={}", heap_mib.max(64))),
+    );
     for (name, value) in own {
         env.insert(name.clone(), Value::String(value.clone()));
     }
