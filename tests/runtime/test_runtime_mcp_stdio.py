@@ -193,3 +193,33 @@ def test_a_server_has_the_memory_limit_of_a_run(start_runtime):
     killed = call(runtime, tiny(), "hog", {"mb": 1024}, workspace=ws)
     assert killed["error"]["code"] == -32002, killed
     assert "memory" in killed["error"]["message"], killed
+
+
+PYTHON_SERVER = r'''
+import json, sys
+import six  # installed into the workspace's venv, not the runtime's
+for line in sys.stdin:
+    message = json.loads(line)
+    if "id" not in message:
+        continue
+    if message["method"] == "initialize":
+        result = {"protocolVersion": message["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "py", "version": six.__version__}}
+    elif message["method"] == "tools/call":
+        result = {"content": [{"type": "text", "text": sys.executable}]}
+    else:
+        result = {"tools": []}
+    print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), flush=True)
+'''
+
+
+def test_a_python_server_runs_with_the_workspaces_packages(mcp_runtime):
+    """`python` is the workspace's venv (first on PATH): a Python MCP server uses
+    what the workspace installed through the runtime's package policy."""
+    ws = workspace()
+    r = mcp_runtime.post("/tools/install-packages", {"packages": ["six"], "workspace_id": ws}, timeout=300)
+    assert r.status_code == 200, r.text
+    server = {"command": "python", "args": ["-c", PYTHON_SERVER]}
+    answer = call(mcp_runtime, server, "where", workspace=ws)
+    assert answer["serverInfo"]["name"] == "py" and answer["serverInfo"]["version"], answer
+    assert text_of(answer).startswith(str(mcp_runtime.venvs / ws)), answer

@@ -403,10 +403,13 @@ impl StdioServers {
             .map_err(Error::internal)?;
         let (command, args) = self.resolve(spec).await;
         let env = server_env(
-            &plan.home(),
-            &plan.tmp(),
-            &cache,
-            self.node_packages.as_deref(),
+            &ServerDirs {
+                home: plan.home(),
+                tmp: plan.tmp(),
+                cache: cache.clone(),
+                venv: venv.dir.clone(),
+                node_packages: self.node_packages.clone(),
+            },
             max_mem,
             &spec.env,
         );
@@ -769,15 +772,25 @@ fn make_fifos(paths: &[PathBuf], (uid, gid): (u32, u32)) -> std::io::Result<()> 
     Ok(())
 }
 
+/// The directories a server's environment names.
+struct ServerDirs {
+    home: PathBuf,
+    tmp: PathBuf,
+    /// The workspace's cache (npm's and uv's).
+    cache: PathBuf,
+    /// The workspace's venv: first on `PATH`, so `python` and the console scripts
+    /// of what the workspace installed (a Python MCP server) are its own.
+    venv: PathBuf,
+    node_packages: Option<PathBuf>,
+}
+
 /// The server's environment: nothing of the runtime's but the proxy, certificate
-/// and registry settings (as an install gets), its home and temporary directory,
+/// and registry settings (as an install gets), `PATH` (the workspace's venv, the
+/// npm packages installed ahead, the system), its home and temporary directory,
 /// npm's and uv's caches in the workspace's cache, Node.js's heap limit (three
 /// quarters of `max_mem`), then the configuration's own.
 fn server_env(
-    home: &Path,
-    tmp: &Path,
-    cache: &Path,
-    node_packages: Option<&Path>,
+    dirs: &ServerDirs,
     max_mem: u64,
     own: &BTreeMap<String, String>,
 ) -> Map<String, Value> {
@@ -794,16 +807,18 @@ fn server_env(
             env.insert(name, Value::String(value));
         }
     }
-    let mut path = String::new();
-    if let Some(packages) = node_packages {
+    let mut path = format!("{}:", dirs.venv.join("bin").to_string_lossy());
+    if let Some(packages) = &dirs.node_packages {
         path.push_str(&packages.join("node_modules/.bin").to_string_lossy());
         path.push(':');
     }
     path.push_str("/usr/local/bin:/usr/bin:/bin");
     env.insert("PATH".into(), Value::String(path));
-    env.insert("HOME".into(), text(home));
-    env.insert("TMPDIR".into(), text(tmp));
+    env.insert("VIRTUAL_ENV".into(), text(&dirs.venv));
+    env.insert("HOME".into(), text(&dirs.home));
+    env.insert("TMPDIR".into(), text(&dirs.tmp));
     env.insert("LANG".into(), "C.UTF-8".into());
+    let cache = &dirs.cache;
     env.insert("npm_config_cache".into(), text(&cache.join("npm")));
     env.insert("npm_config_update_notifier".into(), "false".into());
     env.insert("npm_config_fund".into(), "false".into());
