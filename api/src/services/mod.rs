@@ -53,9 +53,22 @@ use crate::flow::{FlowError, PlanCache};
 use crate::llm::connect::Models;
 use crate::store::{Store, StoreError};
 
-/// What every service call can reach; cheap to clone.
+/// What every service call can reach: a handle to the [`ServiceSet`], cheap to
+/// clone — one reference count, however many services there are (axum clones
+/// the state for every extraction of every request, and a prediction keeps one).
 #[derive(Clone)]
-pub struct Services {
+pub struct Services(Arc<ServiceSet>);
+
+impl std::ops::Deref for Services {
+    type Target = ServiceSet;
+
+    fn deref(&self) -> &ServiceSet {
+        &self.0
+    }
+}
+
+/// The services themselves, shared by every handle.
+pub struct ServiceSet {
     pub store: Arc<dyn Store>,
     pub config: Arc<Config>,
     /// Validated flow plans, per chatflow version.
@@ -155,7 +168,7 @@ impl Services {
                 std::time::Duration::from_millis(config.sql_query_timeout_ms),
             ),
         };
-        Ok(Services {
+        Ok(Services(Arc::new(ServiceSet {
             store,
             config: Arc::new(config),
             plans,
@@ -174,7 +187,7 @@ impl Services {
             uploads,
             aborts: Arc::default(),
             elicitations: Arc::default(),
-        })
+        })))
     }
 }
 
