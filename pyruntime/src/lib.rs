@@ -12,8 +12,10 @@
 //! Floors that import only downward (a module never imports one above it):
 //! - `edge` — the HTTP edge: `server` (router, API-key middleware, handlers, `run`,
 //!   shutdown) and `error` (`ApiError`, the JSON error body).
-//! - `pipeline` — `execute` (the pipeline behind execute-python and install-packages)
-//!   and `admission` (the concurrency cap, the fair bounded queue), with their `Error`.
+//! - `pipeline` — `execute` (the pipeline behind execute-python and install-packages),
+//!   `javascript` (execute-javascript: a harness run), `mcp_stdio` (the long-lived
+//!   stdio MCP servers of `/tools/mcp-stdio`) and `admission` (the concurrency cap,
+//!   the fair bounded queue), with their `Error`.
 //! - `process` — the children: `sandbox` (one run, one install), `pool` and `zygote`
 //!   (the warm per-workspace processes), `protocol` (every message between them and its
 //!   validation), `home` (a zygote's view and cgroups), `launcher`, and `analysts` (the
