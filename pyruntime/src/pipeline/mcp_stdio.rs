@@ -103,7 +103,7 @@ pub struct StdioResponse {
 }
 
 /// One running server, as `GET /tools/mcp-stdio` lists it (never its environment,
-/// which may hold credentials).
+/// which may hold credentials; arguments that look like one masked).
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ServerListing {
@@ -217,7 +217,7 @@ impl StdioServers {
             .filter_map(|slot| Some((slot.live()?, slot.restarts.load(Ordering::Relaxed))))
             .map(|(server, restarts)| ServerListing {
                 command: server.command.clone(),
-                args: server.args.clone(),
+                args: masked_args(&server.args),
                 server_info: lock(&server.server_info).clone(),
                 started_at: server
                     .started_at
@@ -836,6 +836,59 @@ fn server_env(
     env
 }
 
+/// A server's arguments as a listing shows them: the value after a flag that
+/// names a credential (`--management-token x`, `--api-key=x`) and the password of
+/// a URL (`postgres://user:secret@db/x`) masked.
+fn masked_args(args: &[String]) -> Vec<String> {
+    const SECRET_WORDS: [&str; 5] = ["token", "key", "secret", "password", "auth"];
+    let names_secret = |flag: &str| {
+        let flag = flag.to_ascii_lowercase();
+        flag.starts_with('-') && SECRET_WORDS.iter().any(|w| flag.contains(w))
+    };
+    let mut masked = Vec::with_capacity(args.len());
+    let mut hide_next = false;
+    for arg in args {
+        if std::mem::take(&mut hide_next) {
+            masked.push("***".to_owned());
+            continue;
+        }
+        if let Some((flag, _)) = arg.split_once('=')
+            && names_secret(flag)
+        {
+            masked.push(format!("{flag}=***"));
+            continue;
+        }
+        if names_secret(arg) {
+            hide_next = true;
+            masked.push(arg.clone());
+            continue;
+        }
+        masked.push(mask_url_password(arg));
+    }
+    masked
+}
+
+/// `scheme://user:password@host…` with the password masked; other text as it is.
+fn mask_url_password(arg: &str) -> String {
+    let Some(scheme_end) = arg.find("://") else {
+        return arg.to_owned();
+    };
+    let rest = &arg[scheme_end + 3..];
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let authority = &rest[..authority_end];
+    match authority.rfind('@') {
+        Some(at) => match authority[..at].split_once(':') {
+            Some((user, _)) => format!(
+                "{}{user}:***{}",
+                &arg[..scheme_end + 3],
+                &arg[scheme_end + 3 + at..]
+            ),
+            None => arg.to_owned(),
+        },
+        None => arg.to_owned(),
+    }
+}
+
 /// The package an `npx` command runs (`-p`/`--package`, else the first argument
 /// that is not a flag) and the arguments after it.
 fn npx_package(args: &[String]) -> Option<(&str, &[String])> {
@@ -970,6 +1023,35 @@ mod tests {
         );
         assert_eq!(split_package("@scope/name"), ("@scope/name", None));
         assert_eq!(split_package("name@latest"), ("name", Some("latest")));
+    }
+
+    #[test]
+    fn listed_arguments_hide_credentials() {
+        let args = strings(&[
+            "-y",
+            "pkg",
+            "--management-token",
+            "m1",
+            "--api-key=k1",
+            "--space-id",
+            "s",
+            "postgres://me:pw@db:5432/x?sslmode=require",
+            "https://example.com/a@b",
+        ]);
+        assert_eq!(
+            masked_args(&args),
+            strings(&[
+                "-y",
+                "pkg",
+                "--management-token",
+                "***",
+                "--api-key=***",
+                "--space-id",
+                "s",
+                "postgres://me:***@db:5432/x?sslmode=require",
+                "https://example.com/a@b",
+            ])
+        );
     }
 
     #[test]
