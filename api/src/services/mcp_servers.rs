@@ -23,7 +23,7 @@ use crate::domain::mcp::{
 };
 use crate::domain::{Page, time};
 use crate::flow::FlowError;
-use crate::flow::component::McpServer;
+use crate::flow::component::{McpEndpoint, McpServer};
 use crate::store::Listing;
 
 /// How long `authorize` waits for a server (Flowise's `CUSTOM_MCP_AUTHORIZE_TIMEOUT_MS`).
@@ -394,7 +394,11 @@ pub async fn delete(services: &Services, workspace: Uuid, id: Uuid) -> ServiceRe
 
 /// A server a run's `customMcpServerTool` names, its headers opened; it must be
 /// authorized.
-pub async fn open(services: &Services, workspace: Uuid, id: Uuid) -> ServiceResult<Arc<McpServer>> {
+pub async fn open(
+    services: &Services,
+    workspace: Uuid,
+    id: Uuid,
+) -> ServiceResult<Arc<McpEndpoint>> {
     let server = services
         .store
         .get_mcp_server(workspace, id)
@@ -413,8 +417,8 @@ pub async fn open(services: &Services, workspace: Uuid, id: Uuid) -> ServiceResu
         .into());
     }
     let headers = headers_of(services, &server)?;
-    Ok(Arc::new(McpServer {
+    Ok(Arc::new(McpEndpoint::Remote(McpServer {
         url: server.server_url,
         headers,
-    }))
+    })))
 }

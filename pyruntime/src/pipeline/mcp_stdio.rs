@@ -31,6 +31,7 @@ use tokio::sync::{oneshot, watch};
 
 use super::execute::{Executor, workspace_of};
 use super::{Error, Result};
+use crate::process::lock;
 use crate::process::sandbox::{self, Job, Limits, Outcome, WorkspaceDirs};
 
 /// The Python program that becomes the server.
@@ -795,18 +796,9 @@ fn server_env(
     own: &BTreeMap<String, String>,
 ) -> Map<String, Value> {
     let text = |p: &Path| Value::String(p.to_string_lossy().into_owned());
-    let mut env = Map::new();
-    for (name, value) in std::env::vars() {
-        let upper = name.to_ascii_uppercase();
-        let passes = upper.ends_with("_PROXY")
-            || upper.starts_with("SSL_CERT_")
-            || upper.starts_with("NPM_CONFIG_")
-            || upper.starts_with("UV_INDEX")
-            || upper == "NODE_EXTRA_CA_CERTS";
-        if passes {
-            env.insert(name, Value::String(value));
-        }
-    }
+    let mut env = sandbox::passed_env(|upper| {
+        upper.starts_with("NPM_CONFIG_") || upper.starts_with("UV_INDEX")
+    });
     let mut path = format!("{}:", dirs.venv.join("bin").to_string_lossy());
     if let Some(packages) = &dirs.node_packages {
         path.push_str(&packages.join("node_modules/.bin").to_string_lossy());
@@ -988,12 +980,6 @@ fn check_method(method: &str) -> Result<()> {
         )));
     }
     Ok(())
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[cfg(test)]

@@ -15,6 +15,8 @@
 use std::collections::HashMap;
 use std::io::{self, BufRead, Write};
 use std::sync::{Arc, Mutex};
+
+use super::lock;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -217,12 +219,6 @@ async fn spawn(launcher: &Launcher) -> Result<Analyst, AnalysisError> {
             "an analyser without pipes".to_owned(),
         )),
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// The analyst process: limits itself, then answers requests on stdin until EOF. The

@@ -14,3 +14,12 @@ pub mod pool;
 pub mod protocol;
 pub mod sandbox;
 pub mod zygote;
+
+/// A mutex's guard, whether or not a thread panicked while holding it: the state
+/// it guards (maps of children, waiters, servers) stays usable, and a server that
+/// stopped serving over one panicked request would be worse.
+pub fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}

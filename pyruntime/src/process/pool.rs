@@ -15,6 +15,8 @@ use std::collections::HashMap;
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+
+use super::lock;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -416,12 +418,6 @@ fn dispatch(line: &str, waiters: &mut HashMap<u64, Waiter>) -> Result<(), &'stat
         }
     }
     Ok(())
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Asks the zygote to kill a run when dropped (timeout, cancelled request) unless the

@@ -727,18 +727,9 @@ impl From<io::Error> for InstallFailure {
 /// settings of the server's environment (`UV_*`, `PIP_*`, `*_PROXY`, `SSL_CERT_*`) pass.
 fn installer_env(venv: &Venv, run_dir: &RunDir, cache: &Path) -> serde_json::Map<String, Value> {
     let path = |p: &Path| Value::String(p.to_string_lossy().into_owned());
-    let mut env = serde_json::Map::new();
-    for (name, value) in std::env::vars() {
-        let upper = name.to_ascii_uppercase();
-        let passes = (upper.starts_with("UV_") || upper.starts_with("PIP_"))
-            || upper.ends_with("_PROXY")
-            || upper.starts_with("SSL_CERT_")
-            || upper == "REQUESTS_CA_BUNDLE"
-            || upper == "PYTHONHOME";
-        if passes {
-            env.insert(name, Value::String(value));
-        }
-    }
+    let mut env = passed_env(|upper| {
+        upper.starts_with("UV_") || upper.starts_with("PIP_") || upper == "PYTHONHOME"
+    });
     env.insert(
         "PATH".into(),
         Value::String(format!(
@@ -753,6 +744,25 @@ fn installer_env(venv: &Venv, run_dir: &RunDir, cache: &Path) -> serde_json::Map
     env.insert("PIP_CACHE_DIR".into(), path(&cache.join("pip")));
     env.insert("UV_PYTHON_DOWNLOADS".into(), "never".into());
     env.insert("UV_NO_PROGRESS".into(), "1".into());
+    env
+}
+
+/// The server's own environment variables a child that reaches the network may
+/// have: proxies and certificate bundles, and those `also` names (given in upper
+/// case). Nothing else of the server's environment (its keys) passes.
+pub fn passed_env(also: impl Fn(&str) -> bool) -> serde_json::Map<String, Value> {
+    let mut env = serde_json::Map::new();
+    for (name, value) in std::env::vars() {
+        let upper = name.to_ascii_uppercase();
+        let passes = upper.ends_with("_PROXY")
+            || upper.starts_with("SSL_CERT_")
+            || upper == "REQUESTS_CA_BUNDLE"
+            || upper == "NODE_EXTRA_CA_CERTS"
+            || also(&upper);
+        if passes {
+            env.insert(name, Value::String(value));
+        }
+    }
     env
 }
 

@@ -57,7 +57,7 @@ pub struct ToolEnv {
     pub stored: HashMap<Uuid, Arc<PythonDefinition>>,
     /// The workspace's MCP servers the run uses (`customMcpServerTool`), by id,
     /// their headers opened.
-    pub mcp_servers: HashMap<Uuid, Arc<super::component::McpServer>>,
+    pub mcp_servers: HashMap<Uuid, Arc<super::component::McpEndpoint>>,
 }
 
 /// A tool ready to be offered and called.
@@ -158,14 +158,11 @@ async fn mcp_tools(
         McpSource::Config(config) => {
             Arc::new(mcp::read_config(config, &env.vars).map_err(&failed)?)
         }
-        McpSource::Stored(id) => {
-            let stored = env.mcp_servers.get(id).ok_or_else(|| {
-                FlowError::invalid(format!(
-                    "node {node_id} uses MCP server {id}, which is not a server of this workspace"
-                ))
-            })?;
-            Arc::new(super::component::McpEndpoint::Remote((**stored).clone()))
-        }
+        McpSource::Stored(id) => env.mcp_servers.get(id).cloned().ok_or_else(|| {
+            FlowError::invalid(format!(
+                "node {node_id} uses MCP server {id}, which is not a server of this workspace"
+            ))
+        })?,
     };
     let listed = client
         .tools(&server, &env.workspace_id)

@@ -20,6 +20,9 @@ use crate::llm::http::root_cause;
 const DEFAULT_TIMEOUT_SECS: f64 = 30.0;
 /// Seconds a stdio MCP server gets to answer a request (its start not included).
 const MCP_TIMEOUT_SECS: f64 = 60.0;
+/// The JSON-RPC codes of the runtime's own stdio MCP errors (not the server's):
+/// no answer in time, the server exited or could not start.
+const MCP_RUNTIME_ERRORS: [i64; 2] = [-32001, -32002];
 /// Time beyond the run's own timeout for installing requirements and queueing.
 const INSTALL_ALLOWANCE: Duration = Duration::from_secs(120);
 
@@ -194,8 +197,9 @@ impl RuntimeClient {
                 .unwrap_or("no message");
             // The runtime's own errors (no answer in time, the server exited)
             // speak for themselves; a server's are quoted.
-            return Err(match error.get("code").and_then(Value::as_i64) {
-                Some(-32002 | -32001) => message.to_owned(),
+            let code = error.get("code").and_then(Value::as_i64);
+            return Err(match code {
+                Some(code) if MCP_RUNTIME_ERRORS.contains(&code) => message.to_owned(),
                 _ => format!("the server answered: {message}"),
             });
         }
