@@ -40,16 +40,25 @@ pub struct Config {
     #[arg(long, env = "DATABASE_SCHEMA", value_parser = parse_schema_name, global = true)]
     pub database_schema: Option<String>,
 
-    /// Address of the Python tool runtime. Unreachable at start is a warning in the log,
-    /// not a failure; Python tools answer a tool error until it is up.
+    /// Address of the Python tool runtime, or several separated by commas: each
+    /// workspace is then placed on one of them (rendezvous hashing, the same on every
+    /// replica), and moves to its next choice while its own is down. Unreachable at start
+    /// is a warning in the log, not a failure; Python tools answer a tool error until one
+    /// is up. See Scaling out in docs/deployment.md.
     #[arg(
         long,
         env = "PYTHON_RUNTIME",
         default_value = "http://127.0.0.1:8000",
-        value_parser = parse_http_url,
+        value_parser = parse_runtime_list,
         global = true
     )]
     pub python_runtime: String,
+
+    /// Milliseconds between health checks of each Python runtime when `PYTHON_RUNTIME`
+    /// names several (100–60,000): how soon a dead one's workspaces move, and move back.
+    #[arg(long, env = "PYTHON_RUNTIME_HEALTH_MS", default_value_t = 2000,
+          value_parser = clap::value_parser!(u64).range(100..=60_000), global = true)]
+    pub python_runtime_health_ms: u64,
 
     /// Key sent to the Python tool runtime (`Authorization: Bearer`); the runtime's own
     /// `PY_TOOL_API_KEY`. Never logged, never passed to tool code.
@@ -279,6 +288,14 @@ pub struct Config {
           value_parser = clap::value_parser!(u64).range(0..=60_000), global = true)]
     pub store_cache_ttl_ms: u64,
 
+    /// PostgreSQL connections each replica keeps (1–1,024). A prediction holds one
+    /// only for its statements, never across a model call. Size it to the database
+    /// server rather than to weir: on a 16-core machine, 32 connections to a
+    /// PostgreSQL on 3 cores ran 3.7 times slower than 16 (BENCHMARKS.md, Scaling).
+    #[arg(long, env = "DATABASE_POOL_SIZE", default_value_t = 16,
+          value_parser = clap::value_parser!(u64).range(1..=1024), global = true)]
+    pub database_pool_size: u64,
+
     /// Largest body of one vector upsert (`POST /api/v1/vector/upsert/:id`), files
     /// included, in bytes (1024 to 4 GiB); larger is a 413 before the body is read.
     #[arg(long, env = "VECTOR_UPSERT_MAX_BYTES", default_value_t = 50 * 1024 * 1024,
@@ -479,7 +496,12 @@ pub enum LogFormat {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreLocation {
     Sqlite(PathBuf),
-    Postgres { url: String, schema: Option<String> },
+    Postgres {
+        url: String,
+        schema: Option<String>,
+        /// Connections kept (`DATABASE_POOL_SIZE`).
+        pool_size: usize,
+    },
 }
 
 impl Config {
@@ -493,11 +515,22 @@ impl Config {
         std::time::Duration::from_millis(self.store_cache_ttl_ms)
     }
 
+    /// The Python runtimes' addresses, in the configured order.
+    pub fn python_runtimes(&self) -> Vec<String> {
+        self.python_runtime.split(',').map(str::to_owned).collect()
+    }
+
+    /// How often each Python runtime's health is checked.
+    pub fn python_runtime_health(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.python_runtime_health_ms)
+    }
+
     pub fn store_location(&self) -> StoreLocation {
         match &self.database_url {
             Some(url) => StoreLocation::Postgres {
                 url: url.clone(),
                 schema: self.database_schema.clone(),
+                pool_size: usize::try_from(self.database_pool_size).unwrap_or(usize::MAX),
             },
             None => StoreLocation::Sqlite(self.data_dir.join("weir.db")),
         }
@@ -527,6 +560,19 @@ fn parse_schema_name(value: &str) -> Result<String, String> {
     } else {
         Err("must be 1-63 characters of a-z, 0-9 and _, not starting with a digit".into())
     }
+}
+
+/// One or more `http(s)://` addresses separated by commas, without repeats.
+fn parse_runtime_list(value: &str) -> Result<String, String> {
+    let mut bases: Vec<String> = Vec::new();
+    for part in value.split(',').map(str::trim) {
+        let base = parse_http_url(part).map_err(|why| format!("{part:?} {why}"))?;
+        if bases.contains(&base) {
+            return Err(format!("{base} is named twice"));
+        }
+        bases.push(base);
+    }
+    Ok(bases.join(","))
 }
 
 fn parse_http_url(value: &str) -> Result<String, String> {

@@ -167,6 +167,7 @@ async fn serve(config: Config, store: Arc<dyn weir_api::Store>) -> Result<(), St
             .await,
     );
     let grace = std::time::Duration::from_secs(config.shutdown_grace_secs);
+    let runtime_health = config.python_runtime_health();
     let state = AppState::new(store, config)?;
     match weir_api::services::credentials::reseal_all(&state).await {
         Ok(0) => {}
@@ -184,16 +185,23 @@ async fn serve(config: Config, store: Arc<dyn weir_api::Store>) -> Result<(), St
         ),
         Err(e) => tracing::error!(error = %e, "cannot seal trigger secrets"),
     }
-    // The runtime may start after us (or not at all if no flow uses Python tools).
+    // The runtimes may start after us (or not at all if no flow uses Python tools).
     let runtime = state.tools.runtime.clone();
     tokio::spawn(async move {
-        if let Err(why) = runtime.reachable().await {
+        for (base, why) in runtime.unreachable().await {
             tracing::warn!(
-                runtime = runtime.base(),
+                runtime = base,
                 "the Python tool runtime is not reachable ({why}); Python tools fail until it is"
             );
         }
     });
+    tokio::spawn(
+        state
+            .tools
+            .runtime
+            .runtimes()
+            .watch(state.tools.runtime.http(), runtime_health),
+    );
     weir_api::serve(listener, state, shutdown_signal(), grace)
         .await
         .map_err(|e| format!("server failed: {e}"))?;

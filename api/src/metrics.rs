@@ -99,6 +99,11 @@ pub struct OutcomeLabels {
     pub outcome: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RuntimeLabels {
+    pub runtime: String,
+}
+
 /// Every metric of the API server.
 pub struct Metrics {
     registry: Registry,
@@ -119,6 +124,8 @@ pub struct Metrics {
     pub mcp_calls: Family<McpLabels, Counter>,
     pub mcp_server_calls: Family<McpServerLabels, Counter>,
     pub mcp_server_seconds: Family<McpServerOnly, Histogram>,
+    pub python_runtime_up: Family<RuntimeLabels, Gauge>,
+    pub python_runtime_runs: Family<RuntimeLabels, Counter>,
 }
 
 /// The process's metrics.
@@ -237,6 +244,18 @@ impl Metrics {
             "Time an MCP server took to answer a flow's request, by server (its host and port)",
             mcp_server_seconds.clone(),
         );
+        let python_runtime_up = Family::<RuntimeLabels, Gauge>::default();
+        registry.register(
+            "python_runtime_up",
+            "1 while the Python runtime answers its health check (or a call), else 0",
+            python_runtime_up.clone(),
+        );
+        let python_runtime_runs = Family::<RuntimeLabels, Counter>::default();
+        registry.register(
+            "python_runtime_runs",
+            "Calls sent to each Python runtime (where workspaces were placed)",
+            python_runtime_runs.clone(),
+        );
         Metrics {
             registry,
             requests,
@@ -256,6 +275,8 @@ impl Metrics {
             mcp_calls,
             mcp_server_calls,
             mcp_server_seconds,
+            python_runtime_up,
+            python_runtime_runs,
         }
     }
 
@@ -385,6 +406,24 @@ impl Metrics {
             .observe(took.as_secs_f64());
     }
 
+    /// Whether the Python runtime at `runtime` answers.
+    pub fn python_runtime_up(&self, runtime: &str, up: bool) {
+        self.python_runtime_up
+            .get_or_create(&RuntimeLabels {
+                runtime: without_credentials(runtime),
+            })
+            .set(i64::from(up));
+    }
+
+    /// One call sent to the Python runtime at `runtime`.
+    pub fn python_runtime_run(&self, runtime: &str) {
+        self.python_runtime_runs
+            .get_or_create(&RuntimeLabels {
+                runtime: without_credentials(runtime),
+            })
+            .inc();
+    }
+
     /// One trigger run.
     pub fn firing(&self, kind: &'static str, success: bool) {
         self.firings
@@ -393,6 +432,21 @@ impl Metrics {
                 outcome: if success { "success" } else { "failed" },
             })
             .inc();
+    }
+}
+
+/// A URL without the `user:password@` it may carry (labels are read by anyone
+/// with the metrics token).
+fn without_credentials(url: &str) -> String {
+    match url.split_once("://") {
+        Some((scheme, rest)) => {
+            let authority_end = rest.find('/').unwrap_or(rest.len());
+            match rest[..authority_end].rfind('@') {
+                Some(at) => format!("{scheme}://{}", &rest[at + 1..]),
+                None => url.to_owned(),
+            }
+        }
+        None => url.to_owned(),
     }
 }
 

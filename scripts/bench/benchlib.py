@@ -115,12 +115,20 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def pinned(cpus):
+    """A `preexec_fn` that pins the child to `cpus` (None: wherever the kernel likes)."""
+    if not cpus:
+        return None
+    cpus = set(cpus)
+    return lambda: os.sched_setaffinity(0, cpus)
+
+
 class FakeProvider:
     """The Rust fake OpenAI-compatible provider: streams `Echo: <question>` as SSE."""
 
-    def __init__(self):
+    def __init__(self, cpus=None):
         self.proc = subprocess.Popen([str(release_bin("fake_provider", example=True))],
-                                     stdout=subprocess.PIPE, text=True)
+                                     stdout=subprocess.PIPE, text=True, preexec_fn=pinned(cpus))
         self.url = self.proc.stdout.readline().strip()
         self.completions = f"{self.url}/v1/chat/completions"
 
@@ -135,7 +143,8 @@ class Weir:
     """One `weir serve` on a free port with its own data dir (SQLite), or a fresh
     PostgreSQL schema when `postgres` is a URL (the schema is dropped by `cleanup`)."""
 
-    def __init__(self, postgres=None, extra_env=None):
+    def __init__(self, postgres=None, extra_env=None, cpus=None):
+        self.cpus = cpus
         self.data = Path(tempfile.mkdtemp(prefix="weir-bench-"))
         self.postgres = postgres
         self.schema = f"weir_bench_{uuid.uuid4().hex[:12]}" if postgres else None
@@ -166,7 +175,8 @@ class Weir:
         self.base = f"http://127.0.0.1:{port}/api/v1"
         self.proc = subprocess.Popen([str(release_bin("weir")), "serve"], env=self.env,
                                      stdout=subprocess.DEVNULL,
-                                     stderr=open(self.data / "serve.log", "ab"))
+                                     stderr=open(self.data / "serve.log", "ab"),
+                                     preexec_fn=pinned(self.cpus))
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -330,12 +340,13 @@ class WrkResult:
                 f"errors {self.errors}")
 
 
-def wrk(url, seconds, connections, script=None, threads=None):
+def wrk(url, seconds, connections, script=None, threads=None, cpus=None):
     threads = threads or min(2, connections)
     cmd = [ensure_wrk(), f"-t{threads}", f"-c{connections}", f"-d{seconds}s", "--latency", url]
     if script:
         cmd[1:1] = ["-s", str(script)]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True,
+                         preexec_fn=pinned(cpus)).stdout
     return WrkResult(out)
 
 

@@ -151,7 +151,7 @@ impl Services {
         let web = WebClient::new(config.allow_private_requests.clone())?;
         let runtime = RuntimeClient::new(
             http.clone(),
-            &config.python_runtime,
+            &config.python_runtimes(),
             config.py_tool_api_key.as_ref().map(|k| k.0.clone()),
         );
         let tools = ToolClients {

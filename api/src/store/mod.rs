@@ -58,7 +58,7 @@ use crate::domain::{
 pub type ClaimPlanner = fn(&Trigger, Timestamp) -> ClaimPlan;
 
 pub use cached::CachedStore;
-pub use postgres::PostgresStore;
+pub use postgres::{DEFAULT_POOL_SIZE, PostgresStore};
 pub use sqlite::SqliteStore;
 
 #[derive(Debug, Clone, thiserror::Error)]
@@ -821,9 +821,11 @@ pub async fn open(
 ) -> StoreResult<Arc<dyn Store>> {
     let backend: Arc<dyn Store> = match location {
         StoreLocation::Sqlite(path) => Arc::new(SqliteStore::open(path).await?),
-        StoreLocation::Postgres { url, schema } => {
-            Arc::new(PostgresStore::connect(url, schema.as_deref()).await?)
-        }
+        StoreLocation::Postgres {
+            url,
+            schema,
+            pool_size,
+        } => Arc::new(PostgresStore::connect(url, schema.as_deref(), *pool_size).await?),
     };
     Ok(Arc::new(CachedStore::new(backend, cache_ttl)))
 }

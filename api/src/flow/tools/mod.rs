@@ -18,6 +18,7 @@ mod mcp_legacy;
 pub mod openapi;
 pub mod python;
 pub mod retriever;
+pub mod runtimes;
 pub mod sql;
 pub mod web;
 

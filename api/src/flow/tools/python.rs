@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
+use super::runtimes::Runtimes;
 use super::{FlowContext, ToolEnv, ToolOutcome};
 use crate::flow::component::{PythonDefinition, StdioMcpServer};
 use crate::llm::http::root_cause;
@@ -29,22 +30,28 @@ const INSTALL_ALLOWANCE: Duration = Duration::from_secs(120);
 #[derive(Clone)]
 pub struct RuntimeClient {
     client: reqwest::Client,
-    /// `http://127.0.0.1:8000`, without trailing slash.
-    base: String,
+    /// Where each workspace's runs go (`PYTHON_RUNTIME`: one address or several).
+    runtimes: Runtimes,
     api_key: Option<String>,
 }
 
 impl RuntimeClient {
-    pub fn new(client: reqwest::Client, base: &str, api_key: Option<String>) -> Self {
+    pub fn new(client: reqwest::Client, bases: &[String], api_key: Option<String>) -> Self {
         RuntimeClient {
             client,
-            base: base.trim_end_matches('/').to_owned(),
+            runtimes: Runtimes::new(bases),
             api_key: api_key.filter(|k| !k.is_empty()),
         }
     }
 
-    pub fn base(&self) -> &str {
-        &self.base
+    /// The runtimes and the placement of workspaces on them.
+    pub fn runtimes(&self) -> Runtimes {
+        self.runtimes.clone()
+    }
+
+    /// The HTTP client calls go through (the health checks use it too).
+    pub fn http(&self) -> reqwest::Client {
+        self.client.clone()
     }
 
     fn authorized(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
@@ -54,39 +61,60 @@ impl RuntimeClient {
         }
     }
 
-    /// Whether the runtime answers its health check (for a warning at start).
-    pub async fn reachable(&self) -> Result<(), String> {
-        let url = format!("{}/tools/health", self.base);
-        match self
-            .client
-            .get(&url)
-            .timeout(Duration::from_secs(3))
-            .send()
+    /// The runtimes that do not answer their health check, and why (for a
+    /// warning at start).
+    pub async fn unreachable(&self) -> Vec<(String, String)> {
+        let checks = self.runtimes.bases().map(|base| async move {
+            let url = format!("{base}/tools/health");
+            let why = match self
+                .client
+                .get(&url)
+                .timeout(Duration::from_secs(3))
+                .send()
+                .await
+            {
+                Ok(r) if r.status().is_success() => return None,
+                Ok(r) => format!("{url} answered HTTP {}", r.status().as_u16()),
+                Err(e) => format!("{url} cannot be reached: {}", root_cause(&e)),
+            };
+            Some((base.to_owned(), why))
+        });
+        futures_util::future::join_all(checks)
             .await
-        {
-            Ok(r) if r.status().is_success() => Ok(()),
-            Ok(r) => Err(format!("{url} answered HTTP {}", r.status().as_u16())),
-            Err(e) => Err(format!("{url} cannot be reached: {}", root_cause(&e))),
-        }
+            .into_iter()
+            .flatten()
+            .collect()
     }
 
-    /// A file a run wrote, as the runtime serves it (`GET /tools/artifacts/…`).
+    /// A file a run wrote, as the runtime serves it (`GET /tools/artifacts/…`):
+    /// from the workspace's runtime, else from the one it ran on while that was
+    /// down (the first answer that is not a 404).
     pub async fn artifact(
         &self,
         workspace: &str,
         filename: &str,
     ) -> Result<reqwest::Response, String> {
-        let url = format!(
-            "{}/tools/artifacts/{}/{}",
-            self.base,
-            super::percent_encode(workspace),
-            super::percent_encode(filename)
-        );
-        self.authorized(self.client.get(&url))
-            .timeout(Duration::from_secs(60))
-            .send()
-            .await
-            .map_err(|e| format!("the Python runtime cannot be reached: {}", root_cause(&e)))
+        let mut last = Err("no Python runtime is configured".to_owned());
+        for base in self.runtimes.order(workspace) {
+            let url = format!(
+                "{base}/tools/artifacts/{}/{}",
+                super::percent_encode(workspace),
+                super::percent_encode(filename)
+            );
+            let answer = self
+                .authorized(self.client.get(&url))
+                .timeout(Duration::from_secs(60))
+                .send()
+                .await
+                .map_err(|e| format!("the Python runtime cannot be reached: {}", root_cause(&e)));
+            match answer {
+                Ok(r) if r.status() != reqwest::StatusCode::NOT_FOUND => return Ok(r),
+                // A runtime that is down may hold it: keep looking, report the miss.
+                Err(_) if last.is_ok() => {}
+                other => last = other,
+            }
+        }
+        last
     }
 
     pub async fn execute(
@@ -137,7 +165,7 @@ impl RuntimeClient {
                 }),
             )
         };
-        match self.run(path, &body, timeout).await {
+        match self.run(&env.workspace_id, path, &body, timeout).await {
             Ok(answer) => outcome(&answer, &env.workspace_id),
             Err(why) => ToolOutcome::error(why),
         }
@@ -160,7 +188,9 @@ impl RuntimeClient {
             "timeout": timeout,
             "workspaceId": workspace,
         });
-        let answer = self.run("execute-javascript", &body, timeout).await?;
+        let answer = self
+            .run(workspace, "execute-javascript", &body, timeout)
+            .await?;
         if answer.get("success").and_then(Value::as_bool) == Some(true) {
             return Ok(answer.get("result").cloned().unwrap_or(Value::Null));
         }
@@ -189,7 +219,9 @@ impl RuntimeClient {
             "params": params,
             "timeout": MCP_TIMEOUT_SECS,
         });
-        let mut answer = self.run("mcp-stdio", &body, MCP_TIMEOUT_SECS).await?;
+        let mut answer = self
+            .run(workspace, "mcp-stdio", &body, MCP_TIMEOUT_SECS)
+            .await?;
         if let Some(error) = answer.get("error") {
             let message = error
                 .get("message")
@@ -209,26 +241,54 @@ impl RuntimeClient {
             .unwrap_or(Value::Null))
     }
 
-    /// One execution in the runtime (`/tools/<path>`): its answer, or why
-    /// there is none.
-    async fn run(&self, path: &str, body: &Value, timeout: f64) -> Result<Value, String> {
-        let url = format!("{}/tools/{path}", self.base);
-        let request = self
-            .authorized(self.client.post(&url))
-            .timeout(Duration::from_secs_f64(timeout) + INSTALL_ALLOWANCE)
-            .json(body);
-        let response = match request.send().await {
-            Ok(r) => r,
-            // The runtime's address is the operator's business, not the caller's.
-            Err(e) if e.is_timeout() => {
-                tracing::warn!(runtime = %self.base, "a runtime call timed out");
-                return Err("the Python runtime did not answer in time".into());
+    /// One execution in the workspace's runtime (`/tools/<path>`): its answer,
+    /// or why there is none. A runtime that refuses the connection never saw
+    /// the request, so the next one in the workspace's order gets it; any other
+    /// failure is the answer (a run is never repeated).
+    async fn run(
+        &self,
+        workspace: &str,
+        path: &str,
+        body: &Value,
+        timeout: f64,
+    ) -> Result<Value, String> {
+        let order = self.runtimes.order(workspace);
+        let mut refused = None;
+        let mut sent = None;
+        for base in order {
+            let url = format!("{base}/tools/{path}");
+            let request = self
+                .authorized(self.client.post(&url))
+                .timeout(Duration::from_secs_f64(timeout) + INSTALL_ALLOWANCE)
+                .json(body);
+            crate::metrics::metrics().python_runtime_run(base);
+            match request.send().await {
+                Ok(r) => {
+                    self.runtimes.saw(base, true);
+                    sent = Some(r);
+                    break;
+                }
+                Err(e) if e.is_connect() => {
+                    let why = root_cause(&e);
+                    tracing::warn!(runtime = %base, error = %why, "the Python runtime cannot be reached");
+                    self.runtimes.saw(base, false);
+                    refused.get_or_insert(why);
+                }
+                // The runtime's address is the operator's business, not the caller's.
+                Err(e) if e.is_timeout() => {
+                    tracing::warn!(runtime = %base, "a runtime call timed out");
+                    return Err("the Python runtime did not answer in time".into());
+                }
+                Err(e) => {
+                    let why = root_cause(&e);
+                    tracing::warn!(runtime = %base, error = %why, "the Python runtime cannot be reached");
+                    return Err(format!("the Python runtime cannot be reached: {why}"));
+                }
             }
-            Err(e) => {
-                let why = root_cause(&e);
-                tracing::warn!(runtime = %self.base, error = %why, "the Python runtime cannot be reached");
-                return Err(format!("the Python runtime cannot be reached: {why}"));
-            }
+        }
+        let Some(response) = sent else {
+            let why = refused.unwrap_or_else(|| "no runtime is configured".into());
+            return Err(format!("the Python runtime cannot be reached: {why}"));
         };
         let status = response.status();
         let answer: Value = response.json().await.map_err(|e| {

@@ -60,8 +60,8 @@ use crate::domain::{
 };
 use crate::domain::{VectorChunk, VectorWrite, execution, tool, variable};
 
-/// Connections kept per replica.
-const POOL_SIZE: usize = 16;
+/// Connections kept when the caller does not say (`DATABASE_POOL_SIZE`'s default).
+pub const DEFAULT_POOL_SIZE: usize = 16;
 
 mod pgvector;
 
@@ -76,8 +76,9 @@ pub struct PostgresStore {
 type PgResult<T> = Result<T, tokio_postgres::Error>;
 
 impl PostgresStore {
-    /// Connects, creates the schema when one is named, and applies migrations.
-    pub async fn connect(url: &str, schema: Option<&str>) -> StoreResult<Self> {
+    /// Connects (keeping up to `pool_size` connections), creates the schema when
+    /// one is named, and applies migrations.
+    pub async fn connect(url: &str, schema: Option<&str>, pool_size: usize) -> StoreResult<Self> {
         let mut config: tokio_postgres::Config = url
             .parse()
             .map_err(|e| StoreError::Backend(format!("invalid DATABASE_URL: {e}")))?;
@@ -93,7 +94,7 @@ impl PostgresStore {
             },
         );
         let pool = Pool::builder(manager)
-            .max_size(POOL_SIZE)
+            .max_size(pool_size.max(1))
             .runtime(deadpool_postgres::Runtime::Tokio1)
             .build()
             .map_err(|e| StoreError::Backend(format!("cannot build the connection pool: {e}")))?;

@@ -2,6 +2,18 @@
 
 use super::*;
 
+/// A session's newest `?3` messages, oldest first (built once: it is every
+/// prediction's statement).
+static SESSION_MESSAGES: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "SELECT {MESSAGE_COLUMNS} FROM (
+           SELECT seq, {MESSAGE_COLUMNS} FROM chat_messages
+           WHERE chatflow_id = ?1 AND chat_id = ?2
+           ORDER BY seq DESC LIMIT ?3
+         ) ORDER BY seq"
+    )
+});
+
 #[async_trait]
 impl ConversationStore for SqliteStore {
     async fn write_runs(&self, runs: Vec<RunWrites>) -> Vec<StoreResult<RunWritten>> {
@@ -45,36 +57,33 @@ impl ConversationStore for SqliteStore {
         chat_id: Option<&str>,
         last: Option<u32>,
     ) -> StoreResult<Vec<ChatMessageRecord>> {
-        let chat_id = chat_id.map(str::to_owned);
+        // The newest `last` rows, returned oldest first. One statement per
+        // shape, so a session's read walks its own index range only.
+        let limit = last.map_or(-1, i64::from);
+        if let Some(chat_id) = chat_id {
+            // A session's messages: every prediction with memory reads them.
+            let chat_id = chat_id.to_owned();
+            return self
+                .read_in_place(move |conn| {
+                    conn.prepare_cached(SESSION_MESSAGES.as_str())?
+                        .query_map(
+                            params![chatflow.to_string(), chat_id, limit],
+                            message_from_row,
+                        )?
+                        .collect()
+                })
+                .await;
+        }
         self.read(move |conn| {
-            // The newest `last` rows, returned oldest first. One statement per
-            // shape, so a session's read walks its own index range only.
-            let limit = last.map_or(-1, i64::from);
-            match chat_id {
-                Some(chat_id) => conn
-                    .prepare_cached(&format!(
-                        "SELECT {MESSAGE_COLUMNS} FROM (
-                           SELECT seq, {MESSAGE_COLUMNS} FROM chat_messages
-                           WHERE chatflow_id = ?1 AND chat_id = ?2
-                           ORDER BY seq DESC LIMIT ?3
-                         ) ORDER BY seq"
-                    ))?
-                    .query_map(
-                        params![chatflow.to_string(), chat_id, limit],
-                        message_from_row,
-                    )?
-                    .collect(),
-                None => conn
-                    .prepare_cached(&format!(
-                        "SELECT {MESSAGE_COLUMNS} FROM (
-                           SELECT seq, {MESSAGE_COLUMNS} FROM chat_messages
-                           WHERE chatflow_id = ?1
-                           ORDER BY seq DESC LIMIT ?2
-                         ) ORDER BY seq"
-                    ))?
-                    .query_map(params![chatflow.to_string(), limit], message_from_row)?
-                    .collect(),
-            }
+            conn.prepare_cached(&format!(
+                "SELECT {MESSAGE_COLUMNS} FROM (
+                   SELECT seq, {MESSAGE_COLUMNS} FROM chat_messages
+                   WHERE chatflow_id = ?1
+                   ORDER BY seq DESC LIMIT ?2
+                 ) ORDER BY seq"
+            ))?
+            .query_map(params![chatflow.to_string(), limit], message_from_row)?
+            .collect()
         })
         .await
     }

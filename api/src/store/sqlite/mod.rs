@@ -1,12 +1,20 @@
 //! The embedded SQLite store (rusqlite, bundled SQLite): the default backend.
 //!
-//! WAL mode: one writer connection behind a mutex ([`SqliteStore::call`]) and a few
-//! read-only connections ([`SqliteStore::read`]) so that reads (every request's key
-//! lookup among them) run side by side and never wait for a write. Every call runs
-//! on tokio's blocking pool, so request threads never block on disk.
+//! WAL mode: one writer connection behind a mutex ([`SqliteStore::call`]) and
+//! read-only connections ([`SqliteStore::read`]), a few more than the async
+//! runtime has worker threads, so that reads run side by side and never wait for a
+//! write. Calls run on tokio's blocking pool, so request threads never block on
+//! disk, with one exception: a session's messages, the one store read of every
+//! prediction with memory, run in place on a free reader
+//! ([`SqliteStore::read_in_place`]). That read is a short index-range walk over
+//! pages the readers keep cached; handing it to the blocking pool cost more than
+//! the read itself (a profile of the memory flow on one core put 15 % of the CPU
+//! in blocking threads parking and waking, and under load the pool grew to dozens
+//! of threads queueing for four connections).
 //! UUIDs are stored as text and times as epoch milliseconds.
 
 mod chatflows;
+mod checkpoint;
 mod conversations;
 mod credentials;
 mod document_stores;
@@ -62,8 +70,16 @@ use crate::domain::{
 };
 use crate::domain::{execution, tool, variable};
 
-/// Read-only connections kept open beside the writer.
-const READERS: usize = 4;
+/// Read-only connections kept open beside the writer, at least.
+const MIN_READERS: usize = 4;
+
+/// Read-only connections: enough that every worker thread of the async runtime
+/// (one per core, tokio's default) finds one free for a read in place while the
+/// blocking pool holds a couple more.
+fn reader_count() -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    (cores + 2).max(MIN_READERS)
+}
 
 /// Windows kept in memory before expired ones are swept.
 const RATE_WINDOWS_SWEEP_AT: usize = 10_000;
@@ -74,6 +90,8 @@ type RateWindow = (i64, i64, u64);
 #[derive(Clone)]
 pub struct SqliteStore {
     conn: Arc<Mutex<Connection>>,
+    /// Copies the write-ahead log into the database off the writer's path.
+    checkpointer: Arc<checkpoint::Checkpointer>,
     readers: Arc<Vec<Mutex<Connection>>>,
     /// Where the next read starts looking for a free reader.
     next_reader: Arc<AtomicUsize>,
@@ -86,51 +104,59 @@ impl SqliteStore {
     /// Opens (creating when absent) the database file and applies migrations.
     pub async fn open(path: &Path) -> StoreResult<Self> {
         let path = path.to_owned();
-        let (conn, readers) = tokio::task::spawn_blocking(move || -> StoreResult<_> {
-            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                std::fs::create_dir_all(dir).map_err(|e| {
-                    StoreError::Backend(format!("cannot create {}: {e}", dir.display()))
-                })?;
-            }
-            let open = || {
-                let conn = Connection::open(&path).map_err(|e| {
-                    StoreError::Backend(format!("cannot open {}: {e}", path.display()))
-                })?;
-                conn.execute_batch(
-                    "PRAGMA journal_mode = WAL;
+        let (conn, checkpointer, readers) =
+            tokio::task::spawn_blocking(move || -> StoreResult<_> {
+                if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                    std::fs::create_dir_all(dir).map_err(|e| {
+                        StoreError::Backend(format!("cannot create {}: {e}", dir.display()))
+                    })?;
+                }
+                let open = || {
+                    let conn = Connection::open(&path).map_err(|e| {
+                        StoreError::Backend(format!("cannot open {}: {e}", path.display()))
+                    })?;
+                    conn.execute_batch(
+                        "PRAGMA journal_mode = WAL;
                      PRAGMA synchronous = NORMAL;
                      PRAGMA foreign_keys = ON;
                      PRAGMA busy_timeout = 5000;",
-                )
-                .map_err(backend)?;
-                // Plans that never look at bound values: otherwise a cached
-                // statement whose plan used one (a `LIMIT ?`) is compiled again
-                // every time it is bound, which is every time it runs.
-                conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
+                    )
                     .map_err(backend)?;
-                Ok::<_, StoreError>(conn)
-            };
-            let mut conn = open()?;
-            // The writer's page cache holds the hot index pages of growing tables
-            // (SQLite's default is 2 MiB), so appends do not re-read them from disk.
-            conn.execute_batch("PRAGMA cache_size = -16384;")
-                .map_err(backend)?;
-            migrate(&mut conn, migrations::SQLITE).map_err(backend)?;
-            let readers = (0..READERS)
-                .map(|_| {
-                    let reader = open()?;
-                    reader
-                        .execute_batch("PRAGMA query_only = ON;")
+                    // Plans that never look at bound values: otherwise a cached
+                    // statement whose plan used one (a `LIMIT ?`) is compiled again
+                    // every time it is bound, which is every time it runs.
+                    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
                         .map_err(backend)?;
-                    Ok(Mutex::new(reader))
-                })
-                .collect::<StoreResult<Vec<_>>>()?;
-            Ok((conn, readers))
-        })
-        .await
-        .map_err(|e| StoreError::Backend(format!("store task failed: {e}")))??;
+                    Ok::<_, StoreError>(conn)
+                };
+                let mut conn = open()?;
+                // The writer's page cache holds the hot index pages of growing tables
+                // (SQLite's default is 2 MiB), so appends do not re-read them from disk.
+                conn.execute_batch("PRAGMA cache_size = -16384;")
+                    .map_err(backend)?;
+                migrate(&mut conn, migrations::SQLITE).map_err(backend)?;
+                // Checkpoints are the checkpointer's (see its module).
+                conn.execute_batch("PRAGMA wal_autocheckpoint = 0;")
+                    .map_err(backend)?;
+                let checkpointer = checkpoint::Checkpointer::start(open()?).map_err(|e| {
+                    StoreError::Backend(format!("cannot start the checkpoint thread: {e}"))
+                })?;
+                let readers = (0..reader_count())
+                    .map(|_| {
+                        let reader = open()?;
+                        reader
+                            .execute_batch("PRAGMA query_only = ON;")
+                            .map_err(backend)?;
+                        Ok(Mutex::new(reader))
+                    })
+                    .collect::<StoreResult<Vec<_>>>()?;
+                Ok((conn, checkpointer, readers))
+            })
+            .await
+            .map_err(|e| StoreError::Backend(format!("store task failed: {e}")))??;
         Ok(SqliteStore {
             conn: Arc::new(Mutex::new(conn)),
+            checkpointer: Arc::new(checkpointer),
             readers: Arc::new(readers),
             next_reader: Arc::default(),
             rate_windows: Arc::default(),
@@ -163,6 +189,26 @@ impl SqliteStore {
         .map_err(backend)
     }
 
+    /// Runs a short read-only `f` on the calling thread when a reader is free
+    /// (no hand-off to the blocking pool: see the module's notes), else as
+    /// [`read`](Self::read) does. Only for reads bounded by an index range.
+    async fn read_in_place<T, F>(&self, f: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> rusqlite::Result<T> + Send + 'static,
+    {
+        let n = self.readers.len();
+        let start = self.next_reader.fetch_add(1, Ordering::Relaxed);
+        for i in 0..n {
+            match self.readers[(start + i) % n].try_lock() {
+                Ok(mut conn) => return f(&mut conn).map_err(backend),
+                Err(TryLockError::Poisoned(p)) => return f(&mut p.into_inner()).map_err(backend),
+                Err(TryLockError::WouldBlock) => {}
+            }
+        }
+        self.read(f).await
+    }
+
     /// Runs `f` with the connection on the blocking pool.
     async fn call<T, F>(&self, f: F) -> StoreResult<T>
     where
@@ -170,7 +216,7 @@ impl SqliteStore {
         F: FnOnce(&mut Connection) -> rusqlite::Result<T> + Send + 'static,
     {
         let conn = Arc::clone(&self.conn);
-        tokio::task::spawn_blocking(move || {
+        let outcome = tokio::task::spawn_blocking(move || {
             // A panic while holding the lock leaves the connection usable: SQLite
             // rolls back any open transaction, so recover from poisoning.
             let mut guard = conn.lock().unwrap_or_else(|p| p.into_inner());
@@ -178,7 +224,9 @@ impl SqliteStore {
         })
         .await
         .map_err(|e| StoreError::Backend(format!("store task failed: {e}")))?
-        .map_err(backend)
+        .map_err(backend);
+        self.checkpointer.nudge();
+        outcome
     }
 }
 
