@@ -309,6 +309,13 @@ pub struct Config {
     #[arg(long, env = "PGVECTOR", value_enum, default_value_t = PgvectorMode::Auto, global = true)]
     pub pgvector: PgvectorMode,
 
+    /// Candidates pgvector's HNSW index keeps while searching (`hnsw.ef_search`,
+    /// 10–1,000): higher finds more of the true nearest chunks, slower. See pgvector in
+    /// docs/retrieval.md.
+    #[arg(long, env = "PGVECTOR_EF_SEARCH", default_value_t = 100,
+          value_parser = clap::value_parser!(u64).range(10..=1000), global = true)]
+    pub pgvector_ef_search: u64,
+
     /// Node runs one agentflow run takes at most, its loops included (1–1,000,000). See
     /// Limits in docs/agentflows.md.
     #[arg(long, env = "AGENTFLOW_MAX_NODE_RUNS", default_value_t = 1000,
@@ -499,8 +506,7 @@ pub enum StoreLocation {
     Postgres {
         url: String,
         schema: Option<String>,
-        /// Connections kept (`DATABASE_POOL_SIZE`).
-        pool_size: usize,
+        options: crate::store::PostgresOptions,
     },
 }
 
@@ -530,7 +536,10 @@ impl Config {
             Some(url) => StoreLocation::Postgres {
                 url: url.clone(),
                 schema: self.database_schema.clone(),
-                pool_size: usize::try_from(self.database_pool_size).unwrap_or(usize::MAX),
+                options: crate::store::PostgresOptions {
+                    pool_size: usize::try_from(self.database_pool_size).unwrap_or(usize::MAX),
+                    hnsw_ef_search: u32::try_from(self.pgvector_ef_search).unwrap_or(u32::MAX),
+                },
             },
             None => StoreLocation::Sqlite(self.data_dir.join("weir.db")),
         }

@@ -1,15 +1,17 @@
-"""Shared helpers of the benchmark scripts (scripts/bench/run, scripts/bench/triggers).
+"""Shared helpers of the benchmark scripts (scripts/bench/run, triggers, scaling, pgvector …).
 
 Nothing here measures by itself: it builds the release binaries, starts and stops
 `weir serve` and the fake OpenAI-compatible provider (api/examples/fake_provider.rs)
 on free loopback ports, creates chatflows over the HTTP API, runs wrk (installed from
 Debian when missing) and parses its report, writes wrk's Lua request scripts, seeds a
-store directly (SQLite with python's sqlite3, PostgreSQL with psql) and reads a
-process's memory from /proc. Standard library only.
+store directly (SQLite with python's sqlite3, PostgreSQL with psql), starts a throwaway
+PostgreSQL from a PostgreSQL tree (LocalPostgres) and reads a process's memory and CPU
+from /proc. Standard library only.
 """
 
 import json
 import os
+import pwd
 import random
 import re
 import shutil
@@ -388,6 +390,53 @@ request = function()
 end
 """)
     return path
+
+
+# --- a local PostgreSQL ---------------------------------------------------------------
+
+
+class LocalPostgres:
+    """A throwaway PostgreSQL from DIR/bin on a free port (as `nobody` when run as
+    root: postgres refuses root)."""
+
+    def __init__(self, root, cpus, under=None):
+        self.bin = Path(root).resolve() / "bin"
+        self.dir = Path(tempfile.mkdtemp(prefix="weir-bench-pg-", dir=under))
+        self.port = free_port()
+        self.user = None
+        if os.geteuid() == 0:
+            self.user = pwd.getpwnam("nobody")
+            os.chown(self.dir, self.user.pw_uid, self.user.pw_gid)
+        data = self.dir / "data"
+        self.run([self.bin / "initdb", "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8",
+                  "--no-sync"], cpus)
+        conf = (f"port = {self.port}\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '{self.dir}'\n"
+                "max_connections = 400\nshared_buffers = 1GB\n")
+        (data / "postgresql.auto.conf").write_text(conf)
+        if self.user:
+            os.chown(data / "postgresql.auto.conf", self.user.pw_uid, self.user.pw_gid)
+        self.run([self.bin / "pg_ctl", "-D", data, "-l", self.dir / "log", "-w", "start"], cpus)
+        self.url = f"postgres://postgres@127.0.0.1:{self.port}/postgres"
+        self.data = data
+
+    def run(self, cmd, cpus):
+        user = self.user
+
+        def child():
+            if cpus:
+                os.sched_setaffinity(0, set(cpus))
+            if user:
+                os.setgid(user.pw_gid)
+                os.setuid(user.pw_uid)
+        env = dict(os.environ, LD_LIBRARY_PATH=str(self.bin.parent / "lib"))
+        subprocess.run([str(c) for c in cmd], check=True, preexec_fn=child, env=env,
+                       stdout=subprocess.DEVNULL, cwd=self.dir)
+
+    def close(self):
+        try:
+            self.run([self.bin / "pg_ctl", "-D", self.data, "-m", "fast", "stop"], None)
+        finally:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
 
 # --- seeding a store directly ------------------------------------------------------------

@@ -16,7 +16,7 @@ from pgvector_server import BundledPostgres
 from prediction_client import ask, create_flow
 from test_retrieval import (CORPUS, FACTS, MINILM, PART, TOWER, check_chat_uploads, contents, qa_flow, upsert,
                             upserted)
-from weir_harness import Api
+from weir_harness import Api, wait_for
 
 needs_minilm = pytest.mark.skipif(not MINILM.is_dir(), reason=f"no {MINILM}: run scripts/fetch-models")
 # The nearest-chunks statement: the only one of weir's that orders by pgvector's
@@ -110,6 +110,51 @@ def test_postgres_node_is_searched_by_pgvector_with_the_same_answers(on_pgvector
     before = pg.log_size()
     sources(api, memory, question)
     assert NEAREST not in pg.statements_since(before)
+
+
+HNSW_384 = "vector_chunks_hnsw_384"
+
+
+def hnsw_state(pg, database):
+    """'true' / 'false' (valid or not) for the 384-float index, 'missing' without one."""
+    return pg.psql("SELECT coalesce((SELECT i.indisvalid::text FROM pg_index i JOIN pg_class c "
+                   f"ON c.oid = i.indexrelid WHERE c.relname = '{HNSW_384}'), 'missing')", database)
+
+
+def hnsw_scans(pg, database):
+    return int(pg.psql("SELECT coalesce(sum(idx_scan), 0) FROM pg_stat_user_indexes "
+                       f"WHERE indexrelname = '{HNSW_384}'", database))
+
+
+@needs_minilm
+def test_a_big_store_is_searched_through_its_hnsw_index(on_pgvector, pg, fake):
+    """The first upsert of 384-float vectors builds pgvector's HNSW index for that
+    length in the background; once the node holds many chunks, PostgreSQL walks it and
+    the answers stay right."""
+    w = on_pgvector(PGVECTOR_EF_SEARCH="64").start()
+    api = Api(w.url, w.create_key())
+    flow = corpus_flow(api, fake, flows.postgres_store, topK=1)
+    wait_for(lambda: hnsw_state(pg, w.database) == "true", 30, "the HNSW index to be built")
+    assert said(w, "built pgvector's HNSW index for 384-float embeddings")
+    # 10,000 more chunks in the node, in random directions: far from every question.
+    pg.psql(f"""INSERT INTO vector_chunks (id, chatflow_id, node_id, content_hash, source, page_content,
+                                           metadata, embedding, embedding_v)
+                SELECT gen_random_uuid(), '{flow}', 'postgres_0', md5(g::text), 'noise', 'noise ' || g,
+                       '{{}}', '\\x'::bytea,
+                       (SELECT array_agg(random() * 2 - 1) FROM generate_series(1, 384) WHERE g > 0)
+                         ::real[]::vector
+                FROM generate_series(1, 10000) g""", w.database)
+    pg.psql("ANALYZE vector_chunks", w.database)
+    scans = hnsw_scans(pg, w.database)
+    for fact, question in FACTS:
+        assert sources(api, flow, question) == [fact], question
+    # Statistics reach pg_stat_user_indexes once the connection has been idle a moment.
+    wait_for(lambda: hnsw_scans(pg, w.database) >= scans + len(FACTS), 30, "searches through the index")
+    # A restart finds the index there and builds nothing.
+    w.stop()
+    w.start()
+    assert sources(Api(w.url, api.key), flow, FACTS[0][1]) == [FACTS[0][0]]
+    assert len(said(w, "built pgvector's HNSW index")) == 1
 
 
 def test_chat_uploads_stay_in_their_chat(on_pgvector, pg, fake):

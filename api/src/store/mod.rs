@@ -58,7 +58,7 @@ use crate::domain::{
 pub type ClaimPlanner = fn(&Trigger, Timestamp) -> ClaimPlan;
 
 pub use cached::CachedStore;
-pub use postgres::{DEFAULT_POOL_SIZE, PostgresStore};
+pub use postgres::{PostgresOptions, PostgresStore};
 pub use sqlite::SqliteStore;
 
 #[derive(Debug, Clone, thiserror::Error)]
@@ -824,8 +824,8 @@ pub async fn open(
         StoreLocation::Postgres {
             url,
             schema,
-            pool_size,
-        } => Arc::new(PostgresStore::connect(url, schema.as_deref(), *pool_size).await?),
+            options,
+        } => Arc::new(PostgresStore::connect(url, schema.as_deref(), *options).await?),
     };
     Ok(Arc::new(CachedStore::new(backend, cache_ttl)))
 }

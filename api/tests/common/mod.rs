@@ -15,7 +15,7 @@ use http_body_util::BodyExt;
 use serde_json::Value;
 use tower::ServiceExt;
 use weir_api::domain::Permission;
-use weir_api::store::{DEFAULT_POOL_SIZE, PostgresStore, SqliteStore, Store};
+use weir_api::store::{PostgresOptions, PostgresStore, SqliteStore, Store};
 use weir_api::{AppState, Config, keys};
 
 pub struct TestStore {
@@ -43,7 +43,7 @@ impl TestStore {
                     .unwrap_or_else(|e| panic!("reopen sqlite: {e}")),
             ),
             (None, Some((url, schema))) => Arc::new(
-                PostgresStore::connect(url, Some(schema), DEFAULT_POOL_SIZE)
+                PostgresStore::connect(url, Some(schema), PostgresOptions::default())
                     .await
                     .unwrap_or_else(|e| panic!("reopen postgres: {e}")),
             ),
@@ -83,7 +83,7 @@ pub async fn postgres() -> Option<TestStore> {
         return None;
     };
     let schema = format!("weir_t_{}", uuid::Uuid::new_v4().simple());
-    let store = PostgresStore::connect(&url, Some(&schema), DEFAULT_POOL_SIZE)
+    let store = PostgresStore::connect(&url, Some(&schema), PostgresOptions::default())
         .await
         .unwrap_or_else(|e| panic!("connect postgres: {e}"));
     Some(TestStore {

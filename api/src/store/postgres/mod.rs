@@ -60,8 +60,23 @@ use crate::domain::{
 };
 use crate::domain::{VectorChunk, VectorWrite, execution, tool, variable};
 
-/// Connections kept when the caller does not say (`DATABASE_POOL_SIZE`'s default).
-pub const DEFAULT_POOL_SIZE: usize = 16;
+/// How the store uses its server, from the configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PostgresOptions {
+    /// Connections kept (`DATABASE_POOL_SIZE`).
+    pub pool_size: usize,
+    /// Candidates an HNSW search keeps (`PGVECTOR_EF_SEARCH`): recall against speed.
+    pub hnsw_ef_search: u32,
+}
+
+impl Default for PostgresOptions {
+    fn default() -> Self {
+        PostgresOptions {
+            pool_size: 16,
+            hnsw_ef_search: 100,
+        }
+    }
+}
 
 mod pgvector;
 
@@ -69,6 +84,7 @@ mod pgvector;
 
 pub struct PostgresStore {
     pool: Pool,
+    options: PostgresOptions,
     /// The statements that use pgvector, once [`VectorStore::enable_pgvector`](crate::store::VectorStore::enable_pgvector) found it.
     pgvector: std::sync::OnceLock<pgvector::PgvectorSql>,
 }
@@ -76,9 +92,12 @@ pub struct PostgresStore {
 type PgResult<T> = Result<T, tokio_postgres::Error>;
 
 impl PostgresStore {
-    /// Connects (keeping up to `pool_size` connections), creates the schema when
-    /// one is named, and applies migrations.
-    pub async fn connect(url: &str, schema: Option<&str>, pool_size: usize) -> StoreResult<Self> {
+    /// Connects, creates the schema when one is named, and applies migrations.
+    pub async fn connect(
+        url: &str,
+        schema: Option<&str>,
+        options: PostgresOptions,
+    ) -> StoreResult<Self> {
         let mut config: tokio_postgres::Config = url
             .parse()
             .map_err(|e| StoreError::Backend(format!("invalid DATABASE_URL: {e}")))?;
@@ -94,12 +113,13 @@ impl PostgresStore {
             },
         );
         let pool = Pool::builder(manager)
-            .max_size(pool_size.max(1))
+            .max_size(options.pool_size.max(1))
             .runtime(deadpool_postgres::Runtime::Tokio1)
             .build()
             .map_err(|e| StoreError::Backend(format!("cannot build the connection pool: {e}")))?;
         let store = PostgresStore {
             pool,
+            options,
             pgvector: std::sync::OnceLock::new(),
         };
         let mut client = store.client().await?;

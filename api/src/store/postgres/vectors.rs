@@ -2,6 +2,46 @@
 
 use super::*;
 
+impl PostgresStore {
+    /// Sees to the HNSW index of vectors of `dimensions` floats, in the
+    /// background, once per length and process (see the pgvector module).
+    fn index_vectors_of(&self, dimensions: usize) {
+        let Some(sql) = self.pgvector.get() else {
+            return;
+        };
+        if !sql.index_due(dimensions) {
+            return;
+        }
+        let store = self.clone();
+        tokio::spawn(async move {
+            let Some(sql) = store.pgvector.get() else {
+                return;
+            };
+            let outcome = match store.client().await {
+                Ok(client) => pgvector::ensure_index(&client, sql, dimensions)
+                    .await
+                    .map_err(|e| backend(e).to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            match outcome {
+                Ok(true) => tracing::info!(
+                    index = pgvector::index_name(dimensions),
+                    "built pgvector's HNSW index for {dimensions}-float embeddings"
+                ),
+                Ok(false) => {}
+                Err(why) => {
+                    sql.index_failed(dimensions);
+                    tracing::warn!(
+                        index = pgvector::index_name(dimensions),
+                        error = %why,
+                        "cannot build pgvector's HNSW index; searches stay exact until it is built"
+                    );
+                }
+            }
+        });
+    }
+}
+
 #[async_trait]
 impl VectorStore for PostgresStore {
     async fn enable_pgvector(&self, wanted: bool) -> StoreResult<crate::store::Pgvector> {
@@ -12,7 +52,7 @@ impl VectorStore for PostgresStore {
             return Err(StoreError::Backend("pgvector is already set up".into()));
         }
         let mut client = self.client().await?;
-        match pgvector::enable(&mut client).await? {
+        match pgvector::enable(&mut client, self.options.hnsw_ef_search).await? {
             Ok((sql, found)) => {
                 // Only this call sets it (checked above; called once at start).
                 let _ = self.pgvector.set(sql);
@@ -37,13 +77,26 @@ impl VectorStore for PostgresStore {
         let Some(sql) = self.pgvector.get() else {
             return Err(StoreError::Backend("pgvector is not in use".into()));
         };
+        self.index_vectors_of(vector.len());
         let limit = i64::try_from(k).unwrap_or(i64::MAX);
-        let client = self.client().await?;
-        let stmt = client.prepare_cached(&sql.nearest).await.map_err(backend)?;
-        let rows = client
-            .query(&stmt, &[&chatflow, &node_id, &vector, &chat_id, &limit])
+        let mut client = self.client().await?;
+        let stmt = client
+            .prepare_cached(&sql.nearest(vector.len()))
             .await
             .map_err(backend)?;
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 5] =
+            [&chatflow, &node_id, &vector, &chat_id, &limit];
+        let rows = match sql.search_settings.as_deref() {
+            // The HNSW settings hold for this search's transaction only.
+            Some(settings) if sql.hnsw(vector.len()) => {
+                let tx = client.transaction().await.map_err(backend)?;
+                tx.batch_execute(settings).await.map_err(backend)?;
+                let rows = tx.query(&stmt, &params).await.map_err(backend)?;
+                tx.commit().await.map_err(backend)?;
+                rows
+            }
+            _ => client.query(&stmt, &params).await.map_err(backend)?,
+        };
         rows.iter()
             .map(|row| {
                 let distance: f64 = row.try_get(7).map_err(backend)?;
@@ -211,6 +264,9 @@ impl VectorStore for PostgresStore {
         .await
         .map_err(backend)?;
         tx.commit().await.map_err(backend)?;
+        if let Some(first) = write.added.first() {
+            self.index_vectors_of(first.embedding.len());
+        }
         Ok(record)
     }
 
