@@ -499,6 +499,24 @@ pub enum LogFormat {
     Json,
 }
 
+/// How the store uses its server, from the configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PostgresOptions {
+    /// Connections kept (`DATABASE_POOL_SIZE`).
+    pub pool_size: usize,
+    /// Candidates an HNSW search keeps (`PGVECTOR_EF_SEARCH`): recall against speed.
+    pub hnsw_ef_search: u32,
+}
+
+impl Default for PostgresOptions {
+    fn default() -> Self {
+        PostgresOptions {
+            pool_size: 16,
+            hnsw_ef_search: 100,
+        }
+    }
+}
+
 /// Where the store lives, decided once from the configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreLocation {
@@ -506,7 +524,7 @@ pub enum StoreLocation {
     Postgres {
         url: String,
         schema: Option<String>,
-        options: crate::store::PostgresOptions,
+        options: PostgresOptions,
     },
 }
 
@@ -536,7 +554,7 @@ impl Config {
             Some(url) => StoreLocation::Postgres {
                 url: url.clone(),
                 schema: self.database_schema.clone(),
-                options: crate::store::PostgresOptions {
+                options: PostgresOptions {
                     pool_size: usize::try_from(self.database_pool_size).unwrap_or(usize::MAX),
                     hnsw_ef_search: u32::try_from(self.pgvector_ef_search).unwrap_or(u32::MAX),
                 },

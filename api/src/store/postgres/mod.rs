@@ -41,6 +41,7 @@ use super::{
 use super::{
     ClaimPlanner, Listing, RunWrites, RunWritten, Store, StoreError, StoreResult, conflict_as,
 };
+pub use crate::config::PostgresOptions;
 use crate::domain::ApiConfig;
 use crate::domain::callback::{
     AttemptOutcome, CallbackAttempt, CallbackState, CallbackStatus, OutboxCallback, error_body,
@@ -59,24 +60,6 @@ use crate::domain::{
     VariablePatch, VariableType, WebhookClaim, Workspace,
 };
 use crate::domain::{VectorChunk, VectorWrite, execution, tool, variable};
-
-/// How the store uses its server, from the configuration.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PostgresOptions {
-    /// Connections kept (`DATABASE_POOL_SIZE`).
-    pub pool_size: usize,
-    /// Candidates an HNSW search keeps (`PGVECTOR_EF_SEARCH`): recall against speed.
-    pub hnsw_ef_search: u32,
-}
-
-impl Default for PostgresOptions {
-    fn default() -> Self {
-        PostgresOptions {
-            pool_size: 16,
-            hnsw_ef_search: 100,
-        }
-    }
-}
 
 mod pgvector;
 
