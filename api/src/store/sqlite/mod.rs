@@ -1,10 +1,10 @@
 //! The embedded SQLite store (rusqlite, bundled SQLite): the default backend.
 //!
-//! WAL mode: one writer connection behind a mutex ([`SqliteStore::call`]) and
-//! read-only connections ([`SqliteStore::read`]), a few more than the async
-//! runtime has worker threads, so that reads run side by side and never wait for a
-//! write. Calls run on tokio's blocking pool, so request threads never block on
-//! disk, with one exception: a session's messages, the one store read of every
+//! WAL mode: one writer connection on a thread of its own ([`SqliteStore::call`],
+//! the `writer` module) and read-only connections ([`SqliteStore::read`]), a few
+//! more than the async runtime has worker threads, so that reads run side by side
+//! and never wait for a write. Reads run on tokio's blocking pool, so request
+//! threads never block on disk, with one exception: a session's messages, the one store read of every
 //! prediction with memory, run in place on a free reader
 //! ([`SqliteStore::read_in_place`]). That read is a short index-range walk over
 //! pages the readers keep cached; handing it to the blocking pool cost more than
@@ -25,6 +25,7 @@ mod tools;
 mod triggers;
 mod variables;
 mod vectors;
+mod writer;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -89,9 +90,8 @@ type RateWindow = (i64, i64, u64);
 
 #[derive(Clone)]
 pub struct SqliteStore {
-    conn: Arc<Mutex<Connection>>,
-    /// Copies the write-ahead log into the database off the writer's path.
-    checkpointer: Arc<checkpoint::Checkpointer>,
+    /// The one write connection, on its thread (which nudges the checkpointer).
+    writer: Arc<writer::Writer>,
     readers: Arc<Vec<Mutex<Connection>>>,
     /// Where the next read starts looking for a free reader.
     next_reader: Arc<AtomicUsize>,
@@ -104,59 +104,59 @@ impl SqliteStore {
     /// Opens (creating when absent) the database file and applies migrations.
     pub async fn open(path: &Path) -> StoreResult<Self> {
         let path = path.to_owned();
-        let (conn, checkpointer, readers) =
-            tokio::task::spawn_blocking(move || -> StoreResult<_> {
-                if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                    std::fs::create_dir_all(dir).map_err(|e| {
-                        StoreError::Backend(format!("cannot create {}: {e}", dir.display()))
-                    })?;
-                }
-                let open = || {
-                    let conn = Connection::open(&path).map_err(|e| {
-                        StoreError::Backend(format!("cannot open {}: {e}", path.display()))
-                    })?;
-                    conn.execute_batch(
-                        "PRAGMA journal_mode = WAL;
+        let (writer, readers) = tokio::task::spawn_blocking(move || -> StoreResult<_> {
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir).map_err(|e| {
+                    StoreError::Backend(format!("cannot create {}: {e}", dir.display()))
+                })?;
+            }
+            let open = || {
+                let conn = Connection::open(&path).map_err(|e| {
+                    StoreError::Backend(format!("cannot open {}: {e}", path.display()))
+                })?;
+                conn.execute_batch(
+                    "PRAGMA journal_mode = WAL;
                      PRAGMA synchronous = NORMAL;
                      PRAGMA foreign_keys = ON;
                      PRAGMA busy_timeout = 5000;",
-                    )
+                )
+                .map_err(backend)?;
+                // Plans that never look at bound values: otherwise a cached
+                // statement whose plan used one (a `LIMIT ?`) is compiled again
+                // every time it is bound, which is every time it runs.
+                conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
                     .map_err(backend)?;
-                    // Plans that never look at bound values: otherwise a cached
-                    // statement whose plan used one (a `LIMIT ?`) is compiled again
-                    // every time it is bound, which is every time it runs.
-                    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
+                Ok::<_, StoreError>(conn)
+            };
+            let mut conn = open()?;
+            // The writer's page cache holds the hot index pages of growing tables
+            // (SQLite's default is 2 MiB), so appends do not re-read them from disk.
+            conn.execute_batch("PRAGMA cache_size = -16384;")
+                .map_err(backend)?;
+            migrate(&mut conn, migrations::SQLITE).map_err(backend)?;
+            // Checkpoints are the checkpointer's (see its module).
+            conn.execute_batch("PRAGMA wal_autocheckpoint = 0;")
+                .map_err(backend)?;
+            let checkpointer = checkpoint::Checkpointer::start(open()?).map_err(|e| {
+                StoreError::Backend(format!("cannot start the checkpoint thread: {e}"))
+            })?;
+            let writer = writer::Writer::start(conn, checkpointer)
+                .map_err(|e| StoreError::Backend(format!("cannot start the writer thread: {e}")))?;
+            let readers = (0..reader_count())
+                .map(|_| {
+                    let reader = open()?;
+                    reader
+                        .execute_batch("PRAGMA query_only = ON;")
                         .map_err(backend)?;
-                    Ok::<_, StoreError>(conn)
-                };
-                let mut conn = open()?;
-                // The writer's page cache holds the hot index pages of growing tables
-                // (SQLite's default is 2 MiB), so appends do not re-read them from disk.
-                conn.execute_batch("PRAGMA cache_size = -16384;")
-                    .map_err(backend)?;
-                migrate(&mut conn, migrations::SQLITE).map_err(backend)?;
-                // Checkpoints are the checkpointer's (see its module).
-                conn.execute_batch("PRAGMA wal_autocheckpoint = 0;")
-                    .map_err(backend)?;
-                let checkpointer = checkpoint::Checkpointer::start(open()?).map_err(|e| {
-                    StoreError::Backend(format!("cannot start the checkpoint thread: {e}"))
-                })?;
-                let readers = (0..reader_count())
-                    .map(|_| {
-                        let reader = open()?;
-                        reader
-                            .execute_batch("PRAGMA query_only = ON;")
-                            .map_err(backend)?;
-                        Ok(Mutex::new(reader))
-                    })
-                    .collect::<StoreResult<Vec<_>>>()?;
-                Ok((conn, checkpointer, readers))
-            })
-            .await
-            .map_err(|e| StoreError::Backend(format!("store task failed: {e}")))??;
+                    Ok(Mutex::new(reader))
+                })
+                .collect::<StoreResult<Vec<_>>>()?;
+            Ok((writer, readers))
+        })
+        .await
+        .map_err(|e| StoreError::Backend(format!("store task failed: {e}")))??;
         Ok(SqliteStore {
-            conn: Arc::new(Mutex::new(conn)),
-            checkpointer: Arc::new(checkpointer),
+            writer: Arc::new(writer),
             readers: Arc::new(readers),
             next_reader: Arc::default(),
             rate_windows: Arc::default(),
@@ -209,24 +209,13 @@ impl SqliteStore {
         self.read(f).await
     }
 
-    /// Runs `f` with the connection on the blocking pool.
+    /// Runs `f` with the write connection, on the writer's thread.
     async fn call<T, F>(&self, f: F) -> StoreResult<T>
     where
         T: Send + 'static,
         F: FnOnce(&mut Connection) -> rusqlite::Result<T> + Send + 'static,
     {
-        let conn = Arc::clone(&self.conn);
-        let outcome = tokio::task::spawn_blocking(move || {
-            // A panic while holding the lock leaves the connection usable: SQLite
-            // rolls back any open transaction, so recover from poisoning.
-            let mut guard = conn.lock().unwrap_or_else(|p| p.into_inner());
-            f(&mut guard)
-        })
-        .await
-        .map_err(|e| StoreError::Backend(format!("store task failed: {e}")))?
-        .map_err(backend);
-        self.checkpointer.nudge();
-        outcome
+        self.writer.call(f).await
     }
 }
 
