@@ -300,15 +300,21 @@ def llm_chain_flow(provider_url):
 # --- wrk ------------------------------------------------------------------------------
 
 
-def ensure_wrk():
-    if shutil.which("wrk"):
-        return "wrk"
-    log("installing wrk (Debian package)...")
-    install = ["apt-get", "install", "-y", "-qq", "wrk"]
+def ensure_debian_tool(command, package=None):
+    """`command`, installed from Debian's `package` (default: the same name) when missing."""
+    if shutil.which(command):
+        return command
+    package = package or command
+    log(f"installing {package} (Debian package)...")
+    install = ["apt-get", "install", "-y", "-qq", package]
     if subprocess.run(install, stdout=subprocess.DEVNULL).returncode != 0:
         subprocess.run(["apt-get", "update", "-qq"], check=True, stdout=subprocess.DEVNULL)
         subprocess.run(install, check=True, stdout=subprocess.DEVNULL)
-    return "wrk"
+    return command
+
+
+def ensure_wrk():
+    return ensure_debian_tool("wrk")
 
 
 _UNITS = {"us": 1e-3, "ms": 1.0, "s": 1e3, "m": 60e3, "h": 3600e3}

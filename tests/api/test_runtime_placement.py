@@ -5,8 +5,6 @@ answers again (to the environment it already had there), and /metrics shows whic
 runtimes are up and where runs went."""
 
 import json
-import re
-import time
 
 import pytest
 import requests
@@ -14,8 +12,9 @@ import requests
 import flows
 from fakes import FakeProviders
 from prediction_client import ask, create_flow, tools_used
+from test_metrics import samples, scrape
 from tool_runtime import PY_TOOL_API_KEY, start_runtime
-from weir_harness import Api, Weir
+from weir_harness import Api, Weir, wait_for
 
 HEALTH_MS = 200
 
@@ -48,20 +47,7 @@ def ran_on(runtimes, workspace, n):
 
 
 def metric(weir, name, runtime):
-    text = requests.get(f"{weir.url}/metrics", headers={"Authorization": "Bearer metrics-secret"},
-                        timeout=10).text
-    pattern = rf'^{name}\{{[^}}]*runtime="{re.escape(runtime.url)}"[^}}]*\}} (\S+)'
-    found = re.search(pattern, text, re.M)
-    return float(found.group(1)) if found else None
-
-
-def wait_for(check, what, timeout=10):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+    return samples(scrape(weir, "metrics-secret").text).get(f'{name}{{runtime="{runtime.url}"}}')
 
 
 def test_workspaces_stay_put_move_when_their_runtime_dies_and_come_back(fake, tmp_path_factory):
@@ -107,7 +93,7 @@ def test_workspaces_stay_put_move_when_their_runtime_dies_and_come_back(fake, tm
             assert ran_on([a, b], workspace, n) == [a]
             if runtime is b:
                 moved[workspace] = (api, n, body)
-        wait_for(lambda: metric(w, "weir_python_runtime_up", b) == 0, "b reported down")
+        wait_for(lambda: metric(w, "weir_python_runtime_up", b) == 0, 10, "b reported down")
         # An artifact written while moved is served by weir from where it is.
         for workspace, (api, n_moved, body) in moved.items():
             [artifact] = body["artifacts"]
@@ -117,7 +103,7 @@ def test_workspaces_stay_put_move_when_their_runtime_dies_and_come_back(fake, tm
         # b answers again at its address: its workspaces go back to it, where their
         # environments are, and the artifacts they wrote on a stay reachable.
         b = start_runtime_at(b, b_port)
-        wait_for(lambda: metric(w, "weir_python_runtime_up", b) == 1, "b reported up again")
+        wait_for(lambda: metric(w, "weir_python_runtime_up", b) == 1, 10, "b reported up again")
         for workspace in on_b:
             api, flow, _ = placed[workspace]
             n += 1

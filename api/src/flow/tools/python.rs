@@ -65,19 +65,10 @@ impl RuntimeClient {
     /// warning at start).
     pub async fn unreachable(&self) -> Vec<(String, String)> {
         let checks = self.runtimes.bases().map(|base| async move {
-            let url = format!("{base}/tools/health");
-            let why = match self
-                .client
-                .get(&url)
-                .timeout(Duration::from_secs(3))
-                .send()
+            super::runtimes::health(&self.client, base, Duration::from_secs(3))
                 .await
-            {
-                Ok(r) if r.status().is_success() => return None,
-                Ok(r) => format!("{url} answered HTTP {}", r.status().as_u16()),
-                Err(e) => format!("{url} cannot be reached: {}", root_cause(&e)),
-            };
-            Some((base.to_owned(), why))
+                .err()
+                .map(|why| (base.to_owned(), why))
         });
         futures_util::future::join_all(checks)
             .await

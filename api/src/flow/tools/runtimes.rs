@@ -71,22 +71,6 @@ impl Runtimes {
         ranked.into_iter().map(|(_, _, base)| base).collect()
     }
 
-    /// Where `workspace`'s runs go now.
-    pub fn place(&self, workspace: &str) -> &str {
-        let mut best: Option<(bool, u64, &str)> = None;
-        for m in self.members.iter() {
-            let candidate = (
-                m.up.load(Ordering::Relaxed),
-                weight(&m.base, workspace),
-                m.base.as_str(),
-            );
-            if best.is_none_or(|b| (candidate.0, candidate.1) > (b.0, b.1)) {
-                best = Some(candidate);
-            }
-        }
-        best.map_or("", |b| b.2)
-    }
-
     /// Records what a call or a health check saw of the runtime at `base`.
     pub fn saw(&self, base: &str, answering: bool) {
         let Some(member) = self.members.iter().find(|m| m.base == base) else {
@@ -119,15 +103,11 @@ impl Runtimes {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
+            let timeout = interval.min(Duration::from_secs(2));
             let checks = self.members.iter().map(|m| {
                 let client = &client;
                 async move {
-                    let answered = client
-                        .get(format!("{}/tools/health", m.base))
-                        .timeout(interval.min(Duration::from_secs(2)))
-                        .send()
-                        .await
-                        .is_ok_and(|r| r.status().is_success());
+                    let answered = health(client, &m.base, timeout).await.is_ok();
                     (m.base.as_str(), answered)
                 }
             });
@@ -135,6 +115,20 @@ impl Runtimes {
                 self.saw(base, answered);
             }
         }
+    }
+}
+
+/// Whether the runtime at `base` answers `GET /tools/health` within `timeout`;
+/// why not, when it does not.
+pub async fn health(client: &reqwest::Client, base: &str, timeout: Duration) -> Result<(), String> {
+    let url = format!("{base}/tools/health");
+    match client.get(&url).timeout(timeout).send().await {
+        Ok(r) if r.status().is_success() => Ok(()),
+        Ok(r) => Err(format!("{url} answered HTTP {}", r.status().as_u16())),
+        Err(e) => Err(format!(
+            "{url} cannot be reached: {}",
+            crate::llm::http::root_cause(&e)
+        )),
     }
 }
 
@@ -171,9 +165,8 @@ mod tests {
         let mut counts = std::collections::HashMap::new();
         for i in 0..3000 {
             let ws = format!("workspace-{i}");
-            let placed = runtimes.place(&ws).to_owned();
-            assert_eq!(runtimes.place(&ws), placed, "placement is stable");
-            assert_eq!(runtimes.order(&ws)[0], placed);
+            let placed = runtimes.order(&ws)[0].to_owned();
+            assert_eq!(runtimes.order(&ws)[0], placed, "placement is stable");
             *counts.entry(placed).or_insert(0) += 1;
         }
         for (base, n) in counts {
@@ -185,22 +178,21 @@ mod tests {
     fn a_runtime_down_moves_only_its_workspaces_and_they_come_back() {
         let runtimes = three();
         let before: Vec<String> = (0..600)
-            .map(|i| runtimes.place(&format!("w{i}")).to_owned())
+            .map(|i| runtimes.order(&format!("w{i}"))[0].to_owned())
             .collect();
         runtimes.saw("http://b:8000", false);
         for (i, was) in before.iter().enumerate() {
-            let now = runtimes.place(&format!("w{i}"));
+            let now = runtimes.order(&format!("w{i}"))[0];
             if was == "http://b:8000" {
-                assert_ne!(now, "http://b:8000");
                 // the next choice, the same one every replica computes
-                assert_eq!(now, runtimes.order(&format!("w{i}"))[0]);
+                assert_ne!(now, "http://b:8000");
             } else {
                 assert_eq!(now, was, "a workspace not on b does not move");
             }
         }
         runtimes.saw("http://b:8000", true);
         for (i, was) in before.iter().enumerate() {
-            assert_eq!(runtimes.place(&format!("w{i}")), was);
+            assert_eq!(runtimes.order(&format!("w{i}"))[0], was);
         }
     }
 
@@ -211,6 +203,5 @@ mod tests {
             runtimes.saw(base, false);
         }
         assert_eq!(runtimes.order("w").len(), 3);
-        assert!(!runtimes.place("w").is_empty());
     }
 }

@@ -103,6 +103,11 @@ impl PgvectorSql {
                 .insert(dimensions)
     }
 
+    /// Whether vectors of `dimensions` floats are searched through an HNSW index.
+    pub fn hnsw(&self, dimensions: usize) -> bool {
+        self.search_settings.is_some() && (1..=HNSW_MAX_DIMENSIONS).contains(&dimensions)
+    }
+
     /// Forgets that `dimensions` was seen to (its build failed: the next
     /// upsert or search tries again).
     pub fn index_failed(&self, dimensions: usize) {
@@ -110,13 +115,6 @@ impl PgvectorSql {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&dimensions);
-    }
-}
-
-impl PgvectorSql {
-    /// Whether vectors of `dimensions` floats are searched through an HNSW index.
-    pub fn hnsw(&self, dimensions: usize) -> bool {
-        self.search_settings.is_some() && (1..=HNSW_MAX_DIMENSIONS).contains(&dimensions)
     }
 }
 

@@ -12,13 +12,10 @@ impl PostgresStore {
         if !sql.index_due(dimensions) {
             return;
         }
-        let store = self.clone();
+        let (store, sql) = (self.clone(), sql.clone());
         tokio::spawn(async move {
-            let Some(sql) = store.pgvector.get() else {
-                return;
-            };
             let outcome = match store.client().await {
-                Ok(client) => pgvector::ensure_index(&client, sql, dimensions)
+                Ok(client) => pgvector::ensure_index(&client, &sql, dimensions)
                     .await
                     .map_err(|e| backend(e).to_string()),
                 Err(e) => Err(e.to_string()),

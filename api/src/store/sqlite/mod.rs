@@ -4,8 +4,8 @@
 //! the `writer` module) and read-only connections ([`SqliteStore::read`]), a few
 //! more than the async runtime has worker threads, so that reads run side by side
 //! and never wait for a write. Reads run on tokio's blocking pool, so request
-//! threads never block on disk, with one exception: a session's messages, the one store read of every
-//! prediction with memory, run in place on a free reader
+//! threads never block on disk, with one exception: a session's messages, the
+//! one store read of every prediction with memory, run in place on a free reader
 //! ([`SqliteStore::read_in_place`]). That read is a short index-range walk over
 //! pages the readers keep cached; handing it to the blocking pool cost more than
 //! the read itself (a profile of the memory flow on one core put 15 % of the CPU
@@ -173,15 +173,11 @@ impl SqliteStore {
         let readers = Arc::clone(&self.readers);
         let start = self.next_reader.fetch_add(1, Ordering::Relaxed);
         tokio::task::spawn_blocking(move || {
-            let n = readers.len();
-            for i in 0..n {
-                match readers[(start + i) % n].try_lock() {
-                    Ok(mut conn) => return f(&mut conn),
-                    Err(TryLockError::Poisoned(p)) => return f(&mut p.into_inner()),
-                    Err(TryLockError::WouldBlock) => {}
-                }
-            }
-            let mut conn = readers[start % n].lock().unwrap_or_else(|p| p.into_inner());
+            let mut conn = free_reader(&readers, start).unwrap_or_else(|| {
+                readers[start % readers.len()]
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+            });
             f(&mut conn)
         })
         .await
@@ -197,14 +193,9 @@ impl SqliteStore {
         T: Send + 'static,
         F: FnOnce(&mut Connection) -> rusqlite::Result<T> + Send + 'static,
     {
-        let n = self.readers.len();
         let start = self.next_reader.fetch_add(1, Ordering::Relaxed);
-        for i in 0..n {
-            match self.readers[(start + i) % n].try_lock() {
-                Ok(mut conn) => return f(&mut conn).map_err(backend),
-                Err(TryLockError::Poisoned(p)) => return f(&mut p.into_inner()).map_err(backend),
-                Err(TryLockError::WouldBlock) => {}
-            }
+        if let Some(mut conn) = free_reader(&self.readers, start) {
+            return f(&mut conn).map_err(backend);
         }
         self.read(f).await
     }
@@ -217,6 +208,20 @@ impl SqliteStore {
     {
         self.writer.call(f).await
     }
+}
+
+/// The first reader not in use, looking from `start` on (a poisoned one is
+/// usable: SQLite rolled back whatever the panic left open).
+fn free_reader(
+    readers: &[Mutex<Connection>],
+    start: usize,
+) -> Option<std::sync::MutexGuard<'_, Connection>> {
+    let n = readers.len();
+    (0..n).find_map(|i| match readers[(start + i) % n].try_lock() {
+        Ok(conn) => Some(conn),
+        Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
+        Err(TryLockError::WouldBlock) => None,
+    })
 }
 
 fn migrate(conn: &mut Connection, set: &[Migration]) -> rusqlite::Result<()> {
