@@ -17,7 +17,7 @@ use crate::http::error::ApiError;
 use crate::http::listener::{EdgeLimits, serve_connections};
 use crate::http::slow_body::{BodyTimeout, cut_slow_bodies};
 use crate::http::{AppState, MAX_BODY_BYTES, REQUEST_ID, json_errors};
-use crate::http::{cors, observe};
+use crate::http::{cors, observe, ui};
 use crate::routes;
 use crate::services::triggers;
 
@@ -30,8 +30,9 @@ pub fn router(state: AppState) -> Router {
         .route_layer(middleware::from_fn(observe::mark_route));
     let cors = cors::layer(&state.config.cors_origins, &state.config.mcp_cors_origins);
     let frame_ancestors = cors::frame_ancestors(&state.config.iframe_origins);
+    let ui = ui::Ui::from_config(&state.config);
     api.merge(SwaggerUi::new("/api/v1/docs").url("/api/v1/openapi.json", openapi))
-        .fallback(|| async { ApiError::NotFound("no such route".into()) })
+        .fallback(move |request: Request| ui::fallback(ui.clone(), request))
         .method_not_allowed_fallback(|| async {
             ApiError::MethodNotAllowed("method not allowed on this route".into())
         })

@@ -25,6 +25,21 @@ pub struct Config {
     #[arg(long, env = "WEIR_DATA_DIR", default_value = "./data", global = true)]
     pub data_dir: PathBuf,
 
+    /// Serve Flowise's own UI (the `flowise-ui` build `scripts/fetch-ui` unpacks) at `/`:
+    /// `on` or `off`. Off, every path outside `/api` answers a JSON 404 as before.
+    #[arg(long, env = "WEIR_UI", default_value = "on", value_parser = parse_switch, global = true)]
+    pub ui: bool,
+
+    /// Where the UI is: its build (`build/`) and its node icons (`components/`); default
+    /// `$WEIR_DATA_DIR/ui` (`scripts/fetch-ui` fills it).
+    #[arg(long, env = "WEIR_UI_DIR", global = true)]
+    pub ui_dir: Option<PathBuf>,
+
+    /// Hours a UI sign-in lasts (1–720); the session also ends with its API key.
+    #[arg(long, env = "WEIR_UI_SESSION_HOURS", default_value_t = 12,
+          value_parser = clap::value_parser!(u64).range(1..=720), global = true)]
+    pub ui_session_hours: u64,
+
     /// Where the embedded models are (`scripts/fetch-models` fills it); default
     /// `$WEIR_DATA_DIR/models`.
     #[arg(long, env = "WEIR_MODELS_DIR", global = true)]
@@ -535,6 +550,12 @@ impl Config {
             .unwrap_or_else(|| self.data_dir.join("models"))
     }
 
+    pub fn ui_dir(&self) -> PathBuf {
+        self.ui_dir
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("ui"))
+    }
+
     pub fn store_cache_ttl(&self) -> std::time::Duration {
         std::time::Duration::from_millis(self.store_cache_ttl_ms)
     }
@@ -561,6 +582,15 @@ impl Config {
             },
             None => StoreLocation::Sqlite(self.data_dir.join("weir.db")),
         }
+    }
+}
+
+/// `on`/`off` (also `true`/`false`, `1`/`0`).
+fn parse_switch(value: &str) -> Result<bool, String> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "on" | "true" | "1" | "yes" => Ok(true),
+        "off" | "false" | "0" | "no" => Ok(false),
+        _ => Err("expected 'on' or 'off'".into()),
     }
 }
 

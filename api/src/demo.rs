@@ -51,7 +51,7 @@ pub async fn ensure(store: &dyn Store) -> StoreResult<Chatflow> {
         limit: Page::MAX_LIMIT,
     };
     loop {
-        let listing = store.list_chatflows(ws.id, page).await?;
+        let listing = store.list_chatflows(ws.id, None, page).await?;
         if let Some(found) = listing.items.iter().find(|f| f.name == DEMO_NAME) {
             return Ok(found.clone());
         }

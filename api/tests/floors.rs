@@ -76,6 +76,9 @@ const FLOW: &[(&str, u8)] = &[
     ("flow/chatflow", 9),
     // The one place that knows both run kinds.
     ("flow/engine", 10),
+    // What Flowise's canvas shows of the registry's nodes (its tests draw flows
+    // from it and check the plan takes them).
+    ("flow/catalog", 11),
 ];
 
 fn src_dir() -> PathBuf {

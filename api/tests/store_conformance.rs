@@ -318,24 +318,58 @@ async fn chatflow_listing_pages_newest_first(t: &common::TestStore) {
         .await
         .unwrap();
     let first = store
-        .list_chatflows(ws.id, Page { page: 1, limit: 2 })
+        .list_chatflows(ws.id, None, Page { page: 1, limit: 2 })
         .await
         .unwrap();
     assert_eq!(first.total, 5);
     let names: Vec<_> = first.items.iter().map(|f| f.name.as_str()).collect();
     assert_eq!(names, ["f0", "f4"]);
     let last = store
-        .list_chatflows(ws.id, Page { page: 3, limit: 2 })
+        .list_chatflows(ws.id, None, Page { page: 3, limit: 2 })
         .await
         .unwrap();
     assert_eq!(last.items.len(), 1);
     assert_eq!(last.items[0].name, "f1");
     let beyond = store
-        .list_chatflows(ws.id, Page { page: 9, limit: 2 })
+        .list_chatflows(ws.id, None, Page { page: 9, limit: 2 })
         .await
         .unwrap();
     assert!(beyond.items.is_empty());
     assert_eq!(beyond.total, 5);
+
+    // Filtered by type, counted by type.
+    store
+        .update_chatflow(
+            ws.id,
+            ids[2],
+            ChatflowPatch {
+                flow_type: Some(ChatflowType::Agentflow),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let agents = store
+        .list_chatflows(ws.id, Some(ChatflowType::Agentflow), Page::default())
+        .await
+        .unwrap();
+    assert_eq!(agents.total, 1);
+    assert_eq!(agents.items[0].name, "f2");
+    let chatflows = store
+        .list_chatflows(
+            ws.id,
+            Some(ChatflowType::Chatflow),
+            Page { page: 1, limit: 2 },
+        )
+        .await
+        .unwrap();
+    assert_eq!(chatflows.total, 4);
+    assert!(
+        chatflows
+            .items
+            .iter()
+            .all(|f| f.flow_type == ChatflowType::Chatflow)
+    );
 }
 
 async fn chatflow_patch_keeps_other_fields(t: &common::TestStore) {
@@ -544,7 +578,7 @@ async fn migrations_are_idempotent(t: &common::TestStore) {
     );
     assert_eq!(
         reopened
-            .list_chatflows(ws.id, Page::default())
+            .list_chatflows(ws.id, None, Page::default())
             .await
             .unwrap()
             .total,

@@ -28,7 +28,10 @@ def test_status_classes(api):
 
 
 def test_unknown_route_outside_api_is_json_too(server):
-    assert_error(requests.get(f"{server.url}/favicon.ico", timeout=5), 404)
+    # Pages outside /api are the UI's (test_ui.py; with WEIR_UI=off, JSON 404s);
+    # anything but reading them is a JSON error.
+    assert_error(requests.post(f"{server.url}/favicon.ico", timeout=5), 405)
+    assert_error(requests.delete(f"{server.url}/chatflows", timeout=5), 405)
 
 
 def test_request_id_is_returned_and_kept(api):

@@ -19,6 +19,8 @@ PG_URL = os.environ.get("WEIR_TEST_DATABASE_URL")
 # The embedded models (scripts/fetch-models); every server the tests start reads them
 # from here unless a test says otherwise.
 MODELS_DIR = Path(os.environ.get("WEIR_MODELS_DIR", ROOT / "data" / "models"))
+# Flowise's UI (scripts/fetch-ui), served by every server the tests start.
+UI_DIR = Path(os.environ.get("WEIR_UI_DIR", ROOT / "data" / "ui"))
 
 
 def weir_bin() -> Path:
@@ -52,6 +54,7 @@ class Weir:
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_", "PORT", "HOST"))}
         self.env.update(WEIR_DATA_DIR=str(tmp), HOST="127.0.0.1", LOG_LEVEL="info")
         self.env.setdefault("WEIR_MODELS_DIR", str(MODELS_DIR))
+        self.env.setdefault("WEIR_UI_DIR", str(UI_DIR))
         # What a test leaves running when its server stops (a stream, a cancelled
         # provider call) gets 5 s, so a clean stop fits the 15 s `stop` allows; a
         # hang past the grace still fails there.

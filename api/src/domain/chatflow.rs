@@ -15,7 +15,7 @@ use super::api_config::ApiConfig;
 use super::mcp::McpServerConfig;
 use super::time::{self, Timestamp};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum ChatflowType {
     #[default]

@@ -28,6 +28,7 @@
 //! and non-streaming share one path.
 
 pub mod agentflow;
+pub mod catalog;
 pub mod chatflow;
 pub mod component;
 pub mod destination;

@@ -4,7 +4,7 @@
 //! flow (validation, overrides, where credentials may go) without building it.
 
 /// What a node produces, i.e. what another node's anchor may accept.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Category {
     ChatModel,
     Prompt,

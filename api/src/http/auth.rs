@@ -5,6 +5,9 @@
 //! and looked up by hash; the stored hash is compared in constant time. No key or
 //! an unknown key is a 401; a known key without the permission a route needs is a
 //! 403 (see [`AuthUser::require`]).
+//!
+//! Flowise's UI, signed in, presents no key: its calls carry the session cookie
+//! ([`super::session`]), which stands for the key it signed in with.
 
 use std::time::Duration;
 
@@ -16,6 +19,7 @@ use uuid::Uuid;
 
 use super::AppState;
 use super::error::ApiError;
+use super::session::{self, SessionError};
 use crate::domain::apikey::hash_key;
 use crate::domain::{ApiKey, Permission, time};
 
@@ -85,14 +89,43 @@ pub fn presented_key(parts: &Parts) -> Result<Option<String>, ApiError> {
 impl AuthUser {
     /// Authenticates a presented key against the store.
     pub async fn authenticate(state: &AppState, presented: &str) -> Result<Self, ApiError> {
+        Self::authenticate_hash(state, &hash_key(presented)).await
+    }
+
+    /// The caller a request authenticates as: its key, else the UI's session;
+    /// `None` when it presents neither.
+    pub async fn from_parts(state: &AppState, parts: &Parts) -> Result<Option<Self>, ApiError> {
+        if let Some(key) = presented_key(parts)? {
+            return Self::authenticate(state, &key).await.map(Some);
+        }
+        let Some(cookie) = session::presented(parts) else {
+            return Ok(None);
+        };
+        let hash = session::open(&state.keyring, cookie).map_err(|e| match e {
+            SessionError::Expired => {
+                ApiError::Unauthorized("your session has expired; sign in again".into())
+            }
+            SessionError::Invalid => {
+                ApiError::Unauthorized("invalid session; sign in again".into())
+            }
+        })?;
+        Self::authenticate_hash(state, &hash)
+            .await
+            .map_err(|_| {
+                ApiError::Unauthorized("the session's API key was revoked; sign in again".into())
+            })
+            .map(Some)
+    }
+
+    /// Authenticates the key with hash `hash` (a presented key's, or a session's).
+    async fn authenticate_hash(state: &AppState, hash: &str) -> Result<Self, ApiError> {
         let invalid = || ApiError::Unauthorized("invalid API key".into());
-        let hash = hash_key(presented);
         let key = state
             .store
-            .find_api_key_by_hash(&hash)
+            .find_api_key_by_hash(hash)
             .await?
             .ok_or_else(invalid)?;
-        if !key.matches_hash(&hash) {
+        if !key.matches_hash(hash) {
             return Err(invalid());
         }
         let stale = key
@@ -115,12 +148,11 @@ impl FromRequestParts<AppState> for AuthUser {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let presented = presented_key(parts)?.ok_or_else(|| {
+        AuthUser::from_parts(state, parts).await?.ok_or_else(|| {
             ApiError::Unauthorized(
                 "an API key is required: 'Authorization: Bearer <key>' or '?apiKey=<key>'".into(),
             )
-        })?;
-        AuthUser::authenticate(state, &presented).await
+        })
     }
 }
 

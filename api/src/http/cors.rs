@@ -102,6 +102,13 @@ pub fn add_frame_ancestors(
     let Some(existing) = existing.filter(|v| !v.is_empty()) else {
         return frame_ancestors.clone();
     };
+    // A handler that says who may frame it (the UI's page: only itself) is obeyed.
+    if existing
+        .to_str()
+        .is_ok_and(|policy| policy.contains("frame-ancestors"))
+    {
+        return existing.clone();
+    }
     let mut joined = Vec::with_capacity(existing.len() + 2 + frame_ancestors.len());
     joined.extend_from_slice(existing.as_bytes());
     joined.extend_from_slice(b"; ");

@@ -18,8 +18,10 @@ pub mod extract;
 pub mod listener;
 pub mod observe;
 pub mod pagination;
+pub mod session;
 pub mod slow_body;
 pub mod sse;
+pub mod ui;
 
 use axum::extract::Request;
 use axum::http::{HeaderName, StatusCode, header};

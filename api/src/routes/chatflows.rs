@@ -4,10 +4,10 @@
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::http::StatusCode;
-use axum::response::IntoResponse;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
+use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
@@ -15,11 +15,13 @@ use uuid::Uuid;
 use super::{BodyErrors, CommonErrors, JsonText};
 use crate::domain::chatflow::{validate_config_object, validate_flow_data};
 use crate::domain::{Chatflow, ChatflowPatch, ChatflowType, NewChatflow, Permission, nullable};
+use crate::flow::catalog;
 use crate::http::AppState;
 use crate::http::auth::AuthUser;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::{Json, Path, Query, required};
 use crate::http::pagination::{PageQuery, total_count};
+use crate::http::session;
 use crate::services::credentials;
 use crate::services::document_stores;
 use crate::services::prediction::follow_up::FollowUpSetting;
@@ -30,6 +32,7 @@ pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(list_chatflows, create_chatflow))
         .routes(routes!(get_chatflow, update_chatflow, delete_chatflow))
+        .routes(routes!(has_changed))
 }
 
 /// Fields of a chatflow as sent by clients; on update every field is optional.
@@ -189,12 +192,28 @@ impl Serialize for PageItems {
     }
 }
 
-/// Lists the workspace's chatflows, newest `updatedDate` first.
+/// `?type=&page=&limit=` of the chatflow list.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct ListQuery {
+    /// Only chatflows of this type (`CHATFLOW`, `AGENTFLOW`, `MULTIAGENT`, `ASSISTANT`).
+    #[serde(rename = "type")]
+    #[param(value_type = Option<String>)]
+    flow_type: Option<ChatflowType>,
+    /// 1-based page number (default 1).
+    page: Option<u32>,
+    /// Items per page (default 20, at most 100).
+    limit: Option<u32>,
+}
+
+/// Lists the workspace's chatflows, newest `updatedDate` first. Flowise's UI
+/// (`x-request-from: internal`) asking for a page gets Flowise's envelope
+/// `{"data": [...], "total": n}` instead of the bare list.
 #[utoipa::path(
     get,
     path = "/api/v1/chatflows",
     tag = "chatflows",
-    params(PageQuery),
+    params(ListQuery),
     responses(
         (status = 200, description = "One page of chatflows; the total is in X-Total-Count",
          body = [Chatflow], headers(("X-Total-Count" = u64, description = "Number of chatflows in all pages"))),
@@ -204,14 +223,26 @@ impl Serialize for PageItems {
 async fn list_chatflows(
     auth: AuthUser,
     State(state): State<AppState>,
-    Query(query): Query<PageQuery>,
-) -> ApiResult<impl IntoResponse> {
+    headers: HeaderMap,
+    Query(query): Query<ListQuery>,
+) -> ApiResult<Response> {
     auth.require(Permission::ChatflowsRead)?;
+    let paged = query.page.is_some() && query.limit.is_some();
+    let page = PageQuery {
+        page: query.page,
+        limit: query.limit,
+    }
+    .page()?;
     let listing = state
         .store
-        .list_chatflows(auth.workspace(), query.page()?)
+        .list_chatflows(auth.workspace(), query.flow_type, page)
         .await?;
-    Ok((total_count(listing.total), Json(PageItems(listing))))
+    let total = listing.total;
+    if paged && session::from_ui(&headers) {
+        let envelope = serde_json::json!({"data": &listing.items, "total": total});
+        return Ok((total_count(total), Json(envelope)).into_response());
+    }
+    Ok((total_count(total), Json(PageItems(listing))).into_response())
 }
 
 /// Creates a chatflow.
@@ -271,15 +302,23 @@ async fn create_chatflow(
 async fn get_chatflow(
     auth: AuthUser,
     State(state): State<AppState>,
+    headers: HeaderMap,
     Path(id): Path<Uuid>,
 ) -> ApiResult<Json<Chatflow>> {
     auth.require(Permission::ChatflowsRead)?;
-    state
+    let mut flow = state
         .store
         .get_chatflow(auth.workspace(), id)
         .await?
-        .map(Json)
-        .ok_or_else(|| ApiError::not_found("chatflow"))
+        .ok_or_else(|| ApiError::not_found("chatflow"))?;
+    // Flowise's canvas draws nodes from what only it writes: a flow written
+    // by hand is shown with it filled in (stored as written until saved).
+    if session::from_ui(&headers)
+        && let Some(dressed) = catalog::dress::dress(&flow.flow_data)
+    {
+        flow.flow_data = dressed;
+    }
+    Ok(Json(flow))
 }
 
 /// Changes the given fields of a chatflow.
@@ -344,4 +383,32 @@ async fn delete_chatflow(
     } else {
         Err(ApiError::not_found("chatflow"))
     }
+}
+
+/// Whether the chatflow was saved since `updatedDate` (the time the asker
+/// loaded it): Flowise's canvas asks before it saves, and offers not to
+/// overwrite a newer version.
+#[utoipa::path(
+    get,
+    path = "/api/v1/chatflows/has-changed/{id}/{updatedDate}",
+    tag = "chatflows",
+    params(("id" = Uuid, Path, description = "Chatflow id"),
+           ("updatedDate" = String, Path, description = "The `updatedDate` the caller holds (ISO 8601)")),
+    responses(
+        (status = 200, description = "`{\"hasChanged\": bool}`", body = Object),
+        (status = 404, description = "No such chatflow in this workspace", body = ErrorBody),
+        CommonErrors
+    )
+)]
+async fn has_changed(
+    auth: AuthUser,
+    State(state): State<AppState>,
+    Path((id, held)): Path<(Uuid, String)>,
+) -> ApiResult<Json<serde_json::Value>> {
+    auth.require(Permission::ChatflowsRead)?;
+    let held = super::parse_date("updatedDate", &held, chrono::NaiveTime::MIN)?;
+    let flow = find(&state, &auth, id).await?;
+    // Compared to the millisecond: the precision the date is served with.
+    let changed = flow.updated_date.timestamp_millis() > held.timestamp_millis();
+    Ok(Json(serde_json::json!({ "hasChanged": changed })))
 }

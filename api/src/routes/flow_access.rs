@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use crate::domain::{Chatflow, Permission};
 use crate::http::AppState;
-use crate::http::auth::{AuthUser, presented_key};
+use crate::http::auth::AuthUser;
 use crate::http::cors;
 use crate::http::error::{ApiError, ApiResult};
 
@@ -41,12 +41,10 @@ pub fn caller(request: &Parts, auth: Option<&AuthUser>, trust_proxy: bool) -> St
         .unwrap_or_else(|| "ip:unknown".to_owned())
 }
 
-/// The caller's key when one is presented (public chatflows take callers without one).
+/// The caller's key (or the UI's session) when one is presented (public
+/// chatflows take callers without one).
 pub async fn caller_key(state: &AppState, parts: &Parts) -> ApiResult<Option<AuthUser>> {
-    match presented_key(parts)? {
-        Some(key) => Ok(Some(AuthUser::authenticate(state, &key).await?)),
-        None => Ok(None),
-    }
+    AuthUser::from_parts(state, parts).await
 }
 
 /// The chatflow, if this caller may run it.

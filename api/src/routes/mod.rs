@@ -18,8 +18,10 @@ pub mod executions;
 pub mod flow_access;
 pub mod health;
 pub mod mcp;
+pub mod nodes;
 pub mod predictions;
 pub mod schedules;
+pub mod signin;
 pub mod tools;
 pub mod triggers;
 pub mod variables;
@@ -72,6 +74,8 @@ impl Modify for Security {
 pub fn api() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(health::router())
+        .merge(signin::router())
+        .merge(nodes::router())
         .merge(apikeys::router())
         .merge(chatflows::router())
         .merge(credentials::router())

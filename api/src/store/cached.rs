@@ -42,12 +42,12 @@ use crate::domain::mcp::CustomMcpServer;
 use crate::domain::time::{self, Timestamp};
 use crate::domain::vector::ChunkKey;
 use crate::domain::{
-    ApiKey, ChatMessageRecord, Chatflow, ChatflowPatch, ChunkPage, Delivery, DocumentChunk,
-    DocumentStore, DocumentStoreWrite, Execution, ExecutionFilter, Feedback, FeedbackFilter,
-    Firing, Lead, ListedExecution, MessageFilter, NewApiKey, NewChatflow, NewLead, NewMail,
-    NewTool, NewTriggerResult, NewVariable, OutboxMail, Page, StoredFile, Tool, ToolPatch, Trigger,
-    TriggerResult, UpsertRecord, Variable, VariablePatch, VectorChunk, VectorWrite, WebhookClaim,
-    Workspace,
+    ApiKey, ChatMessageRecord, Chatflow, ChatflowPatch, ChatflowType, ChunkPage, Delivery,
+    DocumentChunk, DocumentStore, DocumentStoreWrite, Execution, ExecutionFilter, Feedback,
+    FeedbackFilter, Firing, Lead, ListedExecution, MessageFilter, NewApiKey, NewChatflow, NewLead,
+    NewMail, NewTool, NewTriggerResult, NewVariable, OutboxMail, Page, StoredFile, Tool, ToolPatch,
+    Trigger, TriggerResult, UpsertRecord, Variable, VariablePatch, VectorChunk, VectorWrite,
+    WebhookClaim, Workspace,
 };
 
 /// Entries each cache holds at most.
@@ -154,6 +154,9 @@ impl<K: Hash + Eq + Clone, V: Clone> TtlCache<K, V> {
     }
 }
 
+/// A chatflow listing's cache key: workspace, type filter, page and limit.
+type ListingKey = (Uuid, Option<ChatflowType>, u32, u32);
+
 /// A [`Store`] with the hot-path reads cached and conversation writes grouped.
 pub struct CachedStore {
     inner: Arc<dyn Store>,
@@ -161,7 +164,7 @@ pub struct CachedStore {
     keys: TtlCache<String, ApiKey>,
     chatflows: TtlCache<Uuid, Arc<Chatflow>>,
     /// Pages of a workspace's chatflows, by (workspace, page, limit).
-    listings: TtlCache<(Uuid, u32, u32), Arc<Listing<Chatflow>>>,
+    listings: TtlCache<ListingKey, Arc<Listing<Chatflow>>>,
     /// A workspace's chatflows published over MCP (its MCP server reads them
     /// on every request).
     mcp_listings: TtlCache<Uuid, Arc<Vec<Arc<Chatflow>>>>,
@@ -200,7 +203,8 @@ impl CachedStore {
         if let Some(id) = id {
             self.chatflows.invalidate(|_, flow| flow.id == id);
         }
-        self.listings.invalidate(|(ws, _, _), _| *ws == workspace);
+        self.listings
+            .invalidate(|(ws, _, _, _), _| *ws == workspace);
         self.mcp_listings.invalidate(|ws, _| *ws == workspace);
     }
 }
@@ -271,12 +275,18 @@ impl ChatflowStore for CachedStore {
     async fn list_chatflows(
         &self,
         workspace: Uuid,
+        flow_type: Option<ChatflowType>,
         page: Page,
     ) -> StoreResult<Arc<Listing<Chatflow>>> {
-        let load = async { self.inner.list_chatflows(workspace, page).await.map(Some) };
+        let load = async {
+            self.inner
+                .list_chatflows(workspace, flow_type, page)
+                .await
+                .map(Some)
+        };
         let listing = self
             .listings
-            .get_or_load(&(workspace, page.page, page.limit), load)
+            .get_or_load(&(workspace, flow_type, page.page, page.limit), load)
             .await?;
         Ok(listing.unwrap_or_default())
     }

@@ -46,12 +46,13 @@ use crate::domain::credential::SealedCredential;
 use crate::domain::mcp::CustomMcpServer;
 use crate::domain::time::Timestamp;
 use crate::domain::{
-    ApiKey, ChatMessageRecord, Chatflow, ChatflowPatch, ChunkPage, ClaimPlan, Delivery,
-    DocumentChunk, DocumentStore, DocumentStoreWrite, Execution, ExecutionFilter, ExecutionUpdate,
-    Feedback, FeedbackFilter, Firing, Lead, ListedExecution, MessageFilter, NewApiKey,
-    NewChatMessage, NewChatflow, NewExecution, NewLead, NewMail, NewTool, NewTriggerResult,
-    NewVariable, OutboxMail, Page, StoredFile, Tool, ToolPatch, Trigger, TriggerResult,
-    UpsertRecord, Variable, VariablePatch, VectorChunk, VectorWrite, WebhookClaim, Workspace,
+    ApiKey, ChatMessageRecord, Chatflow, ChatflowPatch, ChatflowType, ChunkPage, ClaimPlan,
+    Delivery, DocumentChunk, DocumentStore, DocumentStoreWrite, Execution, ExecutionFilter,
+    ExecutionUpdate, Feedback, FeedbackFilter, Firing, Lead, ListedExecution, MessageFilter,
+    NewApiKey, NewChatMessage, NewChatflow, NewExecution, NewLead, NewMail, NewTool,
+    NewTriggerResult, NewVariable, OutboxMail, Page, StoredFile, Tool, ToolPatch, Trigger,
+    TriggerResult, UpsertRecord, Variable, VariablePatch, VectorChunk, VectorWrite, WebhookClaim,
+    Workspace,
 };
 
 /// Decides, inside the claiming transaction, what a due cron trigger does now.
@@ -144,10 +145,12 @@ pub trait ChatflowStore: Send + Sync {
 
     async fn get_chatflow(&self, workspace: Uuid, id: Uuid) -> StoreResult<Option<Chatflow>>;
 
-    /// Newest `updatedDate` first. Shared, as listings are cached (see [`CachedStore`]).
+    /// Newest `updatedDate` first; only those of `flow_type` when given. Shared, as
+    /// listings are cached (see [`CachedStore`]).
     async fn list_chatflows(
         &self,
         workspace: Uuid,
+        flow_type: Option<ChatflowType>,
         page: Page,
     ) -> StoreResult<Arc<Listing<Chatflow>>>;
 

@@ -34,15 +34,18 @@ impl ChatflowStore for PostgresStore {
     async fn list_chatflows(
         &self,
         workspace: Uuid,
+        flow_type: Option<ChatflowType>,
         page: Page,
     ) -> StoreResult<Arc<Listing<Chatflow>>> {
+        let flow_type = flow_type.map(ChatflowType::as_str);
         self.list_page(
-            "SELECT COUNT(*) FROM chatflows WHERE workspace_id = $1",
+            "SELECT COUNT(*) FROM chatflows WHERE workspace_id = $1 AND ($2::text IS NULL OR type = $2)",
             &format!(
-                "SELECT {CHATFLOW_COLUMNS} FROM chatflows WHERE workspace_id = $1
-                 ORDER BY updated_at DESC, id LIMIT $2 OFFSET $3"
+                "SELECT {CHATFLOW_COLUMNS} FROM chatflows
+                 WHERE workspace_id = $1 AND ($2::text IS NULL OR type = $2)
+                 ORDER BY updated_at DESC, id LIMIT $3 OFFSET $4"
             ),
-            &[&workspace],
+            &[&workspace, &flow_type],
             page,
             chatflow_from_row,
         )

@@ -28,17 +28,19 @@ impl ChatflowStore for SqliteStore {
     async fn list_chatflows(
         &self,
         workspace: Uuid,
+        flow_type: Option<ChatflowType>,
         page: Page,
     ) -> StoreResult<Arc<Listing<Chatflow>>> {
         self.read(move |conn| {
             list_page(
                 conn,
-                "SELECT COUNT(*) FROM chatflows WHERE workspace_id = ?1",
+                "SELECT COUNT(*) FROM chatflows WHERE workspace_id = ?1 AND (?2 IS NULL OR type = ?2)",
                 &format!(
-                    "SELECT {CHATFLOW_COLUMNS} FROM chatflows WHERE workspace_id = ?1
-                     ORDER BY updated_at DESC, id LIMIT ?2 OFFSET ?3"
+                    "SELECT {CHATFLOW_COLUMNS} FROM chatflows
+                     WHERE workspace_id = ?1 AND (?2 IS NULL OR type = ?2)
+                     ORDER BY updated_at DESC, id LIMIT ?3 OFFSET ?4"
                 ),
-                &[&workspace.to_string()],
+                &[&workspace.to_string(), &flow_type.map(ChatflowType::as_str)],
                 page,
                 chatflow_from_row,
             )
