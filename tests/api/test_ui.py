@@ -278,3 +278,32 @@ def test_the_canvas_learns_whether_the_flow_changed_since_it_opened_it(server):
     assert api.get(path).json() == {"hasChanged": True}
     assert_error(api.get(f"/chatflows/has-changed/{created['id']}/yesterday"), 400, "updatedDate")
     assert_error(api.get(f"/chatflows/has-changed/00000000-0000-4000-8000-000000000000/{opened}"), 404)
+
+
+def test_the_canvas_chat_panel_runs_the_workspaces_flows_as_internal_chats(server):
+    from fakes import FakeProviders
+    fake = FakeProviders()
+    session, api = ui_session(server, "ui-panel")
+    flow = api.post("/chatflows", json={"name": "panel", "isPublic": True, "flowData": flows.conversation(
+        flows.openai_model(fake.url), flows.buffer_memory())}).json()["id"]
+    uploads = session.get(f"{server.url}/api/v1/chatflows-uploads/{flow}", headers=INTERNAL, timeout=30)
+    assert uploads.status_code == 200, uploads.text
+    assert uploads.json()["isImageUploadAllowed"] is True and uploads.json()["isRAGFileUploadAllowed"] is False
+
+    asked = session.post(f"{server.url}/api/v1/internal-prediction/{flow}", headers=INTERNAL, timeout=30,
+                         json={"question": "From the canvas", "chatId": "panel-1"})
+    assert asked.status_code == 200 and asked.json()["text"] == "Echo: From the canvas", asked.text
+    # With a key and without the UI's header it is still the canvas's chat.
+    assert api.post(f"/internal-prediction/{flow}", json={"question": "Keyed", "chatId": "panel-2"}).status_code == 200
+    assert api.post(f"/prediction/{flow}", json={"question": "From outside", "chatId": "api-1"}).status_code == 200
+    internal = session.get(f"{server.url}/api/v1/internal-chatmessage/{flow}", headers=INTERNAL, timeout=30).json()
+    assert {m["content"] for m in internal if m["role"] == "userMessage"} == {"From the canvas", "Keyed"}
+    assert all(m["chatType"] == "INTERNAL" for m in internal)
+
+    # Public or not, another workspace's chatflow is not the panel's to run.
+    other, _ = ui_session(server, "ui-panel-other")
+    assert_error(other.post(f"{server.url}/api/v1/internal-prediction/{flow}", headers=INTERNAL, timeout=30,
+                            json={"question": "hi"}), 404)
+    assert_error(other.get(f"{server.url}/api/v1/chatflows-uploads/{flow}", headers=INTERNAL, timeout=30), 404)
+    assert_error(requests.post(f"{server.url}/api/v1/internal-prediction/{flow}", json={"question": "hi"},
+                               timeout=30), 401)

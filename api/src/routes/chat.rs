@@ -51,6 +51,7 @@ const MAX_FEEDBACK: usize = 10_000;
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(list_messages, delete_messages))
+        .routes(routes!(list_internal_messages))
         .routes(routes!(abort_prediction))
         .routes(routes!(rate_answer))
         .routes(routes!(rate_answer_of_chatflow, list_feedback))
@@ -338,9 +339,42 @@ async fn list_messages(
     Path(id): Path<Uuid>,
     RawQuery(query): RawQuery,
 ) -> ApiResult<Json<Vec<ChatMessage>>> {
-    auth.require(Permission::ChatflowsRead)?;
     let ask = MessageAsk::parse(query.as_deref())?;
-    let flow = super::chatflows::find(&state, &auth, id).await?;
+    messages_of(&state, &auth, id, ask).await
+}
+
+/// The history of the canvas's chat panel: the chatflow's `INTERNAL` messages,
+/// with the same filters (Flowise's `/internal-chatmessage/:id`).
+#[utoipa::path(
+    get,
+    path = "/api/v1/internal-chatmessage/{id}",
+    tag = "chat",
+    params(("id" = Uuid, Path, description = "Chatflow id"), MessageQuery),
+    responses(
+        (status = 200, description = "The messages of the canvas's chats", body = [ChatMessage]),
+        (status = 404, description = "No such chatflow in this workspace", body = ErrorBody),
+        CommonErrors
+    )
+)]
+async fn list_internal_messages(
+    auth: AuthUser,
+    State(state): State<AppState>,
+    Path(id): Path<Uuid>,
+    RawQuery(query): RawQuery,
+) -> ApiResult<Json<Vec<ChatMessage>>> {
+    let mut ask = MessageAsk::parse(query.as_deref())?;
+    ask.filter.chat_types = vec![ChatType::Internal];
+    messages_of(&state, &auth, id, ask).await
+}
+
+async fn messages_of(
+    state: &AppState,
+    auth: &AuthUser,
+    id: Uuid,
+    ask: MessageAsk,
+) -> ApiResult<Json<Vec<ChatMessage>>> {
+    auth.require(Permission::ChatflowsRead)?;
+    let flow = super::chatflows::find(state, auth, id).await?;
     let mut messages = state
         .store
         .query_chat_messages(flow.id, &ask.filter, ask.descending)

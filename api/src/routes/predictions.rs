@@ -16,8 +16,10 @@ use uuid::Uuid;
 
 use super::CommonErrors;
 use super::flow_access::{admit, authorize, caller, caller_key};
-use crate::domain::{ChatType, is_email};
+use crate::domain::{ChatType, Permission, is_email};
+use crate::flow::Plan;
 use crate::http::AppState;
+use crate::http::auth::AuthUser;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::{Json, Path};
 use crate::ratelimit;
@@ -36,9 +38,11 @@ pub const MAX_IMAGE_BYTES: usize = 5 * 1024 * 1024;
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(create_prediction))
+        .routes(routes!(internal_prediction))
         .layer(DefaultBodyLimit::max(MAX_UPLOAD_BYTES))
         .merge(
             OpenApiRouter::new()
+                .routes(routes!(chatflow_uploads))
                 .routes(routes!(streaming_support))
                 .routes(routes!(public_chatbot_config)),
         )
@@ -487,27 +491,7 @@ async fn public_chatbot_config(
     if let Some(Value::Object(follow_ups)) = config.get_mut("followUpPrompts") {
         follow_ups.retain(|key, _| key == "status");
     }
-    let takes_files = plan.as_ref().is_some_and(|plan| plan.takes_chat_files());
-    let takes_images = plan.as_ref().is_some_and(|plan| plan.takes_images());
-    config.insert(
-        "uploads".into(),
-        json!({
-            "isSpeechToTextEnabled": false,
-            "isImageUploadAllowed": takes_images,
-            "isRAGFileUploadAllowed": takes_files,
-            "imgUploadSizeAndTypes": if takes_images {
-                json!([{"fileTypes": ["image/gif", "image/jpeg", "image/png", "image/webp"],
-                        "maxUploadSize": MAX_IMAGE_BYTES / (1024 * 1024)}])
-            } else {
-                json!([])
-            },
-            "fileUploadSizeAndTypes": if takes_files {
-                json!([{"fileTypes": ["*"], "maxUploadSize": MAX_UPLOAD_BYTES / (1024 * 1024)}])
-            } else {
-                json!([])
-            },
-        }),
-    );
+    config.insert("uploads".into(), uploads_of(plan.as_deref()));
     config.insert("isTTSEnabled".into(), Value::Bool(false));
     if let Some(start) = plan.as_ref().and_then(|plan| plan.agentflow_start()) {
         let inputs: Map<String, Value> = START_FORM_INPUTS
@@ -518,6 +502,89 @@ async fn public_chatbot_config(
         config.insert("flowData".into(), Value::String(flow_data.to_string()));
     }
     Ok(axum::Json(config))
+}
+
+/// What a chat may send with a question: pictures when a model of the flow sees
+/// them, files when the flow has a vector store to put them in.
+fn uploads_of(plan: Option<&Plan>) -> Value {
+    let takes_files = plan.is_some_and(Plan::takes_chat_files);
+    let takes_images = plan.is_some_and(Plan::takes_images);
+    json!({
+        "isSpeechToTextEnabled": false,
+        "isImageUploadAllowed": takes_images,
+        "isRAGFileUploadAllowed": takes_files,
+        "imgUploadSizeAndTypes": if takes_images {
+            json!([{"fileTypes": ["image/gif", "image/jpeg", "image/png", "image/webp"],
+                    "maxUploadSize": MAX_IMAGE_BYTES / (1024 * 1024)}])
+        } else {
+            json!([])
+        },
+        "fileUploadSizeAndTypes": if takes_files {
+            json!([{"fileTypes": ["*"], "maxUploadSize": MAX_UPLOAD_BYTES / (1024 * 1024)}])
+        } else {
+            json!([])
+        },
+    })
+}
+
+/// What the canvas's chat panel may upload with a question (the `uploads` of
+/// `public-chatbotConfig`), for a chatflow of the caller's workspace.
+#[utoipa::path(
+    get,
+    path = "/api/v1/chatflows-uploads/{id}",
+    tag = "predictions",
+    params(("id" = Uuid, Path, description = "Chatflow id")),
+    responses(
+        (status = 200, description = "`isImageUploadAllowed`, `isRAGFileUploadAllowed` and their sizes and types", body = Object),
+        (status = 404, description = "No such chatflow in this workspace", body = ErrorBody),
+        CommonErrors
+    )
+)]
+async fn chatflow_uploads(
+    auth: AuthUser,
+    State(state): State<AppState>,
+    Path(id): Path<Uuid>,
+) -> ApiResult<axum::Json<Value>> {
+    auth.require(Permission::ChatflowsRead)?;
+    let flow = super::chatflows::find(&state, &auth, id).await?;
+    let plan = state
+        .plans
+        .get(flow.id, flow.updated_date, &flow.flow_data)
+        .ok();
+    Ok(axum::Json(uploads_of(plan.as_deref())))
+}
+
+/// The canvas's chat panel: a prediction by the signed-in user, on a chatflow of
+/// their workspace, always kept as an `INTERNAL` chat (what the panel's history
+/// reads). The body and answer are `/prediction/:id`'s.
+#[utoipa::path(
+    post,
+    path = "/api/v1/internal-prediction/{id}",
+    tag = "predictions",
+    params(("id" = Uuid, Path, description = "Chatflow id")),
+    request_body(content((PredictionBody = "application/json"), (PredictionBody = "multipart/form-data"))),
+    responses(
+        (status = 200, description = "The answer (JSON), or an SSE stream when `streaming` is true",
+         content((PredictionResult = "application/json"), (String = "text/event-stream"))),
+        (status = 404, description = "No such chatflow in this workspace", body = ErrorBody),
+        (status = 412, description = "`question` is missing", body = ErrorBody),
+        CommonErrors
+    )
+)]
+async fn internal_prediction(
+    auth: AuthUser,
+    State(state): State<AppState>,
+    Path(id): Path<Uuid>,
+    mut request: Request,
+) -> ApiResult<Response> {
+    auth.require(Permission::PredictionsCreate)?;
+    // Public or not, the panel runs only the workspace's own chatflows.
+    super::chatflows::find(&state, &auth, id).await?;
+    request.headers_mut().insert(
+        axum::http::HeaderName::from_static("x-request-from"),
+        axum::http::HeaderValue::from_static("internal"),
+    );
+    create_prediction(State(state), Path(id), request).await
 }
 
 #[cfg(test)]
