@@ -62,8 +62,10 @@ def gemini_model(base, key="sk-good", **inputs):
         "cache": "", "allowImageUploads": True, **inputs})
 
 
-def gemini_embeddings(base, key="sk-good", node_id="googleGenerativeAiEmbedding_0", **inputs):
-    return node(node_id, "googleGenerativeAiEmbedding", {"modelName": "gemini-embed-test", "baseUrl": base,
+def gemini_embeddings(base, key="sk-good", node_id="googleGenerativeAiEmbeddings_0",
+                      name="googleGenerativeAiEmbeddings", **inputs):
+    """`name`: Flowise's; weir's former spelling (`googleGenerativeAiEmbedding`) still loads."""
+    return node(node_id, name, {"modelName": "gemini-embed-test", "baseUrl": base,
                                                          "googleGenerativeAPIKey": key, **inputs})
 
 
@@ -395,9 +397,10 @@ def memory_vector_store(loaders, embeddings, node_id="memoryVectorStore_0", **in
 
 
 def reranker(kind, base_retriever, base, key="sk-good", node_id=None, **inputs):
-    """A rerank retriever (cohereRerankRetriever, jinaRerankRetriever,
+    """A rerank retriever (cohereRerankRetriever, JinaRerankRetriever,
     voyageAIRerankRetriever) around `base_retriever` (a store node), on the fake."""
-    key_input = {"cohereRerankRetriever": "cohereApiKey", "jinaRerankRetriever": "jinaAIAPIKey",
+    key_input = {"cohereRerankRetriever": "cohereApiKey", "JinaRerankRetriever": "jinaAIAPIKey",
+                 "jinaRerankRetriever": "jinaAIAPIKey",
                  "voyageAIRerankRetriever": "apiKey"}[kind]
     return node(node_id or f"{kind}_0", kind, {"baseRetriever": ref(base_retriever["id"]), "basePath": base,
                                               key_input: key, **inputs})

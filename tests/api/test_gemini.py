@@ -1,4 +1,4 @@
-"""Google's Gemini (`chatGoogleGenerativeAI`, `googleGenerativeAiEmbedding`) on a
+"""Google's Gemini (`chatGoogleGenerativeAI`, `googleGenerativeAiEmbeddings`) on a
 fake Generative Language API: answers streamed from `streamGenerateContent`, tool
 calls and structured output as function calls, thinking, pictures, safety
 settings, token usage, and embeddings for retrieval."""

@@ -996,6 +996,8 @@ def rerank_flow(fake, kind, texts, store_k=5, **rerank_inputs):
 
 @pytest.mark.parametrize("kind, path, top", [
     ("cohereRerankRetriever", "/v2/rerank", "topK"),
+    ("JinaRerankRetriever", "/v1/rerank", "topN"),
+    # weir's former spelling of Jina's node still loads.
     ("jinaRerankRetriever", "/v1/rerank", "topN"),
     ("voyageAIRerankRetriever", "/v1/rerank", "topK"),
 ])

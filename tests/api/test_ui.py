@@ -307,3 +307,91 @@ def test_the_canvas_chat_panel_runs_the_workspaces_flows_as_internal_chats(serve
     assert_error(other.get(f"{server.url}/api/v1/chatflows-uploads/{flow}", headers=INTERNAL, timeout=30), 404)
     assert_error(requests.post(f"{server.url}/api/v1/internal-prediction/{flow}", json={"question": "hi"},
                                timeout=30), 401)
+
+
+def load(session, server, node, method, **body):
+    return session.post(f"{server.url}/api/v1/node-load-method/{node}", headers=INTERNAL, timeout=30,
+                        json={"name": node, "loadMethod": method, **body})
+
+
+def test_load_methods_offer_what_only_the_server_knows(server):
+    session, api = ui_session(server, "ui-load")
+    # A provider node's models, and the input that asks for them.
+    openai = session.get(f"{server.url}/api/v1/nodes/chatOpenAI", headers=INTERNAL, timeout=30).json()
+    model_input = next(i for i in openai["inputs"] if i["name"] == "modelName")
+    assert (model_input["type"], model_input["loadMethod"]) == ("asyncOptions", "listModels")
+    models = load(session, server, "chatOpenAI", "listModels")
+    assert models.status_code == 200, models.text
+    assert {"label": "gpt-4o-mini (latest)", "name": "gpt-4o-mini"} in models.json()
+    # An agentflow node picks among the node types weir runs.
+    agent_models = load(session, server, "agentAgentflow", "listModels").json()
+    openai_option = next(m for m in agent_models if m["name"] == "chatOpenAI")
+    assert openai_option["imageSrc"] == "/api/v1/node-icon/chatOpenAI"
+    assert not any(m["name"].endswith("_LlamaIndex") for m in agent_models)
+    agent_tools = {t["name"] for t in load(session, server, "agentAgentflow", "listTools").json()}
+    assert {"calculator", "pythonTool"} <= agent_tools and "retrieverTool" not in agent_tools
+
+    # The workspace's own records.
+    tool = api.post("/tools", json={"name": "weigh_parcel", "description": "Weighs it", "code": "return 1"}).json()
+    stored = load(session, server, "customTool", "listTools").json()
+    assert stored == [{"label": "weigh_parcel", "name": tool["id"], "description": "Weighs it"}]
+    for name in ("zeta", "Alpha"):
+        assert api.post("/chatflows", json={"name": name, "flowData": flows.conversation(
+            flows.openai_model("http://127.0.0.1:9"), flows.buffer_memory())}).status_code == 201
+    listed = load(session, server, "executeFlowAgentflow", "listFlows").json()
+    assert [(f["label"], f["description"]) for f in listed] == [("Alpha", "Chatflow"), ("zeta", "Chatflow")]
+    store = api.post("/document-store/store", json={"name": "manuals"})
+    assert store.status_code in (200, 201), store.text
+    # A store with nothing upserted is not offered to what searches one.
+    assert load(session, server, "documentStoreVS", "listStores").json() == []
+
+    # The flow being edited: its state keys, the nodes before this one.
+    previous = [{"id": "startAgentflow_0", "name": "startAgentflow", "label": "Start",
+                 "inputs": {"startState": [{"key": "topic", "value": ""}]}},
+                {"id": "llmAgentflow_0", "name": "llmAgentflow", "label": "Draft", "inputs": {}}]
+    keys = load(session, server, "llmAgentflow", "listRuntimeStateKeys", previousNodes=previous).json()
+    assert keys == [{"label": "topic", "name": "topic"}]
+    back = load(session, server, "loopAgentflow", "listPreviousNodes", previousNodes=previous).json()
+    assert back[1] == {"label": "Draft", "name": "llmAgentflow_0-Draft", "description": "llmAgentflow_0"}
+
+    assert_error(load(session, server, "customMCP", "listActions"), 400, "listActions")
+    assert_error(load(session, server, "chatNope", "listModels"), 404)
+    assert_error(session.post(f"{server.url}/api/v1/node-load-method/chatOpenAI", json={}, headers=INTERNAL,
+                              timeout=30), 412, "loadMethod")
+    assert_error(requests.post(f"{server.url}/api/v1/node-load-method/chatOpenAI", json={"loadMethod": "listModels"},
+                               timeout=30), 401)
+
+
+def test_credential_types_are_the_ones_weirs_nodes_take(server):
+    session, _ = ui_session(server, "ui-credential-types")
+    url = f"{server.url}/api/v1/components-credentials"
+    types = session.get(url, headers=INTERNAL, timeout=30).json()
+    by_name = {t["name"]: t for t in types}
+    assert {"openAIApi", "anthropicApi", "googleGenerativeAI"} <= set(by_name)
+    assert by_name["openAIApi"]["inputs"] == [{"label": "OpenAI Api Key", "name": "openAIApiKey", "type": "password"}]
+    one = session.get(f"{url}/openAIApi", headers=INTERNAL, timeout=30)
+    assert one.status_code == 200 and one.json() == by_name["openAIApi"]
+    both = session.get(f"{url}/openAIApi&anthropicApi", headers=INTERNAL, timeout=30).json()
+    assert [t["name"] for t in both] == ["openAIApi", "anthropicApi"]
+    assert_error(session.get(f"{url}/nopeApi", headers=INTERNAL, timeout=30), 404, "nopeApi")
+    icon = requests.get(f"{server.url}/api/v1/components-credentials-icon/openAIApi", timeout=30)
+    assert icon.status_code == 200 and icon.headers["content-type"] == "image/svg+xml"
+    assert_error(requests.get(f"{server.url}/api/v1/components-credentials-icon/nopeApi", timeout=30), 404)
+
+
+def test_the_keys_page_sees_each_keys_chatflows_and_never_a_key(server):
+    session, api = ui_session(server, "ui-keys")
+    laptop = api.post("/apikey", json={"keyName": "laptop", "permissions": ["predictions:create"]}).json()
+    bound = api.post("/chatflows", json={"name": "kiosk", "category": "shop;front", "apikeyid": laptop["id"],
+                                         "flowData": flows.conversation(flows.openai_model("http://127.0.0.1:9"),
+                                                                        flows.buffer_memory())})
+    assert bound.status_code == 201, bound.text
+    rows = session.get(f"{server.url}/api/v1/apikey", headers=INTERNAL, timeout=30)
+    assert rows.status_code == 200, rows.text
+    row = next(r for r in rows.json() if r["keyName"] == "laptop")
+    assert row["chatFlows"] == [{"flowName": "kiosk", "category": "shop;front",
+                                 "updatedDate": bound.json()["updatedDate"]}]
+    assert row["createdAt"] == row["createdDate"]
+    assert row["apiKey"].startswith("weir_") and laptop["apiKey"] not in rows.text
+    # weir's documented listing is unchanged.
+    assert all("chatFlows" not in r and "apiKey" not in r for r in api.get("/apikey").json())

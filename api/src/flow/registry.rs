@@ -146,8 +146,22 @@ pub static NODES: &[&dyn Node] = &[
     &agentflow::custom_function_agentflow::CustomFunctionAgentflow,
 ];
 
+/// Names weir once gave node types that Flowise spells otherwise (former, now):
+/// flows saved with them still load.
+const FORMER_NAMES: [(&str, &str); 2] = [
+    (
+        "googleGenerativeAiEmbedding",
+        "googleGenerativeAiEmbeddings",
+    ),
+    ("jinaRerankRetriever", "JinaRerankRetriever"),
+];
+
 pub fn node(name: &str) -> Option<&'static dyn Node> {
-    NODES.iter().copied().find(|n| n.spec().name == name)
+    let by_name = |name: &str| NODES.iter().copied().find(|n| n.spec().name == name);
+    by_name(name).or_else(|| {
+        let (_, now) = FORMER_NAMES.iter().find(|(former, _)| *former == name)?;
+        by_name(now)
+    })
 }
 
 pub fn spec(name: &str) -> Option<&'static NodeSpec> {

@@ -1,6 +1,7 @@
 //! Flowise's own UI, served at `/`: the `flowise-ui` build that `scripts/fetch-ui`
 //! unpacks (pinned and checksummed) under `WEIR_UI_DIR/build`, read into memory
-//! once at start; and the node icons it shows (`/api/v1/node-icon/<node>`), read
+//! once, when the first page is asked for (a server nobody browses pays nothing
+//! for it); and the node icons it shows (`/api/v1/node-icon/<node>`), read
 //! from the `flowise-components` images it unpacks under `WEIR_UI_DIR/components`.
 //!
 //! Every path outside `/api` and `/metrics` is the single-page app's: a file of
@@ -14,7 +15,7 @@
 //! this server.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use axum::body::Body;
@@ -53,28 +54,61 @@ pub struct UiBundle {
 /// What `/` serves: the bundle, or why there is none.
 #[derive(Clone)]
 pub enum Ui {
-    Serving(Arc<UiBundle>),
+    Serving(Arc<LazyBundle>),
     /// `WEIR_UI=on` without a build at `WEIR_UI_DIR`: pages say how to get one.
     Missing,
     Off,
 }
 
+/// The build, read on first use.
+pub struct LazyBundle {
+    dir: PathBuf,
+    loaded: tokio::sync::OnceCell<Option<Arc<UiBundle>>>,
+}
+
+impl LazyBundle {
+    /// The build, read now if it was not yet (off the async threads); `None`
+    /// when it cannot be read (logged once).
+    async fn get(&self) -> Option<Arc<UiBundle>> {
+        self.loaded
+            .get_or_init(|| async {
+                let dir = self.dir.clone();
+                match tokio::task::spawn_blocking(move || UiBundle::load(&dir)).await {
+                    Ok(Ok(bundle)) => {
+                        tracing::info!(dir = %self.dir.display(), files = bundle.files.len(), "UI read");
+                        Some(Arc::new(bundle))
+                    }
+                    Ok(Err(e)) => {
+                        tracing::warn!(error = %e, "the UI's build cannot be read: run scripts/fetch-ui");
+                        None
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "reading the UI's build failed");
+                        None
+                    }
+                }
+            })
+            .await
+            .clone()
+    }
+}
+
 impl Ui {
-    /// The UI as the configuration asks: read from `WEIR_UI_DIR`, or off.
+    /// The UI as the configuration asks: the build at `WEIR_UI_DIR`, or off.
     pub fn from_config(config: &crate::config::Config) -> Ui {
         if !config.ui {
             return Ui::Off;
         }
         let dir = config.ui_dir().join("build");
-        match UiBundle::load(&dir) {
-            Ok(bundle) => {
-                tracing::info!(dir = %dir.display(), files = bundle.files.len(), "serving the UI at /");
-                Ui::Serving(Arc::new(bundle))
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "no UI to serve: run scripts/fetch-ui (or set WEIR_UI=off)");
-                Ui::Missing
-            }
+        if dir.join("index.html").is_file() {
+            tracing::info!(dir = %dir.display(), "serving the UI at /");
+            Ui::Serving(Arc::new(LazyBundle {
+                dir,
+                loaded: tokio::sync::OnceCell::new(),
+            }))
+        } else {
+            tracing::warn!(dir = %dir.display(), "no UI to serve: run scripts/fetch-ui (or set WEIR_UI=off)");
+            Ui::Missing
         }
     }
 }
@@ -137,13 +171,11 @@ pub async fn fallback(ui: Ui, request: Request) -> Response {
             .into_response();
     }
     let bundle = match ui {
-        Ui::Serving(bundle) => bundle,
-        Ui::Missing => {
-            return ApiError::NotFound(
-                "weir's UI is not installed here: run scripts/fetch-ui (or set WEIR_UI=off)".into(),
-            )
-            .into_response();
-        }
+        Ui::Serving(lazy) => match lazy.get().await {
+            Some(bundle) => bundle,
+            None => return not_installed(),
+        },
+        Ui::Missing => return not_installed(),
         Ui::Off => return ApiError::NotFound("no such route".into()).into_response(),
     };
     let relative = path.trim_start_matches('/');
@@ -157,6 +189,13 @@ pub async fn fallback(ui: Ui, request: Request) -> Response {
         Some(index) => bundle.answer("index.html", index, &request),
         None => ApiError::NotFound("no such route".into()).into_response(),
     }
+}
+
+fn not_installed() -> Response {
+    ApiError::NotFound(
+        "weir's UI is not installed here: run scripts/fetch-ui (or set WEIR_UI=off)".into(),
+    )
+    .into_response()
 }
 
 fn read_tree(

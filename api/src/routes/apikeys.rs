@@ -3,7 +3,7 @@
 //! A key can only grant permissions it holds itself.
 
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -18,6 +18,7 @@ use crate::http::AppState;
 use crate::http::auth::AuthUser;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::{Json, Path, required};
+use crate::http::session;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -39,6 +40,31 @@ struct KeyView {
     #[serde(serialize_with = "time::serialize_opt")]
     #[schema(value_type = Option<String>, format = DateTime)]
     last_used_date: Option<Timestamp>,
+    /// Only for Flowise's UI (`x-request-from: internal`): what its keys page shows.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    ui: Option<KeyForUi>,
+}
+
+/// What Flowise's keys page reads of a key.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct KeyForUi {
+    /// The key itself is never stored: a mask stands in for it.
+    api_key: &'static str,
+    #[serde(serialize_with = "time::serialize")]
+    created_at: Timestamp,
+    /// The chatflows that take only this key.
+    chat_flows: Vec<KeyFlow>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct KeyFlow {
+    flow_name: String,
+    category: Option<String>,
+    #[serde(serialize_with = "time::serialize")]
+    updated_date: Timestamp,
 }
 
 impl From<ApiKey> for KeyView {
@@ -50,6 +76,7 @@ impl From<ApiKey> for KeyView {
             permissions: k.permissions,
             created_date: k.created_date,
             last_used_date: k.last_used_date,
+            ui: None,
         }
     }
 }
@@ -80,10 +107,34 @@ struct CreateKey {
     tag = "apikeys",
     responses((status = 200, description = "The workspace's keys", body = [KeyView]), CommonErrors)
 )]
-async fn list_keys(auth: AuthUser, State(state): State<AppState>) -> ApiResult<Json<Vec<KeyView>>> {
+async fn list_keys(
+    auth: AuthUser,
+    State(state): State<AppState>,
+    headers: HeaderMap,
+) -> ApiResult<Json<Vec<KeyView>>> {
     auth.require(Permission::ApikeysManage)?;
     let keys = state.store.list_api_keys(Some(auth.workspace())).await?;
-    Ok(Json(keys.into_iter().map(KeyView::from).collect()))
+    let mut views: Vec<KeyView> = keys.into_iter().map(KeyView::from).collect();
+    if session::from_ui(&headers) {
+        let flows = state.store.all_chatflows(auth.workspace()).await?;
+        for view in &mut views {
+            let id = view.id.to_string();
+            view.ui = Some(KeyForUi {
+                api_key: "weir_••••••••••••••••",
+                created_at: view.created_date,
+                chat_flows: flows
+                    .iter()
+                    .filter(|f| f.apikeyid.as_deref() == Some(id.as_str()))
+                    .map(|f| KeyFlow {
+                        flow_name: f.name.clone(),
+                        category: f.category.clone(),
+                        updated_date: f.updated_date,
+                    })
+                    .collect(),
+            });
+        }
+    }
+    Ok(Json(views))
 }
 
 /// Creates a key in the caller's workspace and shows its plaintext once.

@@ -568,6 +568,8 @@ async fn chatflow_uploads(
          content((PredictionResult = "application/json"), (String = "text/event-stream"))),
         (status = 404, description = "No such chatflow in this workspace", body = ErrorBody),
         (status = 412, description = "`question` is missing", body = ErrorBody),
+        (status = 413, description = "Body over 50 MiB", body = ErrorBody),
+        (status = 429, description = "Over the chatflow's rate limit", body = ErrorBody),
         CommonErrors
     )
 )]

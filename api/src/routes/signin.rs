@@ -83,7 +83,9 @@ struct AssignedWorkspace {
 /// Signs in to the UI: `password` is a weir API key. Sets the session cookie.
 #[utoipa::path(post, path = "/api/v1/auth/login", tag = "ui", request_body = Login,
     responses((status = 200, body = SignedIn, description = "Signed in; the session cookie is set"),
+              (status = 400, body = ErrorBody, description = "A malformed body"),
               (status = 401, body = ErrorBody, description = "Not a valid API key"),
+              (status = 500, body = ErrorBody, description = "Server-side failure"),
               BodyErrors))]
 async fn login(State(state): State<AppState>, Json(body): Json<Login>) -> ApiResult<Response> {
     let key = body

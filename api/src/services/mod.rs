@@ -30,6 +30,7 @@ pub mod aborts;
 pub mod credentials;
 pub mod document_stores;
 pub mod in_flight;
+pub mod load_methods;
 pub mod mcp;
 pub mod mcp_servers;
 pub mod prediction;

@@ -154,6 +154,24 @@ pub trait ChatflowStore: Send + Sync {
         page: Page,
     ) -> StoreResult<Arc<Listing<Chatflow>>>;
 
+    /// Every chatflow of the workspace, newest `updatedDate` first (page after
+    /// page of [`ChatflowStore::list_chatflows`]).
+    async fn all_chatflows(&self, workspace: Uuid) -> StoreResult<Vec<Chatflow>> {
+        let mut all = Vec::new();
+        let mut page = Page {
+            page: 1,
+            limit: Page::MAX_LIMIT,
+        };
+        loop {
+            let listing = self.list_chatflows(workspace, None, page).await?;
+            all.extend(listing.items.iter().cloned());
+            if listing.items.is_empty() || all.len() as u64 >= listing.total {
+                return Ok(all);
+            }
+            page.page += 1;
+        }
+    }
+
     async fn update_chatflow(
         &self,
         workspace: Uuid,

@@ -34,13 +34,31 @@ const FLOWISE_NODES: &str = include_str!("flowise-nodes.json");
 /// weir's labels and descriptions of its nodes.
 const WEIR_NODES: &str = include_str!("weir-nodes.json");
 
-/// The load methods (`POST /node-load-method/:name`) weir answers; an input
-/// whose options come from another is shown as typed text.
-const ANSWERED_LOAD_METHODS: &[&str] = &[];
+/// The load methods (`POST /node-load-method/:name`, `services::load_methods`)
+/// weir answers; an input whose options come from another is shown as typed text.
+pub const ANSWERED_LOAD_METHODS: &[&str] = &[
+    "listModels",
+    "listEmbeddings",
+    "listVectorStores",
+    "listTools",
+    "listStores",
+    "listFlows",
+    "listRuntimeStateKeys",
+    "listPreviousNodes",
+];
 
 #[derive(Deserialize)]
 struct FlowiseCatalog {
     nodes: HashMap<String, FlowiseNode>,
+    #[serde(default)]
+    credentials: HashMap<String, Value>,
+}
+
+/// One model of a provider's list (Flowise's `models.json`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct ModelOption {
+    pub label: String,
+    pub name: String,
 }
 
 #[derive(Deserialize)]
@@ -65,6 +83,8 @@ struct FlowiseNode {
     hide_input: Option<bool>,
     #[serde(rename = "hideOutput", default)]
     hide_output: Option<bool>,
+    #[serde(default)]
+    models: Vec<ModelOption>,
 }
 
 #[derive(Deserialize)]
@@ -82,6 +102,13 @@ pub struct Catalog {
     /// The icon file of each node, relative to the `flowise-components`
     /// package's root (`dist/nodes/chatmodels/ChatOpenAI/openai.svg`).
     icons: HashMap<&'static str, String>,
+    /// The models each provider node offers.
+    models: HashMap<&'static str, Vec<ModelOption>>,
+    /// The credential types weir's nodes take (Flowise's definitions: label and
+    /// fields), by name, sorted.
+    credentials: BTreeMap<String, Value>,
+    /// The node whose icon stands for each credential type.
+    credential_icons: HashMap<String, &'static str>,
 }
 
 impl Catalog {
@@ -112,6 +139,27 @@ impl Catalog {
     pub fn icon(&self, name: &str) -> Option<&str> {
         self.icons.get(name).map(String::as_str)
     }
+
+    /// The models a provider node offers (none for a node without a list).
+    pub fn models(&self, node: &str) -> &[ModelOption] {
+        self.models.get(node).map_or(&[], Vec::as_slice)
+    }
+
+    /// Every credential type weir's nodes take.
+    pub fn credentials(&self) -> impl Iterator<Item = &Value> {
+        self.credentials.values()
+    }
+
+    pub fn credential(&self, name: &str) -> Option<&Value> {
+        self.credentials.get(name)
+    }
+
+    /// The icon of a credential type: that of the first node taking it.
+    pub fn credential_icon(&self, name: &str) -> Option<&str> {
+        self.credential_icons
+            .get(name)
+            .and_then(|node| self.icon(node))
+    }
 }
 
 fn build(specs: impl Iterator<Item = &'static NodeSpec>) -> Catalog {
@@ -119,6 +167,7 @@ fn build(specs: impl Iterator<Item = &'static NodeSpec>) -> Catalog {
     // broken one is a build defect, and an empty catalog is what it would show.
     let flowise: FlowiseCatalog = serde_json::from_str(FLOWISE_NODES).unwrap_or(FlowiseCatalog {
         nodes: HashMap::new(),
+        credentials: HashMap::new(),
     });
     let weir: HashMap<String, WeirNode> = serde_json::from_str(WEIR_NODES).unwrap_or_default();
     let specs: Vec<&'static NodeSpec> = specs
@@ -129,12 +178,26 @@ fn build(specs: impl Iterator<Item = &'static NodeSpec>) -> Catalog {
         definitions: Vec::with_capacity(specs.len()),
         by_name: HashMap::new(),
         icons: HashMap::new(),
+        models: HashMap::new(),
+        credentials: flowise.credentials.clone().into_iter().collect(),
+        credential_icons: HashMap::new(),
     };
     for spec in specs {
         let theirs = flowise.nodes.get(spec.name);
         let ours = weir.get(spec.name);
-        if let Some(icon) = theirs.and_then(|n| n.icon.clone()) {
-            catalog.icons.insert(spec.name, icon);
+        if let Some(theirs) = theirs {
+            if let Some(icon) = theirs.icon.clone() {
+                catalog.icons.insert(spec.name, icon);
+                for credential in &theirs.credential_names {
+                    catalog
+                        .credential_icons
+                        .entry(credential.clone())
+                        .or_insert(spec.name);
+                }
+            }
+            if !theirs.models.is_empty() {
+                catalog.models.insert(spec.name, theirs.models.clone());
+            }
         }
         catalog.by_name.insert(spec.name, catalog.definitions.len());
         catalog

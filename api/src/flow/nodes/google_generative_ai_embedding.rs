@@ -1,4 +1,4 @@
-//! `googleGenerativeAiEmbedding`: Gemini's embeddings (`batchEmbedContents`),
+//! `googleGenerativeAiEmbeddings`: Gemini's embeddings (`batchEmbedContents`),
 //! where the chat node finds its endpoint and key.
 
 use super::{GEMINI, K, endpoint, input};
@@ -9,7 +9,7 @@ use crate::flow::node::{Build, Category, Node, NodeSpec, endpoint_url, sensitive
 pub struct GoogleGenerativeAiEmbedding;
 
 static SPEC: NodeSpec = NodeSpec {
-    name: "googleGenerativeAiEmbedding",
+    name: "googleGenerativeAiEmbeddings",
     category: Category::Embeddings,
     inputs: &[
         input("modelName", K::Text),

@@ -1,4 +1,4 @@
-//! Rerank retrievers — `cohereRerankRetriever`, `jinaRerankRetriever`,
+//! Rerank retrievers — `cohereRerankRetriever`, `JinaRerankRetriever`,
 //! `voyageAIRerankRetriever`: the `baseRetriever`'s vector store, its chunks
 //! reordered (and cut to `topK`/`topN`) by a rerank service. Each is taken
 //! wherever a vector store's retriever is (retrieval chains, `retrieverTool`).
@@ -118,7 +118,7 @@ reranker!(
 );
 reranker!(
     JinaRerankRetriever,
-    "jinaRerankRetriever",
+    "JinaRerankRetriever",
     JINA,
     [
         input("topN", K::Integer),

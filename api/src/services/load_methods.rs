@@ -1,0 +1,210 @@
+//! Flowise's load methods (`POST /node-load-method/:name`): the options of a
+//! node's input that only the server knows. What each method answers follows
+//! Flowise's nodes, by method and by node:
+//! - `listModels`: a provider node's models (Flowise's model list, from the
+//!   pinned components); for an agentflow node, the chat model nodes weir runs;
+//! - `listEmbeddings`, `listVectorStores`, `listTools` (agentflow nodes): the
+//!   node types of that kind weir runs; `listTools` of `customTool`: the
+//!   workspace's stored tools;
+//! - `listStores`: the workspace's document stores (`<id>:<name>` for agentflow
+//!   nodes, only those upserted; the id for the chatflow nodes);
+//! - `listFlows`: the workspace's chatflows;
+//! - `listRuntimeStateKeys`, `listPreviousNodes`: read from the flow being edited
+//!   (the Start node's state, the nodes before this one), sent by the canvas.
+//!
+//! A method weir does not answer is a 400 naming it; the catalog shows such an
+//! input as typed text ([`crate::flow::catalog::ANSWERED_LOAD_METHODS`]).
+
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use super::{ServiceError, ServiceResult, Services};
+use crate::domain::{ChatflowType, DocumentStoreStatus, Page};
+use crate::flow::catalog::Catalog;
+
+/// Tools Flowise leaves out of an agentflow's tool list.
+const NOT_AGENT_TOOLS: [&str; 3] = ["chainTool", "retrieverTool", "webBrowser"];
+
+/// The options `method` gives node type `node`'s input; `body` is what the
+/// canvas sent (the node's data, `previousNodes`, `currentNode`).
+pub async fn load(
+    state: &Services,
+    workspace: Uuid,
+    node: &str,
+    method: &str,
+    body: &Value,
+) -> ServiceResult<Vec<Value>> {
+    let catalog = Catalog::get();
+    let definition = catalog
+        .definition(node)
+        .ok_or(ServiceError::NotFound("node type"))?;
+    let in_agentflow = definition["category"] == "Agent Flows";
+    let options = match (method, in_agentflow) {
+        ("listModels", false) => catalog
+            .models(node)
+            .iter()
+            .map(|m| json!({"label": m.label, "name": m.name}))
+            .collect(),
+        ("listModels", true) => node_types(catalog, &["Chat Models"], &[]),
+        ("listEmbeddings", true) => node_types(catalog, &["Embeddings"], &[]),
+        ("listVectorStores", true) => node_types(catalog, &["Vector Stores"], &[]),
+        ("listTools", true) => node_types(catalog, &["Tools", "Tools (MCP)"], &NOT_AGENT_TOOLS),
+        ("listTools", false) => stored_tools(state, workspace).await?,
+        ("listStores", _) => document_stores(state, workspace, node, in_agentflow).await?,
+        ("listFlows", _) => chatflows(state, workspace).await?,
+        ("listRuntimeStateKeys", _) => state_keys(body),
+        ("listPreviousNodes", _) => previous_nodes(body),
+        _ => {
+            return Err(ServiceError::Invalid(format!(
+                "weir does not answer the load method '{method}' of node '{node}'"
+            )));
+        }
+    };
+    Ok(options)
+}
+
+/// The node types of these palette categories, as an agentflow offers them.
+fn node_types(catalog: &Catalog, categories: &[&str], except: &[&str]) -> Vec<Value> {
+    catalog
+        .definitions()
+        .iter()
+        .filter(|d| categories.iter().any(|c| d["category"] == *c))
+        .filter_map(|d| d["name"].as_str().map(|name| (name, d)))
+        .filter(|(name, _)| !except.contains(name) && !name.ends_with("_LlamaIndex"))
+        .map(|(name, d)| {
+            json!({"label": d["label"], "name": name, "imageSrc": format!("/api/v1/node-icon/{name}")})
+        })
+        .collect()
+}
+
+async fn stored_tools(state: &Services, workspace: Uuid) -> ServiceResult<Vec<Value>> {
+    let mut tools = Vec::new();
+    let mut page = Page {
+        page: 1,
+        limit: Page::MAX_LIMIT,
+    };
+    loop {
+        let listing = state.store.list_tools(workspace, page).await?;
+        tools.extend(
+            listing
+                .items
+                .iter()
+                .map(|t| json!({"label": t.name, "name": t.id, "description": t.description})),
+        );
+        if listing.items.is_empty() || tools.len() as u64 >= listing.total {
+            return Ok(tools);
+        }
+        page.page += 1;
+    }
+}
+
+async fn document_stores(
+    state: &Services,
+    workspace: Uuid,
+    node: &str,
+    in_agentflow: bool,
+) -> ServiceResult<Vec<Value>> {
+    // A loader reads a store's chunks once they are processed; a vector store
+    // or an agent searches one that is upserted.
+    let wanted = if node == "documentStore" {
+        DocumentStoreStatus::Sync
+    } else {
+        DocumentStoreStatus::Upserted
+    };
+    let stores = state.store.list_document_stores(workspace, None).await?;
+    Ok(stores
+        .items
+        .into_iter()
+        .filter(|s| s.status == wanted)
+        .map(|s| {
+            let name = if in_agentflow {
+                format!("{}:{}", s.id, s.name)
+            } else {
+                s.id.to_string()
+            };
+            json!({"label": s.name, "name": name, "description": s.description})
+        })
+        .collect())
+}
+
+async fn chatflows(state: &Services, workspace: Uuid) -> ServiceResult<Vec<Value>> {
+    let mut flows: Vec<Value> = state
+        .store
+        .all_chatflows(workspace)
+        .await?
+        .into_iter()
+        .map(|flow| {
+            let kind = match flow.flow_type {
+                ChatflowType::Agentflow => "Agentflow V2",
+                ChatflowType::Multiagent => "Agentflow V1",
+                _ => "Chatflow",
+            };
+            json!({"label": flow.name, "name": flow.id, "description": kind})
+        })
+        .collect();
+    flows.sort_by(|a, b| {
+        let label = |v: &Value| v["label"].as_str().unwrap_or_default().to_lowercase();
+        label(a).cmp(&label(b))
+    });
+    Ok(flows)
+}
+
+/// The keys of the flow's state, as its Start node declares them.
+fn state_keys(body: &Value) -> Vec<Value> {
+    body["previousNodes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|n| n["name"] == "startAgentflow")
+        .and_then(|start| start["inputs"]["startState"].as_array())
+        .into_iter()
+        .flatten()
+        .filter_map(|row| row["key"].as_str())
+        .filter(|key| !key.is_empty())
+        .map(|key| json!({"label": key, "name": key}))
+        .collect()
+}
+
+/// The nodes before this one, as a loop offers to go back to.
+fn previous_nodes(body: &Value) -> Vec<Value> {
+    body["previousNodes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|n| Some((n["id"].as_str()?, n["label"].as_str().unwrap_or_default())))
+        .map(|(id, label)| json!({"label": label, "name": format!("{id}-{label}"), "description": id}))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_keys_and_previous_nodes_come_from_the_flow_being_edited() {
+        let body = json!({"previousNodes": [
+            {"id": "startAgentflow_0", "name": "startAgentflow", "label": "Start",
+             "inputs": {"startState": [{"key": "topic", "value": ""}, {"key": "", "value": ""}]}},
+            {"id": "llmAgentflow_0", "name": "llmAgentflow", "label": "Draft"}
+        ]});
+        assert_eq!(
+            state_keys(&body),
+            vec![json!({"label": "topic", "name": "topic"})]
+        );
+        assert_eq!(
+            previous_nodes(&body)[1],
+            json!({"label": "Draft", "name": "llmAgentflow_0-Draft", "description": "llmAgentflow_0"})
+        );
+        assert!(state_keys(&json!({})).is_empty());
+    }
+
+    #[test]
+    fn an_agentflow_offers_the_node_types_weir_runs() {
+        let models = node_types(Catalog::get(), &["Chat Models"], &[]);
+        let names: Vec<&str> = models.iter().filter_map(|m| m["name"].as_str()).collect();
+        assert!(names.contains(&"chatOpenAI") && !names.contains(&"chatOpenAI_LlamaIndex"));
+        let tools = node_types(Catalog::get(), &["Tools", "Tools (MCP)"], &NOT_AGENT_TOOLS);
+        assert!(!tools.iter().any(|t| t["name"] == "retrieverTool"));
+        assert!(crate::flow::catalog::ANSWERED_LOAD_METHODS.contains(&"listModels"));
+    }
+}
