@@ -395,3 +395,42 @@ def test_the_keys_page_sees_each_keys_chatflows_and_never_a_key(server):
     assert row["apiKey"].startswith("weir_") and laptop["apiKey"] not in rows.text
     # weir's documented listing is unchanged.
     assert all("chatFlows" not in r and "apiKey" not in r for r in api.get("/apikey").json())
+
+
+def test_every_paged_list_answers_the_uis_envelope_and_others_the_bare_list(server):
+    session, api = ui_session(server, "ui-envelopes")
+    assert api.post("/tools", json={"name": "weigh", "code": "return 1"}).status_code == 201
+    assert api.post("/variables", json={"name": "region", "value": "eu", "type": "static"}).status_code == 201
+    for path, count in (("/tools", 1), ("/variables", 1), ("/apikey", 1)):
+        paged = session.get(f"{server.url}/api/v1{path}", params={"page": 1, "limit": 12}, headers=INTERNAL,
+                            timeout=30)
+        assert paged.status_code == 200, (path, paged.text)
+        assert paged.json()["total"] == count and len(paged.json()["data"]) == count, (path, paged.json())
+        # Without a page, or without the UI's header, the documented bare list.
+        assert isinstance(session.get(f"{server.url}/api/v1{path}", headers=INTERNAL, timeout=30).json(), list)
+        bare = api.get(path, params={"page": 1, "limit": 12})
+        assert isinstance(bare.json(), list) and bare.headers["x-total-count"] == str(count), path
+    assert_error(api.get("/apikey", params={"limit": 0}), 400)
+
+
+def test_the_permission_map_names_weirs_permissions(server):
+    session, _ = ui_session(server, "ui-permissions")
+    answer = session.get(f"{server.url}/api/v1/auth/permissions/API_KEY", headers=INTERNAL, timeout=30)
+    assert answer.status_code == 200, answer.text
+    areas = answer.json()
+    assert areas["chatflows"] == [{"key": "chatflows:read", "value": "Read"},
+                                  {"key": "chatflows:write", "value": "Write"}]
+    keys = {p["key"] for group in areas.values() for p in group}
+    # Every permission a key can hold, so a key made in the UI is one weir checks.
+    assert len(keys) == 16 and "apikeys:manage" in keys
+
+
+def test_screens_weir_does_not_serve_yet_show_their_empty_state(server):
+    session, _ = ui_session(server, "ui-unserved")
+    for path in ("/marketplaces/templates", "/assistants", "/datasets", "/evaluations", "/evaluators"):
+        answer = session.get(f"{server.url}/api/v1{path}", headers=INTERNAL, timeout=30)
+        assert answer.status_code == 200 and answer.json() == [], path
+        paged = session.get(f"{server.url}/api/v1{path}", params={"page": 1, "limit": 10}, headers=INTERNAL,
+                            timeout=30)
+        assert paged.json() == {"data": [], "total": 0}, path
+        assert_error(requests.get(f"{server.url}/api/v1{path}", timeout=30), 401)

@@ -3,7 +3,8 @@ Playwright, as the widget test does): sign in with the key weir printed at its
 first start, find the chatflow in the list, open it on the canvas, drag a node
 from the palette and connect it, save (the canvas asks `has-changed`, then
 `PUT`s), chat with the flow in the canvas's panel and get the fake provider's
-streamed answer, then open the executions page. A screenshot of each step is kept
+streamed answer, then open the executions page, the agentflow's canvas, and the
+tools, variables, credentials, API keys and marketplace pages. A screenshot of each step is kept
 under tests/.cache/ui-screenshots. The flow drawn in the UI then runs through
 `/prediction/:id` unchanged. Any request the UI makes that weir answers with a
 server error, or any script error on the page, fails the test.
@@ -46,6 +47,12 @@ def test_a_flow_is_drawn_saved_and_chatted_with_in_flowises_ui(make_weir):
     assert agentflow.status_code == 201, agentflow.text
     ran = api.post(f"/prediction/{agentflow.json()['id']}", json={"question": "Route my parcel"})
     assert ran.status_code == 200 and ran.json()["executionId"], ran.text
+    # Records the other pages list.
+    assert api.post("/tools", json={"name": "weigh_parcel", "description": "Weighs a parcel",
+                                    "code": "return 1"}).status_code == 201
+    assert api.post("/variables", json={"name": "warehouse", "value": "eu-1", "type": "static"}).status_code == 201
+    assert api.post("/credentials", json={"name": "shop openai", "credentialName": "openAIApi",
+                                          "plainDataObj": {"openAIApiKey": "sk-shop"}}).status_code == 201
 
     seen = {"api": [], "errors": []}
 
@@ -123,6 +130,21 @@ def test_a_flow_is_drawn_saved_and_chatted_with_in_flowises_ui(make_weir):
         tab.goto(f"{w.url}/executions")
         tab.get_by_text("parcel triage").first.wait_for(timeout=20_000)
         step(tab, "8-executions")
+
+        # The agentflow opens on the V2 canvas.
+        tab.goto(f"{w.url}/agentflows")
+        tab.get_by_text("parcel triage").first.click()
+        tab.wait_for_url(f"**/v2/agentcanvas/{agentflow.json()['id']}", timeout=20_000)
+        tab.locator(".react-flow__node").nth(1).wait_for(timeout=20_000)
+        step(tab, "9-agentflow")
+
+        # The workspace's records, each on its page.
+        for number, (page, shown) in enumerate([("/tools", "weigh_parcel"), ("/variables", "warehouse"),
+                                                 ("/credentials", "shop openai"), ("/apikey", "initial"),
+                                                 ("/marketplaces", "Marketplace")], start=10):
+            tab.goto(f"{w.url}{page}")
+            tab.get_by_text(shown).first.wait_for(timeout=20_000)
+            step(tab, f"{number}-{page.strip('/')}")
         browser.close()
 
     server_errors = [call for call in seen["api"] if call[2] >= 500]

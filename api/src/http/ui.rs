@@ -25,6 +25,7 @@ use axum::http::header::{
     X_CONTENT_TYPE_OPTIONS,
 };
 use axum::http::{HeaderValue, Method, StatusCode};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
@@ -32,6 +33,7 @@ use bytes::Bytes;
 use sha2::{Digest, Sha256};
 
 use super::error::ApiError;
+use super::pagination::TOTAL_COUNT;
 
 /// The most the build may weigh; the pinned one is about 16 MB.
 const MAX_BUNDLE_BYTES: u64 = 128 * 1024 * 1024;
@@ -189,6 +191,47 @@ pub async fn fallback(ui: Ui, request: Request) -> Response {
         Some(index) => bundle.answer("index.html", index, &request),
         None => ApiError::NotFound("no such route".into()).into_response(),
     }
+}
+
+/// Flowise's UI asks a list for one page (`?page=&limit=`) and reads Flowise's
+/// envelope `{"data": [...], "total": n}`; weir's list routes answer the bare
+/// array with the total in `X-Total-Count` (SPEC). For the UI's requests only
+/// (`x-request-from: internal`), a paged list's answer is wrapped; every other
+/// caller gets weir's documented shape.
+pub async fn list_envelope(request: Request, next: Next) -> Response {
+    let paged = request.method() == Method::GET
+        && super::session::from_ui(request.headers())
+        && request.uri().query().is_some_and(|q| {
+            let mut names = q.split('&').filter_map(|pair| pair.split('=').next());
+            let names: Vec<&str> = names.by_ref().collect();
+            names.contains(&"page") && names.contains(&"limit")
+        });
+    let response = next.run(request).await;
+    if !paged || response.status() != StatusCode::OK {
+        return response;
+    }
+    let Some(total) = response
+        .headers()
+        .get(TOTAL_COUNT)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+    else {
+        return response;
+    };
+    let (mut parts, body) = response.into_parts();
+    // The answer is in memory already (a serialised page): no new bound needed.
+    let Ok(items) = axum::body::to_bytes(body, usize::MAX).await else {
+        return ApiError::Internal("could not read a list to wrap it".into()).into_response();
+    };
+    if !items.starts_with(b"[") {
+        return Response::from_parts(parts, Body::from(items));
+    }
+    let mut wrapped = Vec::with_capacity(items.len() + 32);
+    wrapped.extend_from_slice(b"{\"data\":");
+    wrapped.extend_from_slice(&items);
+    wrapped.extend_from_slice(format!(",\"total\":{total}}}").as_bytes());
+    parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+    Response::from_parts(parts, Body::from(wrapped))
 }
 
 fn not_installed() -> Response {

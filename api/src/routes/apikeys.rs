@@ -4,6 +4,7 @@
 
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
+use axum::response::IntoResponse;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -17,7 +18,8 @@ use crate::domain::{ApiKey, NewApiKey, Permission};
 use crate::http::AppState;
 use crate::http::auth::AuthUser;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
-use crate::http::extract::{Json, Path, required};
+use crate::http::extract::{Json, Path, Query, required};
+use crate::http::pagination::{PageQuery, total_count};
 use crate::http::session;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -105,16 +107,37 @@ struct CreateKey {
     get,
     path = "/api/v1/apikey",
     tag = "apikeys",
-    responses((status = 200, description = "The workspace's keys", body = [KeyView]), CommonErrors)
+    params(PageQuery),
+    responses((status = 200, description = "The workspace's keys (all of them unless `page` or `limit` is given); the total is in X-Total-Count",
+               body = [KeyView], headers(("X-Total-Count" = u64, description = "Number of keys in all pages"))), CommonErrors)
 )]
 async fn list_keys(
     auth: AuthUser,
     State(state): State<AppState>,
     headers: HeaderMap,
-) -> ApiResult<Json<Vec<KeyView>>> {
+    Query(query): Query<PageQuery>,
+) -> ApiResult<impl IntoResponse> {
     auth.require(Permission::ApikeysManage)?;
     let keys = state.store.list_api_keys(Some(auth.workspace())).await?;
-    let mut views: Vec<KeyView> = keys.into_iter().map(KeyView::from).collect();
+    let total = keys.len() as u64;
+    // Every key unless a page is asked for (a workspace holds few).
+    let page = if query.page.is_some() || query.limit.is_some() {
+        Some(query.page()?)
+    } else {
+        None
+    };
+    let (skip, take) = page.map_or((0, usize::MAX), |p| {
+        (
+            usize::try_from(p.offset()).unwrap_or(usize::MAX),
+            p.limit as usize,
+        )
+    });
+    let mut views: Vec<KeyView> = keys
+        .into_iter()
+        .skip(skip)
+        .take(take)
+        .map(KeyView::from)
+        .collect();
     if session::from_ui(&headers) {
         let flows = state.store.all_chatflows(auth.workspace()).await?;
         for view in &mut views {
@@ -134,7 +157,7 @@ async fn list_keys(
             });
         }
     }
-    Ok(Json(views))
+    Ok((total_count(total), Json(views)))
 }
 
 /// Creates a key in the caller's workspace and shows its plaintext once.

@@ -206,9 +206,8 @@ struct ListQuery {
     limit: Option<u32>,
 }
 
-/// Lists the workspace's chatflows, newest `updatedDate` first. Flowise's UI
-/// (`x-request-from: internal`) asking for a page gets Flowise's envelope
-/// `{"data": [...], "total": n}` instead of the bare list.
+/// Lists the workspace's chatflows, newest `updatedDate` first (of one type when
+/// `type` is given).
 #[utoipa::path(
     get,
     path = "/api/v1/chatflows",
@@ -223,11 +222,9 @@ struct ListQuery {
 async fn list_chatflows(
     auth: AuthUser,
     State(state): State<AppState>,
-    headers: HeaderMap,
     Query(query): Query<ListQuery>,
 ) -> ApiResult<Response> {
     auth.require(Permission::ChatflowsRead)?;
-    let paged = query.page.is_some() && query.limit.is_some();
     let page = PageQuery {
         page: query.page,
         limit: query.limit,
@@ -237,12 +234,7 @@ async fn list_chatflows(
         .store
         .list_chatflows(auth.workspace(), query.flow_type, page)
         .await?;
-    let total = listing.total;
-    if paged && session::from_ui(&headers) {
-        let envelope = serde_json::json!({"data": &listing.items, "total": total});
-        return Ok((total_count(total), Json(envelope)).into_response());
-    }
-    Ok((total_count(total), Json(PageItems(listing))).into_response())
+    Ok((total_count(listing.total), Json(PageItems(listing))).into_response())
 }
 
 /// Creates a chatflow.

@@ -24,6 +24,7 @@ pub mod schedules;
 pub mod signin;
 pub mod tools;
 pub mod triggers;
+pub mod unserved;
 pub mod variables;
 pub mod vectors;
 pub mod webhooks;
@@ -76,6 +77,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .merge(health::router())
         .merge(signin::router())
         .merge(nodes::router())
+        .merge(unserved::router())
         .merge(apikeys::router())
         .merge(chatflows::router())
         .merge(credentials::router())

@@ -19,13 +19,13 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use super::BodyErrors;
+use super::{BodyErrors, CommonErrors};
 use crate::domain::Permission;
 use crate::domain::time::{self, Timestamp};
 use crate::http::AppState;
 use crate::http::auth::AuthUser;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
-use crate::http::extract::Json;
+use crate::http::extract::{Json, Path};
 use crate::http::session;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -35,6 +35,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(resolve))
         .routes(routes!(settings))
         .routes(routes!(refresh))
+        .routes(routes!(permissions))
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -165,4 +166,32 @@ async fn settings() -> axum::Json<serde_json::Value> {
     responses((status = 401, body = ErrorBody, description = "Always: sign in again")))]
 async fn refresh() -> ApiError {
     ApiError::Unauthorized("sessions are not refreshed; sign in again".into())
+}
+
+/// The permissions a key can hold, grouped by what they cover (Flowise's
+/// permission map, `{area: [{key, value}]}`), for the UI's key and role dialogs:
+/// weir's own names, so a key made in the UI holds weir's permissions.
+#[utoipa::path(get, path = "/api/v1/auth/permissions/{type}", tag = "ui",
+    params(("type" = String, Path, description = "What asks (`API_KEY`, `ROLE`): the same map for each")),
+    responses((status = 200, description = "`{area: [{key, value}]}`", body = Object), CommonErrors))]
+async fn permissions(
+    _auth: AuthUser,
+    Path(_kind): Path<String>,
+) -> axum::Json<serde_json::Map<String, serde_json::Value>> {
+    let mut map = serde_json::Map::new();
+    for permission in Permission::ALL {
+        let name = permission.as_str();
+        let (area, action) = name.split_once(':').unwrap_or((name, name));
+        let mut label = action.to_owned();
+        if let Some(first) = label.get_mut(0..1) {
+            first.make_ascii_uppercase();
+        }
+        let entry = map
+            .entry(area.to_owned())
+            .or_insert_with(|| serde_json::Value::Array(Vec::new()));
+        if let serde_json::Value::Array(list) = entry {
+            list.push(json!({"key": name, "value": label}));
+        }
+    }
+    axum::Json(map)
 }
