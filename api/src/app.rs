@@ -27,7 +27,6 @@ pub fn router(state: AppState) -> Router {
     let (api, openapi) = routes::api().split_for_parts();
     let api = api
         .route("/metrics", axum::routing::get(observe::scrape))
-        .route_layer(middleware::from_fn(ui::list_envelope))
         .route_layer(middleware::from_fn(observe::mark_route));
     let cors = cors::layer(&state.config.cors_origins, &state.config.mcp_cors_origins);
     let frame_ancestors = cors::frame_ancestors(&state.config.iframe_origins);

@@ -77,17 +77,17 @@ pub fn api() -> OpenApiRouter<AppState> {
         .merge(health::router())
         .merge(signin::router())
         .merge(nodes::router())
-        .merge(unserved::router())
-        .merge(apikeys::router())
-        .merge(chatflows::router())
-        .merge(credentials::router())
-        .merge(variables::router())
-        .merge(tools::router())
+        .merge(paged_for_the_ui(unserved::router()))
+        .merge(paged_for_the_ui(apikeys::router()))
+        .merge(paged_for_the_ui(chatflows::router()))
+        .merge(paged_for_the_ui(credentials::router()))
+        .merge(paged_for_the_ui(variables::router()))
+        .merge(paged_for_the_ui(tools::router()))
         .merge(predictions::router())
         .merge(chat::router())
         .merge(attachments::router())
         .merge(artifacts::router())
-        .merge(triggers::router())
+        .merge(paged_for_the_ui(triggers::router()))
         .merge(schedules::router())
         .merge(webhooks::router())
         .merge(vectors::router())
@@ -95,6 +95,13 @@ pub fn api() -> OpenApiRouter<AppState> {
         .merge(executions::router())
         .merge(mcp::router())
         .merge(custom_mcp_servers::router())
+}
+
+/// The routers whose lists Flowise's UI pages through: their paged answers
+/// wrapped for it (`http::ui::list_envelope`). Only these: the prediction path
+/// carries no layer of the UI's.
+fn paged_for_the_ui(router: OpenApiRouter<AppState>) -> OpenApiRouter<AppState> {
+    router.route_layer(axum::middleware::from_fn(crate::http::ui::list_envelope))
 }
 
 /// A JSON-text field that clients send either as a string or as the JSON value
