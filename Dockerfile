@@ -9,7 +9,8 @@
 # copied in: weir-pyruntime embeds exactly the interpreter it will run with.
 # Dependencies are cooked by cargo-chef in a layer of their own, rebuilt only when a
 # manifest or Cargo.lock changes. The embedded models are fetched at build time by
-# scripts/fetch-models (pinned, hash-checked wheels) into the weir image.
+# scripts/fetch-models (pinned, hash-checked wheels) into the weir image, and
+# Flowise's UI by scripts/fetch-ui (pinned, hash-checked npm tarballs).
 
 ARG RUST_IMAGE=docker.io/library/rust:1.95-slim-bookworm
 ARG PYTHON_IMAGE=docker.io/library/python:3.11-slim-bookworm
@@ -42,6 +43,16 @@ WORKDIR /src
 COPY scripts/fetch-models scripts/fetch-models
 RUN WEIR_MODELS_DIR=/models ./scripts/fetch-models
 
+FROM ${DEBIAN_IMAGE} AS ui
+# npm packs the two pinned tarballs; nothing of Node.js stays in the weir image.
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends ca-certificates nodejs npm \
+    && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY scripts/fetch-ui scripts/fetch-ui
+RUN WEIR_UI_DIR=/ui ./scripts/fetch-ui
+
 # ---------------------------------------------------------------- the API server
 FROM ${DEBIAN_IMAGE} AS weir
 # tini reaps zombies as PID 1; curl is the health check's client.
@@ -52,8 +63,10 @@ RUN apt-get update \
     && useradd --system --uid 10001 --user-group --home-dir /var/lib/weir --create-home weir
 COPY --from=build /src/target/release/weir /usr/local/bin/weir
 COPY --from=models /models /opt/weir/models
+COPY --from=ui /ui /opt/weir/ui
 ENV WEIR_DATA_DIR=/var/lib/weir \
     WEIR_MODELS_DIR=/opt/weir/models \
+    WEIR_UI_DIR=/opt/weir/ui \
     HOST=0.0.0.0 \
     PORT=3000
 USER 10001:10001
