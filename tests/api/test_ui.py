@@ -434,3 +434,25 @@ def test_screens_weir_does_not_serve_yet_show_their_empty_state(server):
                             timeout=30)
         assert paged.json() == {"data": [], "total": 0}, path
         assert_error(requests.get(f"{server.url}/api/v1{path}", timeout=30), 401)
+
+
+def test_the_tools_page_reads_and_writes_weirs_python_tools(server):
+    session, api = ui_session(server, "ui-tools")
+    made = api.post("/tools", json={"name": "weigh", "description": "Weighs", "code": "return 2",
+                                    "schema": [{"property": "grams", "type": "number", "description": "g"}]}).json()
+    seen = session.get(f"{server.url}/api/v1/tools/{made['id']}", headers=INTERNAL, timeout=30).json()
+    assert seen["func"] == "return 2" and seen["code"] == "return 2"
+    assert json.loads(seen["schema"]) == made["schema"]
+    listed = session.get(f"{server.url}/api/v1/tools", params={"page": 1, "limit": 12}, headers=INTERNAL,
+                         timeout=30).json()
+    assert listed["data"][0]["func"] == "return 2" and isinstance(listed["data"][0]["schema"], str)
+    # What the page's dialog sends: func, and the schema as JSON text with its row ids.
+    created = session.post(f"{server.url}/api/v1/tools", headers=INTERNAL, timeout=30, json={
+        "name": "ship", "description": "Ships", "color": "linear-gradient(#fff, #000)", "iconSrc": "",
+        "schema": json.dumps([{"id": 0, "property": "to", "type": "string", "description": "city",
+                               "required": True}]),
+        "func": "return $to"})
+    assert created.status_code == 201, created.text
+    stored = api.get(f"/tools/{created.json()['id']}").json()
+    assert stored["code"] == "return $to" and "func" not in stored
+    assert stored["schema"] == [{"property": "to", "type": "string", "description": "city", "required": True}]

@@ -6,8 +6,8 @@
 //! here, the Python runtime runs it.
 
 use axum::extract::State;
-use axum::http::StatusCode;
-use axum::response::IntoResponse;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -23,6 +23,7 @@ use crate::http::auth::AuthUser;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::{Json, Path, Query, required};
 use crate::http::pagination::{PageQuery, total_count};
+use crate::http::session;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -42,7 +43,9 @@ struct ToolBody {
     #[serde(default, deserialize_with = "nullable")]
     #[schema(value_type = Option<Vec<ToolField>>)]
     schema: Option<Option<Value>>,
-    /// The Python code (required on create, not blank).
+    /// The Python code (required on create, not blank). Also taken as `func`, the
+    /// field Flowise's tools page sends.
+    #[serde(alias = "func")]
     code: Option<String>,
     /// PEP 508 package specifiers without URLs or options (default `[]`).
     requirements: Option<Vec<String>>,
@@ -94,14 +97,19 @@ impl ToolBody {
 async fn list_tools(
     auth: AuthUser,
     State(state): State<AppState>,
+    headers: HeaderMap,
     Query(query): Query<PageQuery>,
-) -> ApiResult<impl IntoResponse> {
+) -> ApiResult<Response> {
     auth.require(Permission::ToolsRead)?;
     let listing = state
         .store
         .list_tools(auth.workspace(), query.page()?)
         .await?;
-    Ok((total_count(listing.total), Json(listing.items)))
+    if session::from_ui(&headers) {
+        let items: Vec<Value> = listing.items.iter().map(for_ui).collect();
+        return Ok((total_count(listing.total), Json(items)).into_response());
+    }
+    Ok((total_count(listing.total), Json(listing.items)).into_response())
 }
 
 /// Creates a tool.
@@ -151,15 +159,32 @@ async fn create_tool(
 async fn get_tool(
     auth: AuthUser,
     State(state): State<AppState>,
+    headers: HeaderMap,
     Path(id): Path<Uuid>,
-) -> ApiResult<Json<Tool>> {
+) -> ApiResult<Response> {
     auth.require(Permission::ToolsRead)?;
-    state
+    let tool = state
         .store
         .get_tool(auth.workspace(), id)
         .await?
-        .map(Json)
-        .ok_or_else(|| ApiError::not_found("tool"))
+        .ok_or_else(|| ApiError::not_found("tool"))?;
+    if session::from_ui(&headers) {
+        return Ok(Json(for_ui(&tool)).into_response());
+    }
+    Ok(Json(tool).into_response())
+}
+
+/// A tool as Flowise's tools page reads it: its code also as `func` (weir's
+/// tools are Python, shown as they are in the page's editor) and its schema as
+/// JSON text, as Flowise stores it.
+fn for_ui(tool: &Tool) -> Value {
+    let schema = serde_json::to_string(&tool.schema).unwrap_or_else(|_| "[]".into());
+    let mut value = serde_json::to_value(tool).unwrap_or(Value::Null);
+    if let Some(object) = value.as_object_mut() {
+        object.insert("func".into(), Value::String(tool.code.clone()));
+        object.insert("schema".into(), Value::String(schema));
+    }
+    value
 }
 
 /// Changes the given fields of a tool (each checked as on create).
