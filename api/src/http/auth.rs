@@ -111,8 +111,11 @@ impl AuthUser {
         })?;
         Self::authenticate_hash(state, &hash)
             .await
-            .map_err(|_| {
-                ApiError::Unauthorized("the session's API key was revoked; sign in again".into())
+            .map_err(|e| match e {
+                ApiError::Unauthorized(_) => ApiError::Unauthorized(
+                    "the session's API key was revoked; sign in again".into(),
+                ),
+                other => other,
             })
             .map(Some)
     }

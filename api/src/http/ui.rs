@@ -202,9 +202,11 @@ pub async fn list_envelope(request: Request, next: Next) -> Response {
     let paged = request.method() == Method::GET
         && super::session::from_ui(request.headers())
         && request.uri().query().is_some_and(|q| {
-            let mut names = q.split('&').filter_map(|pair| pair.split('=').next());
-            let names: Vec<&str> = names.by_ref().collect();
-            names.contains(&"page") && names.contains(&"limit")
+            let has = |name: &str| {
+                q.split('&')
+                    .any(|pair| pair.split('=').next() == Some(name))
+            };
+            has("page") && has("limit")
         });
     let response = next.run(request).await;
     if !paged || response.status() != StatusCode::OK {

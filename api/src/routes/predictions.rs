@@ -22,6 +22,7 @@ use crate::http::AppState;
 use crate::http::auth::AuthUser;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::{Json, Path};
+use crate::http::session;
 use crate::ratelimit;
 use crate::services::prediction::{
     self, HistoryItem, HumanAnswer, ImageUpload, PredictionRequest, PredictionResult, Upload,
@@ -367,11 +368,7 @@ async fn create_prediction(
         ratelimit::check(&*state.store, limit, flow.id, &who).await?;
     }
     // Flowise's canvas marks its own chats; only a key holder's count as such.
-    let internal = auth.is_some()
-        && parts
-            .headers
-            .get("x-request-from")
-            .is_some_and(|v| v.as_bytes() == b"internal");
+    let internal = auth.is_some() && session::from_ui(&parts.headers);
     let request = Request::from_parts(parts, body);
     let is_multipart = request
         .headers()

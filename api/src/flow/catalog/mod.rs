@@ -165,10 +165,11 @@ impl Catalog {
 fn build(specs: impl Iterator<Item = &'static NodeSpec>) -> Catalog {
     // Both files are part of the binary and checked by the tests below: a
     // broken one is a build defect, and an empty catalog is what it would show.
-    let flowise: FlowiseCatalog = serde_json::from_str(FLOWISE_NODES).unwrap_or(FlowiseCatalog {
-        nodes: HashMap::new(),
-        credentials: HashMap::new(),
-    });
+    let mut flowise: FlowiseCatalog =
+        serde_json::from_str(FLOWISE_NODES).unwrap_or(FlowiseCatalog {
+            nodes: HashMap::new(),
+            credentials: HashMap::new(),
+        });
     let weir: HashMap<String, WeirNode> = serde_json::from_str(WEIR_NODES).unwrap_or_default();
     let specs: Vec<&'static NodeSpec> = specs
         .filter(|s| s.category != Category::Unsupported)
@@ -179,7 +180,9 @@ fn build(specs: impl Iterator<Item = &'static NodeSpec>) -> Catalog {
         by_name: HashMap::new(),
         icons: HashMap::new(),
         models: HashMap::new(),
-        credentials: flowise.credentials.clone().into_iter().collect(),
+        credentials: std::mem::take(&mut flowise.credentials)
+            .into_iter()
+            .collect(),
         credential_icons: HashMap::new(),
     };
     for spec in specs {
