@@ -57,7 +57,7 @@ class BundledPostgres:
 
     def psql(self, sql: str, database: str = "postgres") -> str:
         result = subprocess.run([str(BIN / "psql"), self.url(database), "-qAtX", "-v", "ON_ERROR_STOP=1",
-                                 "-c", sql], capture_output=True, text=True, timeout=60)
+                                 "-c", sql], capture_output=True, text=True, timeout=300)
         assert result.returncode == 0, result.stderr
         return result.stdout.strip()
 
