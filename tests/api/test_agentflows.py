@@ -365,11 +365,15 @@ def test_llm_summary_memory_asks_the_model_for_a_summary(api, fake):
 
 def test_llm_summary_buffer_memory_summarises_only_what_is_over_the_limit(api, fake):
     """conversationSummaryBuffer: under llmMemoryMaxTokenLimit the history goes as
-    it is; over it, the oldest messages become one summary said first."""
+    it is; over it, the oldest messages become one summary said first.
+
+    The limit leaves room for the first exchange whatever the nonce: its random hex
+    takes 4 to 10 cl100k tokens, twice (the question and its echo), so a limit of 30
+    was crossed by some nonces (two CI runs failed so)."""
     marker = nonce()
-    long_turn = f"alpha {marker} " + "word " * 40
+    long_turn = f"alpha {marker} " + "word " * 80
     node = af_llm(LLM, af_openai(fake.url), (), llmEnableMemory=True, llmMemoryType="conversationSummaryBuffer",
-                  llmMemoryMaxTokenLimit=30)
+                  llmMemoryMaxTokenLimit=60)
     flow = create(api, chain(af_start(), node))
     chat = f"buf-{marker}"
     ask(api, flow, f"short {marker}", chatId=chat)

@@ -266,6 +266,55 @@ def test_a_flowise_export_with_custom_and_teradata_mcp_nodes(api, fake, mcp_serv
     assert_error(predict(api, create_flow(api, export({})), "hi"), 400, "credentials")
 
 
+def list_actions(api, node, inputs, **data):
+    """The canvas's `listActions` for an MCP node with these inputs."""
+    return api.post(f"/node-load-method/{node}", json={
+        "id": f"{node}_0", "name": node, "loadMethod": "listActions", "inputs": inputs, **data})
+
+
+def test_the_canvas_lists_a_servers_actions_as_a_run_would_reach_it(api, mcp_server, guarded_server,
+                                                                     loopback_weir):
+    """The MCP nodes' action picker (`listActions`): the server's tools, reached
+    with the node's config, the workspace's variables and its stored credential."""
+    listed = list_actions(api, "customMCP", {"mcpServerConfig": json.dumps({"url": mcp_server.url})})
+    assert listed.status_code == 200, listed.text
+    by_name = {o["name"]: o for o in listed.json()}
+    assert set(by_name) == {"echo", "add", "fail"}
+    assert by_name["add"] == {"label": "add", "name": "add", "description": "Adds two whole numbers."}
+
+    # Headers take the workspace's variables, as at run time.
+    guarded = {"mcpServerConfig": json.dumps(
+        {"url": guarded_server.url, "headers": {"Authorization": "Bearer {{$vars.canvas_token}}"}})}
+    [refused] = list_actions(api, "customMCP", guarded).json()
+    assert (refused["name"], refused["label"]) == ("error", "No Available Actions")
+    assert "401" in refused["description"], refused
+    assert api.post("/variables", json={"name": "canvas_token", "value": "good-token"}).status_code == 201
+    assert {o["name"] for o in list_actions(api, "customMCP", guarded).json()} == {"echo", "add", "fail"}
+
+    # A built-in node with its stored credential (Flowise's editor puts its id in `credential`).
+    cred = api.post("/credentials", json={"name": "td", "credentialName": "teradataBearerToken",
+                                          "plainDataObj": {"token": "good-token"},
+                                          "allowedHosts": ["127.0.0.1"]})
+    assert cred.status_code == 201, cred.text
+    teradata = {"mcpUrl": guarded_server.url, "username": "", "password": ""}
+    found = list_actions(api, "teradataMCP", teradata, credential=cred.json()["id"])
+    assert {o["name"] for o in found.json()} == {"echo", "add", "fail"}, found.text
+    # Opening the credential takes a key that may see credentials, as saving such a flow does.
+    workspace = api.get("/apikey").json()[0]["workspace"]
+    author = api.with_key(loopback_weir.create_key("chatflows:read", "chatflows:write", workspace=workspace))
+    assert_error(list_actions(author, "teradataMCP", teradata, credential=cred.json()["id"]), 403,
+                 "credentials:read")
+    # Without a token or a user, the node cannot be built: said in the one option.
+    [no_key] = list_actions(api, "teradataMCP", teradata).json()
+    assert no_key["name"] == "error" and "credentials" in no_key["description"], no_key
+
+    # What a run would refuse is said the same way; the address guard holds.
+    [broken] = list_actions(api, "customMCP", {"mcpServerConfig": "{not json"}).json()
+    assert broken["name"] == "error" and "mcpServerConfig" in broken["description"], broken
+    [local] = list_actions(api, "customMCP", {"mcpServerConfig": json.dumps({"url": "file:///etc/passwd"})}).json()
+    assert local["name"] == "error" and "http" in local["description"], local
+
+
 def test_weirs_own_mcp_endpoint_as_a_tool(api, fake, loopback_weir):
     """A flow published over MCP is a tool of another flow through customMCP."""
     inner = create_flow(api, flows.conversation(flows.openai_model(fake.url)), name="Inner")

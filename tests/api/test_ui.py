@@ -56,8 +56,16 @@ def test_the_ui_is_served_at_the_root_with_its_single_page_fallback(server):
     script = requests.get(f"{server.url}{bundle_script()}", timeout=30)
     assert script.status_code == 200
     assert script.headers["content-type"].startswith("text/javascript")
-    assert script.headers["cache-control"] == "public, max-age=31536000, immutable"
+    # The entry script's tools page is weir's words (test_the_tools_page_says_python):
+    # revalidated, since its hashed name is of Flowise's bytes. The other files are
+    # Flowise's own, cached for a year.
+    assert script.headers["cache-control"] == "no-cache"
     assert script.headers["x-content-type-options"] == "nosniff"
+    style = re.search(r'href="(/assets/index-[^"]+\.css)"', (UI_DIR / "build" / "index.html").read_text())
+    assert style, "index.html names no stylesheet"
+    css = requests.get(f"{server.url}{style.group(1)}", timeout=30)
+    assert css.headers["cache-control"] == "public, max-age=31536000, immutable"
+    assert css.content == (UI_DIR / "build" / style.group(1).lstrip("/")).read_bytes()
     again = requests.get(f"{server.url}{bundle_script()}", headers={"If-None-Match": script.headers["etag"]},
                          timeout=30)
     assert again.status_code == 304 and again.content == b""
@@ -354,7 +362,11 @@ def test_load_methods_offer_what_only_the_server_knows(server):
     back = load(session, server, "loopAgentflow", "listPreviousNodes", previousNodes=previous).json()
     assert back[1] == {"label": "Draft", "name": "llmAgentflow_0-Draft", "description": "llmAgentflow_0"}
 
-    assert_error(load(session, server, "customMCP", "listActions"), 400, "listActions")
+    assert_error(load(session, server, "openAPIToolkit", "listEndpoints"), 400, "listEndpoints")
+    # An MCP node's actions are its server's tools (tests/api/test_mcp_client.py); a
+    # node without a server says so in the one option Flowise's picker shows.
+    [no_server] = load(session, server, "customMCP", "listActions", inputs={}).json()
+    assert no_server["name"] == "error" and "mcpServerConfig" in no_server["description"], no_server
     assert_error(load(session, server, "chatNope", "listModels"), 404)
     assert_error(session.post(f"{server.url}/api/v1/node-load-method/chatOpenAI", json={}, headers=INTERNAL,
                               timeout=30), 412, "loadMethod")
@@ -456,3 +468,19 @@ def test_the_tools_page_reads_and_writes_weirs_python_tools(server):
     stored = api.get(f"/tools/{created.json()['id']}").json()
     assert stored["code"] == "return $to" and "func" not in stored
     assert stored["schema"] == [{"property": "to", "type": "string", "description": "city", "required": True}]
+
+
+def test_the_tools_page_says_python(server):
+    """A weir tool's code is Python: the tools page's editor is labelled so, and its
+    help, its "How to use" dialog and the example it pastes say how weir runs it."""
+    served = requests.get(f"{server.url}{bundle_script()}", timeout=30).text
+    fetched = (UI_DIR / "build" / bundle_script().lstrip("/")).read_text(encoding="utf-8")
+    assert "Javascript Function" in fetched, "the pinned build changed: see api/src/http/ui_tools_page.rs"
+    assert 'children:"Python Function"' in served and "Javascript Function" not in served
+    assert "require('node-fetch')" not in served and "def main():" in served and "import requests" in served
+    assert "The code is Python, run in the workspace's sandbox" in served
+    assert 'children:"{{$userid}}"' in served and '"{{$flow.chatHistory}}"' in served
+    assert "Must return a string value at the end of function" not in served
+    # Only those literals differ: the rest of the script is Flowise's, byte for byte.
+    assert abs(len(served) - len(fetched)) < 2_000
+    assert served[:100_000] == fetched[:100_000]

@@ -145,6 +145,15 @@ def test_a_flow_is_drawn_saved_and_chatted_with_in_flowises_ui(make_weir):
             tab.goto(f"{w.url}{page}")
             tab.get_by_text(shown).first.wait_for(timeout=20_000)
             step(tab, f"{number}-{page.strip('/')}")
+            if page == "/tools":
+                # The tool's dialog: its code in the editor labelled Python.
+                tab.get_by_text(shown).first.click()
+                label = tab.get_by_text("Python Function")
+                label.wait_for(timeout=20_000)
+                label.scroll_into_view_if_needed()
+                tab.wait_for_timeout(600)  # the dialog's fade-in, for the screenshot
+                step(tab, f"{number}-tools-dialog")
+                tab.keyboard.press("Escape")
         browser.close()
 
     server_errors = [call for call in seen["api"] if call[2] >= 500]

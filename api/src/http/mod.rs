@@ -22,6 +22,7 @@ pub mod session;
 pub mod slow_body;
 pub mod sse;
 pub mod ui;
+pub mod ui_tools_page;
 
 use axum::extract::Request;
 use axum::http::{HeaderName, StatusCode, header};

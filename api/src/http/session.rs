@@ -5,7 +5,8 @@
 //! The cookie holds the key's hash and an expiry, sealed with the server's key
 //! (AES-256-GCM, [`crate::sealing`]): it reveals nothing, cannot be forged or made
 //! to last longer, and every request looks its key up again, so revoking the key
-//! ends its sessions at once. It is `HttpOnly` and `SameSite=Strict`, and it counts
+//! ends its sessions at once. It is `HttpOnly` and `SameSite=Strict` (and `Secure`
+//! when the UI is reached over HTTPS), and it counts
 //! only on a request that carries `x-request-from: internal` — a header no other
 //! origin's page may send (it is not among the CORS allowed headers, so a browser's
 //! preflight fails, and weir never allows credentials across origins) — and whose
@@ -59,13 +60,31 @@ pub fn open(keyring: &Keyring, value: &str) -> Result<String, SessionError> {
     Ok(hash.to_owned())
 }
 
-/// The `Set-Cookie` value that stores a session for `ttl`.
-pub fn set_cookie(value: &str, ttl: Duration) -> Option<HeaderValue> {
+/// The `Set-Cookie` value that stores a session for `ttl`; `secure` when the UI is
+/// served over HTTPS ([`over_https`]), so the browser never sends it in clear.
+pub fn set_cookie(value: &str, ttl: Duration, secure: bool) -> Option<HeaderValue> {
+    let secure = if secure { "; Secure" } else { "" };
     HeaderValue::from_str(&format!(
-        "{COOKIE_NAME}={value}; Path=/; Max-Age={}; HttpOnly; SameSite=Strict",
+        "{COOKIE_NAME}={value}; Path=/; Max-Age={}; HttpOnly; SameSite=Strict{secure}",
         ttl.as_secs()
     ))
     .ok()
+}
+
+/// Whether the browser reached weir over HTTPS: its page's `Origin` is `https://`
+/// (a browser sends it with every sign-in, a POST), a proxy weir trusts
+/// (`TRUST_PROXY`) says `X-Forwarded-Proto: https`, or `PUBLIC_URL` is HTTPS. A
+/// wrong "yes" only makes the cookie stricter.
+pub fn over_https(headers: &HeaderMap, trust_proxy: bool, public_url: Option<&str>) -> bool {
+    let https = |value: Option<&HeaderValue>, prefix: &[u8]| {
+        value.is_some_and(|v| {
+            v.as_bytes().len() >= prefix.len()
+                && v.as_bytes()[..prefix.len()].eq_ignore_ascii_case(prefix)
+        })
+    };
+    https(headers.get(ORIGIN), b"https://")
+        || (trust_proxy && https(headers.get("x-forwarded-proto"), b"https"))
+        || public_url.is_some_and(|url| url.starts_with("https://"))
 }
 
 /// The `Set-Cookie` value that removes the session.
@@ -192,5 +211,25 @@ mod tests {
         assert!(!with(("origin", "null")));
         assert!(!with(("sec-fetch-site", "same-site")));
         assert!(!with(("sec-fetch-site", "cross-site")));
+    }
+
+    #[test]
+    fn the_cookie_is_secure_when_the_ui_is_reached_over_https() {
+        let over = |pairs: &[(&'static str, &str)], trust: bool, public: Option<&str>| {
+            over_https(&headers(pairs).headers, trust, public)
+        };
+        assert!(over(&[("origin", "https://weir.example")], false, None));
+        assert!(over(&[("origin", "HTTPS://weir.example")], false, None));
+        assert!(!over(&[("origin", "http://localhost:3000")], false, None));
+        assert!(!over(&[], false, None));
+        assert!(over(&[("x-forwarded-proto", "https")], true, None));
+        assert!(!over(&[("x-forwarded-proto", "https")], false, None));
+        assert!(over(&[], false, Some("https://weir.example")));
+        assert!(!over(&[], false, Some("http://weir.example")));
+        let cookie = |secure| set_cookie("v", Duration::from_secs(60), secure);
+        let secure = cookie(true).map(|c| c.to_str().unwrap_or_default().to_owned());
+        assert!(secure.is_some_and(|c| c.ends_with("; SameSite=Strict; Secure")));
+        let plain = cookie(false).map(|c| c.to_str().unwrap_or_default().to_owned());
+        assert!(plain.is_some_and(|c| !c.contains("Secure")));
     }
 }

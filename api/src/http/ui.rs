@@ -8,7 +8,8 @@
 //! the build when there is one, else `index.html`, whose router shows the page —
 //! except under `assets/`, where a missing file is a 404 (a stale tab asking for
 //! an old bundle must fail, not get HTML as JavaScript). The hashed files under
-//! `assets/` are cached for a year; everything else is revalidated with its ETag.
+//! `assets/` are cached for a year; everything else is revalidated with its ETag,
+//! and so is the entry script, whose tools page weir rewrites (`ui_tools_page`).
 //! `index.html` carries a Content-Security-Policy that admits the bundle and its
 //! two inline scripts (by hash) and nothing from elsewhere: the third-party fonts
 //! and tracker the page links to are blocked, so the UI makes no request outside
@@ -34,6 +35,7 @@ use sha2::{Digest, Sha256};
 
 use super::error::ApiError;
 use super::pagination::TOTAL_COUNT;
+use super::ui_tools_page;
 
 /// The most the build may weigh; the pinned one is about 16 MB.
 const MAX_BUNDLE_BYTES: u64 = 128 * 1024 * 1024;
@@ -43,6 +45,10 @@ struct UiFile {
     body: Bytes,
     content_type: HeaderValue,
     etag: HeaderValue,
+    /// Changed by weir (`ui_tools_page`): revalidated like a page, never cached
+    /// as immutable, since its name is the build's hash of Flowise's bytes and
+    /// another weir may serve other words under it.
+    rewritten: bool,
 }
 
 /// The UI's build, in memory.
@@ -132,7 +138,7 @@ impl UiBundle {
     }
 
     fn answer(&self, path: &str, file: &UiFile, request: &Request) -> Response {
-        let cache = if path.starts_with("assets/") {
+        let cache = if path.starts_with("assets/") && !file.rewritten {
             "public, max-age=31536000, immutable"
         } else {
             "no-cache"
@@ -268,7 +274,7 @@ fn read_tree(
         if !kind.is_file() {
             continue;
         }
-        let body = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let mut body = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         *total += body.len() as u64;
         if *total > MAX_BUNDLE_BYTES {
             return Err(format!(
@@ -284,6 +290,10 @@ fn read_tree(
         else {
             continue;
         };
+        let mut rewritten = false;
+        if ui_tools_page::applies_to(&relative) {
+            (body, rewritten) = ui_tools_page::rewrite(&relative, body);
+        }
         let digest = Sha256::digest(&body);
         let etag = HeaderValue::from_str(&format!("\"{}\"", crate::domain::to_hex(&digest[..12])))
             .map_err(|e| e.to_string())?;
@@ -292,6 +302,7 @@ fn read_tree(
             UiFile {
                 content_type: HeaderValue::from_static(content_type(&relative)),
                 etag,
+                rewritten,
                 body: Bytes::from(body),
             },
         );

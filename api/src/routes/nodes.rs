@@ -16,6 +16,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::{BodyErrors, CommonErrors};
+use crate::domain::Permission;
 use crate::flow::catalog::Catalog;
 use crate::http::AppState;
 use crate::http::auth::AuthUser;
@@ -156,7 +157,15 @@ async fn load_method(
         .and_then(Value::as_str)
         .ok_or_else(|| ApiError::missing("loadMethod"))?;
     Ok(Json(
-        load_methods::load(&state, auth.workspace(), &name, method, &body).await?,
+        load_methods::load(
+            &state,
+            auth.workspace(),
+            &name,
+            method,
+            &body,
+            auth.key.has(Permission::CredentialsRead),
+        )
+        .await?,
     ))
 }
 

@@ -10,6 +10,7 @@
 use std::time::Duration;
 
 use axum::extract::State;
+use axum::http::HeaderMap;
 use axum::http::header::SET_COOKIE;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
@@ -88,7 +89,11 @@ struct AssignedWorkspace {
               (status = 401, body = ErrorBody, description = "Not a valid API key"),
               (status = 500, body = ErrorBody, description = "Server-side failure"),
               BodyErrors))]
-async fn login(State(state): State<AppState>, Json(body): Json<Login>) -> ApiResult<Response> {
+async fn login(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Json(body): Json<Login>,
+) -> ApiResult<Response> {
     let key = body
         .password
         .as_deref()
@@ -108,7 +113,14 @@ async fn login(State(state): State<AppState>, Json(body): Json<Login>) -> ApiRes
     let ttl = Duration::from_secs(state.config.ui_session_hours * 3600);
     let cookie = session::issue(&state.keyring, &auth.key.key_hash, ttl)
         .ok()
-        .and_then(|value| session::set_cookie(&value, ttl))
+        .and_then(|value| {
+            let secure = session::over_https(
+                &headers,
+                state.config.trust_proxy,
+                state.config.public_url.as_deref(),
+            );
+            session::set_cookie(&value, ttl, secure)
+        })
         .ok_or_else(|| ApiError::Internal("could not seal the session".into()))?;
     let key = auth.key;
     let user = SignedIn {

@@ -10,29 +10,40 @@
 //!   nodes, only those upserted; the id for the chatflow nodes);
 //! - `listFlows`: the workspace's chatflows;
 //! - `listRuntimeStateKeys`, `listPreviousNodes`: read from the flow being edited
-//!   (the Start node's state, the nodes before this one), sent by the canvas.
+//!   (the Start node's state, the nodes before this one), sent by the canvas;
+//! - `listActions` (the MCP nodes): the tools of the node's server, reached as a
+//!   run reaches it.
 //!
 //! A method weir does not answer is a 400 naming it; the catalog shows such an
 //! input as typed text ([`crate::flow::catalog::ANSWERED_LOAD_METHODS`]).
 
+use std::sync::Arc;
+
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::{ServiceError, ServiceResult, Services};
+use super::{ServiceError, ServiceResult, Services, credentials};
 use crate::domain::{ChatflowType, DocumentStoreStatus, Page};
 use crate::flow::catalog::Catalog;
+use crate::flow::component::{Component, McpSource, ToolKind, ToolSpec};
+use crate::flow::graph::FlowGraph;
+use crate::flow::tools::mcp::read_config;
+use crate::flow::{Overrides, registry};
 
 /// Tools Flowise leaves out of an agentflow's tool list.
 const NOT_AGENT_TOOLS: [&str; 3] = ["chainTool", "retrieverTool", "webBrowser"];
 
 /// The options `method` gives node type `node`'s input; `body` is what the
 /// canvas sent (the node's data, `previousNodes`, `currentNode`).
+/// `may_name_credentials` is the caller's `credentials:read`: a node naming a
+/// stored credential is opened with it only then (as saving such a flow needs).
 pub async fn load(
     state: &Services,
     workspace: Uuid,
     node: &str,
     method: &str,
     body: &Value,
+    may_name_credentials: bool,
 ) -> ServiceResult<Vec<Value>> {
     let catalog = Catalog::get();
     let definition = catalog
@@ -54,6 +65,7 @@ pub async fn load(
         ("listFlows", _) => chatflows(state, workspace).await?,
         ("listRuntimeStateKeys", _) => state_keys(body),
         ("listPreviousNodes", _) => previous_nodes(body),
+        ("listActions", _) => mcp_actions(state, workspace, body, may_name_credentials).await?,
         _ => {
             return Err(ServiceError::Invalid(format!(
                 "weir does not answer the load method '{method}' of node '{node}'"
@@ -147,6 +159,79 @@ async fn chatflows(state: &Services, workspace: Uuid) -> ServiceResult<Vec<Value
         label(a).cmp(&label(b))
     });
     Ok(flows)
+}
+
+/// `listActions`: the tools of the MCP server the node reaches, as the canvas
+/// sends the node (its data) — built as a run builds it: its stored credential
+/// opened, the workspace's variables filled in its config, the same address
+/// guard and listing cache. A node that cannot be built or a server that cannot
+/// be listed is Flowise's one "No Available Actions" option, saying why.
+async fn mcp_actions(
+    state: &Services,
+    workspace: Uuid,
+    body: &Value,
+    may_name_credentials: bool,
+) -> ServiceResult<Vec<Value>> {
+    let none = |why: String| {
+        vec![json!({"label": "No Available Actions", "name": "error", "description": why})]
+    };
+    let mut data = body.clone();
+    if let Value::Object(fields) = &mut data {
+        fields.remove("previousNodes");
+        fields.remove("currentNode");
+    }
+    let id = body["id"].as_str().unwrap_or("mcp_0");
+    let flow_data = json!({"nodes": [{"id": id, "data": data}], "edges": []}).to_string();
+    credentials::check_saved_flow(
+        &*state.store,
+        workspace,
+        &flow_data,
+        may_name_credentials,
+        &state.config.providers.provider_key_hosts,
+    )
+    .await?;
+    let graph = FlowGraph::parse(&flow_data)?;
+    let Some(node) = graph.nodes.first() else {
+        return Ok(none("the canvas sent no node".into()));
+    };
+    let opened = credentials::open_for_run(
+        &*state.store,
+        &state.keyring,
+        workspace,
+        node.credential.as_slice(),
+    )
+    .await?;
+    let overrides = Overrides {
+        credentials: opened.as_ref(),
+        ..Overrides::new(&state.config.providers)
+    };
+    let source = match registry::build_node(&graph, node, &overrides) {
+        Ok(Component::Tool(ToolSpec {
+            kind: ToolKind::Mcp(tools),
+            ..
+        })) => tools.source,
+        Ok(_) => return Ok(none(format!("'{}' is not an MCP node", node.name))),
+        Err(why) => return Ok(none(why.to_string())),
+    };
+    let server = match source {
+        McpSource::Config(config) => {
+            let vars = super::prediction::workspace_vars(state, workspace).await?;
+            match read_config(&config, &vars) {
+                Ok(server) => Arc::new(server),
+                Err(why) => return Ok(none(format!("its server config: {why}"))),
+            }
+        }
+        McpSource::Stored(id) => super::mcp_servers::open(state, workspace, id).await?,
+    };
+    Ok(
+        match state.tools.mcp.tools(&server, &workspace.to_string()).await {
+            Ok(tools) => tools
+                .iter()
+                .map(|t| json!({"label": t.remote_name, "name": t.remote_name, "description": t.description}))
+                .collect(),
+            Err(why) => none(format!("the server's tools cannot be listed: {why}")),
+        },
+    )
 }
 
 /// The keys of the flow's state, as its Start node declares them.

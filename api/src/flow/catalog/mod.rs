@@ -45,6 +45,7 @@ pub const ANSWERED_LOAD_METHODS: &[&str] = &[
     "listFlows",
     "listRuntimeStateKeys",
     "listPreviousNodes",
+    "listActions",
 ];
 
 #[derive(Deserialize)]

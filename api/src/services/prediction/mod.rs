@@ -386,24 +386,7 @@ async fn tool_env(
         env.mcp_servers.insert(id, server);
     }
     if runnable.reads_vars() {
-        let mut page = crate::domain::Page {
-            page: 1,
-            limit: crate::domain::Page::MAX_LIMIT,
-        };
-        loop {
-            let listing = state.store.list_variables(flow.workspace_id, page).await?;
-            let done = u64::from(page.page) * u64::from(page.limit) >= listing.total;
-            for var in &listing.items {
-                env.vars.insert(
-                    var.name.clone(),
-                    Value::from(variable_value(var, &state.config.runtime_variables)),
-                );
-            }
-            if done || listing.items.is_empty() {
-                break;
-            }
-            page.page += 1;
-        }
+        env.vars = workspace_vars(state, flow.workspace_id).await?;
         // Allowed by the chatflow (checked with the other overrides).
         if let Some(Value::Object(vars)) = override_config.and_then(|o| o.get("vars")) {
             env.vars
@@ -411,6 +394,33 @@ async fn tool_env(
         }
     }
     Ok(env)
+}
+
+/// The workspace's variables as `$vars` reads them (a `runtime` one's value from
+/// the server's environment, when `RUNTIME_VARIABLES` allows it).
+pub(crate) async fn workspace_vars(
+    state: &Services,
+    workspace: Uuid,
+) -> ServiceResult<Map<String, Value>> {
+    let mut vars = Map::new();
+    let mut page = crate::domain::Page {
+        page: 1,
+        limit: crate::domain::Page::MAX_LIMIT,
+    };
+    loop {
+        let listing = state.store.list_variables(workspace, page).await?;
+        let done = u64::from(page.page) * u64::from(page.limit) >= listing.total;
+        for var in &listing.items {
+            vars.insert(
+                var.name.clone(),
+                Value::from(variable_value(var, &state.config.runtime_variables)),
+            );
+        }
+        if done || listing.items.is_empty() {
+            return Ok(vars);
+        }
+        page.page += 1;
+    }
 }
 
 /// Environment variables tool code never reads through a `runtime` variable,
