@@ -121,6 +121,11 @@ def test_signing_in_with_an_api_key_sets_a_session_cookie_for_that_key(server):
     assert cookie.startswith("weir_session=") and key not in cookie
     for attribute in ("HttpOnly", "SameSite=Strict", "Path=/", "Max-Age=43200"):
         assert attribute in cookie, cookie
+    # Plain HTTP here; a page served over HTTPS gets a Secure cookie.
+    assert "Secure" not in cookie, cookie
+    over_https = requests.post(f"{server.url}/api/v1/auth/login", json={"email": "a@b.c", "password": key},
+                               headers={**INTERNAL, "Origin": "https://weir.example"}, timeout=30)
+    assert over_https.headers["set-cookie"].endswith("; Secure"), over_https.headers["set-cookie"]
 
     # The session can do what its key can, and no more.
     session = requests.Session()
