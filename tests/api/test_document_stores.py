@@ -90,6 +90,9 @@ def test_a_store_is_made_loaded_processed_inserted_and_queried(api, fake):
 
     preview = ok(api.post("/document-store/loader/preview", json={**text_loader(store_id), "previewChunkCount": 2}))
     assert preview["totalChunks"] == 3 and preview["previewChunkCount"] == 2
+    # More asked than there are: the count is of what is shown, as Flowise's.
+    every = ok(api.post("/document-store/loader/preview", json={**text_loader(store_id), "previewChunkCount": 20}))
+    assert (len(every["chunks"]), every["previewChunkCount"], every["totalChunks"]) == (3, 3, 3)
     assert [c["pageContent"] for c in preview["chunks"]] == PARAGRAPHS[:2]
     assert preview["chunks"][0]["metadata"]["source"] == "handbook.txt"
     # A preview keeps nothing.
@@ -228,6 +231,10 @@ def test_stores_are_listed_paged_and_renamed(api):
     assert_error(api.post("/document-store/store", json={"description": "no name"}), 412, "name")
     components = ok(api.get("/document-store/components/loaders"))
     assert {"textFile", "pdfFile", "plainText"} <= {c["name"] for c in components}
+    # Flowise's node definitions, as the UI's loader picker reads them.
+    text_file = next(c for c in components if c["name"] == "textFile")
+    assert (text_file["label"], text_file["category"]) == ("Text File", "Document Loaders")
+    assert text_file == ok(api.get("/nodes/textFile"))
     assert "memoryVectorStore" in {c["name"] for c in ok(api.get("/document-store/components/vectorstore"))}
 
 

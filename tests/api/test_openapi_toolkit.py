@@ -113,6 +113,25 @@ def test_operations_become_an_agents_tools(oa_api, fake, site):
     assert offered["createPet"]["parameters"]["properties"]["RequestBody"]["required"] == ["name"]
 
 
+def test_the_canvas_lists_the_descriptions_servers_and_endpoints(oa_api, site):
+    """The node's pickers (`listServers`, `listEndpoints`) read the uploaded file; an
+    endpoint's name is what `selectedEndpoints` keeps."""
+    def load(method, **inputs):
+        node = toolkit(description(site.url), **inputs)["data"]
+        r = oa_api.post("/node-load-method/openAPIToolkit", json={**node, "loadMethod": method})
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    assert load("listServers") == [{"label": f"{site.url}/api", "name": f"{site.url}/api", "description": ""}]
+    assert sorted(load("listEndpoints"), key=lambda e: e["name"]) == [
+        {"label": "POST /pets", "name": "createPet", "description": "Adds a pet"},
+        {"label": "GET /pets/{petId}", "name": "showPetById", "description": "Info for a pet"}]
+    [missing] = load("listEndpoints", openApiFile="")
+    assert missing["name"] == "error" and "openApiFile" in missing["description"], missing
+    [swagger] = load("listServers", openApiFile=flows.data_url("old.json", '{"swagger": "2.0"}', "application/json"))
+    assert swagger["label"] == "No Available Servers" and "OpenAPI 3" in swagger["description"], swagger
+
+
 def test_selected_endpoints_and_remove_nulls(oa_api, fake, site):
     kit = toolkit(description(site.url, "json"), selectedEndpoints=json.dumps(["createPet"]), removeNulls=True)
     flow = create_flow(oa_api, flows.tool_agent(flows.openai_model(fake.url), [kit]))

@@ -367,7 +367,7 @@ def test_load_methods_offer_what_only_the_server_knows(server):
     back = load(session, server, "loopAgentflow", "listPreviousNodes", previousNodes=previous).json()
     assert back[1] == {"label": "Draft", "name": "llmAgentflow_0-Draft", "description": "llmAgentflow_0"}
 
-    assert_error(load(session, server, "openAPIToolkit", "listEndpoints"), 400, "listEndpoints")
+    assert_error(load(session, server, "toolAgentflow", "listToolInputArgs"), 400, "listToolInputArgs")
     # An MCP node's actions are its server's tools (tests/api/test_mcp_client.py); a
     # node without a server says so in the one option Flowise's picker shows.
     [no_server] = load(session, server, "customMCP", "listActions", inputs={}).json()

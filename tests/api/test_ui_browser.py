@@ -4,7 +4,8 @@ first start, find the chatflow in the list, open it on the canvas, drag a node
 from the palette and connect it, save (the canvas asks `has-changed`, then
 `PUT`s), chat with the flow in the canvas's panel and get the fake provider's
 streamed answer, then open the executions page, the agentflow's canvas, and the
-tools, variables, credentials, API keys and marketplace pages. A screenshot of each step is kept
+tools (a tool's dialog: its Python), variables, credentials, API keys, document stores (a
+store's own page) and marketplace pages. A screenshot of each step is kept
 under tests/.cache/ui-screenshots. The flow drawn in the UI then runs through
 `/prediction/:id` unchanged. Any request the UI makes that weir answers with a
 server error, or any script error on the page, fails the test.
@@ -51,6 +52,8 @@ def test_a_flow_is_drawn_saved_and_chatted_with_in_flowises_ui(make_weir):
     assert api.post("/tools", json={"name": "weigh_parcel", "description": "Weighs a parcel",
                                     "code": "return 1"}).status_code == 201
     assert api.post("/variables", json={"name": "warehouse", "value": "eu-1", "type": "static"}).status_code == 201
+    store = api.post("/document-store/store", json={"name": "parcel manuals", "description": "How parcels go"})
+    assert store.status_code in (200, 201), store.text
     assert api.post("/credentials", json={"name": "shop openai", "credentialName": "openAIApi",
                                           "plainDataObj": {"openAIApiKey": "sk-shop"}}).status_code == 201
 
@@ -141,6 +144,7 @@ def test_a_flow_is_drawn_saved_and_chatted_with_in_flowises_ui(make_weir):
         # The workspace's records, each on its page.
         for number, (page, shown) in enumerate([("/tools", "weigh_parcel"), ("/variables", "warehouse"),
                                                  ("/credentials", "shop openai"), ("/apikey", "initial"),
+                                                 ("/document-stores", "parcel manuals"),
                                                  ("/marketplaces", "Marketplace")], start=10):
             tab.goto(f"{w.url}{page}")
             tab.get_by_text(shown).first.wait_for(timeout=20_000)
@@ -154,7 +158,32 @@ def test_a_flow_is_drawn_saved_and_chatted_with_in_flowises_ui(make_weir):
                 tab.wait_for_timeout(600)  # the dialog's fade-in, for the screenshot
                 step(tab, f"{number}-tools-dialog")
                 tab.keyboard.press("Escape")
+            if page == "/document-stores":
+                # The store's own page: its loaders (none yet) and what it can do.
+                tab.get_by_text(shown).first.click()
+                tab.wait_for_url(f"**/document-stores/{store.json()['id']}", timeout=20_000)
+                tab.get_by_text("How parcels go").first.wait_for(timeout=20_000)
+                step(tab, f"{number}-document-store")
+                # The loaders it can take are the ones weir runs.
+                tab.get_by_role("button", name="Add Document Loader").first.click()
+                tab.get_by_text("Text File").first.wait_for(timeout=20_000)
+                step(tab, f"{number}-document-loaders")
+                # A loader configured, its chunks previewed, then processed into the store.
+                tab.get_by_text("Plain Text").first.click()
+                tab.get_by_placeholder("Lorem ipsum", exact=False).fill("Parcels leave the warehouse at noon.")
+                tab.get_by_text("Preview Chunks").first.click()
+                tab.get_by_text("Parcels leave the warehouse at noon.").first.wait_for(timeout=20_000)
+                tab.get_by_text("1 of 1 Chunks").wait_for(timeout=20_000)
+                step(tab, f"{number}-document-preview")
+                tab.get_by_text("Process", exact=True).first.click()
+                tab.wait_for_url(f"**/document-stores/{store.json()['id']}", timeout=20_000)
+                tab.get_by_text("Plain Text").first.wait_for(timeout=20_000)
+                step(tab, f"{number}-document-processed")
         browser.close()
+
+    # The loader the UI processed holds the text, as one chunk of the store.
+    kept = api.get(f"/document-store/store/{store.json()['id']}").json()
+    assert [(loader["loaderId"], loader["totalChunks"]) for loader in kept["loaders"]] == [("plainText", 1)], kept
 
     server_errors = [call for call in seen["api"] if call[2] >= 500]
     assert not server_errors, server_errors

@@ -545,10 +545,12 @@ async fn preview_loader(
     if count >= 0 {
         chunks.truncate(usize::try_from(count).unwrap_or(usize::MAX));
     }
+    // As Flowise: how many chunks the preview shows (the UI says "1 of 1 Chunks").
+    let shown = chunks.len();
     Ok(Json(serde_json::json!({
         "chunks": chunks,
         "totalChunks": total,
-        "previewChunkCount": count,
+        "previewChunkCount": shown,
     })))
 }
 
@@ -1162,7 +1164,7 @@ async fn generate_tool_description(
     tag = "document-store",
     params(("part" = String, Path, description = "loaders, embeddings, vectorstore or recordmanager")),
     responses(
-        (status = 200, description = "`[{name, label, category}]`"),
+        (status = 200, description = "The node definitions, as `GET /api/v1/nodes` gives them (`name`, `label`, `category`, `inputs`…)"),
         (status = 404, description = "No such part", body = ErrorBody),
         CommonErrors
     )
@@ -1180,13 +1182,16 @@ async fn list_components(auth: AuthUser, Path(part): Path<String>) -> ApiResult<
     let Some(category) = category else {
         return Ok(Json(Vec::new()));
     };
+    let catalog = crate::flow::catalog::Catalog::get();
     Ok(Json(
         crate::flow::registry::specs()
             // Flowise lists neither its store-in-a-store nor its memory store here.
             .filter(|s| {
                 s.category == category && !matches!(s.name, "documentStoreVS" | "documentStore")
             })
-            .map(|s| serde_json::json!({"name": s.name, "label": s.name, "category": format!("{:?}", s.category)}))
+            // Flowise answers its node definitions (the UI's pickers show their
+            // labels and icons); every node weir runs has one in the catalog.
+            .filter_map(|s| catalog.definition(s.name).cloned())
             .collect(),
     ))
 }

@@ -12,7 +12,9 @@
 //! - `listRuntimeStateKeys`, `listPreviousNodes`: read from the flow being edited
 //!   (the Start node's state, the nodes before this one), sent by the canvas;
 //! - `listActions` (the MCP nodes): the tools of the node's server, reached as a
-//!   run reaches it.
+//!   run reaches it;
+//! - `listServers`, `listEndpoints` (`openAPIToolkit`): the servers and operations
+//!   of the description uploaded to the node.
 //!
 //! A method weir does not answer is a 400 naming it; the catalog shows such an
 //! input as typed text ([`crate::flow::catalog::ANSWERED_LOAD_METHODS`]).
@@ -27,8 +29,11 @@ use crate::domain::{ChatflowType, DocumentStoreStatus, Page};
 use crate::flow::catalog::Catalog;
 use crate::flow::component::{Component, McpSource, ToolKind, ToolSpec};
 use crate::flow::graph::FlowGraph;
+use crate::flow::node::Build;
+use crate::flow::nodes::openapi_toolkit;
 use crate::flow::tools::mcp::read_config;
-use crate::flow::{Overrides, registry};
+use crate::flow::tools::openapi;
+use crate::flow::{FlowError, Overrides, registry};
 
 /// Tools Flowise leaves out of an agentflow's tool list.
 const NOT_AGENT_TOOLS: [&str; 3] = ["chainTool", "retrieverTool", "webBrowser"];
@@ -66,6 +71,9 @@ pub async fn load(
         ("listRuntimeStateKeys", _) => state_keys(body),
         ("listPreviousNodes", _) => previous_nodes(body),
         ("listActions", _) => mcp_actions(state, workspace, body, may_name_credentials).await?,
+        ("listServers" | "listEndpoints", _) if node == "openAPIToolkit" => {
+            openapi_options(&state.config.providers, body, method)?
+        }
         _ => {
             return Err(ServiceError::Invalid(format!(
                 "weir does not answer the load method '{method}' of node '{node}'"
@@ -172,16 +180,8 @@ async fn mcp_actions(
     body: &Value,
     may_name_credentials: bool,
 ) -> ServiceResult<Vec<Value>> {
-    let none = |why: String| {
-        vec![json!({"label": "No Available Actions", "name": "error", "description": why})]
-    };
-    let mut data = body.clone();
-    if let Value::Object(fields) = &mut data {
-        fields.remove("previousNodes");
-        fields.remove("currentNode");
-    }
-    let id = body["id"].as_str().unwrap_or("mcp_0");
-    let flow_data = json!({"nodes": [{"id": id, "data": data}], "edges": []}).to_string();
+    let none = |why: String| vec![nothing_to_list("Actions", why)];
+    let flow_data = one_node_flow(body);
     credentials::check_saved_flow(
         &*state.store,
         workspace,
@@ -232,6 +232,65 @@ async fn mcp_actions(
             Err(why) => none(format!("the server's tools cannot be listed: {why}")),
         },
     )
+}
+
+/// Flowise's one option of a list that cannot be made (`name` "error"), saying why.
+fn nothing_to_list(what: &str, why: String) -> Value {
+    json!({"label": format!("No Available {what}"), "name": "error", "description": why})
+}
+
+/// The node the canvas sent (its data) as the one node of a flow, so it is read
+/// and built as a saved flow's nodes are.
+fn one_node_flow(body: &Value) -> String {
+    let mut data = body.clone();
+    if let Value::Object(fields) = &mut data {
+        fields.remove("previousNodes");
+        fields.remove("currentNode");
+    }
+    let id = body["id"].as_str().unwrap_or("node_0");
+    json!({"nodes": [{"id": id, "data": data}], "edges": []}).to_string()
+}
+
+/// `listServers` and `listEndpoints` of `openAPIToolkit`: the servers and the
+/// operations (by their tools' names) of the description uploaded to the node.
+fn openapi_options(
+    settings: &crate::config::ProviderSettings,
+    body: &Value,
+    method: &str,
+) -> ServiceResult<Vec<Value>> {
+    let what = if method == "listServers" {
+        "Servers"
+    } else {
+        "Endpoints"
+    };
+    let graph = FlowGraph::parse(&one_node_flow(body))?;
+    let overrides = Overrides::new(settings);
+    let text = graph
+        .nodes
+        .first()
+        .ok_or_else(|| FlowError::invalid("the canvas sent no node"))
+        .and_then(|node| Build::new(registry::node, &graph, node, &overrides))
+        .and_then(|node| openapi_toolkit::description(&node));
+    let text = match text {
+        Ok(text) => text,
+        Err(why) => return Ok(vec![nothing_to_list(what, why.to_string())]),
+    };
+    let listed = if method == "listServers" {
+        openapi::servers(&text).map(|servers| {
+            servers
+                .into_iter()
+                .map(|(url, description)| json!({"label": url, "name": url, "description": description}))
+                .collect()
+        })
+    } else {
+        openapi::endpoints(&text).map(|endpoints| {
+            endpoints
+                .into_iter()
+                .map(|e| json!({"label": e.label, "name": e.name, "description": e.description}))
+                .collect()
+        })
+    };
+    Ok(listed.unwrap_or_else(|why| vec![nothing_to_list(what, why)]))
 }
 
 /// The keys of the flow's state, as its Start node declares them.

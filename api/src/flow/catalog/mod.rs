@@ -46,6 +46,8 @@ pub const ANSWERED_LOAD_METHODS: &[&str] = &[
     "listRuntimeStateKeys",
     "listPreviousNodes",
     "listActions",
+    "listServers",
+    "listEndpoints",
 ];
 
 #[derive(Deserialize)]

@@ -56,22 +56,8 @@ impl Node for OpenApiToolkit {
                  the node's file (openApiFile): upload the description",
             ));
         }
-        let written = node
-            .text("openApiFile")
-            .or_else(|| node.text("yamlFile"))
-            .ok_or_else(|| node.invalid("needs its OpenAPI description (openApiFile)"))?;
-        if is_flowise_storage(written) {
-            return Err(node.invalid(
-                "names a file kept in a Flowise server's storage; upload the description \
-                 itself (a data URL)",
-            ));
-        }
-        let files = decode_file_input(written).map_err(|e| node.invalid(e))?;
-        let [file] = files.as_slice() else {
-            return Err(node.invalid("needs exactly one OpenAPI description file"));
-        };
-        let text = std::str::from_utf8(&file.bytes)
-            .map_err(|_| node.invalid("has an OpenAPI description that is not UTF-8 text"))?;
+        let text = description(node)?;
+        let text = text.as_str();
         let endpoints: Vec<String> = match node.json("selectedEndpoints")? {
             Some(Value::Array(items)) => items
                 .iter()
@@ -104,6 +90,27 @@ impl Node for OpenApiToolkit {
                 .collect(),
         ))
     }
+}
+
+/// The node's OpenAPI description: the text of its uploaded file (`openApiFile`,
+/// or Flowise 2.0's `yamlFile`).
+pub fn description(node: &Build<'_>) -> Result<String, FlowError> {
+    let written = node
+        .text("openApiFile")
+        .or_else(|| node.text("yamlFile"))
+        .ok_or_else(|| node.invalid("needs its OpenAPI description (openApiFile)"))?;
+    if is_flowise_storage(written) {
+        return Err(node.invalid(
+            "names a file kept in a Flowise server's storage; upload the description \
+             itself (a data URL)",
+        ));
+    }
+    let files = decode_file_input(written).map_err(|e| node.invalid(e))?;
+    let [file] = files.as_slice() else {
+        return Err(node.invalid("needs exactly one OpenAPI description file"));
+    };
+    String::from_utf8(file.bytes.to_vec())
+        .map_err(|_| node.invalid("has an OpenAPI description that is not UTF-8 text"))
 }
 
 /// Code without its whitespace, to tell Flowise's default from code of one's own.

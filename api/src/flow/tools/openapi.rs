@@ -31,8 +31,18 @@ pub struct Toolkit<'a> {
     pub custom_code: Option<String>,
 }
 
-/// The description's operations as tools.
-pub fn operations(text: &str, kit: Toolkit<'_>) -> Result<Vec<OpenApiOperation>, String> {
+/// An operation as the canvas's endpoint picker lists it (`listEndpoints`).
+#[derive(Debug, PartialEq)]
+pub struct Endpoint {
+    /// The tool's name: what `selectedEndpoints` keeps.
+    pub name: String,
+    /// `GET /pets/{petId}`
+    pub label: String,
+    pub description: String,
+}
+
+/// An OpenAPI 3 description, JSON or YAML.
+fn parse(text: &str) -> Result<Value, String> {
     let spec: Value = match serde_json::from_str(text) {
         Ok(v) => v,
         Err(_) => serde_norway::from_str(text)
@@ -41,6 +51,55 @@ pub fn operations(text: &str, kit: Toolkit<'_>) -> Result<Vec<OpenApiOperation>,
     if !spec.get("openapi").is_some_and(Value::is_string) {
         return Err("the description is not OpenAPI 3 (it has no 'openapi' version)".into());
     }
+    Ok(spec)
+}
+
+/// The description's servers (`listServers`): each URL, its variables at their
+/// defaults, with the server's description.
+pub fn servers(text: &str) -> Result<Vec<(String, String)>, String> {
+    let spec = parse(text)?;
+    Ok(spec
+        .get("servers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|server| {
+            let description = server.get("description").and_then(Value::as_str);
+            Some((url_of(server)?, description.unwrap_or_default().to_owned()))
+        })
+        .collect())
+}
+
+/// The description's operations (`listEndpoints`), named as their tools are.
+pub fn endpoints(text: &str) -> Result<Vec<Endpoint>, String> {
+    let spec = parse(text)?;
+    let Some(Value::Object(paths)) = spec.get("paths") else {
+        return Err("the OpenAPI description has no paths".into());
+    };
+    let mut found = Vec::new();
+    for (path, item) in paths {
+        let item = resolve(&spec, item, 0);
+        for method in METHODS {
+            let Some(operation) = item.get(method) else {
+                continue;
+            };
+            let text = |key: &str| operation.get(key).and_then(Value::as_str);
+            found.push(Endpoint {
+                name: tool_name(operation, method, path),
+                label: format!("{} {path}", method.to_uppercase()),
+                description: text("summary")
+                    .or_else(|| text("description"))
+                    .unwrap_or_default()
+                    .to_owned(),
+            });
+        }
+    }
+    Ok(found)
+}
+
+/// The description's operations as tools.
+pub fn operations(text: &str, kit: Toolkit<'_>) -> Result<Vec<OpenApiOperation>, String> {
+    let spec = parse(text)?;
     let base = match kit.server {
         Some(server) => server.to_owned(),
         None => server_url(&spec)?,
@@ -118,11 +177,12 @@ fn server_url(spec: &Value) -> Result<String, String> {
         .get("servers")
         .and_then(|s| s.get(0))
         .ok_or("the OpenAPI description has no server URL; set selectedServer")?;
-    let mut url = server
-        .get("url")
-        .and_then(Value::as_str)
-        .ok_or("the OpenAPI description's server has no url")?
-        .to_owned();
+    url_of(server).ok_or_else(|| "the OpenAPI description's server has no url".into())
+}
+
+/// A server's URL, its variables at their defaults.
+fn url_of(server: &Value) -> Option<String> {
+    let mut url = server.get("url").and_then(Value::as_str)?.to_owned();
     if let Some(Value::Object(variables)) = server.get("variables") {
         for (name, variable) in variables {
             if let Some(default) = variable.get("default").and_then(Value::as_str) {
@@ -130,7 +190,7 @@ fn server_url(spec: &Value) -> Result<String, String> {
             }
         }
     }
-    Ok(url)
+    Some(url)
 }
 
 /// The `operationId` as a tool name (`[a-zA-Z0-9_-]`, at most 64), else one
@@ -480,6 +540,25 @@ components:
         assert_eq!(operations(PETS, kit(&only)).unwrap().len(), 1);
         assert!(operations(PETS, kit(&["nope".to_owned()])).is_err());
         assert!(operations("{\"swagger\": \"2.0\"}", kit(&[])).is_err());
+    }
+
+    #[test]
+    fn the_canvas_lists_servers_and_endpoints_by_their_tool_names() {
+        let listed = endpoints(PETS).unwrap();
+        let tools = operations(PETS, kit(&[])).unwrap();
+        let mut names: Vec<&str> = listed.iter().map(|e| e.name.as_str()).collect();
+        names.sort_unstable();
+        assert_eq!(
+            names,
+            tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>()
+        );
+        let show = listed.iter().find(|e| e.name == "showPetById").unwrap();
+        assert_eq!(show.label, "GET /pets/{petId}");
+        assert_eq!(
+            servers(PETS).unwrap(),
+            [("https://pets.example/v1".to_owned(), String::new())]
+        );
+        assert!(servers("{\"swagger\": \"2.0\"}").is_err());
     }
 
     #[test]
