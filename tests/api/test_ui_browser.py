@@ -43,6 +43,10 @@ def test_a_flow_is_drawn_saved_and_chatted_with_in_flowises_ui(make_weir):
     flow = created.json()["id"]
     start = flows.af_start()
     llm = flows.af_llm("llmAgentflow_0", flows.af_openai(fake.url))
+    # At the versions the palette offers, as a flow drawn in Flowise 3.1 carries them
+    # (an older one gets the canvas's "node outdated" badge).
+    for node in (start, llm):
+        node["data"]["version"] = api.get(f"/nodes/{node['data']['name']}").json()["version"]
     agentflow = api.post("/chatflows", json={"name": "parcel triage", "type": "AGENTFLOW",
                                              "flowData": flows.agentflow([start, llm], [(start["id"], llm["id"])])})
     assert agentflow.status_code == 201, agentflow.text
