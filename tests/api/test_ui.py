@@ -367,7 +367,22 @@ def test_load_methods_offer_what_only_the_server_knows(server):
     back = load(session, server, "loopAgentflow", "listPreviousNodes", previousNodes=previous).json()
     assert back[1] == {"label": "Draft", "name": "llmAgentflow_0-Draft", "description": "llmAgentflow_0"}
 
-    assert_error(load(session, server, "toolAgentflow", "listToolInputArgs"), 400, "listToolInputArgs")
+    # The agentflow Tool node's arguments: those of the tool it calls.
+    weigh = api.post("/tools", json={"name": "weigh", "code": "def main(weight):\n    return weight * 2",
+                                     "schema": [{"property": "weight", "type": "number",
+                                                 "description": "In kilograms", "required": True}]}).json()
+    tool_node = {"id": "toolAgentflow_0", "name": "toolAgentflow",
+                 "inputs": {"toolAgentflowSelectedTool": "customTool",
+                            "toolAgentflowSelectedToolConfig": {"selectedTool": weigh["id"]}}}
+    arguments = load(session, server, "toolAgentflow", "listToolInputArgs", currentNode=tool_node).json()
+    assert arguments == [{"label": "weight", "name": "weight", "description": "In kilograms"}], arguments
+    tool_node["inputs"] = {"toolAgentflowSelectedTool": "calculator"}
+    assert [a["name"] for a in load(session, server, "toolAgentflow", "listToolInputArgs",
+                                    currentNode=tool_node).json()] == ["input"]
+    [unchosen] = load(session, server, "toolAgentflow", "listToolInputArgs",
+                      currentNode={"inputs": {}}).json()
+    assert unchosen["name"] == "error" and "choose a tool" in unchosen["description"], unchosen
+    assert_error(load(session, server, "openAPIToolkit", "listNothing"), 400, "listNothing")
     # An MCP node's actions are its server's tools (tests/api/test_mcp_client.py); a
     # node without a server says so in the one option Flowise's picker shows.
     [no_server] = load(session, server, "customMCP", "listActions", inputs={}).json()

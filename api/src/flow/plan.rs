@@ -18,8 +18,8 @@ use super::agentflow::step::{Step, build_steps};
 use super::agentflow::{AgentflowSpec, Wiring};
 use super::component::{
     AgentSpec, ChainSpec, Component, CsvAgentSpec, FunctionSpec, LoaderSpec, McpSource, McpTools,
-    MemorySpec, ModelSpec, ModerationSpec, PromptSpec, PythonSource, RetrievalChainSpec, Routing,
-    SeqStep, SqlChainSpec, SupervisorSpec, ToolKind, ToolSpec, VectorStoreSpec, WorkerSpec,
+    MemorySpec, ModelSpec, ModerationSpec, PromptSpec, RetrievalChainSpec, Routing, SeqStep,
+    SqlChainSpec, SupervisorSpec, ToolKind, ToolSpec, VectorStoreSpec, WorkerSpec,
 };
 use super::graph::{FlowGraph, FlowNode, embedded_references, fill_references, references};
 use super::node::{Category, InputKind, NodeSpec, unknown};
@@ -274,38 +274,12 @@ impl Runnable {
 
     /// Ids of the workspace's Python tools the run uses (read before it starts).
     pub fn stored_tools(&self) -> Vec<Uuid> {
-        let mut ids: Vec<Uuid> = self
-            .tools()
-            .into_iter()
-            .filter_map(|t| match &t.kind {
-                ToolKind::Python(p) => match p.source {
-                    PythonSource::Stored(id) => Some(id),
-                    PythonSource::Inline(_) => None,
-                },
-                _ => None,
-            })
-            .collect();
-        ids.sort_unstable();
-        ids.dedup();
-        ids
+        super::tools::stored_ids(self.tools()).0
     }
 
     /// The workspace's MCP servers (`customMcpServerTool`) the run uses.
     pub fn stored_mcp_servers(&self) -> Vec<Uuid> {
-        let mut ids: Vec<Uuid> = self
-            .tools()
-            .into_iter()
-            .filter_map(|t| match &t.kind {
-                ToolKind::Mcp(McpTools {
-                    source: McpSource::Stored(id),
-                    ..
-                }) => Some(*id),
-                _ => None,
-            })
-            .collect();
-        ids.sort_unstable();
-        ids.dedup();
-        ids
+        super::tools::stored_ids(self.tools()).1
     }
 
     /// The vector store that takes a prediction's attached files for its chat

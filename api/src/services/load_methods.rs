@@ -14,7 +14,9 @@
 //! - `listActions` (the MCP nodes): the tools of the node's server, reached as a
 //!   run reaches it;
 //! - `listServers`, `listEndpoints` (`openAPIToolkit`): the servers and operations
-//!   of the description uploaded to the node.
+//!   of the description uploaded to the node;
+//! - `listToolInputArgs` (the agentflow Tool node): the arguments of the tool it
+//!   calls.
 //!
 //! A method weir does not answer is a 400 naming it; the catalog shows such an
 //! input as typed text ([`crate::flow::catalog::ANSWERED_LOAD_METHODS`]).
@@ -32,7 +34,7 @@ use crate::flow::graph::FlowGraph;
 use crate::flow::node::Build;
 use crate::flow::nodes::openapi_toolkit;
 use crate::flow::tools::mcp::read_config;
-use crate::flow::tools::openapi;
+use crate::flow::tools::{openapi, prepare, stored_ids};
 use crate::flow::{FlowError, Overrides, registry};
 
 /// Tools Flowise leaves out of an agentflow's tool list.
@@ -71,6 +73,9 @@ pub async fn load(
         ("listRuntimeStateKeys", _) => state_keys(body),
         ("listPreviousNodes", _) => previous_nodes(body),
         ("listActions", _) => mcp_actions(state, workspace, body, may_name_credentials).await?,
+        ("listToolInputArgs", _) => {
+            tool_arguments(state, workspace, body, may_name_credentials).await?
+        }
         ("listServers" | "listEndpoints", _) if node == "openAPIToolkit" => {
             openapi_options(&state.config.providers, body, method)?
         }
@@ -169,19 +174,17 @@ async fn chatflows(state: &Services, workspace: Uuid) -> ServiceResult<Vec<Value
     Ok(flows)
 }
 
-/// `listActions`: the tools of the MCP server the node reaches, as the canvas
-/// sends the node (its data) — built as a run builds it: its stored credential
-/// opened, the workspace's variables filled in its config, the same address
-/// guard and listing cache. A node that cannot be built or a server that cannot
-/// be listed is Flowise's one "No Available Actions" option, saying why.
-async fn mcp_actions(
+/// The node the canvas sent, built as a run builds it: a stored credential it
+/// names opened (only for a caller who may name credentials, as saving such a
+/// flow needs), where the credential may go checked. `Ok(Err(why))` when the node
+/// cannot be built: the load method's one `error` option says why.
+async fn build_sent_node(
     state: &Services,
     workspace: Uuid,
-    body: &Value,
+    node_data: &Value,
     may_name_credentials: bool,
-) -> ServiceResult<Vec<Value>> {
-    let none = |why: String| vec![nothing_to_list("Actions", why)];
-    let flow_data = one_node_flow(body);
+) -> ServiceResult<Result<(String, Component), String>> {
+    let flow_data = one_node_flow(node_data);
     credentials::check_saved_flow(
         &*state.store,
         workspace,
@@ -192,7 +195,7 @@ async fn mcp_actions(
     .await?;
     let graph = FlowGraph::parse(&flow_data)?;
     let Some(node) = graph.nodes.first() else {
-        return Ok(none("the canvas sent no node".into()));
+        return Ok(Err("the canvas sent no node".into()));
     };
     let opened = credentials::open_for_run(
         &*state.store,
@@ -205,13 +208,33 @@ async fn mcp_actions(
         credentials: opened.as_ref(),
         ..Overrides::new(&state.config.providers)
     };
-    let source = match registry::build_node(&graph, node, &overrides) {
-        Ok(Component::Tool(ToolSpec {
-            kind: ToolKind::Mcp(tools),
-            ..
-        })) => tools.source,
-        Ok(_) => return Ok(none(format!("'{}' is not an MCP node", node.name))),
-        Err(why) => return Ok(none(why.to_string())),
+    Ok(registry::build_node(&graph, node, &overrides)
+        .map(|built| (node.name.clone(), built))
+        .map_err(|why| why.to_string()))
+}
+
+/// `listActions`: the tools of the MCP server the node reaches, as the canvas
+/// sends the node (its data) — built as a run builds it: its stored credential
+/// opened, the workspace's variables filled in its config, the same address
+/// guard and listing cache. A node that cannot be built or a server that cannot
+/// be listed is Flowise's one "No Available Actions" option, saying why.
+async fn mcp_actions(
+    state: &Services,
+    workspace: Uuid,
+    body: &Value,
+    may_name_credentials: bool,
+) -> ServiceResult<Vec<Value>> {
+    let none = |why: String| vec![nothing_to_list("Actions", why)];
+    let source = match build_sent_node(state, workspace, body, may_name_credentials).await? {
+        Ok((
+            _,
+            Component::Tool(ToolSpec {
+                kind: ToolKind::Mcp(tools),
+                ..
+            }),
+        )) => tools.source,
+        Ok((name, _)) => return Ok(none(format!("'{name}' is not an MCP node"))),
+        Err(why) => return Ok(none(why)),
     };
     let server = match source {
         McpSource::Config(config) => {
@@ -232,6 +255,68 @@ async fn mcp_actions(
             Err(why) => none(format!("the server's tools cannot be listed: {why}")),
         },
     )
+}
+
+/// `listToolInputArgs` (the agentflow Tool node): the arguments of the tool it
+/// calls — its chosen node (`toolAgentflowSelectedTool`) built with that node's
+/// config, as the run builds it, and made ready as an agent's tools are (a
+/// stored tool's schema read, an MCP server's tools listed): the properties of
+/// their parameters. Why a list cannot be made is the one `error` option.
+async fn tool_arguments(
+    state: &Services,
+    workspace: Uuid,
+    body: &Value,
+    may_name_credentials: bool,
+) -> ServiceResult<Vec<Value>> {
+    let none = |why: String| vec![nothing_to_list("Arguments", why)];
+    // The canvas sends the node being edited as `currentNode`, else as the body.
+    let node = body
+        .get("currentNode")
+        .filter(|n| n.is_object())
+        .unwrap_or(body);
+    let inputs = &node["inputs"];
+    let chosen = ["toolAgentflowSelectedTool", "selectedTool"]
+        .iter()
+        .find_map(|k| inputs[*k].as_str().filter(|t| !t.trim().is_empty()));
+    let Some(chosen) = chosen else {
+        return Ok(none("choose a tool first".into()));
+    };
+    let config = ["toolAgentflowSelectedToolConfig", "selectedToolConfig"]
+        .iter()
+        .find_map(|k| match &inputs[*k] {
+            Value::Object(config) => Some(config.clone()),
+            Value::String(text) => serde_json::from_str(text).ok(),
+            _ => None,
+        })
+        .unwrap_or_default();
+    let tool_node = json!({"id": format!("{chosen}_0"), "name": chosen, "inputs": config});
+    let specs = match build_sent_node(state, workspace, &tool_node, may_name_credentials).await? {
+        Ok((_, Component::Tool(spec))) => vec![spec],
+        Ok((_, Component::Toolkit(specs))) => specs,
+        Ok(_) => return Ok(none(format!("'{chosen}' is not a tool"))),
+        Err(why) => return Ok(none(why)),
+    };
+    let (stored_tools, stored_servers) = stored_ids(&specs);
+    let env = super::prediction::tools_env(state, workspace, &stored_tools, &stored_servers, true)
+        .await?;
+    let ready = match prepare(&specs, &env, &state.tools).await {
+        Ok(ready) => ready,
+        Err(why) => return Ok(none(why.to_string())),
+    };
+    let mut arguments: Vec<Value> = Vec::new();
+    for tool in &ready {
+        let properties = tool.def.parameters["properties"]
+            .as_object()
+            .into_iter()
+            .flatten();
+        for (name, property) in properties {
+            if !arguments.iter().any(|a| a["name"] == *name) {
+                arguments.push(json!({"label": name, "name": name,
+                                      "description": property["description"].as_str().unwrap_or_default()}));
+            }
+        }
+    }
+    Ok(arguments)
 }
 
 /// Flowise's one option of a list that cannot be made (`name` "error"), saying why.

@@ -48,6 +48,7 @@ pub const ANSWERED_LOAD_METHODS: &[&str] = &[
     "listActions",
     "listServers",
     "listEndpoints",
+    "listToolInputArgs",
 ];
 
 #[derive(Deserialize)]

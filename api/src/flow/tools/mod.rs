@@ -120,6 +120,32 @@ impl ToolOutcome {
     }
 }
 
+/// The workspace's stored tools and MCP servers (`customMcpServerTool`) these
+/// tools name, by id: what their run reads from the store. Sorted, once each.
+pub fn stored_ids<'a>(specs: impl IntoIterator<Item = &'a ToolSpec>) -> (Vec<Uuid>, Vec<Uuid>) {
+    let (mut tools, mut servers) = (Vec::new(), Vec::new());
+    for spec in specs {
+        match &spec.kind {
+            ToolKind::Python(python) => {
+                if let PythonSource::Stored(id) = python.source {
+                    tools.push(id);
+                }
+            }
+            ToolKind::Mcp(mcp) => {
+                if let McpSource::Stored(id) = mcp.source {
+                    servers.push(id);
+                }
+            }
+            _ => {}
+        }
+    }
+    for ids in [&mut tools, &mut servers] {
+        ids.sort_unstable();
+        ids.dedup();
+    }
+    (tools, servers)
+}
+
 /// The tools of one agent, ready to call: stored Python tools resolved, MCP
 /// servers' tools listed, names unique (a model calls a tool by name).
 pub async fn prepare(

@@ -355,20 +355,43 @@ async fn tool_env(
     runnable: &Runnable,
     override_config: Option<&Map<String, Value>>,
 ) -> ServiceResult<ToolEnv> {
+    let mut env = tools_env(
+        state,
+        flow.workspace_id,
+        &runnable.stored_tools(),
+        &runnable.stored_mcp_servers(),
+        runnable.reads_vars(),
+    )
+    .await?;
+    if runnable.reads_vars() {
+        // Allowed by the chatflow (checked with the other overrides).
+        if let Some(Value::Object(vars)) = override_config.and_then(|o| o.get("vars")) {
+            env.vars
+                .extend(vars.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
+    }
+    Ok(env)
+}
+
+/// The environment of tools of `workspace`: its stored tools and MCP servers of
+/// these ids, and its variables when `vars`.
+pub(crate) async fn tools_env(
+    state: &Services,
+    workspace: Uuid,
+    stored_tools: &[Uuid],
+    stored_mcp_servers: &[Uuid],
+    vars: bool,
+) -> ServiceResult<ToolEnv> {
     let mut env = ToolEnv {
-        workspace_id: flow.workspace_id.to_string(),
+        workspace_id: workspace.to_string(),
         ..ToolEnv::default()
     };
-    for id in runnable.stored_tools() {
-        let tool = state
-            .store
-            .get_tool(flow.workspace_id, id)
-            .await?
-            .ok_or_else(|| {
-                FlowError::invalid(format!(
-                    "the flow uses tool {id}, which is not a tool of this workspace"
-                ))
-            })?;
+    for &id in stored_tools {
+        let tool = state.store.get_tool(workspace, id).await?.ok_or_else(|| {
+            FlowError::invalid(format!(
+                "the flow uses tool {id}, which is not a tool of this workspace"
+            ))
+        })?;
         env.stored.insert(
             id,
             std::sync::Arc::new(crate::flow::component::PythonDefinition {
@@ -381,17 +404,12 @@ async fn tool_env(
             }),
         );
     }
-    for id in runnable.stored_mcp_servers() {
-        let server = super::mcp_servers::open(state, flow.workspace_id, id).await?;
+    for &id in stored_mcp_servers {
+        let server = super::mcp_servers::open(state, workspace, id).await?;
         env.mcp_servers.insert(id, server);
     }
-    if runnable.reads_vars() {
-        env.vars = workspace_vars(state, flow.workspace_id).await?;
-        // Allowed by the chatflow (checked with the other overrides).
-        if let Some(Value::Object(vars)) = override_config.and_then(|o| o.get("vars")) {
-            env.vars
-                .extend(vars.iter().map(|(k, v)| (k.clone(), v.clone())));
-        }
+    if vars {
+        env.vars = workspace_vars(state, workspace).await?;
     }
     Ok(env)
 }
