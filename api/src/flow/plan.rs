@@ -17,9 +17,9 @@ use super::FlowError;
 use super::agentflow::step::{Step, build_steps};
 use super::agentflow::{AgentflowSpec, Wiring};
 use super::component::{
-    AgentSpec, ChainSpec, Component, CsvAgentSpec, FunctionSpec, LoaderSpec, McpSource, McpTools,
-    MemorySpec, ModelSpec, ModerationSpec, PromptSpec, RetrievalChainSpec, Routing, SeqStep,
-    SqlChainSpec, SupervisorSpec, ToolKind, ToolSpec, VectorStoreSpec, WorkerSpec,
+    AgentSpec, ChainSpec, Component, CsvAgentSpec, FunctionSpec, LoaderSpec, MemorySpec, ModelSpec,
+    ModerationSpec, PromptSpec, RetrievalChainSpec, Routing, SeqStep, SqlChainSpec, SupervisorSpec,
+    ToolKind, ToolSpec, VectorStoreSpec, WorkerSpec,
 };
 use super::graph::{FlowGraph, FlowNode, embedded_references, fill_references, references};
 use super::node::{Category, InputKind, NodeSpec, unknown};
@@ -204,10 +204,7 @@ impl Runnable {
     /// server's config that names them.
     pub fn reads_vars(&self) -> bool {
         self.uses_python()
-            || self
-                .tools()
-                .iter()
-                .any(|t| matches!(&t.kind, ToolKind::Mcp(McpTools { source: McpSource::Config(c), .. }) if c.contains("{{$vars.")))
+            || super::tools::read_vars(self.tools())
             || self.runs_functions()
             || matches!(&self.answer, Answer::CsvAgent(_))
             || matches!(&self.answer, Answer::Agentflow(f) if f.reads_vars())
@@ -275,11 +272,6 @@ impl Runnable {
     /// Ids of the workspace's Python tools the run uses (read before it starts).
     pub fn stored_tools(&self) -> Vec<Uuid> {
         super::tools::stored_ids(self.tools()).0
-    }
-
-    /// The workspace's MCP servers (`customMcpServerTool`) the run uses.
-    pub fn stored_mcp_servers(&self) -> Vec<Uuid> {
-        super::tools::stored_ids(self.tools()).1
     }
 
     /// The vector store that takes a prediction's attached files for its chat

@@ -21,20 +21,17 @@
 //! A method weir does not answer is a 400 naming it; the catalog shows such an
 //! input as typed text ([`crate::flow::catalog::ANSWERED_LOAD_METHODS`]).
 
-use std::sync::Arc;
-
 use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::{ServiceError, ServiceResult, Services, credentials};
 use crate::domain::{ChatflowType, DocumentStoreStatus, Page};
 use crate::flow::catalog::Catalog;
-use crate::flow::component::{Component, McpSource, ToolKind, ToolSpec};
+use crate::flow::component::{Component, ToolKind};
 use crate::flow::graph::FlowGraph;
 use crate::flow::node::Build;
 use crate::flow::nodes::openapi_toolkit;
-use crate::flow::tools::mcp::read_config;
-use crate::flow::tools::{openapi, prepare, stored_ids};
+use crate::flow::tools::{mcp_server, openapi, prepare, read_vars};
 use crate::flow::{FlowError, Overrides, registry};
 
 /// Tools Flowise leaves out of an agentflow's tool list.
@@ -225,26 +222,20 @@ async fn mcp_actions(
     may_name_credentials: bool,
 ) -> ServiceResult<Vec<Value>> {
     let none = |why: String| vec![nothing_to_list("Actions", why)];
-    let source = match build_sent_node(state, workspace, body, may_name_credentials).await? {
-        Ok((
-            _,
-            Component::Tool(ToolSpec {
-                kind: ToolKind::Mcp(tools),
-                ..
-            }),
-        )) => tools.source,
-        Ok((name, _)) => return Ok(none(format!("'{name}' is not an MCP node"))),
+    let not_mcp = |name: &str| Ok(none(format!("'{name}' is not an MCP node")));
+    let (name, spec) = match build_sent_node(state, workspace, body, may_name_credentials).await? {
+        Ok((name, Component::Tool(spec))) => (name, spec),
+        Ok((name, _)) => return not_mcp(&name),
         Err(why) => return Ok(none(why)),
     };
-    let server = match source {
-        McpSource::Config(config) => {
-            let vars = super::prediction::workspace_vars(state, workspace).await?;
-            match read_config(&config, &vars) {
-                Ok(server) => Arc::new(server),
-                Err(why) => return Ok(none(format!("its server config: {why}"))),
-            }
-        }
-        McpSource::Stored(id) => super::mcp_servers::open(state, workspace, id).await?,
+    let ToolKind::Mcp(mcp) = &spec.kind else {
+        return not_mcp(&name);
+    };
+    let tools = std::slice::from_ref(&spec);
+    let env = super::prediction::tools_env(state, workspace, tools, read_vars(tools)).await?;
+    let server = match mcp_server(&spec.node_id, mcp, &env) {
+        Ok(server) => server,
+        Err(why) => return Ok(none(why.to_string())),
     };
     Ok(
         match state.tools.mcp.tools(&server, &workspace.to_string()).await {
@@ -296,9 +287,7 @@ async fn tool_arguments(
         Ok(_) => return Ok(none(format!("'{chosen}' is not a tool"))),
         Err(why) => return Ok(none(why)),
     };
-    let (stored_tools, stored_servers) = stored_ids(&specs);
-    let env = super::prediction::tools_env(state, workspace, &stored_tools, &stored_servers, true)
-        .await?;
+    let env = super::prediction::tools_env(state, workspace, &specs, read_vars(&specs)).await?;
     let ready = match prepare(&specs, &env, &state.tools).await {
         Ok(ready) => ready,
         Err(why) => return Ok(none(why.to_string())),

@@ -29,7 +29,9 @@ use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
 use super::FlowError;
-use super::component::{McpSource, PythonDefinition, PythonSource, ToolKind, ToolSpec};
+use super::component::{
+    McpEndpoint, McpSource, McpTools, PythonDefinition, PythonSource, ToolKind, ToolSpec,
+};
 use crate::llm::ToolDef;
 
 /// What tools reach outside the run: the guarded web client, the runtime, and
@@ -146,6 +148,33 @@ pub fn stored_ids<'a>(specs: impl IntoIterator<Item = &'a ToolSpec>) -> (Vec<Uui
     (tools, servers)
 }
 
+/// Whether these tools read workspace variables when made ready: an MCP
+/// server's config that names one (`{{$vars.<name>}}`).
+pub fn read_vars<'a>(specs: impl IntoIterator<Item = &'a ToolSpec>) -> bool {
+    specs.into_iter().any(|t| {
+        matches!(&t.kind, ToolKind::Mcp(McpTools { source: McpSource::Config(c), .. }) if c.contains("{{$vars."))
+    })
+}
+
+/// The server a node's MCP tools are on: its config with `$vars` filled, or
+/// the workspace's stored server it names.
+pub fn mcp_server(
+    node_id: &str,
+    spec: &McpTools,
+    env: &ToolEnv,
+) -> Result<Arc<McpEndpoint>, FlowError> {
+    match &spec.source {
+        McpSource::Config(config) => mcp::read_config(config, &env.vars)
+            .map(Arc::new)
+            .map_err(|why| FlowError::failed(format!("node {node_id} (MCP): {why}"))),
+        McpSource::Stored(id) => env.mcp_servers.get(id).cloned().ok_or_else(|| {
+            FlowError::invalid(format!(
+                "node {node_id} uses MCP server {id}, which is not a server of this workspace"
+            ))
+        }),
+    }
+}
+
 /// The tools of one agent, ready to call: stored Python tools resolved, MCP
 /// servers' tools listed, names unique (a model calls a tool by name).
 pub async fn prepare(
@@ -181,16 +210,7 @@ async fn mcp_tools(
     client: &mcp::McpClient,
 ) -> Result<Vec<ReadyTool>, FlowError> {
     let failed = |why: String| FlowError::failed(format!("node {node_id} (MCP): {why}"));
-    let server = match &spec.source {
-        McpSource::Config(config) => {
-            Arc::new(mcp::read_config(config, &env.vars).map_err(&failed)?)
-        }
-        McpSource::Stored(id) => env.mcp_servers.get(id).cloned().ok_or_else(|| {
-            FlowError::invalid(format!(
-                "node {node_id} uses MCP server {id}, which is not a server of this workspace"
-            ))
-        })?,
-    };
+    let server = mcp_server(node_id, spec, env)?;
     let listed = client
         .tools(&server, &env.workspace_id)
         .await

@@ -31,8 +31,9 @@ pub use request::{HistoryItem, HumanAnswer, ImageUpload, PredictionRequest, Uplo
 
 use super::{ServiceError, ServiceResult, Services};
 use crate::domain::{Chatflow, MessageRole, NewLead, Variable, VariableType};
+use crate::flow::component::ToolSpec;
 use crate::flow::plan::Runnable;
-use crate::flow::tools::ToolEnv;
+use crate::flow::tools::{ToolEnv, stored_ids};
 use crate::flow::{FlowError, Overrides, RunInput};
 use crate::llm::{ChatMessage, Role};
 use follow_up::FollowUpSetting;
@@ -355,15 +356,9 @@ async fn tool_env(
     runnable: &Runnable,
     override_config: Option<&Map<String, Value>>,
 ) -> ServiceResult<ToolEnv> {
-    let mut env = tools_env(
-        state,
-        flow.workspace_id,
-        &runnable.stored_tools(),
-        &runnable.stored_mcp_servers(),
-        runnable.reads_vars(),
-    )
-    .await?;
-    if runnable.reads_vars() {
+    let reads_vars = runnable.reads_vars();
+    let mut env = tools_env(state, flow.workspace_id, runnable.tools(), reads_vars).await?;
+    if reads_vars {
         // Allowed by the chatflow (checked with the other overrides).
         if let Some(Value::Object(vars)) = override_config.and_then(|o| o.get("vars")) {
             env.vars
@@ -373,20 +368,20 @@ async fn tool_env(
     Ok(env)
 }
 
-/// The environment of tools of `workspace`: its stored tools and MCP servers of
-/// these ids, and its variables when `vars`.
-pub(crate) async fn tools_env(
+/// The environment of these tools of `workspace`: the stored tools and MCP
+/// servers they name, and its variables when `vars`.
+pub(crate) async fn tools_env<'a>(
     state: &Services,
     workspace: Uuid,
-    stored_tools: &[Uuid],
-    stored_mcp_servers: &[Uuid],
+    tools: impl IntoIterator<Item = &'a ToolSpec>,
     vars: bool,
 ) -> ServiceResult<ToolEnv> {
     let mut env = ToolEnv {
         workspace_id: workspace.to_string(),
         ..ToolEnv::default()
     };
-    for &id in stored_tools {
+    let (stored_tools, stored_mcp_servers) = stored_ids(tools);
+    for id in stored_tools {
         let tool = state.store.get_tool(workspace, id).await?.ok_or_else(|| {
             FlowError::invalid(format!(
                 "the flow uses tool {id}, which is not a tool of this workspace"
@@ -404,7 +399,7 @@ pub(crate) async fn tools_env(
             }),
         );
     }
-    for &id in stored_mcp_servers {
+    for id in stored_mcp_servers {
         let server = super::mcp_servers::open(state, workspace, id).await?;
         env.mcp_servers.insert(id, server);
     }
