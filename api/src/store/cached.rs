@@ -1,16 +1,17 @@
 //! The hot-path layer over a backend: what every prediction would otherwise read
 //! or write on its own.
 //!
-//! [`CachedStore`] wraps a [`Store`] and serves four reads from memory — API keys
+//! [`CachedStore`] wraps a [`Store`] and serves six reads from memory — API keys
 //! by hash, chatflows by id, pages of a workspace's chatflows, a workspace's
-//! chatflows published over MCP — and sends
-//! what runs write (conversation messages, execution records) through
-//! [`GroupCommit`]. Everything else passes straight
+//! chatflows published over MCP, and the triggers a webhook call is addressed
+//! to (a chatflow's own, weir's by address) — and sends what runs and firings
+//! write (conversation messages, execution records, webhook claims, firing
+//! ends) through a [`GroupCommit`] per kind. Everything else passes straight
 //! through.
 //!
 //! The caches never weaken what a write promises:
 //! - A write through this store (revoking a key, creating, updating or deleting a
-//!   chatflow) takes effect at once for every later request of this process: the entry is
+//!   chatflow or a trigger) takes effect at once for every later request of this process: the entry is
 //!   dropped, and a read that started before the write cannot put its stale copy
 //!   back (each cache has a generation, bumped by every invalidation; a fill from
 //!   an older generation is discarded).
@@ -31,6 +32,7 @@ use async_trait::async_trait;
 use uuid::Uuid;
 
 use super::group_commit::GroupCommit;
+use super::{FiringClaim, FiringEnd};
 use super::{
     ChatflowStore, ConversationStore, CredentialStore, DocumentStoreStore, ExecutionStore,
     KeyStore, RateLimitStore, ToolStore, TriggerStore, VariableStore, VectorStore,
@@ -168,8 +170,16 @@ pub struct CachedStore {
     /// A workspace's chatflows published over MCP (its MCP server reads them
     /// on every request).
     mcp_listings: TtlCache<Uuid, Arc<Vec<Arc<Chatflow>>>>,
+    /// The chatflows' own triggers, by (workspace, chatflow), for calls.
+    owned_triggers: TtlCache<(Uuid, Uuid), Trigger>,
+    /// weir's webhook triggers by the address a call names.
+    webhook_triggers: TtlCache<String, Arc<Vec<Trigger>>>,
     /// Runs' messages and execution records, committed in groups.
-    writes: GroupCommit,
+    writes: GroupCommit<RunWrites, RunWritten>,
+    /// Webhook calls' claims of firings, committed in groups.
+    claims: GroupCommit<FiringClaim, Option<Firing>>,
+    /// Firings' ends with their results, committed in groups.
+    ends: GroupCommit<FiringEnd, Option<TriggerResult>>,
 }
 
 impl CachedStore {
@@ -177,7 +187,17 @@ impl CachedStore {
     /// group commit stays). Must be called inside the Tokio runtime.
     pub fn new(inner: Arc<dyn Store>, ttl: Duration) -> Self {
         CachedStore {
-            writes: GroupCommit::start(Arc::clone(&inner)),
+            writes: GroupCommit::start(Arc::clone(&inner), |store, runs| {
+                Box::pin(async move { store.write_runs(runs).await })
+            }),
+            claims: GroupCommit::start(Arc::clone(&inner), |store, claims| {
+                Box::pin(async move { store.claim_webhook_firings(claims).await })
+            }),
+            ends: GroupCommit::start(Arc::clone(&inner), |store, ends| {
+                Box::pin(async move { store.finish_firings(ends).await })
+            }),
+            owned_triggers: TtlCache::new(ttl),
+            webhook_triggers: TtlCache::new(ttl),
             inner,
             keys: TtlCache::new(ttl),
             chatflows: TtlCache::new(ttl),
@@ -198,6 +218,13 @@ impl CachedStore {
         written
     }
 
+    /// Forgets every cached trigger (trigger writes are rare; a chatflow's
+    /// save or delete changes or removes the trigger it owns).
+    fn forget_triggers(&self) {
+        self.owned_triggers.invalidate(|_, _| true);
+        self.webhook_triggers.invalidate(|_, _| true);
+    }
+
     /// Forgets a chatflow and the cached pages of its workspace's listing.
     fn forget_chatflow(&self, workspace: Uuid, id: Option<Uuid>) {
         if let Some(id) = id {
@@ -206,6 +233,7 @@ impl CachedStore {
         self.listings
             .invalidate(|(ws, _, _, _), _| *ws == workspace);
         self.mcp_listings.invalidate(|ws, _| *ws == workspace);
+        self.forget_triggers();
     }
 }
 
@@ -662,7 +690,8 @@ impl TriggerStore for CachedStore {
         trigger: Trigger,
         max_in_workspace: u64,
     ) -> StoreResult<Trigger> {
-        self.inner.create_trigger(trigger, max_in_workspace).await
+        let forget = || self.forget_triggers();
+        Self::around(forget, self.inner.create_trigger(trigger, max_in_workspace)).await
     }
 
     async fn get_trigger(&self, workspace: Uuid, id: Uuid) -> StoreResult<Option<Trigger>> {
@@ -673,20 +702,40 @@ impl TriggerStore for CachedStore {
         self.inner.owned_trigger(workspace, chatflow).await
     }
 
+    async fn owned_trigger_for_call(
+        &self,
+        workspace: Uuid,
+        chatflow: Uuid,
+    ) -> StoreResult<Option<Trigger>> {
+        self.owned_triggers
+            .get_or_load(
+                &(workspace, chatflow),
+                self.inner.owned_trigger(workspace, chatflow),
+            )
+            .await
+    }
+
     async fn list_triggers(&self, workspace: Uuid, page: Page) -> StoreResult<Listing<Trigger>> {
         self.inner.list_triggers(workspace, page).await
     }
 
     async fn update_trigger(&self, trigger: &Trigger) -> StoreResult<bool> {
-        self.inner.update_trigger(trigger).await
+        let forget = || self.forget_triggers();
+        Self::around(forget, self.inner.update_trigger(trigger)).await
     }
 
     async fn delete_trigger(&self, workspace: Uuid, id: Uuid) -> StoreResult<bool> {
-        self.inner.delete_trigger(workspace, id).await
+        let forget = || self.forget_triggers();
+        Self::around(forget, self.inner.delete_trigger(workspace, id)).await
     }
 
     async fn find_webhook_triggers(&self, address: &str) -> StoreResult<Vec<Trigger>> {
-        self.inner.find_webhook_triggers(address).await
+        let load = async {
+            let found = self.inner.find_webhook_triggers(address).await?;
+            Ok::<_, crate::store::StoreError>((!found.is_empty()).then(|| Arc::new(found)))
+        };
+        let found = self.webhook_triggers.get_or_load(address, load).await?;
+        Ok(found.map(|found| (*found).clone()).unwrap_or_default())
     }
 
     async fn triggers_with_secrets_not_sealed_by(
@@ -699,7 +748,8 @@ impl TriggerStore for CachedStore {
     }
 
     async fn replace_trigger_secrets(&self, old: &Trigger, new: &Trigger) -> StoreResult<bool> {
-        self.inner.replace_trigger_secrets(old, new).await
+        let forget = || self.forget_triggers();
+        Self::around(forget, self.inner.replace_trigger_secrets(old, new)).await
     }
 
     async fn next_cron_due(&self) -> StoreResult<Option<Timestamp>> {
@@ -727,9 +777,26 @@ impl TriggerStore for CachedStore {
         lease_until: Timestamp,
         call: WebhookClaim,
     ) -> StoreResult<Option<Firing>> {
-        self.inner
-            .claim_webhook_firing(trigger, now, owner, lease_until, call)
-            .await
+        let claim = FiringClaim {
+            trigger,
+            now,
+            owner,
+            lease_until,
+            call,
+        };
+        let claimed = self.claims.write(claim).await?;
+        if claimed.as_ref().is_some_and(|f| !f.trigger.enabled) {
+            // The claim took its last execution: no cached copy may say it is on.
+            self.forget_triggers();
+        }
+        Ok(claimed)
+    }
+
+    async fn claim_webhook_firings(
+        &self,
+        claims: Vec<FiringClaim>,
+    ) -> Vec<StoreResult<Option<Firing>>> {
+        self.inner.claim_webhook_firings(claims).await
     }
 
     async fn firing_exists(&self, firing: Uuid) -> StoreResult<bool> {
@@ -753,9 +820,21 @@ impl TriggerStore for CachedStore {
         callback_body: Option<String>,
         keep: u32,
     ) -> StoreResult<Option<TriggerResult>> {
-        self.inner
-            .finish_firing(firing, result, mail, callback_body, keep)
-            .await
+        let end = FiringEnd {
+            firing,
+            result,
+            mail,
+            callback_body,
+            keep,
+        };
+        self.ends.write(end).await
+    }
+
+    async fn finish_firings(
+        &self,
+        ends: Vec<FiringEnd>,
+    ) -> Vec<StoreResult<Option<TriggerResult>>> {
+        self.inner.finish_firings(ends).await
     }
 
     async fn expire_firings(&self, now: Timestamp, keep: u32) -> StoreResult<u64> {

@@ -443,6 +443,19 @@ pub trait TriggerStore: Send + Sync {
     /// The trigger a chatflow's Start node made (`ownedByChatflow`), if any.
     async fn owned_trigger(&self, workspace: Uuid, chatflow: Uuid) -> StoreResult<Option<Trigger>>;
 
+    /// [`owned_trigger`](TriggerStore::owned_trigger), read for a call at the
+    /// chatflow's webhook address: [`CachedStore`] answers it from memory, as
+    /// fresh as its chatflows (a write through it at once, a write elsewhere
+    /// within `STORE_CACHE_TTL_MS`). The claim checks `enabled` and the limits
+    /// again, so a cached copy never runs what the stored trigger refuses.
+    async fn owned_trigger_for_call(
+        &self,
+        workspace: Uuid,
+        chatflow: Uuid,
+    ) -> StoreResult<Option<Trigger>> {
+        self.owned_trigger(workspace, chatflow).await
+    }
+
     /// Newest `createdDate` first.
     async fn list_triggers(&self, workspace: Uuid, page: Page) -> StoreResult<Listing<Trigger>>;
 
@@ -459,6 +472,8 @@ pub trait TriggerStore: Send + Sync {
     /// oldest webhook triggers (of any workspace, enabled or not) on that node id,
     /// so the caller can tell a unique node id from a shared one. Triggers a
     /// chatflow owns are not among them (their address is the chatflow's).
+    /// Read for every call: [`CachedStore`] answers it from memory as it does
+    /// [`owned_trigger_for_call`](TriggerStore::owned_trigger_for_call).
     async fn find_webhook_triggers(&self, address: &str) -> StoreResult<Vec<Trigger>>;
 
     /// Every trigger (any workspace) with a webhook secret or a bot token that does
@@ -494,7 +509,8 @@ pub trait TriggerStore: Send + Sync {
     /// Claims one webhook execution of an enabled trigger under its
     /// `maxExecutions` (the same bookkeeping as a cron claim), with the
     /// callback it owes when there is one (written in the same transaction);
-    /// `None` when the trigger is gone, disabled or exhausted.
+    /// `None` when the trigger is gone, disabled or exhausted. [`CachedStore`]
+    /// claims it together with other calls' (`group_commit.rs`).
     async fn claim_webhook_firing(
         &self,
         trigger: Uuid,
@@ -502,7 +518,30 @@ pub trait TriggerStore: Send + Sync {
         owner: Uuid,
         lease_until: Timestamp,
         call: WebhookClaim,
-    ) -> StoreResult<Option<Firing>>;
+    ) -> StoreResult<Option<Firing>> {
+        let claim = FiringClaim {
+            trigger,
+            now,
+            owner,
+            lease_until,
+            call,
+        };
+        self.claim_webhook_firings(vec![claim])
+            .await
+            .pop()
+            .unwrap_or_else(|| Err(StoreError::Backend("no outcome for the claim".into())))
+    }
+
+    /// Claims each webhook call's firing as [`claim_webhook_firing`] does, in
+    /// order (calls of one trigger past its `maxExecutions` get `None`), in
+    /// one transaction where the backend can; one claim's failure is its own.
+    /// One outcome per claim, in order.
+    ///
+    /// [`claim_webhook_firing`]: TriggerStore::claim_webhook_firing
+    async fn claim_webhook_firings(
+        &self,
+        claims: Vec<FiringClaim>,
+    ) -> Vec<StoreResult<Option<Firing>>>;
 
     /// Whether a claimed firing still exists (deleting its trigger removes it).
     async fn firing_exists(&self, firing: Uuid) -> StoreResult<bool>;
@@ -518,7 +557,8 @@ pub trait TriggerStore: Send + Sync {
     /// Ends a firing: removes its row and stores its result (the failure mail
     /// and the body of the callback the firing owes, when given) in one
     /// transaction, then keeps the trigger's newest `keep` results. `None` when
-    /// the trigger was deleted meanwhile.
+    /// the trigger was deleted meanwhile. [`CachedStore`] ends it together with
+    /// other firings (`group_commit.rs`).
     async fn finish_firing(
         &self,
         firing: Uuid,
@@ -526,7 +566,28 @@ pub trait TriggerStore: Send + Sync {
         mail: Option<NewMail>,
         callback_body: Option<String>,
         keep: u32,
-    ) -> StoreResult<Option<TriggerResult>>;
+    ) -> StoreResult<Option<TriggerResult>> {
+        let end = FiringEnd {
+            firing,
+            result,
+            mail,
+            callback_body,
+            keep,
+        };
+        self.finish_firings(vec![end])
+            .await
+            .pop()
+            .unwrap_or_else(|| Err(StoreError::Backend("no outcome for the firing".into())))
+    }
+
+    /// Ends each firing as [`finish_firing`] does, in one transaction where the
+    /// backend can (each trigger's results trimmed once, after the batch's
+    /// results are in); one end's failure is its own. One outcome per end, in
+    /// order.
+    ///
+    /// [`finish_firing`]: TriggerStore::finish_firing
+    async fn finish_firings(&self, ends: Vec<FiringEnd>)
+    -> Vec<StoreResult<Option<TriggerResult>>>;
 
     /// Records every firing whose lease ran out before `now` as failed (its
     /// owner died; it is never re-run), with the failure mail when the trigger
@@ -815,6 +876,28 @@ pub struct RunWritten {
     /// update did not apply.
     pub updated: Option<Execution>,
     pub messages: Vec<ChatMessageRecord>,
+}
+
+/// One webhook call's claim of a firing (see [`TriggerStore::claim_webhook_firing`]).
+#[derive(Debug, Clone)]
+pub struct FiringClaim {
+    pub trigger: Uuid,
+    pub now: Timestamp,
+    /// The replica that runs the firing, holding it until `lease_until`.
+    pub owner: Uuid,
+    pub lease_until: Timestamp,
+    pub call: WebhookClaim,
+}
+
+/// The end of one firing (see [`TriggerStore::finish_firing`]).
+#[derive(Debug, Clone)]
+pub struct FiringEnd {
+    pub firing: Uuid,
+    pub result: NewTriggerResult,
+    pub mail: Option<NewMail>,
+    pub callback_body: Option<String>,
+    /// How many of the trigger's newest results are kept.
+    pub keep: u32,
 }
 
 /// What [`VectorStore::enable_pgvector`](crate::store::VectorStore::enable_pgvector) found.

@@ -304,7 +304,7 @@ pub async fn handle(services: &Services, chatflow: Uuid, call: Call) -> ServiceR
     };
     let Some(trigger) = services
         .store
-        .owned_trigger(flow.workspace_id, flow.id)
+        .owned_trigger_for_call(flow.workspace_id, flow.id)
         .await?
         .filter(|t| t.trigger_type == crate::domain::TriggerType::Webhook)
     else {

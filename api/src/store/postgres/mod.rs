@@ -39,7 +39,8 @@ use super::{
     KeyStore, RateLimitStore, ToolStore, TriggerStore, VariableStore, VectorStore,
 };
 use super::{
-    ClaimPlanner, Listing, RunWrites, RunWritten, Store, StoreError, StoreResult, conflict_as,
+    ClaimPlanner, FiringClaim, FiringEnd, Listing, RunWrites, RunWritten, Store, StoreError,
+    StoreResult, conflict_as,
 };
 pub use crate::config::PostgresOptions;
 use crate::domain::ApiConfig;
@@ -57,7 +58,7 @@ use crate::domain::{
     FeedbackFilter, Firing, Lead, MessageFilter, MessageRole, NewApiKey, NewChatflow, NewLead,
     NewMail, NewTool, NewTriggerResult, NewVariable, OutboxMail, Page, Permission, Rating,
     ResultStatus, Tool, ToolPatch, Trigger, TriggerResult, TriggerType, UpsertRecord, Variable,
-    VariablePatch, VariableType, WebhookClaim, Workspace,
+    VariablePatch, VariableType, Workspace,
 };
 use crate::domain::{VectorChunk, VectorWrite, execution, tool, variable};
 
@@ -467,19 +468,24 @@ async fn insert_result(
             ],
         )
         .await?;
-    if keep != u32::MAX {
-        let prune = client
-            .prepare_cached(
-                "DELETE FROM trigger_results WHERE trigger_id = $1 AND seq <= (
-                   SELECT seq FROM trigger_results WHERE trigger_id = $1
-                   ORDER BY seq DESC LIMIT 1 OFFSET $2)",
-            )
-            .await?;
-        client
-            .execute(&prune, &[&stored.trigger_id, &i64::from(keep)])
-            .await?;
-    }
+    trim_results(client, stored.trigger_id, keep).await?;
     Ok(stored)
+}
+
+/// Keeps the trigger's newest `keep` results.
+async fn trim_results(client: &impl GenericClient, trigger: Uuid, keep: u32) -> PgResult<()> {
+    if keep == u32::MAX {
+        return Ok(());
+    }
+    let prune = client
+        .prepare_cached(
+            "DELETE FROM trigger_results WHERE trigger_id = $1 AND seq <= (
+               SELECT seq FROM trigger_results WHERE trigger_id = $1
+               ORDER BY seq DESC LIMIT 1 OFFSET $2)",
+        )
+        .await?;
+    client.execute(&prune, &[&trigger, &i64::from(keep)]).await?;
+    Ok(())
 }
 
 async fn insert_mail(

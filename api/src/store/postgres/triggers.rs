@@ -331,70 +331,29 @@ impl TriggerStore for PostgresStore {
         Ok(firings)
     }
 
-    async fn claim_webhook_firing(
+    async fn claim_webhook_firings(
         &self,
-        trigger: Uuid,
-        now: Timestamp,
-        owner: Uuid,
-        lease_until: Timestamp,
-        call: WebhookClaim,
-    ) -> StoreResult<Option<Firing>> {
-        // One statement, committed on its own: the trigger's row is locked for
-        // one round trip, not for a transaction's four (every call of a trigger
-        // queues on that lock).
-        let id = Uuid::new_v4();
-        let (callback_id, url, secret) = match &call.callback {
-            Some(c) => (Some(c.id), Some(c.url.as_str()), c.secret.as_deref()),
-            None => (None, None, None),
-        };
-        let row = self
-            .query_opt(
-                &format!(
-                    "WITH claimed AS (
-                       UPDATE triggers SET execution_count = execution_count + 1,
-                         last_executed = $2,
-                         enabled = CASE WHEN max_executions IS NOT NULL
-                                         AND execution_count + 1 >= max_executions
-                                   THEN FALSE ELSE enabled END
-                       WHERE id = $1 AND enabled
-                         AND (max_executions IS NULL OR execution_count < max_executions)
-                       RETURNING {TRIGGER_COLUMNS}
-                     ), firing AS (
-                       INSERT INTO trigger_firings (id, trigger_id, scheduled_at, is_cron, owner,
-                         lease_until, input, chat_id)
-                       SELECT $3::uuid, id, $2::timestamptz, FALSE, $4::uuid, $5::timestamptz,
-                         $6::text, $7::text
-                       FROM claimed
-                     ), callback AS (
-                       INSERT INTO callback_outbox (id, trigger_id, firing_id, url, secret,
-                         attempts, next_attempt_at, created_at)
-                       SELECT $8::uuid, id, $3::uuid, $9::text, $10::text, 0, $2::timestamptz,
-                         $2::timestamptz
-                       FROM claimed WHERE $8::uuid IS NOT NULL
-                     )
-                     SELECT {TRIGGER_COLUMNS} FROM claimed"
-                ),
-                &[
-                    &trigger,
-                    &now,
-                    &id,
-                    &owner,
-                    &lease_until,
-                    &call.input,
-                    &call.chat_id,
-                    &callback_id,
-                    &url,
-                    &secret,
-                ],
-                trigger_from_row,
-            )
-            .await?;
-        Ok(row.map(|trigger| Firing {
-            id,
-            trigger,
-            scheduled_at: now,
-            is_cron: false,
-        }))
+        claims: Vec<FiringClaim>,
+    ) -> Vec<StoreResult<Option<Firing>>> {
+        if claims.len() > 1 {
+            match self.claim_together(&claims).await {
+                Ok(claimed) => return claimed.into_iter().map(Ok).collect(),
+                Err(e) => {
+                    tracing::warn!(claims = claims.len(), error = %e,
+                        "a group of webhook claims failed; claiming each on its own");
+                }
+            }
+        }
+        let mut outcomes = Vec::with_capacity(claims.len());
+        for claim in claims {
+            let claimed = self.claim_together(std::slice::from_ref(&claim)).await;
+            outcomes.push(claimed.and_then(|mut claimed| {
+                claimed
+                    .pop()
+                    .ok_or_else(|| StoreError::Backend("no outcome for the claim".into()))
+            }));
+        }
+        outcomes
     }
 
     async fn firing_exists(&self, firing: Uuid) -> StoreResult<bool> {
@@ -424,39 +383,29 @@ impl TriggerStore for PostgresStore {
         .map(drop)
     }
 
-    async fn finish_firing(
+    async fn finish_firings(
         &self,
-        firing: Uuid,
-        result: NewTriggerResult,
-        mail: Option<NewMail>,
-        callback_body: Option<String>,
-        keep: u32,
-    ) -> StoreResult<Option<TriggerResult>> {
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(backend)?;
-        let removed = tx
-            .execute("DELETE FROM trigger_firings WHERE id = $1", &[&firing])
-            .await
-            .map_err(backend)?;
-        if removed == 0 {
-            // Deleted with its trigger, or expired and recorded by another replica.
-            return Ok(None);
+        ends: Vec<FiringEnd>,
+    ) -> Vec<StoreResult<Option<TriggerResult>>> {
+        if ends.len() > 1 {
+            match self.finish_together(&ends).await {
+                Ok(finished) => return finished.into_iter().map(Ok).collect(),
+                Err(e) => {
+                    tracing::warn!(firings = ends.len(), error = %e,
+                        "a group of firing ends failed; ending each on its own");
+                }
+            }
         }
-        let trigger = result.trigger_id;
-        let at = result.executed_at;
-        let stored = insert_result(&tx, result, keep).await.map_err(backend)?;
-        if let Some(mail) = mail {
-            insert_mail(&tx, trigger, &mail, at)
-                .await
-                .map_err(backend)?;
+        let mut outcomes = Vec::with_capacity(ends.len());
+        for end in ends {
+            let finished = self.finish_together(std::slice::from_ref(&end)).await;
+            outcomes.push(finished.and_then(|mut finished| {
+                finished
+                    .pop()
+                    .ok_or_else(|| StoreError::Backend("no outcome for the firing".into()))
+            }));
         }
-        if let Some(body) = callback_body {
-            fill_callback(&tx, firing, stored.id, &body)
-                .await
-                .map_err(backend)?;
-        }
-        tx.commit().await.map_err(backend)?;
-        Ok(Some(stored))
+        outcomes
     }
 
     async fn expire_firings(&self, now: Timestamp, keep: u32) -> StoreResult<u64> {
@@ -785,5 +734,222 @@ impl TriggerStore for PostgresStore {
             },
         )
         .await
+    }
+}
+
+impl PostgresStore {
+    /// Claims the calls' firings in one transaction: per trigger one counter
+    /// update for all its calls (granting as many as `maxExecutions` leaves, to
+    /// the first calls in order), then every firing and callback row in one
+    /// statement each. So a trigger's row is locked once per batch, not once
+    /// per call.
+    async fn claim_together(&self, claims: &[FiringClaim]) -> StoreResult<Vec<Option<Firing>>> {
+        // Calls grouped by trigger, in the order each trigger first appears.
+        let mut by_trigger: Vec<(Uuid, Vec<usize>)> = Vec::new();
+        for (at, claim) in claims.iter().enumerate() {
+            match by_trigger.iter_mut().find(|(id, _)| *id == claim.trigger) {
+                Some((_, calls)) => calls.push(at),
+                None => by_trigger.push((claim.trigger, vec![at])),
+            }
+        }
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        let count = tx
+            .prepare_cached(&format!(
+                "UPDATE triggers t SET execution_count = t.execution_count + g.granted,
+                   last_executed = $3,
+                   enabled = CASE WHEN t.max_executions IS NOT NULL
+                                   AND t.execution_count + g.granted >= t.max_executions
+                             THEN FALSE ELSE t.enabled END
+                 FROM (SELECT id, LEAST($2::bigint,
+                               COALESCE(max_executions - execution_count, $2::bigint)) AS granted
+                       FROM triggers WHERE id = $1 AND enabled
+                         AND (max_executions IS NULL OR execution_count < max_executions)
+                       FOR UPDATE) g
+                 WHERE t.id = g.id
+                 RETURNING {TRIGGER_COLUMNS_T}, g.granted"
+            ))
+            .await
+            .map_err(backend)?;
+        let mut claimed: Vec<Option<Firing>> = vec![None; claims.len()];
+        for (trigger, calls) in &by_trigger {
+            let asked = i64::try_from(calls.len()).unwrap_or(i64::MAX);
+            let last = calls
+                .iter()
+                .map(|&at| claims[at].now)
+                .max()
+                .unwrap_or_else(time::now);
+            let Some(row) = tx
+                .query_opt(&count, &[trigger, &asked, &last])
+                .await
+                .map_err(backend)?
+            else {
+                continue;
+            };
+            let updated = trigger_from_row(&row).map_err(backend)?;
+            let granted: i64 = row.try_get(row.len() - 1).map_err(backend)?;
+            let granted = usize::try_from(granted).unwrap_or(0);
+            for &at in calls.iter().take(granted) {
+                claimed[at] = Some(Firing {
+                    id: Uuid::new_v4(),
+                    trigger: updated.clone(),
+                    scheduled_at: claims[at].now,
+                    is_cron: false,
+                });
+            }
+        }
+        let granted: Vec<(&FiringClaim, &Firing)> = claims
+            .iter()
+            .zip(&claimed)
+            .filter_map(|(claim, firing)| firing.as_ref().map(|f| (claim, f)))
+            .collect();
+        if !granted.is_empty() {
+            let column = |f: fn(&FiringClaim, &Firing) -> Uuid| -> Vec<Uuid> {
+                granted.iter().map(|(c, fi)| f(c, fi)).collect()
+            };
+            let ids = column(|_, f| f.id);
+            let triggers = column(|c, _| c.trigger);
+            let owners = column(|c, _| c.owner);
+            let at: Vec<Timestamp> = granted.iter().map(|(c, _)| c.now).collect();
+            let leases: Vec<Timestamp> = granted.iter().map(|(c, _)| c.lease_until).collect();
+            let inputs: Vec<&str> = granted.iter().map(|(c, _)| c.call.input.as_str()).collect();
+            let chats: Vec<&str> = granted
+                .iter()
+                .map(|(c, _)| c.call.chat_id.as_str())
+                .collect();
+            tx.execute(
+                "INSERT INTO trigger_firings (id, trigger_id, scheduled_at, is_cron, owner,
+                   lease_until, input, chat_id)
+                 SELECT id, trigger_id, scheduled_at, FALSE, owner, lease_until, input, chat_id
+                 FROM unnest($1::uuid[], $2::uuid[], $3::timestamptz[], $4::uuid[],
+                   $5::timestamptz[], $6::text[], $7::text[])
+                   AS f(id, trigger_id, scheduled_at, owner, lease_until, input, chat_id)",
+                &[&ids, &triggers, &at, &owners, &leases, &inputs, &chats],
+            )
+            .await
+            .map_err(backend)?;
+            let owed: Vec<_> = granted
+                .iter()
+                .filter_map(|(c, f)| c.call.callback.as_ref().map(|cb| (*c, *f, cb)))
+                .collect();
+            if !owed.is_empty() {
+                let ids: Vec<Uuid> = owed.iter().map(|(_, _, cb)| cb.id).collect();
+                let triggers: Vec<Uuid> = owed.iter().map(|(c, _, _)| c.trigger).collect();
+                let firings: Vec<Uuid> = owed.iter().map(|(_, f, _)| f.id).collect();
+                let urls: Vec<&str> = owed.iter().map(|(_, _, cb)| cb.url.as_str()).collect();
+                let secrets: Vec<Option<&str>> =
+                    owed.iter().map(|(_, _, cb)| cb.secret.as_deref()).collect();
+                let at: Vec<Timestamp> = owed.iter().map(|(c, _, _)| c.now).collect();
+                tx.execute(
+                    "INSERT INTO callback_outbox (id, trigger_id, firing_id, url, secret,
+                       attempts, next_attempt_at, created_at)
+                     SELECT id, trigger_id, firing_id, url, secret, 0, at, at
+                     FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[],
+                       $6::timestamptz[]) AS c(id, trigger_id, firing_id, url, secret, at)",
+                    &[&ids, &triggers, &firings, &urls, &secrets, &at],
+                )
+                .await
+                .map_err(backend)?;
+            }
+        }
+        tx.commit().await.map_err(backend)?;
+        Ok(claimed)
+    }
+
+    /// Ends the firings in one transaction: their rows deleted in one
+    /// statement (an end whose row is gone stores nothing), the results of the
+    /// others inserted, their mail and callback bodies written, then each
+    /// trigger's results trimmed once.
+    async fn finish_together(&self, ends: &[FiringEnd]) -> StoreResult<Vec<Option<TriggerResult>>> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        let ids: Vec<Uuid> = ends.iter().map(|end| end.firing).collect();
+        let removed: std::collections::HashSet<Uuid> = tx
+            .query(
+                "DELETE FROM trigger_firings WHERE id = ANY($1) RETURNING id",
+                &[&ids],
+            )
+            .await
+            .map_err(backend)?
+            .iter()
+            .map(|row| row.try_get(0))
+            .collect::<PgResult<_>>()
+            .map_err(backend)?;
+        let mut finished = Vec::with_capacity(ends.len());
+        let mut keep: Vec<(Uuid, u32)> = Vec::new();
+        for end in ends {
+            if !removed.contains(&end.firing) {
+                // Deleted with its trigger, or expired and recorded by another replica.
+                finished.push(None);
+                continue;
+            }
+            let trigger = end.result.trigger_id;
+            match keep.iter_mut().find(|(id, _)| *id == trigger) {
+                Some((_, kept)) => *kept = end.keep,
+                None => keep.push((trigger, end.keep)),
+            }
+            finished.push(Some(end.result.clone().into_result(Uuid::new_v4())));
+        }
+        let stored: Vec<&TriggerResult> = finished.iter().flatten().collect();
+        if !stored.is_empty() {
+            let column = |f: fn(&TriggerResult) -> Option<String>| -> Vec<Option<String>> {
+                stored.iter().map(|r| f(r)).collect()
+            };
+            let ids: Vec<Uuid> = stored.iter().map(|r| r.id).collect();
+            let triggers: Vec<Uuid> = stored.iter().map(|r| r.trigger_id).collect();
+            let executed: Vec<Timestamp> = stored.iter().map(|r| r.executed_at).collect();
+            let scheduled: Vec<Option<Timestamp>> = stored.iter().map(|r| r.scheduled_at).collect();
+            let inputs: Vec<&str> = stored.iter().map(|r| r.input.as_str()).collect();
+            let outputs = column(|r| r.output.clone());
+            let documents = column(|r| r.source_documents.as_ref().map(|v| v.to_string()));
+            let tools = column(|r| r.used_tools.as_ref().map(|v| v.to_string()));
+            let chats = column(|r| r.chat_id.clone());
+            let statuses: Vec<&str> = stored.iter().map(|r| r.status.as_str()).collect();
+            let errors = column(|r| r.error.clone());
+            let missed: Vec<Option<i64>> = stored.iter().map(|r| r.missed_count).collect();
+            tx.execute(
+                &format!(
+                    "INSERT INTO trigger_results ({RESULT_COLUMNS})
+                     SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::timestamptz[],
+                       $4::timestamptz[], $5::text[], $6::text[], $7::text[], $8::text[],
+                       $9::text[], $10::text[], $11::text[], $12::bigint[])"
+                ),
+                &[
+                    &ids, &triggers, &executed, &scheduled, &inputs, &outputs, &documents, &tools,
+                    &chats, &statuses, &errors, &missed,
+                ],
+            )
+            .await
+            .map_err(backend)?;
+        }
+        let mut bodies: (Vec<Uuid>, Vec<Uuid>, Vec<&str>) = Default::default();
+        for (end, result) in ends.iter().zip(&finished) {
+            let Some(result) = result else { continue };
+            if let Some(mail) = &end.mail {
+                insert_mail(&tx, result.trigger_id, mail, result.executed_at)
+                    .await
+                    .map_err(backend)?;
+            }
+            if let Some(body) = &end.callback_body {
+                bodies.0.push(end.firing);
+                bodies.1.push(result.id);
+                bodies.2.push(body);
+            }
+        }
+        if !bodies.0.is_empty() {
+            tx.execute(
+                "UPDATE callback_outbox c SET body = u.body, result_id = u.result_id
+                 FROM unnest($1::uuid[], $2::uuid[], $3::text[]) AS u(firing_id, result_id, body)
+                 WHERE c.firing_id = u.firing_id AND c.body IS NULL",
+                &[&bodies.0, &bodies.1, &bodies.2],
+            )
+            .await
+            .map_err(backend)?;
+        }
+        for (trigger, kept) in keep {
+            trim_results(&tx, trigger, kept).await.map_err(backend)?;
+        }
+        tx.commit().await.map_err(backend)?;
+        Ok(finished)
     }
 }

@@ -20,35 +20,11 @@ impl ConversationStore for SqliteStore {
         let count = runs.len();
         let outcome = self
             .call(move |conn| {
-                let mut tx =
-                    conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
                 let now = time::now();
-                let mut outcomes = Vec::with_capacity(runs.len());
-                for run in runs {
-                    // Each run in a savepoint of its own: a failing run is rolled
-                    // back alone (dropping the savepoint rolls it back).
-                    let mut savepoint = tx.savepoint()?;
-                    match write_run(&savepoint, run, now) {
-                        Ok(written) => {
-                            savepoint.commit()?;
-                            outcomes.push(Ok(written));
-                        }
-                        Err(e) => {
-                            // Should SQLite have rolled the whole transaction
-                            // back, this fails and so does the batch.
-                            savepoint.rollback()?;
-                            outcomes.push(Err(e));
-                        }
-                    }
-                }
-                tx.commit()?;
-                Ok(outcomes)
+                each_in_savepoint(conn, runs, |savepoint, run| write_run(savepoint, run, now))
             })
             .await;
-        match outcome {
-            Ok(outcomes) => outcomes,
-            Err(e) => (0..count).map(|_| Err(e.clone())).collect(),
-        }
+        outcome.unwrap_or_else(|e| all_failed(count, &e))
     }
 
     async fn list_chat_messages(

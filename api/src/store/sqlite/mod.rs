@@ -49,7 +49,8 @@ use super::{
     KeyStore, RateLimitStore, ToolStore, TriggerStore, VariableStore, VectorStore,
 };
 use super::{
-    ClaimPlanner, Listing, RunWrites, RunWritten, Store, StoreError, StoreResult, conflict_as,
+    ClaimPlanner, FiringClaim, FiringEnd, Listing, RunWrites, RunWritten, Store, StoreError,
+    StoreResult, conflict_as,
 };
 use crate::domain::ApiConfig;
 use crate::domain::callback::{
@@ -67,7 +68,7 @@ use crate::domain::{
     FeedbackFilter, Firing, Lead, MessageFilter, MessageRole, NewApiKey, NewChatflow, NewLead,
     NewMail, NewTool, NewTriggerResult, NewVariable, OutboxMail, Page, Permission, Rating,
     ResultStatus, Tool, ToolPatch, Trigger, TriggerResult, TriggerType, UpsertRecord, Variable,
-    VariablePatch, VariableType, VectorChunk, VectorWrite, WebhookClaim, Workspace,
+    VariablePatch, VariableType, VectorChunk, VectorWrite, Workspace,
 };
 use crate::domain::{execution, tool, variable};
 
@@ -129,15 +130,24 @@ impl SqliteStore {
                 Ok::<_, StoreError>(conn)
             };
             let mut conn = open()?;
+            conn.busy_handler(Some(checkpoint::poll_when_busy))
+                .map_err(backend)?;
             // The writer's page cache holds the hot index pages of growing tables
             // (SQLite's default is 2 MiB), so appends do not re-read them from disk.
-            conn.execute_batch("PRAGMA cache_size = -16384;")
+            // Savepoints (every run of a group commit has one) keep their
+            // undo pages in memory, not in a temporary file created and
+            // removed by every transaction.
+            conn.execute_batch("PRAGMA cache_size = -16384; PRAGMA temp_store = MEMORY;")
                 .map_err(backend)?;
             migrate(&mut conn, migrations::SQLITE).map_err(backend)?;
             // Checkpoints are the checkpointer's (see its module).
             conn.execute_batch("PRAGMA wal_autocheckpoint = 0;")
                 .map_err(backend)?;
-            let checkpointer = checkpoint::Checkpointer::start(open()?).map_err(|e| {
+            let checkpoints = open()?;
+            checkpoints
+                .busy_handler(Some(checkpoint::poll_when_busy))
+                .map_err(backend)?;
+            let checkpointer = checkpoint::Checkpointer::start(checkpoints).map_err(|e| {
                 StoreError::Backend(format!("cannot start the checkpoint thread: {e}"))
             })?;
             let writer = writer::Writer::start(conn, checkpointer)
@@ -494,6 +504,13 @@ fn insert_result(
     result: NewTriggerResult,
     keep: u32,
 ) -> rusqlite::Result<TriggerResult> {
+    let stored = insert_result_row(conn, result)?;
+    trim_results(conn, stored.trigger_id, keep)?;
+    Ok(stored)
+}
+
+/// Stores a result without trimming the trigger's older ones.
+fn insert_result_row(conn: &Connection, result: NewTriggerResult) -> rusqlite::Result<TriggerResult> {
     let stored = result.into_result(Uuid::new_v4());
     conn.prepare_cached(&format!(
         "INSERT INTO trigger_results ({RESULT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
@@ -512,13 +529,18 @@ fn insert_result(
         stored.error,
         stored.missed_count,
     ])?;
+    Ok(stored)
+}
+
+/// Keeps the trigger's newest `keep` results.
+fn trim_results(conn: &Connection, trigger: Uuid, keep: u32) -> rusqlite::Result<()> {
     conn.prepare_cached(
         "DELETE FROM trigger_results WHERE trigger_id = ?1 AND seq <= (
            SELECT seq FROM trigger_results WHERE trigger_id = ?1
            ORDER BY seq DESC LIMIT 1 OFFSET ?2)",
     )?
-    .execute(params![stored.trigger_id.to_string(), i64::from(keep)])?;
-    Ok(stored)
+    .execute(params![trigger.to_string(), i64::from(keep)])?;
+    Ok(())
 }
 
 fn insert_mail(
@@ -602,6 +624,54 @@ fn fill_callback(
     )?
     .execute(params![firing, body, result.to_string()])?;
     Ok(())
+}
+
+/// Writes each of `items` with `write` in one transaction, each in a
+/// savepoint of its own: a failing item is rolled back alone (and answers its
+/// error), the others commit together. One outcome per item, in order; the
+/// whole batch fails only when the transaction itself cannot be had or
+/// committed.
+fn each_in_savepoint<I, T>(
+    conn: &mut Connection,
+    items: Vec<I>,
+    write: impl FnMut(&Connection, I) -> StoreResult<T>,
+) -> rusqlite::Result<Vec<StoreResult<T>>> {
+    each_in_savepoint_then(conn, items, write, |_, _| Ok(()))
+}
+
+/// [`each_in_savepoint`], with `then` run in the same transaction after the
+/// items, seeing their outcomes (say, to trim what the batch added to).
+fn each_in_savepoint_then<I, T>(
+    conn: &mut Connection,
+    items: Vec<I>,
+    mut write: impl FnMut(&Connection, I) -> StoreResult<T>,
+    then: impl FnOnce(&Connection, &[StoreResult<T>]) -> rusqlite::Result<()>,
+) -> rusqlite::Result<Vec<StoreResult<T>>> {
+    let mut tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let mut outcomes = Vec::with_capacity(items.len());
+    for item in items {
+        let mut savepoint = tx.savepoint()?;
+        match write(&savepoint, item) {
+            Ok(written) => {
+                savepoint.commit()?;
+                outcomes.push(Ok(written));
+            }
+            Err(e) => {
+                // Should SQLite have rolled the whole transaction back, this
+                // fails and so does the batch.
+                savepoint.rollback()?;
+                outcomes.push(Err(e));
+            }
+        }
+    }
+    then(&tx, &outcomes)?;
+    tx.commit()?;
+    Ok(outcomes)
+}
+
+/// One outcome per item of a batch that failed as a whole.
+fn all_failed<T>(count: usize, e: &StoreError) -> Vec<StoreResult<T>> {
+    (0..count).map(|_| Err(e.clone())).collect()
 }
 
 /// `?, ?, …` for `n` values.

@@ -282,48 +282,14 @@ impl TriggerStore for SqliteStore {
         .await
     }
 
-    async fn claim_webhook_firing(
+    async fn claim_webhook_firings(
         &self,
-        trigger: Uuid,
-        now: Timestamp,
-        owner: Uuid,
-        lease_until: Timestamp,
-        call: WebhookClaim,
-    ) -> StoreResult<Option<Firing>> {
-        self.call(move |conn| {
-            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            let claimed = tx
-                .prepare_cached(&format!(
-                    "UPDATE triggers SET execution_count = execution_count + 1, last_executed = ?2,
-                       enabled = CASE WHEN max_executions IS NOT NULL
-                                       AND execution_count + 1 >= max_executions
-                                 THEN 0 ELSE enabled END
-                     WHERE id = ?1 AND enabled = 1
-                       AND (max_executions IS NULL OR execution_count < max_executions)
-                     RETURNING {TRIGGER_COLUMNS}"
-                ))?
-                .query_row(
-                    params![trigger.to_string(), to_millis(&now)],
-                    trigger_from_row,
-                )
-                .optional()?;
-            let Some(trigger) = claimed else {
-                return Ok(None);
-            };
-            let firing = Firing {
-                id: Uuid::new_v4(),
-                trigger,
-                scheduled_at: now,
-                is_cron: false,
-            };
-            insert_firing(&tx, &firing, owner, lease_until, &call.input, &call.chat_id)?;
-            if let Some(callback) = &call.callback {
-                insert_callback(&tx, &firing, callback, now)?;
-            }
-            tx.commit()?;
-            Ok(Some(firing))
-        })
-        .await
+        claims: Vec<FiringClaim>,
+    ) -> Vec<StoreResult<Option<Firing>>> {
+        let count = claims.len();
+        self.call(move |conn| each_in_savepoint(conn, claims, claim_webhook_firing))
+            .await
+            .unwrap_or_else(|e| all_failed(count, &e))
     }
 
     async fn firing_exists(&self, firing: Uuid) -> StoreResult<bool> {
@@ -363,36 +329,24 @@ impl TriggerStore for SqliteStore {
         .await
     }
 
-    async fn finish_firing(
+    async fn finish_firings(
         &self,
-        firing: Uuid,
-        result: NewTriggerResult,
-        mail: Option<NewMail>,
-        callback_body: Option<String>,
-        keep: u32,
-    ) -> StoreResult<Option<TriggerResult>> {
+        ends: Vec<FiringEnd>,
+    ) -> Vec<StoreResult<Option<TriggerResult>>> {
+        let count = ends.len();
+        // Each trigger's results are trimmed once, after the batch's are in.
+        let mut keep: HashMap<Uuid, u32> = HashMap::new();
+        for end in &ends {
+            keep.insert(end.result.trigger_id, end.keep);
+        }
         self.call(move |conn| {
-            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            let removed = tx
-                .prepare_cached("DELETE FROM trigger_firings WHERE id = ?1")?
-                .execute([firing.to_string()])?;
-            if removed == 0 {
-                // Deleted with its trigger, or expired and recorded by another replica.
-                return Ok(None);
-            }
-            let trigger = result.trigger_id;
-            let at = result.executed_at;
-            let stored = insert_result(&tx, result, keep)?;
-            if let Some(mail) = mail {
-                insert_mail(&tx, trigger, &mail, at)?;
-            }
-            if let Some(body) = callback_body {
-                fill_callback(&tx, &firing.to_string(), stored.id, &body)?;
-            }
-            tx.commit()?;
-            Ok(Some(stored))
+            each_in_savepoint_then(conn, ends, finish_firing, |tx, _| {
+                keep.into_iter()
+                    .try_for_each(|(trigger, keep)| trim_results(tx, trigger, keep))
+            })
         })
         .await
+        .unwrap_or_else(|e| all_failed(count, &e))
     }
 
     async fn expire_firings(&self, now: Timestamp, keep: u32) -> StoreResult<u64> {
@@ -767,4 +721,74 @@ impl TriggerStore for SqliteStore {
         })
         .await
     }
+}
+
+/// One webhook call's claim (see [`TriggerStore::claim_webhook_firing`]).
+fn claim_webhook_firing(conn: &Connection, claim: FiringClaim) -> StoreResult<Option<Firing>> {
+    let FiringClaim {
+        trigger,
+        now,
+        owner,
+        lease_until,
+        call,
+    } = claim;
+    let claimed = conn
+        .prepare_cached(&format!(
+            "UPDATE triggers SET execution_count = execution_count + 1, last_executed = ?2,
+               enabled = CASE WHEN max_executions IS NOT NULL
+                               AND execution_count + 1 >= max_executions
+                         THEN 0 ELSE enabled END
+             WHERE id = ?1 AND enabled = 1
+               AND (max_executions IS NULL OR execution_count < max_executions)
+             RETURNING {TRIGGER_COLUMNS}"
+        ))
+        .and_then(|mut statement| {
+            statement
+                .query_row(
+                    params![trigger.to_string(), to_millis(&now)],
+                    trigger_from_row,
+                )
+                .optional()
+        })
+        .map_err(backend)?;
+    let Some(trigger) = claimed else {
+        return Ok(None);
+    };
+    let firing = Firing {
+        id: Uuid::new_v4(),
+        trigger,
+        scheduled_at: now,
+        is_cron: false,
+    };
+    insert_firing(conn, &firing, owner, lease_until, &call.input, &call.chat_id)
+        .map_err(backend)?;
+    if let Some(callback) = &call.callback {
+        insert_callback(conn, &firing, callback, now).map_err(backend)?;
+    }
+    Ok(Some(firing))
+}
+
+/// One firing's end (see [`TriggerStore::finish_firing`]), its trigger's
+/// results not yet trimmed.
+fn finish_firing(conn: &Connection, end: FiringEnd) -> StoreResult<Option<TriggerResult>> {
+    let write = || -> rusqlite::Result<Option<TriggerResult>> {
+        let removed = conn
+            .prepare_cached("DELETE FROM trigger_firings WHERE id = ?1")?
+            .execute([end.firing.to_string()])?;
+        if removed == 0 {
+            // Deleted with its trigger, or expired and recorded by another replica.
+            return Ok(None);
+        }
+        let trigger = end.result.trigger_id;
+        let at = end.result.executed_at;
+        let stored = insert_result_row(conn, end.result)?;
+        if let Some(mail) = end.mail {
+            insert_mail(conn, trigger, &mail, at)?;
+        }
+        if let Some(body) = end.callback_body {
+            fill_callback(conn, &end.firing.to_string(), stored.id, &body)?;
+        }
+        Ok(Some(stored))
+    };
+    write().map_err(backend)
 }
