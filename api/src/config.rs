@@ -294,8 +294,8 @@ pub struct Config {
           value_parser = clap::value_parser!(u32).range(1..=36_500), global = true)]
     pub upload_ttl_days: u32,
 
-    /// Milliseconds an API key, a chatflow or a page of chatflows read from the store is
-    /// reused before being read again (0–60,000; 0 turns the cache off). Changes made
+    /// Milliseconds an API key, a chatflow, a page of chatflows or the trigger a webhook
+    /// call is addressed to, read from the store, is reused before being read again (0–60,000; 0 turns the cache off). Changes made
     /// through this process apply at once; this bounds how long another replica, or `weir
     /// keys revoke` run beside a server, may still see the old record. See Caching and
     /// durability in docs/api.md.

@@ -16,7 +16,7 @@ use weir_api::domain::{Delivery, ResultStatus, Trigger, TriggerType, WebhookClai
 use weir_api::domain::{ExecutionFilter, ExecutionState, ExecutionUpdate, NewExecution};
 use weir_api::services::triggers::scheduler::plan;
 
-use weir_api::store::{CachedStore, RunWrites, Store, StoreError};
+use weir_api::store::{CachedStore, FiringClaim, FiringEnd, RunWrites, Store, StoreError};
 
 macro_rules! conformance {
     ($($case:ident),* $(,)?) => {
@@ -63,6 +63,9 @@ conformance!(
     deleting_a_trigger_drops_its_claimed_firing,
     expired_leases_fail_their_firing_once,
     webhook_claims_stop_at_max_executions,
+    webhook_claims_of_one_batch_share_the_limit,
+    firing_ends_of_one_batch_are_stored_and_trimmed,
+    unleased_ends_count_their_execution,
     callbacks_are_owed_from_the_claim_and_settled,
     webhook_deliveries_are_replayed,
     webhook_addresses_are_unique,
@@ -1336,6 +1339,182 @@ async fn webhook_claims_stop_at_max_executions(t: &common::TestStore) {
     let found = &found[0];
     assert_eq!(found.execution_count, 1);
     assert!(!found.enabled);
+}
+
+/// A result of a webhook call for `tr`, executed at `at`.
+fn call_result(
+    tr: &Trigger,
+    at: time::Timestamp,
+    output: &str,
+) -> weir_api::domain::NewTriggerResult {
+    weir_api::domain::NewTriggerResult {
+        trigger_id: tr.id,
+        executed_at: at,
+        scheduled_at: None,
+        input: "in".into(),
+        output: Some(output.into()),
+        source_documents: None,
+        used_tools: None,
+        chat_id: Some("chat".into()),
+        status: ResultStatus::Success,
+        error: None,
+        missed_count: None,
+    }
+}
+
+async fn webhook_claims_of_one_batch_share_the_limit(t: &common::TestStore) {
+    let store: &dyn Store = &*t.store;
+    let mut tr = setup(store, TriggerType::Webhook, "hook").await;
+    tr.max_executions = Some(3);
+    assert!(store.update_trigger(&tr).await.unwrap());
+    let now = time::now();
+    let owner = uuid::Uuid::new_v4();
+    let claims: Vec<FiringClaim> = (0..5)
+        .map(|n| FiringClaim {
+            trigger: tr.id,
+            now: now + chrono::TimeDelta::milliseconds(n),
+            owner,
+            lease_until: now + minutes(1),
+            call: claim(&format!("call {n}"), Some(callback("http://receiver/b"))),
+        })
+        .collect();
+    let owed: Vec<_> = claims.iter().map(|c| c.call.callback.clone()).collect();
+    let claimed: Vec<_> = store
+        .claim_webhook_firings(claims)
+        .await
+        .into_iter()
+        .map(|c| c.unwrap())
+        .collect();
+    // The first three in order get the three executions left, the others none.
+    let granted: Vec<bool> = claimed.iter().map(Option::is_some).collect();
+    assert_eq!(granted, [true, true, true, false, false]);
+    let firings: Vec<_> = claimed.into_iter().flatten().collect();
+    assert!(firings.iter().all(|f| f.leased && !f.is_cron));
+    let ids: std::collections::HashSet<_> = firings.iter().map(|f| f.id).collect();
+    assert_eq!(ids.len(), 3);
+    let stored = store
+        .get_trigger(tr.workspace_id, tr.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.execution_count, 3);
+    assert!(!stored.enabled);
+    // Each granted call owes its callback (due once its firing ends); the
+    // refused ones owe none.
+    for firing in &firings {
+        let body = format!(r#"{{"status":"SUCCESS","firing":"{}"}}"#, firing.id);
+        store
+            .finish_firing(firing.id, call_result(&tr, now, "ok"), None, Some(body), 10)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    let due = store
+        .claim_callbacks(now + minutes(1), now + minutes(2), 10)
+        .await
+        .unwrap();
+    let mut due_ids: Vec<_> = due.iter().map(|c| c.id).collect();
+    let mut owed_ids: Vec<_> = owed[..3].iter().flatten().map(|c| c.id).collect();
+    due_ids.sort();
+    owed_ids.sort();
+    assert_eq!(due_ids, owed_ids);
+}
+
+async fn firing_ends_of_one_batch_are_stored_and_trimmed(t: &common::TestStore) {
+    let store: &dyn Store = &*t.store;
+    let tr = setup(store, TriggerType::Webhook, "hook").await;
+    let now = time::now();
+    let owner = uuid::Uuid::new_v4();
+    let claims: Vec<FiringClaim> = (0..4)
+        .map(|_| FiringClaim {
+            trigger: tr.id,
+            now,
+            owner,
+            lease_until: now + minutes(1),
+            call: claim("in", None),
+        })
+        .collect();
+    let firings: Vec<_> = store
+        .claim_webhook_firings(claims)
+        .await
+        .into_iter()
+        .map(|c| c.unwrap().unwrap())
+        .collect();
+    let mut ends: Vec<FiringEnd> = firings
+        .iter()
+        .enumerate()
+        .map(|(n, f)| FiringEnd {
+            firing: f.id,
+            leased: true,
+            result: call_result(
+                &tr,
+                now + chrono::TimeDelta::seconds(n as i64),
+                &format!("answer {n}"),
+            ),
+            mail: None,
+            callback_body: None,
+            keep: 2,
+        })
+        .collect();
+    // An end whose firing is gone (say, its lease expired elsewhere) stores nothing.
+    ends.push(FiringEnd {
+        firing: uuid::Uuid::new_v4(),
+        ..ends[0].clone()
+    });
+    let ended: Vec<_> = store
+        .finish_firings(ends)
+        .await
+        .into_iter()
+        .map(|e| e.unwrap())
+        .collect();
+    let stored: Vec<bool> = ended.iter().map(Option::is_some).collect();
+    assert_eq!(stored, [true, true, true, true, false]);
+    // Trimmed once, after the batch: the newest two results are kept.
+    let results = store.list_trigger_results(tr.id, 10).await.unwrap();
+    let outputs: Vec<_> = results.iter().filter_map(|r| r.output.clone()).collect();
+    assert_eq!(outputs, ["answer 3", "answer 2"]);
+    for firing in &firings {
+        assert!(!store.firing_exists(firing.id).await.unwrap());
+    }
+}
+
+async fn unleased_ends_count_their_execution(t: &common::TestStore) {
+    let store: &dyn Store = &*t.store;
+    let tr = setup(store, TriggerType::Webhook, "hook").await;
+    let now = time::now();
+    let end = |at: time::Timestamp, output: &str| FiringEnd {
+        firing: uuid::Uuid::new_v4(),
+        leased: false,
+        result: call_result(&tr, at, output),
+        mail: None,
+        callback_body: None,
+        keep: 10,
+    };
+    let later = now + chrono::TimeDelta::seconds(5);
+    let ended = store
+        .finish_firings(vec![end(later, "second"), end(now, "first")])
+        .await;
+    assert!(ended.iter().all(|e| matches!(e, Ok(Some(_)))));
+    let stored = store
+        .get_trigger(tr.workspace_id, tr.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.execution_count, 2);
+    // The latest of the batch, whatever the order it came in.
+    assert_eq!(
+        stored.last_executed.map(|t| t.timestamp_millis()),
+        Some(later.timestamp_millis())
+    );
+    let one = store.end_firing(end(now, "third")).await.unwrap();
+    assert_eq!(one.map(|r| r.output), Some(Some("third".to_owned())));
+    assert_eq!(
+        store.list_trigger_results(tr.id, 10).await.unwrap().len(),
+        3
+    );
+    // A deleted trigger's call stores nothing.
+    assert!(store.delete_trigger(tr.workspace_id, tr.id).await.unwrap());
+    assert!(store.end_firing(end(now, "gone")).await.unwrap().is_none());
 }
 
 async fn webhook_deliveries_are_replayed(t: &common::TestStore) {

@@ -257,6 +257,9 @@ pub struct Firing {
     /// The cron time (for webhook calls: the moment the call was accepted).
     pub scheduled_at: Timestamp,
     pub is_cron: bool,
+    /// Whether a row was written for it before it ran (see
+    /// [`FiringEnd::leased`](crate::store::FiringEnd::leased)).
+    pub leased: bool,
 }
 
 /// A webhook call to claim a firing for: what it asks, its conversation, and

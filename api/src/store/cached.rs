@@ -32,12 +32,12 @@ use async_trait::async_trait;
 use uuid::Uuid;
 
 use super::group_commit::GroupCommit;
-use super::{FiringClaim, FiringEnd};
 use super::{
     ChatflowStore, ConversationStore, CredentialStore, DocumentStoreStore, ExecutionStore,
     KeyStore, RateLimitStore, ToolStore, TriggerStore, VariableStore, VectorStore,
 };
 use super::{ClaimPlanner, Listing, RunWrites, RunWritten, Store, StoreResult};
+use super::{FiringClaim, FiringEnd};
 use crate::domain::callback::{CallbackAttempt, CallbackState, OutboxCallback};
 use crate::domain::credential::SealedCredential;
 use crate::domain::mcp::CustomMcpServer;
@@ -47,9 +47,8 @@ use crate::domain::{
     ApiKey, ChatMessageRecord, Chatflow, ChatflowPatch, ChatflowType, ChunkPage, Delivery,
     DocumentChunk, DocumentStore, DocumentStoreWrite, Execution, ExecutionFilter, Feedback,
     FeedbackFilter, Firing, Lead, ListedExecution, MessageFilter, NewApiKey, NewChatflow, NewLead,
-    NewMail, NewTool, NewTriggerResult, NewVariable, OutboxMail, Page, StoredFile, Tool, ToolPatch,
-    Trigger, TriggerResult, UpsertRecord, Variable, VariablePatch, VectorChunk, VectorWrite,
-    WebhookClaim, Workspace,
+    NewTool, NewVariable, OutboxMail, Page, StoredFile, Tool, ToolPatch, Trigger, TriggerResult,
+    UpsertRecord, Variable, VariablePatch, VectorChunk, VectorWrite, WebhookClaim, Workspace,
 };
 
 /// Entries each cache holds at most.
@@ -812,21 +811,7 @@ impl TriggerStore for CachedStore {
         self.inner.renew_leases(owner, firings, lease_until).await
     }
 
-    async fn finish_firing(
-        &self,
-        firing: Uuid,
-        result: NewTriggerResult,
-        mail: Option<NewMail>,
-        callback_body: Option<String>,
-        keep: u32,
-    ) -> StoreResult<Option<TriggerResult>> {
-        let end = FiringEnd {
-            firing,
-            result,
-            mail,
-            callback_body,
-            keep,
-        };
+    async fn end_firing(&self, end: FiringEnd) -> StoreResult<Option<TriggerResult>> {
         self.ends.write(end).await
     }
 

@@ -557,8 +557,7 @@ pub trait TriggerStore: Send + Sync {
     /// Ends a firing: removes its row and stores its result (the failure mail
     /// and the body of the callback the firing owes, when given) in one
     /// transaction, then keeps the trigger's newest `keep` results. `None` when
-    /// the trigger was deleted meanwhile. [`CachedStore`] ends it together with
-    /// other firings (`group_commit.rs`).
+    /// the trigger was deleted meanwhile.
     async fn finish_firing(
         &self,
         firing: Uuid,
@@ -569,11 +568,21 @@ pub trait TriggerStore: Send + Sync {
     ) -> StoreResult<Option<TriggerResult>> {
         let end = FiringEnd {
             firing,
+            leased: true,
             result,
             mail,
             callback_body,
             keep,
         };
+        self.end_firing(end).await
+    }
+
+    /// Ends one firing, leased ([`finish_firing`]) or not (see
+    /// [`FiringEnd::leased`]). [`CachedStore`] ends it together with other
+    /// firings (`group_commit.rs`).
+    ///
+    /// [`finish_firing`]: TriggerStore::finish_firing
+    async fn end_firing(&self, end: FiringEnd) -> StoreResult<Option<TriggerResult>> {
         self.finish_firings(vec![end])
             .await
             .pop()
@@ -889,10 +898,17 @@ pub struct FiringClaim {
     pub call: WebhookClaim,
 }
 
-/// The end of one firing (see [`TriggerStore::finish_firing`]).
+/// The end of one firing (see [`TriggerStore::end_firing`]).
 #[derive(Debug, Clone)]
 pub struct FiringEnd {
     pub firing: Uuid,
+    /// Claimed with a row (a cron firing, a call answered at once, a trigger
+    /// under `maxExecutions`): the end removes it, and stores nothing when it
+    /// is gone. Otherwise (a call whose caller waits, on a trigger without a
+    /// limit) nothing was written before the run: the end counts the
+    /// execution (`executionCount`, `lastExecuted`) with its result, and
+    /// stores nothing when the trigger is gone.
+    pub leased: bool,
     pub result: NewTriggerResult,
     pub mail: Option<NewMail>,
     pub callback_body: Option<String>,

@@ -13,7 +13,7 @@
 //! address the guard refuses is given up at once. [`run`] claims due callbacks
 //! in batches (replicas skip each other's claims; a replica dying mid-send frees
 //! them after [`CLAIM`]), sends a batch's callbacks concurrently and records
-//! their attempts in one write. Attempts count in
+//! their attempts as they end (those ending together in one write). Attempts count in
 //! `weir_trigger_callback_attempts_total{outcome}` and show in the trigger's
 //! results.
 
@@ -72,20 +72,24 @@ async fn deliver_due(services: &Services) -> Result<usize, crate::store::StoreEr
         return Ok(0);
     }
     let claimed = due.len();
-    let attempts: Vec<CallbackAttempt> = futures_util::stream::iter(due)
+    // Attempts are recorded as they end (those that ended together in one
+    // write), not when the whole batch has: a replica killed mid-batch sends
+    // again only what it had not recorded yet, not every callback it claimed.
+    let mut ended = futures_util::stream::iter(due)
         .map(|callback| attempt(services, callback))
         .buffer_unordered(CONCURRENCY)
-        .collect()
-        .await;
+        .ready_chunks(CONCURRENCY);
     let metrics = crate::metrics::metrics();
-    for attempt in &attempts {
-        metrics.callback_attempt(match &attempt.outcome {
-            AttemptOutcome::Delivered => "delivered",
-            AttemptOutcome::Retry { .. } => "retry",
-            AttemptOutcome::GaveUp { .. } => "failed",
-        });
+    while let Some(attempts) = ended.next().await {
+        for attempt in &attempts {
+            metrics.callback_attempt(match &attempt.outcome {
+                AttemptOutcome::Delivered => "delivered",
+                AttemptOutcome::Retry { .. } => "retry",
+                AttemptOutcome::GaveUp { .. } => "failed",
+            });
+        }
+        services.store.settle_callbacks(&attempts).await?;
     }
-    services.store.settle_callbacks(&attempts).await?;
     Ok(claimed)
 }
 

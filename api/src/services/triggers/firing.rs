@@ -24,7 +24,8 @@ use super::super::prediction::{
 use super::super::{ServiceError, Services};
 use crate::domain::callback;
 use crate::domain::trigger::{NewTriggerResult, ResultStatus, failure_mail};
-use crate::domain::{ChatType, Firing, TriggerResult, time};
+use crate::domain::{ChatType, Firing, Trigger, TriggerResult, WebhookClaim, time};
+use crate::store::{FiringEnd, StoreResult};
 
 /// Firings this replica is running; the scheduler renews their leases.
 #[derive(Default)]
@@ -188,7 +189,8 @@ pub async fn execute(
     ask: Ask,
     started: time::Timestamp,
 ) -> (Outcome, Option<TriggerResult>) {
-    let _tracked = services.running.track(firing.id);
+    // Only a leased firing has a row whose lease the scheduler renews.
+    let _tracked = firing.leased.then(|| services.running.track(firing.id));
     let trigger = &firing.trigger;
     let flow = match services.store.find_chatflow(trigger.chatflow_id).await {
         Ok(Some(flow)) if flow.workspace_id == trigger.workspace_id => Ok(flow),
@@ -294,17 +296,15 @@ pub async fn execute(
         }
     };
     let has_mail = mail.is_some();
-    let stored = match services
-        .store
-        .finish_firing(
-            firing.id,
-            result,
-            mail,
-            callback_body,
-            services.config.trigger_results_keep,
-        )
-        .await
-    {
+    let end = FiringEnd {
+        firing: firing.id,
+        leased: firing.leased,
+        result,
+        mail,
+        callback_body,
+        keep: services.config.trigger_results_keep,
+    };
+    let stored = match services.store.end_firing(end).await {
         Ok(stored) => stored,
         Err(e) => {
             tracing::error!(trigger = %trigger.id, error = %e, "cannot store a trigger result");
@@ -318,6 +318,41 @@ pub async fn execute(
         services.callback_wake.notify_one();
     }
     (outcome, stored)
+}
+
+/// Claims the firing of a webhook call to `trigger` (as read for the call)
+/// accepted at `now`; `None` when the trigger is disabled or exhausted (or
+/// gone).
+///
+/// A call whose caller waits for the answer (`caller_waits`: sync and stream
+/// answers), on a trigger without `maxExecutions`, owing no callback, writes
+/// nothing before it runs: its end counts the execution with its result, in
+/// one group-committed write (see [`FiringEnd::leased`]). What a row claimed
+/// ahead would add is a failed result should this replica die mid-run, and
+/// the caller sees that death itself. Every other call is claimed with a row
+/// and a lease before it runs (a limit must be taken before the run, and an
+/// answer given at once promises an outcome later).
+pub async fn claim_call(
+    services: &Services,
+    trigger: &Trigger,
+    now: time::Timestamp,
+    call: WebhookClaim,
+    caller_waits: bool,
+) -> StoreResult<Option<Firing>> {
+    if caller_waits && trigger.max_executions.is_none() && call.callback.is_none() {
+        return Ok(trigger.enabled.then(|| Firing {
+            id: Uuid::new_v4(),
+            trigger: trigger.clone(),
+            scheduled_at: now,
+            is_cron: false,
+            leased: false,
+        }));
+    }
+    let lease = now + chrono::TimeDelta::seconds(i64::from(services.config.trigger_lease_secs));
+    services
+        .store
+        .claim_webhook_firing(trigger.id, now, services.replica_id, lease, call)
+        .await
 }
 
 /// Folds the run's events into its answer while handing each to `live`. A

@@ -472,7 +472,6 @@ async fn run(
     mode: &ResponseMode,
 ) -> ServiceResult<Reply> {
     let now = time::now();
-    let lease = now + chrono::TimeDelta::seconds(i64::from(services.config.trigger_lease_secs));
     let callback = match mode {
         ResponseMode::Async {
             callback_url: Some(url),
@@ -489,10 +488,8 @@ async fn run(
         chat_id: ask.chat_id.clone(),
         callback,
     };
-    let Some(firing) = services
-        .store
-        .claim_webhook_firing(trigger.id, now, services.replica_id, lease, claim)
-        .await?
+    let caller_waits = !matches!(mode, ResponseMode::Async { .. });
+    let Some(firing) = firing::claim_call(services, &trigger, now, claim, caller_waits).await?
     else {
         return Ok(Reply::Answer(error(
             409,

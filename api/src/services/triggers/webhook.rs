@@ -239,21 +239,12 @@ async fn run(
         _ => None,
     };
     let owes_callback = callback.is_some();
-    let lease = now + chrono::TimeDelta::seconds(i64::from(services.config.trigger_lease_secs));
-    let claimed = services
-        .store
-        .claim_webhook_firing(
-            trigger.id,
-            now,
-            services.replica_id,
-            lease,
-            WebhookClaim {
-                input: input.clone(),
-                chat_id: chat_id.clone(),
-                callback,
-            },
-        )
-        .await;
+    let call = WebhookClaim {
+        input: input.clone(),
+        chat_id: chat_id.clone(),
+        callback,
+    };
+    let claimed = firing::claim_call(services, &trigger, now, call, !trigger.respond_async).await;
     let firing = match claimed {
         Ok(Some(firing)) => firing,
         Ok(None) => {

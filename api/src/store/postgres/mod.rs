@@ -484,7 +484,9 @@ async fn trim_results(client: &impl GenericClient, trigger: Uuid, keep: u32) -> 
                ORDER BY seq DESC LIMIT 1 OFFSET $2)",
         )
         .await?;
-    client.execute(&prune, &[&trigger, &i64::from(keep)]).await?;
+    client
+        .execute(&prune, &[&trigger, &i64::from(keep)])
+        .await?;
     Ok(())
 }
 

@@ -271,6 +271,7 @@ impl TriggerStore for PostgresStore {
                     id: Uuid::new_v4(),
                     scheduled_at: at,
                     is_cron: true,
+                    leased: true,
                     trigger,
                 };
                 firing_ids.push(firing.id);
@@ -795,6 +796,7 @@ impl PostgresStore {
                     trigger: updated.clone(),
                     scheduled_at: claims[at].now,
                     is_cron: false,
+                    leased: true,
                 });
             }
         }
@@ -856,30 +858,66 @@ impl PostgresStore {
         Ok(claimed)
     }
 
-    /// Ends the firings in one transaction: their rows deleted in one
-    /// statement (an end whose row is gone stores nothing), the results of the
-    /// others inserted, their mail and callback bodies written, then each
+    /// Ends the firings in one transaction: the leased ones' rows deleted in
+    /// one statement, the unleased ones counted with one update per trigger
+    /// (an end whose row or trigger is gone stores nothing), the results of
+    /// the others inserted, their mail and callback bodies written, then each
     /// trigger's results trimmed once.
     async fn finish_together(&self, ends: &[FiringEnd]) -> StoreResult<Vec<Option<TriggerResult>>> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(backend)?;
-        let ids: Vec<Uuid> = ends.iter().map(|end| end.firing).collect();
-        let removed: std::collections::HashSet<Uuid> = tx
-            .query(
-                "DELETE FROM trigger_firings WHERE id = ANY($1) RETURNING id",
-                &[&ids],
-            )
-            .await
-            .map_err(backend)?
-            .iter()
-            .map(|row| row.try_get(0))
-            .collect::<PgResult<_>>()
-            .map_err(backend)?;
+        let ids: Vec<Uuid> = ends.iter().filter(|e| e.leased).map(|e| e.firing).collect();
+        let removed: std::collections::HashSet<Uuid> = match ids.is_empty() {
+            true => Default::default(),
+            false => tx
+                .query(
+                    "DELETE FROM trigger_firings WHERE id = ANY($1) RETURNING id",
+                    &[&ids],
+                )
+                .await
+                .map_err(backend)?
+                .iter()
+                .map(|row| row.try_get(0))
+                .collect::<PgResult<_>>()
+                .map_err(backend)?,
+        };
+        // Unleased executions are counted now: per trigger one update for all.
+        let mut counted: Vec<(Uuid, i64, Timestamp)> = Vec::new();
+        for end in ends.iter().filter(|e| !e.leased) {
+            let (trigger, at) = (end.result.trigger_id, end.result.executed_at);
+            match counted.iter_mut().find(|(id, _, _)| *id == trigger) {
+                Some((_, n, last)) => {
+                    *n += 1;
+                    *last = (*last).max(at);
+                }
+                None => counted.push((trigger, 1, at)),
+            }
+        }
+        let mut present: std::collections::HashSet<Uuid> = Default::default();
+        for (trigger, n, last) in &counted {
+            let found = tx
+                .execute(
+                    "UPDATE triggers SET execution_count = execution_count + $2,
+                       last_executed = GREATEST(last_executed, $3)
+                     WHERE id = $1",
+                    &[trigger, n, last],
+                )
+                .await
+                .map_err(backend)?;
+            if found > 0 {
+                present.insert(*trigger);
+            }
+        }
         let mut finished = Vec::with_capacity(ends.len());
         let mut keep: Vec<(Uuid, u32)> = Vec::new();
         for end in ends {
-            if !removed.contains(&end.firing) {
-                // Deleted with its trigger, or expired and recorded by another replica.
+            let found = match end.leased {
+                true => removed.contains(&end.firing),
+                false => present.contains(&end.result.trigger_id),
+            };
+            if !found {
+                // Deleted with its trigger, or (leased) expired and recorded by
+                // another replica.
                 finished.push(None);
                 continue;
             }

@@ -510,7 +510,10 @@ fn insert_result(
 }
 
 /// Stores a result without trimming the trigger's older ones.
-fn insert_result_row(conn: &Connection, result: NewTriggerResult) -> rusqlite::Result<TriggerResult> {
+fn insert_result_row(
+    conn: &Connection,
+    result: NewTriggerResult,
+) -> rusqlite::Result<TriggerResult> {
     let stored = result.into_result(Uuid::new_v4());
     conn.prepare_cached(&format!(
         "INSERT INTO trigger_results ({RESULT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
@@ -647,19 +650,23 @@ fn each_in_savepoint_then<I, T>(
     mut write: impl FnMut(&Connection, I) -> StoreResult<T>,
     then: impl FnOnce(&Connection, &[StoreResult<T>]) -> rusqlite::Result<()>,
 ) -> rusqlite::Result<Vec<StoreResult<T>>> {
-    let mut tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    // The savepoint statements are prepared once per connection, not parsed
+    // again for every item of every batch.
+    let run = |sql: &str| tx.prepare_cached(sql).and_then(|mut s| s.execute([]));
     let mut outcomes = Vec::with_capacity(items.len());
     for item in items {
-        let mut savepoint = tx.savepoint()?;
-        match write(&savepoint, item) {
+        run("SAVEPOINT batch_item")?;
+        match write(&tx, item) {
             Ok(written) => {
-                savepoint.commit()?;
+                run("RELEASE batch_item")?;
                 outcomes.push(Ok(written));
             }
             Err(e) => {
                 // Should SQLite have rolled the whole transaction back, this
                 // fails and so does the batch.
-                savepoint.rollback()?;
+                run("ROLLBACK TO batch_item")?;
+                run("RELEASE batch_item")?;
                 outcomes.push(Err(e));
             }
         }

@@ -253,6 +253,7 @@ impl TriggerStore for SqliteStore {
                         trigger: trigger.clone(),
                         scheduled_at: at,
                         is_cron: true,
+                        leased: true,
                     };
                     insert_firing(
                         &tx,
@@ -759,9 +760,17 @@ fn claim_webhook_firing(conn: &Connection, claim: FiringClaim) -> StoreResult<Op
         trigger,
         scheduled_at: now,
         is_cron: false,
+        leased: true,
     };
-    insert_firing(conn, &firing, owner, lease_until, &call.input, &call.chat_id)
-        .map_err(backend)?;
+    insert_firing(
+        conn,
+        &firing,
+        owner,
+        lease_until,
+        &call.input,
+        &call.chat_id,
+    )
+    .map_err(backend)?;
     if let Some(callback) = &call.callback {
         insert_callback(conn, &firing, callback, now).map_err(backend)?;
     }
@@ -772,11 +781,24 @@ fn claim_webhook_firing(conn: &Connection, claim: FiringClaim) -> StoreResult<Op
 /// results not yet trimmed.
 fn finish_firing(conn: &Connection, end: FiringEnd) -> StoreResult<Option<TriggerResult>> {
     let write = || -> rusqlite::Result<Option<TriggerResult>> {
-        let removed = conn
-            .prepare_cached("DELETE FROM trigger_firings WHERE id = ?1")?
-            .execute([end.firing.to_string()])?;
-        if removed == 0 {
-            // Deleted with its trigger, or expired and recorded by another replica.
+        let found = match end.leased {
+            true => conn
+                .prepare_cached("DELETE FROM trigger_firings WHERE id = ?1")?
+                .execute([end.firing.to_string()])?,
+            false => conn
+                .prepare_cached(
+                    "UPDATE triggers SET execution_count = execution_count + 1,
+                       last_executed = MAX(COALESCE(last_executed, 0), ?2)
+                     WHERE id = ?1",
+                )?
+                .execute(params![
+                    end.result.trigger_id.to_string(),
+                    to_millis(&end.result.executed_at)
+                ])?,
+        };
+        if found == 0 {
+            // Deleted with its trigger, or (leased) expired and recorded by
+            // another replica.
             return Ok(None);
         }
         let trigger = end.result.trigger_id;
