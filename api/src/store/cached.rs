@@ -48,7 +48,7 @@ use crate::domain::{
     DocumentChunk, DocumentStore, DocumentStoreWrite, Execution, ExecutionFilter, Feedback,
     FeedbackFilter, Firing, Lead, ListedExecution, MessageFilter, NewApiKey, NewChatflow, NewLead,
     NewTool, NewVariable, OutboxMail, Page, StoredFile, Tool, ToolPatch, Trigger, TriggerResult,
-    UpsertRecord, Variable, VariablePatch, VectorChunk, VectorWrite, WebhookClaim, Workspace,
+    UpsertRecord, Variable, VariablePatch, VectorChunk, VectorWrite, Workspace,
 };
 
 /// Entries each cache holds at most.
@@ -768,21 +768,7 @@ impl TriggerStore for CachedStore {
             .await
     }
 
-    async fn claim_webhook_firing(
-        &self,
-        trigger: Uuid,
-        now: Timestamp,
-        owner: Uuid,
-        lease_until: Timestamp,
-        call: WebhookClaim,
-    ) -> StoreResult<Option<Firing>> {
-        let claim = FiringClaim {
-            trigger,
-            now,
-            owner,
-            lease_until,
-            call,
-        };
+    async fn claim_firing(&self, claim: FiringClaim) -> StoreResult<Option<Firing>> {
         let claimed = self.claims.write(claim).await?;
         if claimed.as_ref().is_some_and(|f| !f.trigger.enabled) {
             // The claim took its last execution: no cached copy may say it is on.

@@ -509,8 +509,7 @@ pub trait TriggerStore: Send + Sync {
     /// Claims one webhook execution of an enabled trigger under its
     /// `maxExecutions` (the same bookkeeping as a cron claim), with the
     /// callback it owes when there is one (written in the same transaction);
-    /// `None` when the trigger is gone, disabled or exhausted. [`CachedStore`]
-    /// claims it together with other calls' (`group_commit.rs`).
+    /// `None` when the trigger is gone, disabled or exhausted.
     async fn claim_webhook_firing(
         &self,
         trigger: Uuid,
@@ -526,6 +525,13 @@ pub trait TriggerStore: Send + Sync {
             lease_until,
             call,
         };
+        self.claim_firing(claim).await
+    }
+
+    /// [`claim_webhook_firing`](TriggerStore::claim_webhook_firing) of one
+    /// claim. [`CachedStore`] claims it together with other calls'
+    /// (`group_commit.rs`).
+    async fn claim_firing(&self, claim: FiringClaim) -> StoreResult<Option<Firing>> {
         self.claim_webhook_firings(vec![claim])
             .await
             .pop()

@@ -5,25 +5,7 @@ use super::*;
 #[async_trait]
 impl ConversationStore for PostgresStore {
     async fn write_runs(&self, runs: Vec<RunWrites>) -> Vec<StoreResult<RunWritten>> {
-        if runs.len() > 1 {
-            match self.write_together(&runs).await {
-                Ok(written) => return written.into_iter().map(Ok).collect(),
-                Err(e) => {
-                    tracing::warn!(runs = runs.len(), error = %e,
-                        "a group commit failed; writing each run on its own");
-                }
-            }
-        }
-        let mut outcomes = Vec::with_capacity(runs.len());
-        for run in &runs {
-            let written = self.write_together(std::slice::from_ref(run)).await;
-            outcomes.push(written.and_then(|mut written| {
-                written
-                    .pop()
-                    .ok_or_else(|| StoreError::Backend("no outcome for the run".into()))
-            }));
-        }
-        outcomes
+        together_or_each(&runs, "runs' writes", |runs| self.write_together(runs)).await
     }
 
     async fn list_chat_messages(

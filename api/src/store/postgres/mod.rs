@@ -259,6 +259,38 @@ impl PostgresStore {
     }
 }
 
+/// Writes `items` with `write` in one transaction; should that fail (one
+/// item PostgreSQL refuses fails them all), each on its own, so one item's
+/// failure is its own. One outcome per item, in order.
+async fn together_or_each<'a, I, T, Fut>(
+    items: &'a [I],
+    what: &str,
+    write: impl Fn(&'a [I]) -> Fut,
+) -> Vec<StoreResult<T>>
+where
+    Fut: std::future::Future<Output = StoreResult<Vec<T>>>,
+{
+    if items.len() > 1 {
+        match write(items).await {
+            Ok(written) => return written.into_iter().map(Ok).collect(),
+            Err(e) => {
+                tracing::warn!(items = items.len(), error = %e,
+                    "a group commit of {what} failed; writing each on its own");
+            }
+        }
+    }
+    let mut outcomes = Vec::with_capacity(items.len());
+    for item in items {
+        let written = write(std::slice::from_ref(item)).await;
+        outcomes.push(written.and_then(|mut written| {
+            written
+                .pop()
+                .ok_or_else(|| StoreError::Backend(format!("no outcome for one of the {what}")))
+        }));
+    }
+    outcomes
+}
+
 async fn migrate(client: &mut deadpool_postgres::Client, set: &[Migration]) -> PgResult<()> {
     let tx = client.transaction().await?;
     // Replicas starting together queue here; each migration is applied once.

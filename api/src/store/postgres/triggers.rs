@@ -336,25 +336,10 @@ impl TriggerStore for PostgresStore {
         &self,
         claims: Vec<FiringClaim>,
     ) -> Vec<StoreResult<Option<Firing>>> {
-        if claims.len() > 1 {
-            match self.claim_together(&claims).await {
-                Ok(claimed) => return claimed.into_iter().map(Ok).collect(),
-                Err(e) => {
-                    tracing::warn!(claims = claims.len(), error = %e,
-                        "a group of webhook claims failed; claiming each on its own");
-                }
-            }
-        }
-        let mut outcomes = Vec::with_capacity(claims.len());
-        for claim in claims {
-            let claimed = self.claim_together(std::slice::from_ref(&claim)).await;
-            outcomes.push(claimed.and_then(|mut claimed| {
-                claimed
-                    .pop()
-                    .ok_or_else(|| StoreError::Backend("no outcome for the claim".into()))
-            }));
-        }
-        outcomes
+        together_or_each(&claims, "webhook claims", |claims| {
+            self.claim_together(claims)
+        })
+        .await
     }
 
     async fn firing_exists(&self, firing: Uuid) -> StoreResult<bool> {
@@ -388,25 +373,7 @@ impl TriggerStore for PostgresStore {
         &self,
         ends: Vec<FiringEnd>,
     ) -> Vec<StoreResult<Option<TriggerResult>>> {
-        if ends.len() > 1 {
-            match self.finish_together(&ends).await {
-                Ok(finished) => return finished.into_iter().map(Ok).collect(),
-                Err(e) => {
-                    tracing::warn!(firings = ends.len(), error = %e,
-                        "a group of firing ends failed; ending each on its own");
-                }
-            }
-        }
-        let mut outcomes = Vec::with_capacity(ends.len());
-        for end in ends {
-            let finished = self.finish_together(std::slice::from_ref(&end)).await;
-            outcomes.push(finished.and_then(|mut finished| {
-                finished
-                    .pop()
-                    .ok_or_else(|| StoreError::Backend("no outcome for the firing".into()))
-            }));
-        }
-        outcomes
+        together_or_each(&ends, "firing ends", |ends| self.finish_together(ends)).await
     }
 
     async fn expire_firings(&self, now: Timestamp, keep: u32) -> StoreResult<u64> {
