@@ -2,8 +2,10 @@
 //! prediction is (same plan, memory and events), under the trigger's timeout, and
 //! the result stored in the same transaction that ends the firing.
 //!
-//! Entry points: [`run_cron`] for a claimed cron firing (spawned by the scheduler)
-//! and [`execute`], which the webhook path awaits for its answer. A firing's lease
+//! Entry points: [`run_cron`] for a claimed cron firing (spawned by the scheduler),
+//! [`claim_call`], which claims a webhook call's firing (with a row and a lease,
+//! or, for a caller that waits on a trigger without limits, none), and
+//! [`execute`], which the webhook path awaits for its answer. A firing's lease
 //! is renewed by the scheduler for as long as it is in [`RunningFirings`]. A run
 //! over the timeout is cancelled (its event channel is dropped, which stops the
 //! provider call) and recorded as failed; a failed run with a `notificationEmail`
