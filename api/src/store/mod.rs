@@ -201,10 +201,10 @@ pub trait ConversationStore: Send + Sync {
     /// One run's writes, all or none. [`CachedStore`] commits them together
     /// with other runs' (`group_commit.rs`).
     async fn write_run(&self, writes: RunWrites) -> StoreResult<RunWritten> {
-        self.write_runs(vec![writes])
-            .await
-            .pop()
-            .unwrap_or_else(|| Err(StoreError::Backend("the store answered no run".into())))
+        only_outcome(
+            self.write_runs(vec![writes]).await,
+            "the store answered no run",
+        )
     }
 
     /// Appends messages in order, all or none.
@@ -532,10 +532,10 @@ pub trait TriggerStore: Send + Sync {
     /// claim. [`CachedStore`] claims it together with other calls'
     /// (`group_commit.rs`).
     async fn claim_firing(&self, claim: FiringClaim) -> StoreResult<Option<Firing>> {
-        self.claim_webhook_firings(vec![claim])
-            .await
-            .pop()
-            .unwrap_or_else(|| Err(StoreError::Backend("no outcome for the claim".into())))
+        only_outcome(
+            self.claim_webhook_firings(vec![claim]).await,
+            "no outcome for the claim",
+        )
     }
 
     /// Claims each webhook call's firing as [`claim_webhook_firing`] does, in
@@ -589,10 +589,10 @@ pub trait TriggerStore: Send + Sync {
     ///
     /// [`finish_firing`]: TriggerStore::finish_firing
     async fn end_firing(&self, end: FiringEnd) -> StoreResult<Option<TriggerResult>> {
-        self.finish_firings(vec![end])
-            .await
-            .pop()
-            .unwrap_or_else(|| Err(StoreError::Backend("no outcome for the firing".into())))
+        only_outcome(
+            self.finish_firings(vec![end]).await,
+            "no outcome for the firing",
+        )
     }
 
     /// Ends each firing as [`finish_firing`] does, in one transaction where the
@@ -954,6 +954,14 @@ pub async fn open(
         } => Arc::new(PostgresStore::connect(url, schema.as_deref(), *options).await?),
     };
     Ok(Arc::new(CachedStore::new(backend, cache_ttl)))
+}
+
+/// The outcome of a batch of one write (`missing` when the backend answered
+/// none).
+fn only_outcome<T>(mut outcomes: Vec<StoreResult<T>>, missing: &str) -> StoreResult<T> {
+    outcomes
+        .pop()
+        .unwrap_or_else(|| Err(StoreError::Backend(missing.to_owned())))
 }
 
 /// Replaces a backend's generic conflict text with one a user understands.

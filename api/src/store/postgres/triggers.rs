@@ -1,5 +1,7 @@
 //! Triggers, their firings and results, webhook deliveries (replay protection) and the failure-mail outbox: PostgresStore's [`TriggerStore`].
 
+use std::collections::BTreeMap;
+
 use super::*;
 
 #[async_trait]
@@ -712,13 +714,12 @@ impl PostgresStore {
     /// statement each. So a trigger's row is locked once per batch, not once
     /// per call.
     async fn claim_together(&self, claims: &[FiringClaim]) -> StoreResult<Vec<Option<Firing>>> {
-        // Calls grouped by trigger, in the order each trigger first appears.
-        let mut by_trigger: Vec<(Uuid, Vec<usize>)> = Vec::new();
+        // Calls grouped by trigger (each group in the calls' order), the
+        // triggers' rows locked in id order: two replicas' batches naming the
+        // same triggers never wait on each other crosswise.
+        let mut by_trigger: BTreeMap<Uuid, Vec<usize>> = BTreeMap::new();
         for (at, claim) in claims.iter().enumerate() {
-            match by_trigger.iter_mut().find(|(id, _)| *id == claim.trigger) {
-                Some((_, calls)) => calls.push(at),
-                None => by_trigger.push((claim.trigger, vec![at])),
-            }
+            by_trigger.entry(claim.trigger).or_default().push(at);
         }
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(backend)?;
@@ -848,20 +849,17 @@ impl PostgresStore {
                 .collect::<PgResult<_>>()
                 .map_err(backend)?,
         };
-        // Unleased executions are counted now: per trigger one update for all.
-        let mut counted: Vec<(Uuid, i64, Timestamp)> = Vec::new();
+        // Unleased executions are counted now: per trigger one update for all,
+        // the rows locked in id order (as claims lock them).
+        let mut counted: BTreeMap<Uuid, (i64, Timestamp)> = BTreeMap::new();
         for end in ends.iter().filter(|e| !e.leased) {
-            let (trigger, at) = (end.result.trigger_id, end.result.executed_at);
-            match counted.iter_mut().find(|(id, _, _)| *id == trigger) {
-                Some((_, n, last)) => {
-                    *n += 1;
-                    *last = (*last).max(at);
-                }
-                None => counted.push((trigger, 1, at)),
-            }
+            let at = end.result.executed_at;
+            let (n, last) = counted.entry(end.result.trigger_id).or_insert((0, at));
+            *n += 1;
+            *last = (*last).max(at);
         }
         let mut present: std::collections::HashSet<Uuid> = Default::default();
-        for (trigger, n, last) in &counted {
+        for (trigger, (n, last)) in &counted {
             let found = tx
                 .execute(
                     "UPDATE triggers SET execution_count = execution_count + $2,
@@ -875,8 +873,12 @@ impl PostgresStore {
                 present.insert(*trigger);
             }
         }
+        // Each trigger's results are trimmed once, after the batch's are in.
+        let keep: BTreeMap<Uuid, u32> = ends
+            .iter()
+            .map(|end| (end.result.trigger_id, end.keep))
+            .collect();
         let mut finished = Vec::with_capacity(ends.len());
-        let mut keep: Vec<(Uuid, u32)> = Vec::new();
         for end in ends {
             let found = match end.leased {
                 true => removed.contains(&end.firing),
@@ -887,11 +889,6 @@ impl PostgresStore {
                 // another replica.
                 finished.push(None);
                 continue;
-            }
-            let trigger = end.result.trigger_id;
-            match keep.iter_mut().find(|(id, _)| *id == trigger) {
-                Some((_, kept)) => *kept = end.keep,
-                None => keep.push((trigger, end.keep)),
             }
             finished.push(Some(end.result.clone().into_result(Uuid::new_v4())));
         }

@@ -17,14 +17,11 @@ static SESSION_MESSAGES: std::sync::LazyLock<String> = std::sync::LazyLock::new(
 #[async_trait]
 impl ConversationStore for SqliteStore {
     async fn write_runs(&self, runs: Vec<RunWrites>) -> Vec<StoreResult<RunWritten>> {
-        let count = runs.len();
-        let outcome = self
-            .call(move |conn| {
-                let now = time::now();
-                each_in_savepoint(conn, runs, |savepoint, run| write_run(savepoint, run, now))
-            })
-            .await;
-        outcome.unwrap_or_else(|e| all_failed(count, &e))
+        // One time for the batch, taken when the writer comes to it.
+        let mut now = None;
+        let write =
+            move |tx: &Connection, run| write_run(tx, run, *now.get_or_insert_with(time::now));
+        self.write_each(runs, write, |_| Ok(())).await
     }
 
     async fn list_chat_messages(

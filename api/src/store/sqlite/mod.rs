@@ -218,6 +218,24 @@ impl SqliteStore {
     {
         self.writer.call(f).await
     }
+
+    /// A batch of writes on the writer ([`each_in_savepoint`]): one outcome
+    /// per item, each the batch's error when the batch failed as a whole.
+    async fn write_each<I, T>(
+        &self,
+        items: Vec<I>,
+        write: impl FnMut(&Connection, I) -> StoreResult<T> + Send + 'static,
+        then: impl FnOnce(&Connection) -> rusqlite::Result<()> + Send + 'static,
+    ) -> Vec<StoreResult<T>>
+    where
+        I: Send + 'static,
+        T: Send + 'static,
+    {
+        let count = items.len();
+        self.call(move |conn| each_in_savepoint(conn, items, write, then))
+            .await
+            .unwrap_or_else(|e| (0..count).map(|_| Err(e.clone())).collect())
+    }
 }
 
 /// The first reader not in use, looking from `start` on (a poisoned one is
@@ -631,24 +649,15 @@ fn fill_callback(
 
 /// Writes each of `items` with `write` in one transaction, each in a
 /// savepoint of its own: a failing item is rolled back alone (and answers its
-/// error), the others commit together. One outcome per item, in order; the
-/// whole batch fails only when the transaction itself cannot be had or
-/// committed.
+/// error), the others commit together; `then` runs in the same transaction
+/// after the items (say, to trim what the batch added to). One outcome per
+/// item, in order; the whole batch fails only when the transaction itself
+/// cannot be had or committed.
 fn each_in_savepoint<I, T>(
     conn: &mut Connection,
     items: Vec<I>,
-    write: impl FnMut(&Connection, I) -> StoreResult<T>,
-) -> rusqlite::Result<Vec<StoreResult<T>>> {
-    each_in_savepoint_then(conn, items, write, |_, _| Ok(()))
-}
-
-/// [`each_in_savepoint`], with `then` run in the same transaction after the
-/// items, seeing their outcomes (say, to trim what the batch added to).
-fn each_in_savepoint_then<I, T>(
-    conn: &mut Connection,
-    items: Vec<I>,
     mut write: impl FnMut(&Connection, I) -> StoreResult<T>,
-    then: impl FnOnce(&Connection, &[StoreResult<T>]) -> rusqlite::Result<()>,
+    then: impl FnOnce(&Connection) -> rusqlite::Result<()>,
 ) -> rusqlite::Result<Vec<StoreResult<T>>> {
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     // The savepoint statements are prepared once per connection, not parsed
@@ -671,14 +680,9 @@ fn each_in_savepoint_then<I, T>(
             }
         }
     }
-    then(&tx, &outcomes)?;
+    then(&tx)?;
     tx.commit()?;
     Ok(outcomes)
-}
-
-/// One outcome per item of a batch that failed as a whole.
-fn all_failed<T>(count: usize, e: &StoreError) -> Vec<StoreResult<T>> {
-    (0..count).map(|_| Err(e.clone())).collect()
 }
 
 /// `?, ?, …` for `n` values.

@@ -287,10 +287,8 @@ impl TriggerStore for SqliteStore {
         &self,
         claims: Vec<FiringClaim>,
     ) -> Vec<StoreResult<Option<Firing>>> {
-        let count = claims.len();
-        self.call(move |conn| each_in_savepoint(conn, claims, claim_webhook_firing))
+        self.write_each(claims, claim_webhook_firing, |_| Ok(()))
             .await
-            .unwrap_or_else(|e| all_failed(count, &e))
     }
 
     async fn firing_exists(&self, firing: Uuid) -> StoreResult<bool> {
@@ -334,20 +332,16 @@ impl TriggerStore for SqliteStore {
         &self,
         ends: Vec<FiringEnd>,
     ) -> Vec<StoreResult<Option<TriggerResult>>> {
-        let count = ends.len();
         // Each trigger's results are trimmed once, after the batch's are in.
-        let mut keep: HashMap<Uuid, u32> = HashMap::new();
-        for end in &ends {
-            keep.insert(end.result.trigger_id, end.keep);
-        }
-        self.call(move |conn| {
-            each_in_savepoint_then(conn, ends, finish_firing, |tx, _| {
-                keep.into_iter()
-                    .try_for_each(|(trigger, keep)| trim_results(tx, trigger, keep))
-            })
+        let keep: HashMap<Uuid, u32> = ends
+            .iter()
+            .map(|end| (end.result.trigger_id, end.keep))
+            .collect();
+        self.write_each(ends, finish_firing, move |tx| {
+            keep.into_iter()
+                .try_for_each(|(trigger, keep)| trim_results(tx, trigger, keep))
         })
         .await
-        .unwrap_or_else(|e| all_failed(count, &e))
     }
 
     async fn expire_firings(&self, now: Timestamp, keep: u32) -> StoreResult<u64> {
