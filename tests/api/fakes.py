@@ -7,7 +7,8 @@ tool turns).
 The answer to a conversation is `Echo: <last user message>`, sent word by word.
 Special questions: `FAIL_MIDWAY` sends two chunks then a provider error;
 `SLOW` sends a chunk every 0.2 s for 20 s (to observe a disconnect), `SLOWISH`
-one every 0.1 s for 1 s.
+one every 0.1 s for 1 s. `reply_when(fragment, answer)` makes a question holding
+`fragment` answered with `answer`.
 
 Tool calls. When a request offers tools, directives in the conversation make the
 model call them natively, in the provider's own wire format (OpenAI: streamed
@@ -394,6 +395,7 @@ class FakeProviders:
         self.routes = {}  # supervisor calls seen per ROUTE message text
         self.structs = {}  # structured_output calls seen per STRUCT message text
         self.embed_failures = []  # statuses the next embedding requests answer
+        self.replies = []  # (fragment, answer): a question holding the fragment gets the answer
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -429,6 +431,12 @@ class FakeProviders:
                     fake.disconnected.set()
 
         self.server, self.url = serve(Handler)
+
+    def reply_when(self, fragment, answer):
+        """From now on, a question (the last user message) holding `fragment` is
+        answered `answer` (streamed word by word) instead of its echo."""
+        with self.lock:
+            self.replies.append((fragment, answer))
 
     def close(self):
         self.server.shutdown()
@@ -497,6 +505,9 @@ class FakeProviders:
             return ["tick "] * 100, 0.2, False
         if ending.endswith("FAIL_MIDWAY"):
             return ["Partial", " answer"], 0.0, True
+        for fragment, reply in self.replies:
+            if fragment in question:
+                return pieces(reply), 0.0, False
         # sqlDatabaseChain's request for a query: "... SQL <query>" in the question, which
         # LangChain's prompt ends with "\nSQLQuery:".
         query = re.search(r"SQL (.+)\nSQLQuery:$", question)

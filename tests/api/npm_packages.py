@@ -58,3 +58,30 @@ def npm_prefix(name: str, *packages: str) -> Path:
                        check=True, capture_output=True, text=True, timeout=600)
         done.write_text(wanted)
     return target
+
+
+def npm_folder(package: str, sha256: str, folder: str) -> Path:
+    """Every file under `folder` (a path inside the package, `marketplaces`) of
+    `package` (`name@version`), whose tarball must have the digest `sha256`,
+    unpacked once under tests/.cache: the folder."""
+    target = CACHE / package.replace("@", "-") / folder
+    done = target / ".unpacked"
+    if not done.exists():
+        CACHE.mkdir(exist_ok=True)
+        packed = subprocess.run(["npm", "pack", package, "--silent", "--pack-destination", str(CACHE)],
+                                check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
+        tarball = CACHE / packed
+        digest = hashlib.sha256(tarball.read_bytes()).hexdigest()
+        assert digest == sha256, f"{package} is not the package pinned here (sha256 {digest})"
+        prefix = f"package/{folder}/"
+        with tarfile.open(tarball) as tar:
+            for member in tar.getmembers():
+                if member.isfile() and member.name.startswith(prefix) and ".." not in member.name:
+                    source = tar.extractfile(member)
+                    assert source is not None, member.name
+                    out = target / member.name[len(prefix):]
+                    out.parent.mkdir(parents=True, exist_ok=True)
+                    out.write_bytes(source.read())
+        tarball.unlink()
+        done.write_text(package)
+    return target

@@ -13,7 +13,7 @@ import pytest
 import flows
 from fakes import FakeProviders
 from flows import af_node, af_reply, af_start, mention, rich
-from prediction_client import ask, create_flow, nonce, predict, tools_used
+from prediction_client import ask, create_flow, nonce, predict, stream, tools_used
 from tool_runtime import use_runtime
 from weir_harness import Api, Weir, assert_error
 
@@ -222,12 +222,28 @@ def test_a_custom_function_reading_a_node_weir_does_not_pass_is_a_400(py_api, fa
     model = flows.openai_model(fake.url)
     prompt = flows.prompt_template("Q: {question}")
     graph = flows.llm_chain(model, prompt)
-    graph["nodes"].append(chat_function("return $answer;", answer=flows.ref("llmChain_0")))
-    graph["edges"].append(flows.edge("llmChain_0", "customFunction_0"))
+    graph["nodes"].append(chat_function("return $answer;", answer=flows.ref("promptTemplate_0")))
+    graph["edges"] += [flows.edge("llmChain_0", "customFunction_0"), flows.edge("promptTemplate_0", "customFunction_0")]
     r = py_api.post("/chatflows", json={"name": "bad", "flowData": json.dumps(graph)})
     if r.status_code == 201:
         r = predict(py_api, r.json()["id"], "hi")
-    assert_error(r, 400, "llmChain_0")
+    assert_error(r, 400, "promptTemplate_0")
+
+
+def test_a_custom_function_reads_the_answer_of_the_chain_before_it(py_api, fake):
+    """An llmChain wired into a function runs first, streaming nothing; the
+    function (the ending node) gets its answer."""
+    model = flows.openai_model(fake.url)
+    prompt = flows.prompt_template("Q: {question}")
+    graph = flows.llm_chain(model, prompt)
+    graph["nodes"].append(chat_function("return 'chain said: ' + $answer;", answer=flows.ref("llmChain_0")))
+    graph["edges"].append(flows.edge("llmChain_0", "customFunction_0"))
+    flow = create_flow(py_api, graph)
+    question = f"hi {nonce()}"
+    assert ask(py_api, flow, question)["text"] == f"chain said: Echo: Q: {question}"
+    events = stream(py_api, flow, question)
+    tokens = "".join(data for event, data in events if event == "token")
+    assert tokens == f"chain said: Echo: Q: {question}"
 
 
 def test_a_sequential_condition_routes_by_its_javascript_function(py_api, fake):

@@ -39,10 +39,10 @@ async fn answer<E: From<FlowEvent> + Send>(
         });
     }
     let filled;
-    let runnable = if runnable.functions.is_empty() {
+    let runnable = if runnable.ahead.is_empty() {
         runnable
     } else {
-        let results = chatflow::function::results(&runnable.functions, input, ctx).await?;
+        let results = chatflow::ahead::results(&runnable.ahead, input, ctx).await?;
         filled = runnable.with_results(&results);
         &filled
     };

@@ -113,9 +113,44 @@ pub struct Runnable {
     pub memory: Option<MemorySpec>,
     /// Checks of the question before anything runs (the answering node's `inputModeration`).
     pub moderation: Vec<ModerationSpec>,
-    /// `customFunction` nodes whose results other nodes read, in the order
-    /// they run (each after the functions it reads): run before the answer.
-    pub functions: Vec<FunctionSpec>,
+    /// Nodes whose results other nodes read, in the order they run (each
+    /// after the steps it reads): run before the answer.
+    pub ahead: Vec<StepAhead>,
+}
+
+/// A node whose result other nodes read (`{{<id>.data.instance}}` in their
+/// prompt values), run before the answer: a `customFunction`, or an
+/// `llmChain` whose prediction (its `outputPrediction` anchor) feeds another
+/// node, as in Flowise's Prompt Chaining template.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StepAhead {
+    Function(FunctionSpec),
+    Chain(Box<ChainSpec>),
+}
+
+impl StepAhead {
+    pub fn node_id(&self) -> &str {
+        match self {
+            StepAhead::Function(function) => &function.node_id,
+            StepAhead::Chain(chain) => &chain.node_id,
+        }
+    }
+
+    /// The nodes whose results this step reads.
+    fn reads(&self) -> Vec<&str> {
+        let values = match self {
+            StepAhead::Function(function) => &function.variables,
+            StepAhead::Chain(chain) => match &chain.prompt {
+                Some(PromptSpec::Text { values, .. } | PromptSpec::Chat { values, .. }) => values,
+                None => return Vec::new(),
+            },
+        };
+        values
+            .values()
+            .filter_map(Value::as_str)
+            .flat_map(embedded_references)
+            .collect()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -222,21 +257,20 @@ impl Runnable {
 
     /// Whether the run calls a `customFunction` (JavaScript in the runtime).
     pub fn runs_functions(&self) -> bool {
-        !self.functions.is_empty() || matches!(self.answer, Answer::Function(_))
+        self.ahead
+            .iter()
+            .any(|step| matches!(step, StepAhead::Function(_)))
+            || matches!(self.answer, Answer::Function(_))
     }
 
-    /// The runnable with each function's result (by node id) written where its
-    /// nodes read it: `{{<id>.data.instance}}` in their prompt values.
+    /// The runnable with each result of a step ahead (by node id) written
+    /// where its nodes read it: `{{<id>.data.instance}}` in their prompt values.
     pub fn with_results(&self, results: &HashMap<String, String>) -> Runnable {
         let mut filled = self.clone();
         let fill = |values: &mut Map<String, Value>| fill_results(values, results);
         match &mut filled.answer {
-            Answer::Chain(chain) => match &mut chain.prompt {
-                Some(PromptSpec::Text { values, .. } | PromptSpec::Chat { values, .. }) => {
-                    fill(values)
-                }
-                None => {}
-            },
+            Answer::Chain(chain) => fill_chain(chain, results),
+            Answer::Function(function) => fill(&mut function.variables),
             Answer::MultiAgent { workers, .. } => {
                 for worker in workers {
                     fill(&mut worker.values);
@@ -474,7 +508,7 @@ impl Plan {
     pub fn runnable(&self, overrides: &Overrides<'_>) -> Result<Runnable, FlowError> {
         check_overrides(&self.graph, overrides)?;
         let mut runnable = self.answer(overrides)?;
-        runnable.functions = self.functions(overrides)?;
+        runnable.ahead = self.ahead(overrides)?;
         let answering = match &self.shape {
             Shape::Single(id) => Some(id.as_str()),
             Shape::MultiAgent { supervisor, .. } => Some(supervisor.as_str()),
@@ -492,35 +526,55 @@ impl Plan {
         Ok(runnable)
     }
 
-    /// The flow's `customFunction` nodes other nodes read (not its ending
-    /// one), built, each after the functions its input variables read.
-    fn functions(&self, overrides: &Overrides<'_>) -> Result<Vec<FunctionSpec>, FlowError> {
+    /// The flow's steps ahead of its answer (see [`StepAhead`]; never its
+    /// ending node), built, each after the steps it reads.
+    fn ahead(&self, overrides: &Overrides<'_>) -> Result<Vec<StepAhead>, FlowError> {
         let answering = match &self.shape {
             Shape::Single(id) => Some(id.as_str()),
             _ => None,
         };
+        // An edge from a chain's `llmChain` anchor hands over the chain itself
+        // (to a chain tool); any other edge leaving it reads its prediction.
+        let predicts = |node: &FlowNode| {
+            self.graph.edges.iter().any(|edge| {
+                edge.source == node.id
+                    && !edge
+                        .source_handle
+                        .as_deref()
+                        .is_some_and(|handle| handle.contains("-output-llmChain-"))
+            })
+        };
         let mut pending = Vec::new();
         for node in &self.graph.nodes {
-            if node.name != "customFunction" || Some(node.id.as_str()) == answering {
+            let ahead = match node.name.as_str() {
+                "customFunction" => true,
+                "llmChain" => predicts(node),
+                _ => false,
+            };
+            if !ahead || Some(node.id.as_str()) == answering {
                 continue;
             }
-            if let Component::Function(function) = build_node(&self.graph, node, overrides)? {
-                pending.push(function);
+            match build_node(&self.graph, node, overrides)? {
+                Component::Function(function) => pending.push(StepAhead::Function(function)),
+                Component::Chain(chain) => pending.push(StepAhead::Chain(Box::new(chain))),
+                _ => {}
             }
         }
-        let mut ordered: Vec<FunctionSpec> = Vec::with_capacity(pending.len());
+        let mut ordered: Vec<StepAhead> = Vec::with_capacity(pending.len());
         while !pending.is_empty() {
-            let ready = pending.iter().position(|f| {
-                function_inputs(f)
-                    .iter()
-                    .all(|id| ordered.iter().any(|done| done.node_id == *id))
+            // A step is ready once every step ahead it reads has run.
+            let ready = pending.iter().position(|step| {
+                step.reads().iter().all(|id| {
+                    ordered.iter().any(|done| done.node_id() == *id)
+                        || !pending.iter().any(|other| other.node_id() == *id)
+                })
             });
             let Some(ready) = ready else {
                 return Err(FlowError::invalid(format!(
-                    "the customFunction nodes {} read each other's results in a circle",
+                    "the nodes {} read each other's results in a circle",
                     pending
                         .iter()
-                        .map(|f| f.node_id.as_str())
+                        .map(StepAhead::node_id)
                         .collect::<Vec<_>>()
                         .join(", ")
                 )));
@@ -562,37 +616,37 @@ impl Plan {
             Shape::Single(id) => match build(id)? {
                 Component::Chain(chain) => Ok(Runnable {
                     moderation: Vec::new(),
-                    functions: Vec::new(),
+                    ahead: Vec::new(),
                     memory: chain.memory.clone(),
                     answer: Answer::Chain(chain),
                 }),
                 Component::Agent(agent) => Ok(Runnable {
                     moderation: Vec::new(),
-                    functions: Vec::new(),
+                    ahead: Vec::new(),
                     memory: agent.memory.clone(),
                     answer: Answer::Agent(agent),
                 }),
                 Component::RetrievalChain(chain) => Ok(Runnable {
                     moderation: Vec::new(),
-                    functions: Vec::new(),
+                    ahead: Vec::new(),
                     memory: chain.memory.clone(),
                     answer: Answer::Retrieval(chain),
                 }),
                 Component::SqlChain(chain) => Ok(Runnable {
                     moderation: Vec::new(),
-                    functions: Vec::new(),
+                    ahead: Vec::new(),
                     memory: None,
                     answer: Answer::SqlChain(chain),
                 }),
                 Component::Function(function) => Ok(Runnable {
                     moderation: Vec::new(),
-                    functions: Vec::new(),
+                    ahead: Vec::new(),
                     memory: None,
                     answer: Answer::Function(function),
                 }),
                 Component::CsvAgent(agent) => Ok(Runnable {
                     moderation: Vec::new(),
-                    functions: Vec::new(),
+                    ahead: Vec::new(),
                     memory: None,
                     answer: Answer::CsvAgent(agent),
                 }),
@@ -627,7 +681,7 @@ impl Plan {
                 }
                 Ok(Runnable {
                     moderation: Vec::new(),
-                    functions: Vec::new(),
+                    ahead: Vec::new(),
                     memory: supervisor.memory.clone(),
                     answer: Answer::MultiAgent {
                         supervisor,
@@ -657,7 +711,7 @@ impl Plan {
                     });
                 Ok(Runnable {
                     moderation: Vec::new(),
-                    functions: Vec::new(),
+                    ahead: Vec::new(),
                     memory,
                     answer: Answer::Agentflow(spec),
                 })
@@ -686,7 +740,7 @@ impl Plan {
                     start.ok_or_else(|| FlowError::invalid("the flow has no seqStart"))?;
                 Ok(Runnable {
                     moderation: Vec::new(),
-                    functions: Vec::new(),
+                    ahead: Vec::new(),
                     memory,
                     answer: Answer::Sequential(SequentialSpec {
                         model,
@@ -700,14 +754,13 @@ impl Plan {
     }
 }
 
-/// The functions a function's input variables read.
-fn function_inputs(function: &FunctionSpec) -> Vec<&str> {
-    function
-        .variables
-        .values()
-        .filter_map(Value::as_str)
-        .flat_map(embedded_references)
-        .collect()
+/// Writes each result over its `{{<id>.data.instance}}` in a chain's prompt values.
+pub fn fill_chain(chain: &mut ChainSpec, results: &HashMap<String, String>) {
+    if let Some(PromptSpec::Text { values, .. } | PromptSpec::Chat { values, .. }) =
+        &mut chain.prompt
+    {
+        fill_results(values, results);
+    }
 }
 
 /// Writes each result over its `{{<id>.data.instance}}` in these values.
@@ -1249,6 +1302,51 @@ mod tests {
                 assert_eq!(base, "http://127.0.0.1:9/v1");
                 assert_eq!(model, "gpt-x");
             }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_chain_whose_prediction_feeds_a_prompt_runs_ahead_of_the_answer() {
+        // Flowise's Prompt Chaining template: llmChain_0's outputPrediction is
+        // a prompt value of the prompt llmChain_1 answers with.
+        let model = |id: &str| node(id, "chatOpenAI", json!({"modelName": "gpt-x"}));
+        let prompt = |id: &str, values: Value| {
+            node(
+                id,
+                "promptTemplate",
+                json!({"template": "Do {objective} after {result}",
+                                              "promptValues": values.to_string()}),
+            )
+        };
+        let flow = json!({"nodes": [
+            model("chatOpenAI_0"), model("chatOpenAI_1"),
+            prompt("promptTemplate_0", json!({"objective": "{{question}}", "result": "nothing"})),
+            prompt("promptTemplate_1", json!({"objective": "{{question}}",
+                                              "result": "{{llmChain_0.data.instance}}"})),
+            node("llmChain_0", "llmChain", json!({"model": "{{chatOpenAI_0.data.instance}}",
+                                                  "prompt": "{{promptTemplate_0.data.instance}}"})),
+            node("llmChain_1", "llmChain", json!({"model": "{{chatOpenAI_1.data.instance}}",
+                                                  "prompt": "{{promptTemplate_1.data.instance}}"}))
+        ], "edges": [
+            {"source": "llmChain_0", "target": "promptTemplate_1",
+             "sourceHandle": "llmChain_0-output-outputPrediction-string|json"},
+            {"source": "promptTemplate_1", "target": "llmChain_1"}
+        ]});
+        let r = plan_of(&flow.to_string())
+            .unwrap()
+            .runnable(&no_overrides())
+            .unwrap();
+        assert_eq!(chain(&r).node_id, "llmChain_1");
+        assert_eq!(
+            r.ahead.iter().map(StepAhead::node_id).collect::<Vec<_>>(),
+            ["llmChain_0"]
+        );
+        assert!(!r.runs_functions());
+        let results = HashMap::from([("llmChain_0".to_owned(), "step one".to_owned())]);
+        let filled = r.with_results(&results);
+        match &chain(&filled).prompt {
+            Some(PromptSpec::Text { values, .. }) => assert_eq!(values["result"], "step one"),
             other => panic!("{other:?}"),
         }
     }

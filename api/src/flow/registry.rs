@@ -67,6 +67,7 @@ pub static NODES: &[&dyn Node] = &[
     &llama_index_engines::SimpleChatEngine,
     &llama_index_engines::ContextChatEngine,
     &chat_openai::ChatOpenAiLlamaIndex,
+    &azure_chat_openai::AzureChatOpenAiLlamaIndex,
     &open_ai_embeddings::OpenAiEmbeddingLlamaIndex,
     &rerank_retrievers::CohereRerankRetriever,
     &rerank_retrievers::JinaRerankRetriever,

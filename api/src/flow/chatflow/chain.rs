@@ -90,11 +90,34 @@ pub async fn run<E: From<FlowEvent>>(
     ctx: &RunContext<'_>,
     tokens: &Tokens<'_, E>,
 ) -> Result<RunOutput, RunError> {
+    answer(chain, input, ctx, Some(tokens)).await
+}
+
+/// A chain's prediction read by another node (Flowise's `outputPrediction`):
+/// its answer as text (parsed JSON as JSON), streamed to nobody.
+pub async fn prediction(
+    chain: &ChainSpec,
+    input: &RunInput,
+    ctx: &RunContext<'_>,
+) -> Result<String, RunError> {
+    let output = answer::<FlowEvent>(chain, input, ctx, None).await?;
+    Ok(match output.json {
+        Some(json) => json.to_string(),
+        None => output.text,
+    })
+}
+
+async fn answer<E: From<FlowEvent>>(
+    chain: &ChainSpec,
+    input: &RunInput,
+    ctx: &RunContext<'_>,
+    tokens: Option<&Tokens<'_, E>>,
+) -> Result<RunOutput, RunError> {
     let spec = &chain.model;
     let model = ctx.model(spec).await?;
     let request = ChatRequest::text(messages(chain, input), spec.params.clone());
     let Some(parser) = &chain.output_parser else {
-        let text = model_step(spec, &*model, request, Some(tokens), false, &ctx.ledger)
+        let text = model_step(spec, &*model, request, tokens, false, &ctx.ledger)
             .await?
             .text;
         return Ok(RunOutput {

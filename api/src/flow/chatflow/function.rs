@@ -1,8 +1,9 @@
 //! A chatflow's `customFunction` nodes: JavaScript run in the Python runtime's
 //! sandbox (never in weir's process) with Flowise's globals — `$input` (the
 //! question), `$vars`, `$flow` and one `$<name>` per input variable. Functions
-//! other nodes read run before the answer and their results fill those nodes'
-//! prompt values; a function that is the ending node answers.
+//! other nodes read run before the answer (see [`super::ahead`]) and their
+//! results fill those nodes' prompt values; a function that is the ending node
+//! answers.
 
 use std::collections::HashMap;
 
@@ -13,23 +14,19 @@ use crate::flow::component::FunctionSpec;
 use crate::flow::graph::fill_references;
 use crate::flow::runtime::{FlowEvent, RunContext, RunError, RunInput, RunOutput, Tokens};
 
-/// Runs the functions other nodes read, in order: their results by node id,
-/// as text (a string as returned, anything else as JSON).
-pub async fn results(
-    functions: &[FunctionSpec],
+/// A function other nodes read, run with the `results` of the steps before
+/// it: its result as text (a string as returned, anything else as JSON).
+pub async fn result(
+    function: &FunctionSpec,
     input: &RunInput,
     ctx: &RunContext<'_>,
-) -> Result<HashMap<String, String>, RunError> {
-    let mut results = HashMap::with_capacity(functions.len());
-    for function in functions {
-        let text = match call(function, input, ctx, &results).await? {
-            Value::String(text) => text,
-            Value::Null => String::new(),
-            other => other.to_string(),
-        };
-        results.insert(function.node_id.clone(), text);
-    }
-    Ok(results)
+    results: &HashMap<String, String>,
+) -> Result<String, RunError> {
+    Ok(match call(function, input, ctx, results).await? {
+        Value::String(text) => text,
+        Value::Null => String::new(),
+        other => other.to_string(),
+    })
 }
 
 /// A function as the flow's ending node: its result is the answer (an

@@ -4,6 +4,8 @@
 //! artifacts) when done. Built on [`super::runtime`]; never imports the
 //! agentflow run kind (the engine chooses between them).
 //!
+//! - [`ahead`]: the nodes other nodes read (`customFunction`s, chained
+//!   `llmChain` predictions), run in order before the answer.
 //! - [`chain`]: one model call over a prompt or a conversation.
 //! - [`agent`]: a tool-calling agent as the flow's answer (the loop itself is
 //!   [`super::runtime::tool_loop`]).
@@ -19,6 +21,7 @@
 //! provider stream is dropped, which cancels the provider call.
 
 pub mod agent;
+pub mod ahead;
 pub mod chain;
 pub mod csv_agent;
 pub mod function;

@@ -38,35 +38,61 @@ static SPEC: NodeSpec = NodeSpec {
     inputs: &INPUTS,
 };
 
+/// LlamaIndex's Azure OpenAI chat model in Flowise
+/// (`azureChatOpenAI_LlamaIndex`, as in its Simple Chat Engine template): the
+/// same model, for LlamaIndex's chat engines.
+pub struct AzureChatOpenAiLlamaIndex;
+
+static LLAMA_INDEX_SPEC: NodeSpec = NodeSpec {
+    name: "azureChatOpenAI_LlamaIndex",
+    category: Category::ChatModel,
+    inputs: &INPUTS,
+};
+
+impl Node for AzureChatOpenAiLlamaIndex {
+    fn spec(&self) -> &'static NodeSpec {
+        &LLAMA_INDEX_SPEC
+    }
+
+    fn build(&self, node: &Build<'_>) -> Result<Component, FlowError> {
+        build(node, LLAMA_INDEX_SPEC.name)
+    }
+}
+
 impl Node for AzureChatOpenAI {
     fn spec(&self) -> &'static NodeSpec {
         &SPEC
     }
 
     fn build(&self, node: &Build<'_>) -> Result<Component, FlowError> {
-        let setting = |input: &str, env: &str| super::setting(node, &[input], env);
-        let (base, key) = super::azure_endpoint(
-            node,
-            setting(
-                "azureOpenAIApiDeploymentName",
-                "AZURE_OPENAI_API_DEPLOYMENT_NAME",
-            ),
-            "AZURE_OPENAI_API_DEPLOYMENT_NAME",
-        )?;
-        Ok(Component::Model(ModelSpec {
-            node_id: node.id().to_owned(),
-            node_type: SPEC.name,
-            params: sampling(node, &["maxTokens"], None)?,
-            provider: Provider::OpenAi {
-                base,
-                auth: Auth::Azure {
-                    key,
-                    version: setting("azureOpenAIApiVersion", "AZURE_OPENAI_API_VERSION")
-                        .unwrap_or_else(|| DEFAULT_API_VERSION.to_owned()),
-                },
-                model: model_name(node, "gpt-4o-mini"),
-                label: "Azure OpenAI",
-            },
-        }))
+        build(node, SPEC.name)
     }
+}
+
+/// The model of either node type.
+fn build(node: &Build<'_>, node_type: &'static str) -> Result<Component, FlowError> {
+    let setting = |input: &str, env: &str| super::setting(node, &[input], env);
+    let (base, key) = super::azure_endpoint(
+        node,
+        setting(
+            "azureOpenAIApiDeploymentName",
+            "AZURE_OPENAI_API_DEPLOYMENT_NAME",
+        ),
+        "AZURE_OPENAI_API_DEPLOYMENT_NAME",
+    )?;
+    Ok(Component::Model(ModelSpec {
+        node_id: node.id().to_owned(),
+        node_type,
+        params: sampling(node, &["maxTokens"], None)?,
+        provider: Provider::OpenAi {
+            base,
+            auth: Auth::Azure {
+                key,
+                version: setting("azureOpenAIApiVersion", "AZURE_OPENAI_API_VERSION")
+                    .unwrap_or_else(|| DEFAULT_API_VERSION.to_owned()),
+            },
+            model: model_name(node, "gpt-4o-mini"),
+            label: "Azure OpenAI",
+        },
+    }))
 }

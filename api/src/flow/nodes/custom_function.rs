@@ -41,14 +41,14 @@ impl Node for CustomFunction {
                 continue;
             };
             for id in embedded_references(text) {
-                let is_function = node
-                    .graph()
-                    .node(id)
-                    .is_some_and(|n| n.name == SPEC.name && n.id != node.id());
-                if !is_function {
+                // The steps that run ahead (`flow::plan::StepAhead`).
+                let runs_ahead = node.graph().node(id).is_some_and(|n| {
+                    (n.name == SPEC.name || n.name == "llmChain") && n.id != node.id()
+                });
+                if !runs_ahead {
                     return Err(node.invalid(format_args!(
                         "input variable '{name}' reads node {id}; weir passes only another \
-                         customFunction's result between chatflow nodes"
+                         customFunction's or an llmChain's result between chatflow nodes"
                     )));
                 }
             }
