@@ -420,6 +420,12 @@ pub struct ProviderSettings {
           value_parser = parse_secret, global = true)]
     pub mistral_api_key: Option<Secret>,
 
+    /// Groq key for nodes without one of their own (sent only to api.groq.com, or
+    /// where the server sends it, or `PROVIDER_KEY_HOSTS`).
+    #[arg(long, env = "GROQ_API_KEY", hide_env_values = true,
+          value_parser = parse_secret, global = true)]
+    pub groq_api_key: Option<Secret>,
+
     /// Azure OpenAI key for nodes without one of their own (sent only to Azure's
     /// hosts, or where the server sends it, or `PROVIDER_KEY_HOSTS`).
     #[arg(long, env = "AZURE_OPENAI_API_KEY", hide_env_values = true,
@@ -456,9 +462,46 @@ pub struct ProviderSettings {
     #[arg(long, env = "AZURE_OPENAI_ENDPOINT", global = true)]
     pub azure_openai_endpoint: Option<String>,
 
+    /// Brave Search API key for `braveSearchAPI` tools without a credential (sent
+    /// only to api.search.brave.com, or `PROVIDER_KEY_HOSTS`).
+    #[arg(long, env = "BRAVE_SEARCH_API_KEY", hide_env_values = true,
+          value_parser = parse_secret, global = true)]
+    pub brave_search_api_key: Option<Secret>,
+
+    /// Base URL of Brave's search API for tools that name none (default
+    /// `https://api.search.brave.com`).
+    #[arg(long, env = "BRAVE_SEARCH_BASE_URL", global = true)]
+    pub brave_search_base_url: Option<String>,
+
+    /// SerpAPI key for `serpAPI` tools without a credential (sent only to
+    /// serpapi.com, or `PROVIDER_KEY_HOSTS`).
+    #[arg(long, env = "SERPAPI_API_KEY", hide_env_values = true,
+          value_parser = parse_secret, global = true)]
+    pub serpapi_api_key: Option<Secret>,
+
+    /// Base URL of SerpAPI for tools that name none (default `https://serpapi.com`).
+    #[arg(long, env = "SERPAPI_BASE_URL", global = true)]
+    pub serpapi_base_url: Option<String>,
+
+    /// Google Custom Search JSON API key for `googleCustomSearch` tools without a
+    /// credential (sent only to googleapis.com's hosts, or `PROVIDER_KEY_HOSTS`).
+    #[arg(long, env = "GOOGLE_CUSTOM_SEARCH_API_KEY", hide_env_values = true,
+          value_parser = parse_secret, global = true)]
+    pub google_custom_search_api_key: Option<Secret>,
+
+    /// The Programmable Search Engine id (`cx`) for `googleCustomSearch` tools
+    /// without a credential.
+    #[arg(long, env = "GOOGLE_CUSTOM_SEARCH_ENGINE_ID", global = true)]
+    pub google_custom_search_engine_id: Option<String>,
+
+    /// Base URL of Google's Custom Search JSON API for tools that name none
+    /// (default `https://www.googleapis.com`).
+    #[arg(long, env = "GOOGLE_CUSTOM_SEARCH_BASE_URL", global = true)]
+    pub google_custom_search_base_url: Option<String>,
+
     /// Hosts besides each provider's own that the server's provider keys
-    /// (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`, `MISTRAL_API_KEY`, `AZURE_OPENAI_API_KEY`,
-    /// `GOOGLE_GENERATIVE_AI_API_KEY`)
+    /// (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`, `MISTRAL_API_KEY`, `GROQ_API_KEY`, `AZURE_OPENAI_API_KEY`,
+    /// `GOOGLE_GENERATIVE_AI_API_KEY`, and the search tools' keys)
     /// may be sent to when a node points there (`host` or `host:port`, comma-separated):
     /// a gateway or proxy you run. Credentials may go there too. See Credentials in
     /// docs/security.md.
@@ -476,6 +519,7 @@ impl ProviderSettings {
             "ANTHROPIC_API_KEY" => secret(&self.anthropic_api_key),
             "ANTHROPIC_BASE_URL" => self.anthropic_base_url.as_deref(),
             "MISTRAL_API_KEY" => secret(&self.mistral_api_key),
+            "GROQ_API_KEY" => secret(&self.groq_api_key),
             "GOOGLE_GENERATIVE_AI_API_KEY" => secret(&self.google_generative_ai_api_key),
             "GOOGLE_GENERATIVE_AI_BASE_URL" => self.google_generative_ai_base_url.as_deref(),
             "AZURE_OPENAI_API_KEY" => secret(&self.azure_openai_api_key),
@@ -487,6 +531,13 @@ impl ProviderSettings {
             "AZURE_OPENAI_API_VERSION" => self.azure_openai_api_version.as_deref(),
             "AZURE_OPENAI_BASE_PATH" => self.azure_openai_base_path.as_deref(),
             "AZURE_OPENAI_ENDPOINT" => self.azure_openai_endpoint.as_deref(),
+            "BRAVE_SEARCH_API_KEY" => secret(&self.brave_search_api_key),
+            "BRAVE_SEARCH_BASE_URL" => self.brave_search_base_url.as_deref(),
+            "SERPAPI_API_KEY" => secret(&self.serpapi_api_key),
+            "SERPAPI_BASE_URL" => self.serpapi_base_url.as_deref(),
+            "GOOGLE_CUSTOM_SEARCH_API_KEY" => secret(&self.google_custom_search_api_key),
+            "GOOGLE_CUSTOM_SEARCH_ENGINE_ID" => self.google_custom_search_engine_id.as_deref(),
+            "GOOGLE_CUSTOM_SEARCH_BASE_URL" => self.google_custom_search_base_url.as_deref(),
             _ => None,
         };
         value.filter(|v| !v.is_empty())

@@ -978,6 +978,16 @@ class FakeSite:
         self.server.shutdown()
 
 
+def recorded_get(handler, queries):
+    """(path, query parameters, lower-case headers) of a GET, appended to `queries`."""
+    from urllib.parse import parse_qs, urlsplit
+    parts = urlsplit(handler.path)
+    seen = (parts.path, {k: v[0] for k, v in parse_qs(parts.query).items()},
+            {k.lower(): v for k, v in handler.headers.items()})
+    queries.append(seen)
+    return seen
+
+
 class FakeSearxng:
     """A SearXNG instance on a loopback address: `GET /search?q=…&format=json`
     answers `{"query", "results": [{title, url, content}], "answers", "infoboxes",
@@ -997,11 +1007,8 @@ class FakeSearxng:
                 pass
 
             def do_GET(self):
-                from urllib.parse import parse_qs, urlsplit
-                parts = urlsplit(self.path)
-                query = {k: v[0] for k, v in parse_qs(parts.query).items()}
-                fake.queries.append((parts.path, query, {k.lower(): v for k, v in self.headers.items()}))
-                if parts.path != "/search" or query.get("format") != "json":
+                path, query, _ = recorded_get(self, fake.queries)
+                if path != "/search" or query.get("format") != "json":
                     payload, status = b"Forbidden", 403
                 else:
                     q = query.get("q", "")
@@ -1018,6 +1025,62 @@ class FakeSearxng:
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
                 self.wfile.write(payload)
+
+        self.server, self.url = serve(Handler, host)
+
+    def close(self):
+        self.server.shutdown()
+
+
+class FakeSearchApis:
+    """Brave's, SerpAPI's and Google Custom Search's APIs on one loopback address,
+    each on its own path and with its own key: `GET /res/v1/web/search?q=` with
+    `X-Subscription-Token: brave-key` answers `{"web": {"results": [{title, url,
+    description}]}}`; `GET /search?api_key=serp-key&q=` an answer box for `When
+    does the library open?`, else organic results; `GET /customsearch/v1?key=
+    google-key&cx=cx-1&q=` `{"items": [{title, link, snippet}]}`. Three results
+    naming the query, none for `nothing`; a wrong key is the service's own
+    refusal (401, SerpAPI's `{"error"}`). Records (path, query, lower-case headers)."""
+
+    KEYS = {"brave": "brave-key", "serpapi": "serp-key", "google": "google-key"}
+
+    def __init__(self, host="127.0.0.2"):
+        self.queries = []
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.0"
+
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                path, query, headers = recorded_get(self, fake.queries)
+                q = query.get("q", "")
+                found = [] if q == "nothing" else [
+                    (f"{q} {n}", f"https://example.com/{n}", f"About {q}, part {n}.") for n in range(1, 4)]
+                if path == "/res/v1/web/search":
+                    ok = headers.get("x-subscription-token") == fake.KEYS["brave"]
+                    answer = {"type": "search", "web": {"type": "search", "results": [
+                        {"title": t, "url": u, "description": d, "language": "en"} for t, u, d in found]}} \
+                        if ok else {"type": "ErrorResponse", "error": {"code": "SUBSCRIPTION_TOKEN_INVALID"}}
+                elif path == "/search":
+                    ok = query.get("api_key") == fake.KEYS["serpapi"]
+                    if not ok:
+                        answer = {"error": "Invalid API key. Your API key should be here: https://serpapi.com/manage-api-key"}
+                    elif q == "When does the library open?":
+                        answer = {"answer_box": {"type": "organic_result", "answer": "9 am"}}
+                    else:
+                        answer = {"organic_results": [{"position": n, "title": t, "link": u, "snippet": d}
+                                                      for n, (t, u, d) in enumerate(found, 1)]}
+                elif path == "/customsearch/v1":
+                    ok = query.get("key") == fake.KEYS["google"] and query.get("cx") == "cx-1"
+                    answer = {"kind": "customsearch#search", "items": [
+                        {"kind": "customsearch#result", "title": t, "link": u, "snippet": d} for t, u, d in found]} \
+                        if ok else {"error": {"code": 400, "message": "API key not valid."}}
+                else:
+                    ok, answer = False, {"error": "no such path"}
+                FakeProviders.reply_json(self, 200 if ok else 401, answer)
 
         self.server, self.url = serve(Handler, host)
 

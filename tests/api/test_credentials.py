@@ -41,7 +41,7 @@ def keyed(request, fake, tmp_path_factory):
     """A server holding every provider's key in its environment."""
     w = Weir(tmp_path_factory.mktemp(f"weir-cred-{request.param}"), request.param)
     w.env.update(OPENAI_API_KEY=GOOD_KEY, ANTHROPIC_API_KEY=GOOD_KEY, MISTRAL_API_KEY=GOOD_KEY,
-                 AZURE_OPENAI_API_KEY=GOOD_KEY)
+                 AZURE_OPENAI_API_KEY=GOOD_KEY, GROQ_API_KEY=GOOD_KEY)
     w.start()
     yield w
     w.cleanup()
@@ -189,6 +189,19 @@ def test_agentflow_model_config_names_its_credential(api, fake):
     assert fake.last_request("/chat/completions")[1]["authorization"] == f"Bearer {GOOD_KEY}"
 
 
+def test_a_groq_model_speaks_openais_wire_with_its_groq_credential(api, fake):
+    # The server's GROQ_API_KEY never goes to the fake's host: the credential's key does.
+    cred = create_credential(api, kind="groqApi", field="groqApiKey")
+    groq = flows.node("groqChat_0", "groqChat", {"modelName": "llama-3.3-70b-versatile", "temperature": 0.2,
+                                                 "maxTokens": 64, "basePath": f"{fake.url}/v1", "streaming": True})
+    groq["data"]["credential"] = cred["id"]
+    question = f"groq {nonce()}"
+    assert ask(api, create_flow(api, flows.conversation(groq)), question)["text"] == f"Echo: {question}"
+    _, headers, body = fake.last_request("/chat/completions")
+    assert headers["authorization"] == f"Bearer {GOOD_KEY}"
+    assert (body["model"], body["temperature"], body["max_tokens"]) == ("llama-3.3-70b-versatile", 0.2, 64)
+
+
 def test_server_keys_never_follow_a_node_elsewhere(api, fake):
     """The server holds every provider's key; nodes pointed at another host (the fake)
     without keys of their own are refused before anything is sent."""
@@ -196,9 +209,10 @@ def test_server_keys_never_follow_a_node_elsewhere(api, fake):
     mistral = flows.node("chatMistralAI_0", "chatMistralAI", {"modelName": "m", "overrideEndpoint": f"{fake.url}/v1"})
     azure = flows.node("azureChatOpenAI_0", "azureChatOpenAI", {
         "modelName": "gpt-4o", "azureOpenAIApiDeploymentName": "d", "basePath": f"{fake.url}/openai/deployments/d"})
+    groq = flows.node("groqChat_0", "groqChat", {"modelName": "llama", "basePath": f"{fake.url}/v1"})
     for model, env in ((flows.openai_model(fake.url, key=""), "OPENAI_API_KEY"),
                        (flows.anthropic_model(fake.url, key=""), "ANTHROPIC_API_KEY"),
-                       (mistral, "MISTRAL_API_KEY"), (azure, "AZURE_OPENAI_API_KEY")):
+                       (mistral, "MISTRAL_API_KEY"), (azure, "AZURE_OPENAI_API_KEY"), (groq, "GROQ_API_KEY")):
         body = assert_error(predict(api, create_flow(api, flows.conversation(model)), "hi"), 400, env)
         assert "PROVIDER_KEY_HOSTS" in body["message"] and GOOD_KEY not in body["message"]
     # Nor through an override the chatflow allows.

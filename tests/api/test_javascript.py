@@ -145,6 +145,31 @@ def test_a_custom_function_without_code_or_with_a_bad_name_is_a_400(py_api):
         assert_error(r, 400, words)
 
 
+def test_a_body_that_loads_a_nodejs_module_is_a_400_before_it_runs(py_api, fake):
+    """Flowise's NodeVM lends `require`; weir's QuickJS has no modules, so a body
+    that loads one is a 400 naming node and module, before any of the flow runs."""
+    sql_agent = ("const { DataSource } = require('typeorm');\n"
+                 "const AppDataSource = new DataSource({type: 'postgres'});\nreturn 1;")
+    tool = flows.node("customTool_0", "customTool", {
+        "customToolName": "orders", "customToolDesc": "Orders", "customToolSchema": "[]",
+        "customToolFunc": "import axios from 'axios';\nconst r = await axios.get('x');\nreturn r.data;"})
+    for flow, kind, words in [
+        (agentflow(af_start(), custom_function(sql_agent)), "AGENTFLOW",
+         ["customFunctionAgentflow_0", "'typeorm'", "require('typeorm')", "require is not defined"]),
+        (flows.graph([chat_function("const { Pool } = require(\"pg\");\nreturn 1;")]), "CHATFLOW",
+         ["customFunction_0", "'pg'"]),
+        (flows.tool_agent(flows.openai_model(fake.url), [tool]), "CHATFLOW", ["customTool_0", "'axios'"]),
+    ]:
+        r = py_api.post("/chatflows", json={"name": "node modules", "type": kind, "flowData": json.dumps(flow)})
+        assert r.status_code == 201, r.text
+        message = assert_error(predict(py_api, r.json()["id"], "x"), 400)["message"]
+        assert all(w in message for w in words), message
+    # The words in a string or a comment load nothing: such a body is saved and runs.
+    code = "// no require('pg') here\nreturn \"require('pg')\" + ' import x from \"y\"';"
+    flow = create_flow(py_api, flows.graph([chat_function(code)]))
+    assert ask(py_api, flow, "x")["text"] == "require('pg') import x from \"y\""
+
+
 def test_a_sequential_agents_state_is_updated_by_its_javascript(py_api, fake):
     """`updateStateMemoryCode` (the code tab chosen): the object returned is written
     to the state, which the next step's prompt reads."""

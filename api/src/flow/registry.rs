@@ -21,6 +21,7 @@ pub static NODES: &[&dyn Node] = &[
     &chat_mistral_ai::ChatMistralAI,
     &chat_ollama::ChatOllama,
     &chat_google_generative_ai::ChatGoogleGenerativeAi,
+    &groq_chat::GroqChat,
     &google_generative_ai_embedding::GoogleGenerativeAiEmbedding,
     &chat_local::ChatLocal,
     // Prompts
@@ -62,6 +63,9 @@ pub static NODES: &[&dyn Node] = &[
     &requests_put::RequestsPut,
     &requests_delete::RequestsDelete,
     &searxng::Searxng,
+    &search_apis::BraveSearchApi,
+    &search_apis::SerpApi,
+    &search_apis::GoogleCustomSearch,
     &redis_backed_chat_memory::RedisBackedChatMemory,
     &redis_backed_chat_memory::UpstashRedisBackedChatMemory,
     &llama_index_engines::SimpleChatEngine,

@@ -45,20 +45,43 @@ pub const GEMINI: ProviderEndpoint = ProviderEndpoint {
     default_base: Some(super::gemini::DEFAULT_BASE),
 };
 
-/// Every provider whose credentials weir knows the home of (Groq's can be
-/// stored and kept home, though weir has no node for it yet; Cohere, Jina and
-/// Voyage keys serve the rerank retrievers, Upstash's token its Redis memory).
+/// Groq speaks the OpenAI wire format at its own base.
+pub const GROQ: ProviderEndpoint = ProviderEndpoint {
+    credential: "groqApi",
+    home: "api.groq.com",
+    default_base: Some("https://api.groq.com/openai/v1"),
+};
+
+/// The search tools' APIs (`braveSearchAPI`, `serpAPI`, `googleCustomSearch`).
+pub const BRAVE_SEARCH: ProviderEndpoint = ProviderEndpoint {
+    credential: "braveSearchApi",
+    home: "api.search.brave.com",
+    default_base: Some("https://api.search.brave.com"),
+};
+
+pub const SERPAPI: ProviderEndpoint = ProviderEndpoint {
+    credential: "serpApi",
+    home: "serpapi.com",
+    default_base: Some("https://serpapi.com"),
+};
+
+/// Google's APIs share googleapis.com (Custom Search answers on `www.` and `customsearch.`).
+pub const GOOGLE_CUSTOM_SEARCH: ProviderEndpoint = ProviderEndpoint {
+    credential: "googleCustomSearchApi",
+    home: "googleapis.com",
+    default_base: Some("https://www.googleapis.com"),
+};
+
+/// Every provider whose credentials weir knows the home of (Cohere, Jina and
+/// Voyage keys serve the rerank retrievers, Upstash's token its Redis memory, the
+/// search APIs' keys their tools).
 pub const PROVIDERS: &[ProviderEndpoint] = &[
     OPENAI,
     ANTHROPIC,
     MISTRAL,
     AZURE_OPENAI,
     GEMINI,
-    ProviderEndpoint {
-        credential: "groqApi",
-        home: "api.groq.com",
-        default_base: None,
-    },
+    GROQ,
     ProviderEndpoint {
         credential: "cohereApi",
         home: "api.cohere.ai",
@@ -74,6 +97,9 @@ pub const PROVIDERS: &[ProviderEndpoint] = &[
         home: "api.voyageai.com",
         default_base: None,
     },
+    BRAVE_SEARCH,
+    SERPAPI,
+    GOOGLE_CUSTOM_SEARCH,
     // Upstash databases are `<name>.upstash.io`: the home's subdomains.
     ProviderEndpoint {
         credential: "upstashRedisMemoryApi",

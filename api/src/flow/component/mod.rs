@@ -282,19 +282,48 @@ pub struct WebScraperTool {
     pub sitemap: bool,
 }
 
-/// A SearXNG instance (self-hosted metasearch) as a tool.
-#[derive(Debug, Clone, PartialEq)]
+/// A web search service as a tool: a SearXNG instance (self-hosted metasearch)
+/// or one of the search APIs Flowise's tools call.
+#[derive(Clone, PartialEq)]
 pub struct WebSearchTool {
     pub name: String,
     pub description: String,
-    /// The instance's base URL (its `/search` is asked).
+    pub engine: SearchEngine,
+    /// The service's base URL (the engine's search path is added to it).
     pub base: String,
-    /// SearXNG's own search parameters (`categories`, `engines`, `language`,
-    /// `pageno`, `time_range`, `safesearch`).
+    /// Query parameters besides the query: SearXNG's own (`categories`,
+    /// `engines`, `language`, `pageno`, `time_range`, `safesearch`), the key and
+    /// engine id of the APIs that take them in the URL.
     pub params: Vec<(String, String)>,
+    /// Headers sent (a SearXNG node's own, Brave's subscription token).
     pub headers: Map<String, Value>,
-    /// Results kept (Flowise's 10).
+    /// Results kept (Flowise's 10 for SearXNG).
     pub max_results: usize,
+}
+
+/// Its parameters and headers may hold keys: they are never printed.
+impl std::fmt::Debug for WebSearchTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WebSearchTool")
+            .field("name", &self.name)
+            .field("engine", &self.engine)
+            .field("base", &self.base)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Which search API a [`WebSearchTool`] speaks: where it asks and how its
+/// answer reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SearchEngine {
+    /// `GET {base}/search?q=…&format=json`.
+    SearXng,
+    /// Brave's `GET {base}/res/v1/web/search?q=…` with `X-Subscription-Token`.
+    Brave,
+    /// SerpAPI's `GET {base}/search?api_key=…&q=…`.
+    SerpApi,
+    /// Google's Custom Search JSON API, `GET {base}/customsearch/v1?key=…&cx=…&q=…`.
+    GoogleCustomSearch,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -31,7 +31,7 @@ impl Node for CustomFunction {
     fn build(&self, node: &Build<'_>) -> Result<Component, FlowError> {
         let variables = node.json_object("functionInputVariables")?;
         for (name, value) in &variables {
-            if !super::is_js_identifier(name) {
+            if !super::javascript::is_js_identifier(name) {
                 return Err(node.invalid(format_args!(
                     "input variable '{name}' cannot be a JavaScript global ($name): use letters, \
                      digits, _ and $"
@@ -53,12 +53,13 @@ impl Node for CustomFunction {
                 }
             }
         }
+        let code = node.text("javascriptFunction").unwrap_or_default();
+        if let Some(why) = super::javascript::node_module_refusal("javascriptFunction", code) {
+            return Err(node.invalid(why));
+        }
         Ok(Component::Function(FunctionSpec {
             node_id: node.id().to_owned(),
-            code: node
-                .text("javascriptFunction")
-                .unwrap_or_default()
-                .to_owned(),
+            code: code.to_owned(),
             variables,
         }))
     }

@@ -34,7 +34,9 @@ pub mod documents;
 pub mod docx_file;
 pub mod faiss;
 pub mod google_generative_ai_embedding;
+pub mod groq_chat;
 pub mod input_moderation_simple;
+pub mod javascript;
 pub mod json_file;
 pub mod jsonlines_file;
 pub mod llama_index_engines;
@@ -63,6 +65,7 @@ pub mod rerank_retrievers;
 pub mod retrieval_qa_chain;
 pub mod retriever_tool;
 pub mod rrf_retriever;
+pub mod search_apis;
 pub mod searxng;
 pub mod seq_agent;
 pub mod seq_condition;
@@ -167,6 +170,15 @@ const MISTRAL: ProviderEndpoint = ProviderEndpoint {
     key_inputs: &["mistralAIAPIKey", "apiKey"],
     key_env: "MISTRAL_API_KEY",
     home: endpoints::MISTRAL.home,
+};
+
+const GROQ: ProviderEndpoint = ProviderEndpoint {
+    base_inputs: &["basePath"],
+    base_env: None,
+    default_base: default_base(endpoints::GROQ),
+    key_inputs: &["groqApiKey"],
+    key_env: "GROQ_API_KEY",
+    home: endpoints::GROQ.home,
 };
 
 /// A provider's default base, at compile time (one without fails the build).
@@ -351,13 +363,3 @@ fn azure_endpoint(
 
 /// Azure OpenAI's hosts: `<instance>.openai.azure.com`.
 const AZURE_HOME: &str = endpoints::AZURE_OPENAI.home;
-
-/// Whether `name` can follow `$` as a JavaScript global of a function's
-/// sandbox: letters, digits, `_` and `$`, not starting with a digit.
-pub fn is_js_identifier(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars
-        .next()
-        .is_some_and(|c| c == '$' || c == '_' || c.is_ascii_alphabetic())
-        && chars.all(|c| c == '$' || c == '_' || c.is_ascii_alphanumeric())
-}

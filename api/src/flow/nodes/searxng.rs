@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 use crate::flow::FlowError;
-use crate::flow::component::{Component, ToolKind, ToolSpec, WebSearchTool};
+use crate::flow::component::{Component, SearchEngine, ToolKind, ToolSpec, WebSearchTool};
 use crate::flow::node::{
     Build, Category, InputKind as K, Node, NodeSpec, endpoint_url, input, sensitive,
 };
@@ -73,6 +73,7 @@ impl Node for Searxng {
                     .text("toolDescription")
                     .unwrap_or(DESCRIPTION)
                     .to_owned(),
+                engine: SearchEngine::SearXng,
                 base,
                 params,
                 headers,

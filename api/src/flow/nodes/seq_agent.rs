@@ -39,6 +39,9 @@ pub(super) fn update_state(node: &Build<'_>) -> Result<StateUpdate, FlowError> {
     if tab.starts_with("updateStateMemoryCode")
         && let Some(code) = node.text("updateStateMemoryCode")
     {
+        if let Some(why) = super::javascript::node_module_refusal("updateStateMemoryCode", code) {
+            return Err(node.invalid(why));
+        }
         return Ok((Vec::new(), Some(code.to_owned())));
     }
     let mut rows = Vec::new();

@@ -68,6 +68,9 @@ pub(super) fn routing(node: &Build<'_>) -> Result<Routing, FlowError> {
     if let Some(code) = node.text("conditionFunction")
         && code_chosen
     {
+        if let Some(why) = super::javascript::node_module_refusal("conditionFunction", code) {
+            return Err(node.invalid(why));
+        }
         return Ok(Routing::Code(code.to_owned()));
     }
     condition_rows(node).map(Routing::Rows)

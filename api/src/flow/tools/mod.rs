@@ -19,6 +19,7 @@ pub mod openapi;
 pub mod python;
 pub mod retriever;
 pub mod runtimes;
+pub mod search;
 pub mod sql;
 pub mod web;
 

@@ -16,14 +16,14 @@ use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use serde_json::{Value, json};
 
 use super::ToolOutcome;
-use crate::flow::component::{HttpMethod, RequestTool, WebScraperTool, WebSearchTool};
+use crate::flow::component::{HttpMethod, RequestTool, WebScraperTool};
 use crate::llm::http::root_cause;
 use crate::netguard::{self, AddressPolicy};
 use crate::retrieval::load::html;
 
 const MAX_REDIRECTS: usize = 5;
 /// Bytes of an answer read at most; the model gets `max_output` characters of it.
-const MAX_BODY_BYTES: usize = 1 << 20;
+pub(super) const MAX_BODY_BYTES: usize = 1 << 20;
 const TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Resolves names and refuses those that lead to an address the policy refuses.
@@ -51,8 +51,8 @@ impl Resolve for GuardedResolver {
 /// The client of the request tools.
 #[derive(Clone)]
 pub struct WebClient {
-    client: reqwest::Client,
-    policy: Arc<AddressPolicy>,
+    pub(super) client: reqwest::Client,
+    pub(super) policy: Arc<AddressPolicy>,
 }
 
 impl WebClient {
@@ -132,87 +132,6 @@ impl WebClient {
             Err(e) => ToolOutcome::error(format!("the request failed: {}", root_cause(&e))),
         }
     }
-}
-
-impl WebClient {
-    /// A SearXNG search (`GET {base}/search?q=…&format=json`): the results as a
-    /// JSON array of `{title, link, snippet}`, else the instance's answer, infobox
-    /// or suggestions, as Flowise's tool gives them.
-    pub async fn search(&self, tool: &WebSearchTool, query: &str) -> ToolOutcome {
-        if query.is_empty() {
-            return ToolOutcome::error("give the 'input' to search for");
-        }
-        let mut url = match Url::parse(&format!("{}/search", tool.base.trim_end_matches('/'))) {
-            Ok(u) => u,
-            Err(e) => return ToolOutcome::error(format!("'{}' is not a URL: {e}", tool.base)),
-        };
-        url.query_pairs_mut()
-            .append_pair("q", query)
-            .append_pair("format", "json")
-            .extend_pairs(tool.params.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-        if let Err(why) = check_url(&self.policy, &url) {
-            return ToolOutcome::error(why);
-        }
-        let mut request = self.client.get(url).header("accept", "application/json");
-        for (name, value) in &tool.headers {
-            let value = match value {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
-            };
-            request = request.header(name.as_str(), value);
-        }
-        let answer = match request.send().await {
-            Ok(answer) if answer.status() == reqwest::StatusCode::FORBIDDEN => {
-                return ToolOutcome::error(
-                    "SearXNG refused the JSON format (HTTP 403): enable `json` under \
-                     search.formats in the instance's settings.yml",
-                );
-            }
-            Ok(answer) => read(answer, MAX_BODY_BYTES).await,
-            Err(e) => return ToolOutcome::error(format!("the search failed: {}", root_cause(&e))),
-        };
-        if answer.output.starts_with("Error:") {
-            return answer;
-        }
-        match serde_json::from_str::<Value>(&answer.output) {
-            Ok(found) => ToolOutcome::text(search_results(&found, tool.max_results)),
-            Err(e) => ToolOutcome::error(format!("SearXNG answered something not JSON: {e}")),
-        }
-    }
-}
-
-/// What a SearXNG answer says, for a model.
-fn search_results(found: &Value, max_results: usize) -> String {
-    let list = |key: &str| {
-        found
-            .get(key)
-            .and_then(Value::as_array)
-            .filter(|l| !l.is_empty())
-    };
-    let text = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).unwrap_or("").to_owned();
-    if let Some(results) = list("results") {
-        let shown: Vec<Value> = results
-            .iter()
-            .take(max_results)
-            .map(|r| json!({"title": text(r, "title"), "link": text(r, "url"), "snippet": text(r, "content")}))
-            .collect();
-        return Value::Array(shown).to_string();
-    }
-    if let Some(answer) = list("answers").and_then(|a| a.first()) {
-        return match answer {
-            Value::String(s) => s.clone(),
-            other => text(other, "answer"),
-        };
-    }
-    if let Some(infobox) = list("infoboxes").and_then(|i| i.first()) {
-        let content = text(infobox, "content");
-        return crate::retrieval::load::html::page_text(&content, None).unwrap_or(content);
-    }
-    if let Some(suggestions) = list("suggestions") {
-        let words: Vec<&str> = suggestions.iter().filter_map(Value::as_str).collect();
-        return format!("Suggestions: {}", words.join(", "));
-    }
-    "No good results found.".to_owned()
 }
 
 /// The body a POST or PUT sends: the node's fixed body with what the model
@@ -568,7 +487,7 @@ impl WebClient {
 }
 
 /// Only http(s), and no IP literal the policy refuses (in any spelling).
-fn check_url(policy: &AddressPolicy, url: &Url) -> Result<(), String> {
+pub(super) fn check_url(policy: &AddressPolicy, url: &Url) -> Result<(), String> {
     if !matches!(url.scheme(), "http" | "https") {
         return Err(format!("refused: only http and https URLs ({url})"));
     }
@@ -585,7 +504,7 @@ fn check_url(policy: &AddressPolicy, url: &Url) -> Result<(), String> {
 }
 
 /// The answer's status and text, cut to `max_output` characters.
-async fn read(response: reqwest::Response, max_output: usize) -> ToolOutcome {
+pub(super) async fn read(response: reqwest::Response, max_output: usize) -> ToolOutcome {
     let status = response.status();
     let mut body = Vec::new();
     let mut stream = response.bytes_stream();

@@ -32,6 +32,12 @@ impl Node for CustomFunctionAgentflow {
         if code.trim().is_empty() {
             return Err(read.invalid("has no JavaScript function to run"));
         }
+        if let Some(why) = crate::flow::nodes::javascript::node_module_refusal(
+            "customFunctionJavascriptFunction",
+            &code,
+        ) {
+            return Err(read.invalid(why));
+        }
         let variables = read.pairs(
             "customFunctionInputVariables",
             "variableName",
@@ -39,7 +45,7 @@ impl Node for CustomFunctionAgentflow {
         )?;
         if let Some((name, _)) = variables
             .iter()
-            .find(|(name, _)| !crate::flow::nodes::is_js_identifier(name))
+            .find(|(name, _)| !crate::flow::nodes::javascript::is_js_identifier(name))
         {
             return Err(read.invalid(format_args!(
                 "has an input variable '{name}' that is not a JavaScript name"
