@@ -483,6 +483,16 @@ pub struct ProviderSettings {
     #[arg(long, env = "SERPAPI_BASE_URL", global = true)]
     pub serpapi_base_url: Option<String>,
 
+    /// Serper key for `serper` tools without a credential (sent only to
+    /// google.serper.dev, or `PROVIDER_KEY_HOSTS`).
+    #[arg(long, env = "SERPER_API_KEY", hide_env_values = true,
+          value_parser = parse_secret, global = true)]
+    pub serper_api_key: Option<Secret>,
+
+    /// Base URL of Serper for tools that name none (default `https://google.serper.dev`).
+    #[arg(long, env = "SERPER_BASE_URL", global = true)]
+    pub serper_base_url: Option<String>,
+
     /// Google Custom Search JSON API key for `googleCustomSearch` tools without a
     /// credential (sent only to googleapis.com's hosts, or `PROVIDER_KEY_HOSTS`).
     #[arg(long, env = "GOOGLE_CUSTOM_SEARCH_API_KEY", hide_env_values = true,
@@ -535,6 +545,8 @@ impl ProviderSettings {
             "BRAVE_SEARCH_BASE_URL" => self.brave_search_base_url.as_deref(),
             "SERPAPI_API_KEY" => secret(&self.serpapi_api_key),
             "SERPAPI_BASE_URL" => self.serpapi_base_url.as_deref(),
+            "SERPER_API_KEY" => secret(&self.serper_api_key),
+            "SERPER_BASE_URL" => self.serper_base_url.as_deref(),
             "GOOGLE_CUSTOM_SEARCH_API_KEY" => secret(&self.google_custom_search_api_key),
             "GOOGLE_CUSTOM_SEARCH_ENGINE_ID" => self.google_custom_search_engine_id.as_deref(),
             "GOOGLE_CUSTOM_SEARCH_BASE_URL" => self.google_custom_search_base_url.as_deref(),

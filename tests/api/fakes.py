@@ -1033,16 +1033,18 @@ class FakeSearxng:
 
 
 class FakeSearchApis:
-    """Brave's, SerpAPI's and Google Custom Search's APIs on one loopback address,
+    """Brave's, SerpAPI's, Serper's and Google Custom Search's APIs on one loopback address,
     each on its own path and with its own key: `GET /res/v1/web/search?q=` with
     `X-Subscription-Token: brave-key` answers `{"web": {"results": [{title, url,
     description}]}}`; `GET /search?api_key=serp-key&q=` an answer box for `When
     does the library open?`, else organic results; `GET /customsearch/v1?key=
-    google-key&cx=cx-1&q=` `{"items": [{title, link, snippet}]}`. Three results
+    google-key&cx=cx-1&q=` `{"items": [{title, link, snippet}]}`; `POST /search` of
+    `{"q"}` with `X-API-KEY: serper-key` Serper's `{"answerBox"}` for `When does the
+    library open?`, else `{"organic": [{title, link, snippet}]}`. Three results
     naming the query, none for `nothing`; a wrong key is the service's own
     refusal (401, SerpAPI's `{"error"}`). Records (path, query, lower-case headers)."""
 
-    KEYS = {"brave": "brave-key", "serpapi": "serp-key", "google": "google-key"}
+    KEYS = {"brave": "brave-key", "serpapi": "serp-key", "serper": "serper-key", "google": "google-key"}
 
     def __init__(self, host="127.0.0.2"):
         self.queries = []
@@ -1081,6 +1083,22 @@ class FakeSearchApis:
                 else:
                     ok, answer = False, {"error": "no such path"}
                 FakeProviders.reply_json(self, 200 if ok else 401, answer)
+
+            def do_POST(self):
+                length = int(self.headers.get("content-length") or 0)
+                asked = json.loads(self.rfile.read(length) or b"{}")
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                fake.queries.append((self.path, asked, headers))
+                ok = self.path == "/search" and headers.get("x-api-key") == fake.KEYS["serper"]
+                q = asked.get("q", "")
+                if not ok:
+                    answer = {"message": "Unauthorized.", "statusCode": 403}
+                elif q == "When does the library open?":
+                    answer = {"answerBox": {"snippet": "9 am"}, "organic": [{"snippet": "later"}]}
+                else:
+                    answer = {"organic": [{"title": f"{q} {n}", "link": f"https://example.com/{n}",
+                                           "snippet": f"About {q}, part {n}.", "position": n} for n in range(1, 4)]}
+                FakeProviders.reply_json(self, 200 if ok else 403, answer)
 
         self.server, self.url = serve(Handler, host)
 

@@ -26,7 +26,8 @@ FLOWISE = ("flowise@3.1.2", "5a539efabdffc6f7496bb664f33601d6bbfffd533919b279ef6
 KINDS = {"chatflows": "CHATFLOW", "agentflows": "MULTIAGENT", "agentflowsv2": "AGENTFLOW"}
 
 # Templates that need a service weir has no node for (Pinecone, Replicate, Gmail, …), reached
-# only at its own address. Those that search with Brave, SerpAPI or Google Custom Search run:
+# only at its own address. Those that search with Brave, SerpAPI or Google Custom Search run
+# (and OpenAI Assistant's Serper tool would):
 # their tools' bases and keys come from the server's environment (the fake's, unused: the
 # fake model calls no tool here; tests/api/test_search_tools.py searches).
 NEEDS_SAAS = {
@@ -35,7 +36,7 @@ NEEDS_SAAS = {
     "chatflows/HuggingFace LLM Chain": "Hugging Face Inference",
     "chatflows/Image Generation": "Replicate",
     "chatflows/Multiple Documents QnA": "Pinecone",
-    "chatflows/OpenAI Assistant": "OpenAI Assistants, Serper",
+    "chatflows/OpenAI Assistant": "OpenAI Assistants",
     "chatflows/Query Engine": "Pinecone",
     "chatflows/Replicate LLM": "Replicate",
     "chatflows/SubQuestion Query Engine": "Pinecone",

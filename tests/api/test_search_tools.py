@@ -1,5 +1,5 @@
-"""Flowise's search-API tools — braveSearchAPI, serpAPI, googleCustomSearch —
-against a fake of the three APIs on loopback: each asked on its own wire with
+"""Flowise's search-API tools — braveSearchAPI, serpAPI, serper, googleCustomSearch —
+against a fake of the four APIs on loopback: each asked on its own wire with
 its key (a node's own, a stored credential's, the server's), its answer read as
 LangChain's tool reads it, a wrong key a tool error the model reads, the
 server's key kept to the service's host, a missing key a 400 naming where it comes from."""
@@ -81,6 +81,20 @@ def test_serpapi_takes_the_servers_key_and_base_and_reads_the_answer_box(api, fa
     # Without an answer box, the organic results' snippets.
     assert json.loads(searched(api, flow, "search", "owls")) == [f"About owls, part {n}." for n in (1, 2, 3)]
     assert searched(api, flow, "search", "nothing") == "No good search result found"
+
+
+def test_serper_is_posted_the_query_with_its_key_header(api, fake, searches):
+    r = api.post("/credentials", json={"name": "Serper", "credentialName": "serperApi",
+                                       "plainDataObj": {"serperApiKey": "serper-key"}, "allowedHosts": ["127.0.0.2"]})
+    assert r.status_code == 201, r.text
+    tool = flows.node("serper_0", "serper", {"basePath": searches.url})
+    tool["data"]["credential"] = r.json()["id"]
+    flow = agent_with(api, fake, tool)
+    assert searched(api, flow, "search", "When does the library open?") == "9 am"
+    path, asked, headers = searches.queries[-1]
+    assert (path, asked, headers["x-api-key"]) == ("/search", {"q": "When does the library open?"}, "serper-key")
+    # Without an answer box, the first organic result's snippet (as LangChain's tool).
+    assert searched(api, flow, "search", "owls") == "About owls, part 1."
 
 
 def test_google_custom_search_reads_a_stored_credential(api, fake, searches):

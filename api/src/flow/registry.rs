@@ -65,6 +65,7 @@ pub static NODES: &[&dyn Node] = &[
     &searxng::Searxng,
     &search_apis::BraveSearchApi,
     &search_apis::SerpApi,
+    &search_apis::Serper,
     &search_apis::GoogleCustomSearch,
     &redis_backed_chat_memory::RedisBackedChatMemory,
     &redis_backed_chat_memory::UpstashRedisBackedChatMemory,

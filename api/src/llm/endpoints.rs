@@ -52,7 +52,7 @@ pub const GROQ: ProviderEndpoint = ProviderEndpoint {
     default_base: Some("https://api.groq.com/openai/v1"),
 };
 
-/// The search tools' APIs (`braveSearchAPI`, `serpAPI`, `googleCustomSearch`).
+/// The search tools' APIs (`braveSearchAPI`, `serpAPI`, `serper`, `googleCustomSearch`).
 pub const BRAVE_SEARCH: ProviderEndpoint = ProviderEndpoint {
     credential: "braveSearchApi",
     home: "api.search.brave.com",
@@ -63,6 +63,12 @@ pub const SERPAPI: ProviderEndpoint = ProviderEndpoint {
     credential: "serpApi",
     home: "serpapi.com",
     default_base: Some("https://serpapi.com"),
+};
+
+pub const SERPER: ProviderEndpoint = ProviderEndpoint {
+    credential: "serperApi",
+    home: "google.serper.dev",
+    default_base: Some("https://google.serper.dev"),
 };
 
 /// Google's APIs share googleapis.com (Custom Search answers on `www.` and `customsearch.`).
@@ -99,6 +105,7 @@ pub const PROVIDERS: &[ProviderEndpoint] = &[
     },
     BRAVE_SEARCH,
     SERPAPI,
+    SERPER,
     GOOGLE_CUSTOM_SEARCH,
     // Upstash databases are `<name>.upstash.io`: the home's subdomains.
     ProviderEndpoint {

@@ -322,6 +322,8 @@ pub enum SearchEngine {
     Brave,
     /// SerpAPI's `GET {base}/search?api_key=…&q=…`.
     SerpApi,
+    /// Serper's `POST {base}/search` of `{"q": …}` with `X-API-KEY`.
+    Serper,
     /// Google's Custom Search JSON API, `GET {base}/customsearch/v1?key=…&cx=…&q=…`.
     GoogleCustomSearch,
 }

@@ -1,4 +1,4 @@
-//! Flowise's search-API tools — `braveSearchAPI`, `serpAPI`,
+//! Flowise's search-API tools — `braveSearchAPI`, `serpAPI`, `serper`,
 //! `googleCustomSearch` — under LangChain's tool names and descriptions. The
 //! key comes from the node's credential (Flowise's credential types and
 //! fields), else from the server's environment, which sends it only to the
@@ -54,6 +54,21 @@ const SERPAPI: SearchApi = SearchApi {
     description: CURRENT_EVENTS,
 };
 
+const SERPER: SearchApi = SearchApi {
+    engine: SearchEngine::Serper,
+    place: ProviderEndpoint {
+        base_inputs: &["basePath"],
+        base_env: Some("SERPER_BASE_URL"),
+        default_base: super::default_base(endpoints::SERPER),
+        key_inputs: &["serperApiKey"],
+        key_env: "SERPER_API_KEY",
+        home: endpoints::SERPER.home,
+    },
+    credential: endpoints::SERPER.credential,
+    tool_name: "search",
+    description: CURRENT_EVENTS,
+};
+
 const GOOGLE: SearchApi = SearchApi {
     engine: SearchEngine::GoogleCustomSearch,
     place: ProviderEndpoint {
@@ -94,6 +109,9 @@ fn build(node: &Build<'_>, api: &SearchApi) -> Result<Component, FlowError> {
             headers.insert("X-Subscription-Token".into(), key.into());
         }
         SearchEngine::SerpApi => params.push(("api_key".to_owned(), key)),
+        SearchEngine::Serper => {
+            headers.insert("X-API-KEY".into(), key.into());
+        }
         SearchEngine::GoogleCustomSearch => {
             let engine_id = setting(
                 node,
@@ -163,6 +181,12 @@ search_api!(
     "serpAPI",
     SERPAPI,
     [sensitive("serpApiKey", K::Text)]
+);
+search_api!(
+    Serper,
+    "serper",
+    SERPER,
+    [sensitive("serperApiKey", K::Text)]
 );
 search_api!(
     GoogleCustomSearch,

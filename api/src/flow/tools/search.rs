@@ -1,8 +1,8 @@
 //! Web search tools: one GET to a search service through the request tools'
 //! address guard ([`super::web`]), and its answer read as Flowise's tool reads
 //! it — SearXNG's and Google's results as a JSON array of `{title, link,
-//! snippet}`, Brave's likewise, SerpAPI's answer box, knowledge graph or
-//! snippets. A service's refusal (a bad key, a quota) is a tool error the
+//! snippet}`, Brave's likewise, SerpAPI's and Serper's answer box, knowledge
+//! graph or snippets. A service's refusal (a bad key, a quota) is a tool error the
 //! model reads, never the request's URL, which may hold the key.
 
 use reqwest::Url;
@@ -20,13 +20,14 @@ impl SearchEngine {
             SearchEngine::SearXng => "SearXNG",
             SearchEngine::Brave => "Brave Search",
             SearchEngine::SerpApi => "SerpAPI",
+            SearchEngine::Serper => "Serper",
             SearchEngine::GoogleCustomSearch => "Google Custom Search",
         }
     }
 
     fn path(self) -> &'static str {
         match self {
-            SearchEngine::SearXng | SearchEngine::SerpApi => "/search",
+            SearchEngine::SearXng | SearchEngine::SerpApi | SearchEngine::Serper => "/search",
             SearchEngine::Brave => "/res/v1/web/search",
             SearchEngine::GoogleCustomSearch => "/customsearch/v1",
         }
@@ -49,15 +50,19 @@ impl WebClient {
         if let Err(why) = check_url(&self.policy, &url) {
             return ToolOutcome::error(why);
         }
-        {
+        let request = if engine == SearchEngine::Serper {
+            self.client.post(url).json(&json!({ "q": query }))
+        } else {
             let mut pairs = url.query_pairs_mut();
             pairs.extend_pairs(tool.params.iter().map(|(k, v)| (k.as_str(), v.as_str())));
             pairs.append_pair("q", query);
             if engine == SearchEngine::SearXng {
                 pairs.append_pair("format", "json");
             }
-        }
-        let mut request = self.client.get(url).header("accept", "application/json");
+            drop(pairs);
+            self.client.get(url)
+        };
+        let mut request = request.header("accept", "application/json");
         for (name, value) in &tool.headers {
             let value = match value {
                 Value::String(s) => s.clone(),
@@ -113,6 +118,7 @@ impl WebClient {
                 Some(why) => ToolOutcome::error(format!("SerpAPI answered: {why}")),
                 None => ToolOutcome::text(serpapi_answer(&found)),
             },
+            SearchEngine::Serper => ToolOutcome::text(serper_answer(&found)),
         }
     }
 }
@@ -206,11 +212,43 @@ fn serpapi_answer(found: &Value) -> String {
     "No good search result found".to_owned()
 }
 
+/// What a Serper answer says, in the order LangChain's tool looks: the answer
+/// box (its answer, snippet or first highlighted words), the sports spotlight,
+/// the knowledge graph's description, the first organic result's snippet. The
+/// highlighted words and the spotlight under LangChain's names and Serper's.
+fn serper_answer(found: &Value) -> String {
+    let said = |pointer: &str| found.pointer(pointer).filter(|v| !v.is_null());
+    for pointer in [
+        "/answerBox/answer",
+        "/answerBox/snippet",
+        "/answerBox/snippet_highlighted_words/0",
+        "/answerBox/snippetHighlighted/0",
+    ] {
+        if let Some(Value::String(s)) = said(pointer) {
+            return s.clone();
+        }
+    }
+    if let Some(spotlight) =
+        said("/sportsResults/game_spotlight").or_else(|| said("/sportsResults/gameSpotlight"))
+    {
+        return match spotlight {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+    }
+    for pointer in ["/knowledgeGraph/description", "/organic/0/snippet"] {
+        if let Some(Value::String(s)) = said(pointer) {
+            return s.clone();
+        }
+    }
+    "No good search result found".to_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
-    use super::{array, listed, serpapi_answer};
+    use super::{array, listed, serpapi_answer, serper_answer};
 
     #[test]
     fn serpapi_answers_are_read_in_langchains_order() {
@@ -224,6 +262,17 @@ mod tests {
         let organic = json!({"organic_results": [{"snippet": "a"}, {"title": "no snippet"}, {"snippet": "b"}]});
         assert_eq!(serpapi_answer(&organic), r#"["a","b"]"#);
         assert_eq!(serpapi_answer(&json!({})), "No good search result found");
+    }
+
+    #[test]
+    fn serper_answers_are_read_in_langchains_order() {
+        let boxed = json!({"answerBox": {"snippet": "9 am"}, "organic": [{"snippet": "a"}]});
+        assert_eq!(serper_answer(&boxed), "9 am");
+        let organic = json!({"organic": [{"snippet": "a"}, {"snippet": "b"}]});
+        assert_eq!(serper_answer(&organic), "a");
+        let graph = json!({"knowledgeGraph": {"description": "A library."}, "organic": []});
+        assert_eq!(serper_answer(&graph), "A library.");
+        assert_eq!(serper_answer(&json!({})), "No good search result found");
     }
 
     #[test]
