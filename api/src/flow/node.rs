@@ -113,6 +113,13 @@ impl<'a> Build<'a> {
         self.node.credential.is_some()
     }
 
+    /// Whether the node names a credential this build has not opened: a flow
+    /// checked before a run (the plan's first build), whose credential fields
+    /// reach only a run.
+    pub fn credential_unopened(&self) -> bool {
+        self.uses_credential() && self.overrides.credentials.is_none()
+    }
+
     /// `chatOpenAI_0`
     pub fn id(&self) -> &'a str {
         &self.node.id

@@ -54,9 +54,7 @@ impl Node for CustomFunction {
             }
         }
         let code = node.text("javascriptFunction").unwrap_or_default();
-        if let Some(why) = super::javascript::node_module_refusal("javascriptFunction", code) {
-            return Err(node.invalid(why));
-        }
+        super::javascript::refuse_node_modules(node, "javascriptFunction", code)?;
         Ok(Component::Function(FunctionSpec {
             node_id: node.id().to_owned(),
             code: code.to_owned(),

@@ -45,11 +45,8 @@ impl Node for CustomTool {
                 )?;
                 // Flowise's bodies are JavaScript; weir also takes Python here.
                 definition.javascript = looks_like_javascript(code);
-                if definition.javascript
-                    && let Some(why) =
-                        super::javascript::node_module_refusal("customToolFunc", code)
-                {
-                    return Err(node.invalid(why));
+                if definition.javascript {
+                    super::javascript::refuse_node_modules(node, "customToolFunc", code)?;
                 }
                 PythonSource::Inline(Arc::new(definition))
             }

@@ -5,6 +5,9 @@
 //! body that needs one is refused at save time, naming the module, rather
 //! than failing on every run.
 
+use crate::flow::FlowError;
+use crate::flow::node::Build;
+
 /// Whether `name` can follow `$` as a JavaScript global of a function's
 /// sandbox: letters, digits, `_` and `$`, not starting with a digit.
 pub fn is_js_identifier(name: &str) -> bool {
@@ -15,17 +18,19 @@ pub fn is_js_identifier(name: &str) -> bool {
         && chars.all(|c| c == '$' || c == '_' || c.is_ascii_alphanumeric())
 }
 
-/// Why `code` (the body in input `input`) cannot run in weir's JavaScript, when
-/// it loads a module: `require('m')`, `import … from 'm'` or `import('m')`
-/// outside strings and comments.
-pub fn node_module_refusal(input: &str, code: &str) -> Option<String> {
-    let (call, module) = first_module_load(code)?;
-    Some(format!(
+/// Refuses `code` (the body in `node`'s input `input`) when it loads a module
+/// — `require('m')`, `import … from 'm'` or `import('m')` outside strings and
+/// comments — which weir's JavaScript cannot run.
+pub fn refuse_node_modules(node: &Build<'_>, input: &str, code: &str) -> Result<(), FlowError> {
+    let Some((call, module)) = first_module_load(code) else {
+        return Ok(());
+    };
+    Err(node.invalid(format_args!(
         "input '{input}' loads the Node.js module '{module}' ({call}): weir runs JavaScript in \
          QuickJS inside the Python runtime's sandbox, where require is not defined and no \
          Node.js module is installed; reach a database through an SQL tool or node, and a web \
          service through fetch, an HTTP node or a request tool"
-    ))
+    )))
 }
 
 /// The first module `code` loads, as written (`require('pg')`) and by name.

@@ -47,7 +47,7 @@ impl Node for RedisBackedChatMemory {
             Some(url) => url.to_owned(),
             // A flow checked without its credentials opened (when it is saved):
             // the address is known only to a run.
-            None if node.uses_credential() && node.overrides().credentials.is_none() => {
+            None if node.credential_unopened() => {
                 return Ok(Component::Memory(memory(None)));
             }
             None => {
@@ -114,7 +114,7 @@ impl Node for UpstashRedisBackedChatMemory {
         let token = match node.text("upstashRestToken") {
             Some(token) => token,
             // Checked when saved: the credential's token is opened by a run.
-            None if node.uses_credential() && node.overrides().credentials.is_none() => "",
+            None if node.credential_unopened() => "",
             None => {
                 return Err(node.invalid(
                     "needs an upstashRedisMemoryApi credential (its 'upstashRestToken')",

@@ -24,74 +24,76 @@ struct SearchApi {
 
 const CURRENT_EVENTS: &str = "a search engine. useful for when you need to answer questions about current events. input should be a search query.";
 
-const BRAVE: SearchApi = SearchApi {
-    engine: SearchEngine::Brave,
-    place: ProviderEndpoint {
-        base_inputs: &["basePath"],
-        base_env: Some("BRAVE_SEARCH_BASE_URL"),
-        default_base: super::default_base(endpoints::BRAVE_SEARCH),
-        key_inputs: &["braveApiKey"],
-        key_env: "BRAVE_SEARCH_API_KEY",
-        home: endpoints::BRAVE_SEARCH.home,
-    },
-    credential: endpoints::BRAVE_SEARCH.credential,
-    tool_name: "brave-search",
-    description: CURRENT_EVENTS,
-};
+/// A search API at `provider`'s home and default base, its key in the node's
+/// (or its credential's) `key_input`, else the server's `key_env`, its base in
+/// `basePath`, else the server's `base_env`.
+const fn search_api(
+    engine: SearchEngine,
+    provider: endpoints::ProviderEndpoint,
+    (key_input, key_env, base_env): (&'static [&'static str], &'static str, &'static str),
+    (tool_name, description): (&'static str, &'static str),
+) -> SearchApi {
+    SearchApi {
+        engine,
+        place: ProviderEndpoint {
+            base_inputs: &["basePath"],
+            base_env: Some(base_env),
+            default_base: super::default_base(provider),
+            key_inputs: key_input,
+            key_env,
+            home: provider.home,
+        },
+        credential: provider.credential,
+        tool_name,
+        description,
+    }
+}
 
-const SERPAPI: SearchApi = SearchApi {
-    engine: SearchEngine::SerpApi,
-    place: ProviderEndpoint {
-        base_inputs: &["basePath"],
-        base_env: Some("SERPAPI_BASE_URL"),
-        default_base: super::default_base(endpoints::SERPAPI),
-        key_inputs: &["serpApiKey"],
-        key_env: "SERPAPI_API_KEY",
-        home: endpoints::SERPAPI.home,
-    },
-    credential: endpoints::SERPAPI.credential,
-    tool_name: "search",
-    description: CURRENT_EVENTS,
-};
+const BRAVE: SearchApi = search_api(
+    SearchEngine::Brave,
+    endpoints::BRAVE_SEARCH,
+    (
+        &["braveApiKey"],
+        "BRAVE_SEARCH_API_KEY",
+        "BRAVE_SEARCH_BASE_URL",
+    ),
+    ("brave-search", CURRENT_EVENTS),
+);
 
-const SERPER: SearchApi = SearchApi {
-    engine: SearchEngine::Serper,
-    place: ProviderEndpoint {
-        base_inputs: &["basePath"],
-        base_env: Some("SERPER_BASE_URL"),
-        default_base: super::default_base(endpoints::SERPER),
-        key_inputs: &["serperApiKey"],
-        key_env: "SERPER_API_KEY",
-        home: endpoints::SERPER.home,
-    },
-    credential: endpoints::SERPER.credential,
-    tool_name: "search",
-    description: CURRENT_EVENTS,
-};
+const SERPAPI: SearchApi = search_api(
+    SearchEngine::SerpApi,
+    endpoints::SERPAPI,
+    (&["serpApiKey"], "SERPAPI_API_KEY", "SERPAPI_BASE_URL"),
+    ("search", CURRENT_EVENTS),
+);
 
-const GOOGLE: SearchApi = SearchApi {
-    engine: SearchEngine::GoogleCustomSearch,
-    place: ProviderEndpoint {
-        base_inputs: &["basePath"],
-        base_env: Some("GOOGLE_CUSTOM_SEARCH_BASE_URL"),
-        default_base: super::default_base(endpoints::GOOGLE_CUSTOM_SEARCH),
-        key_inputs: &["googleCustomSearchApiKey"],
-        key_env: "GOOGLE_CUSTOM_SEARCH_API_KEY",
-        home: endpoints::GOOGLE_CUSTOM_SEARCH.home,
-    },
-    credential: endpoints::GOOGLE_CUSTOM_SEARCH.credential,
-    tool_name: "google-custom-search",
-    description: "a custom search engine. useful for when you need to answer questions about current events. input should be a search query. outputs a JSON array of results.",
-};
+const SERPER: SearchApi = search_api(
+    SearchEngine::Serper,
+    endpoints::SERPER,
+    (&["serperApiKey"], "SERPER_API_KEY", "SERPER_BASE_URL"),
+    ("search", CURRENT_EVENTS),
+);
+
+const GOOGLE: SearchApi = search_api(
+    SearchEngine::GoogleCustomSearch,
+    endpoints::GOOGLE_CUSTOM_SEARCH,
+    (
+        &["googleCustomSearchApiKey"],
+        "GOOGLE_CUSTOM_SEARCH_API_KEY",
+        "GOOGLE_CUSTOM_SEARCH_BASE_URL",
+    ),
+    (
+        "google-custom-search",
+        "a custom search engine. useful for when you need to answer questions about current events. input should be a search query. outputs a JSON array of results.",
+    ),
+);
 
 /// Results given to the model at most (Brave answers 20 by default, Google 10).
 const MAX_RESULTS: usize = 20;
 
 fn build(node: &Build<'_>, api: &SearchApi) -> Result<Component, FlowError> {
     let (base, key) = endpoint(node, &api.place)?;
-    // A flow checked without its credentials opened (the plan's first build): the
-    // credential's fields reach only a run.
-    let unopened = node.uses_credential() && node.overrides().credentials.is_none();
+    let unopened = node.credential_unopened();
     let key = match key {
         Some(key) => key,
         None if unopened => String::new(),

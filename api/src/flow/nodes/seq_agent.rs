@@ -39,9 +39,7 @@ pub(super) fn update_state(node: &Build<'_>) -> Result<StateUpdate, FlowError> {
     if tab.starts_with("updateStateMemoryCode")
         && let Some(code) = node.text("updateStateMemoryCode")
     {
-        if let Some(why) = super::javascript::node_module_refusal("updateStateMemoryCode", code) {
-            return Err(node.invalid(why));
-        }
+        super::javascript::refuse_node_modules(node, "updateStateMemoryCode", code)?;
         return Ok((Vec::new(), Some(code.to_owned())));
     }
     let mut rows = Vec::new();

@@ -68,9 +68,7 @@ pub(super) fn routing(node: &Build<'_>) -> Result<Routing, FlowError> {
     if let Some(code) = node.text("conditionFunction")
         && code_chosen
     {
-        if let Some(why) = super::javascript::node_module_refusal("conditionFunction", code) {
-            return Err(node.invalid(why));
-        }
+        super::javascript::refuse_node_modules(node, "conditionFunction", code)?;
         return Ok(Routing::Code(code.to_owned()));
     }
     condition_rows(node).map(Routing::Rows)

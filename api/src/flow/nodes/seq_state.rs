@@ -41,9 +41,7 @@ impl Node for SeqState {
         if tab.starts_with("stateMemoryCode")
             && let Some(code) = node.text("stateMemoryCode")
         {
-            if let Some(why) = super::javascript::node_module_refusal("stateMemoryCode", code) {
-                return Err(node.invalid(why));
-            }
+            super::javascript::refuse_node_modules(node, "stateMemoryCode", code)?;
             return Ok(Component::Sequential(SeqStep::StateCode(code.to_owned())));
         }
         let mut rows = Vec::new();

@@ -145,12 +145,7 @@ fn listed(results: &[Value], [title, link, snippet]: [&str; 3], max: usize) -> S
 
 /// What a SearXNG answer says, for a model.
 fn searxng_results(found: &Value, max_results: usize) -> String {
-    let list = |key: &str| {
-        found
-            .get(key)
-            .and_then(Value::as_array)
-            .filter(|l| !l.is_empty())
-    };
+    let list = |key: &str| Some(array(found.get(key))).filter(|l| !l.is_empty());
     if let Some(results) = list("results") {
         return listed(results, ["title", "url", "content"], max_results);
     }

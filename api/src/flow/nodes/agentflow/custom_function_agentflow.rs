@@ -32,12 +32,11 @@ impl Node for CustomFunctionAgentflow {
         if code.trim().is_empty() {
             return Err(read.invalid("has no JavaScript function to run"));
         }
-        if let Some(why) = crate::flow::nodes::javascript::node_module_refusal(
+        crate::flow::nodes::javascript::refuse_node_modules(
+            node,
             "customFunctionJavascriptFunction",
             &code,
-        ) {
-            return Err(read.invalid(why));
-        }
+        )?;
         let variables = read.pairs(
             "customFunctionInputVariables",
             "variableName",
