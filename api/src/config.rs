@@ -509,6 +509,16 @@ pub struct ProviderSettings {
     #[arg(long, env = "GOOGLE_CUSTOM_SEARCH_BASE_URL", global = true)]
     pub google_custom_search_base_url: Option<String>,
 
+    /// Base URL of Pipedream's API, where `pipedreamMCP` nodes get their tokens
+    /// (default `https://api.pipedream.com`).
+    #[arg(long, env = "PIPEDREAM_API_URL", global = true)]
+    pub pipedream_api_url: Option<String>,
+
+    /// Pipedream's remote MCP server for `pipedreamMCP` nodes (default
+    /// `https://remote.mcp.pipedream.net`).
+    #[arg(long, env = "PIPEDREAM_MCP_URL", global = true)]
+    pub pipedream_mcp_url: Option<String>,
+
     /// Hosts besides each provider's own that the server's provider keys
     /// (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`, `MISTRAL_API_KEY`, `GROQ_API_KEY`, `AZURE_OPENAI_API_KEY`,
     /// `GOOGLE_GENERATIVE_AI_API_KEY`, and the search tools' keys)
@@ -550,6 +560,8 @@ impl ProviderSettings {
             "GOOGLE_CUSTOM_SEARCH_API_KEY" => secret(&self.google_custom_search_api_key),
             "GOOGLE_CUSTOM_SEARCH_ENGINE_ID" => self.google_custom_search_engine_id.as_deref(),
             "GOOGLE_CUSTOM_SEARCH_BASE_URL" => self.google_custom_search_base_url.as_deref(),
+            "PIPEDREAM_API_URL" => self.pipedream_api_url.as_deref(),
+            "PIPEDREAM_MCP_URL" => self.pipedream_mcp_url.as_deref(),
             _ => None,
         };
         value.filter(|v| !v.is_empty())

@@ -191,6 +191,10 @@ pub enum McpAuthType {
     #[default]
     None,
     CustomHeaders,
+    /// weir's: tokens from the server's OAuth authorization server, granted
+    /// once through the API (`authorize`), sealed, and refreshed.
+    #[serde(rename = "OAUTH2")]
+    OAuth2,
 }
 
 impl McpAuthType {
@@ -198,14 +202,15 @@ impl McpAuthType {
         match self {
             McpAuthType::None => "NONE",
             McpAuthType::CustomHeaders => "CUSTOM_HEADERS",
+            McpAuthType::OAuth2 => "OAUTH2",
         }
     }
 
     pub fn parse_stored(text: &str) -> Self {
-        if text == "CUSTOM_HEADERS" {
-            McpAuthType::CustomHeaders
-        } else {
-            McpAuthType::None
+        match text {
+            "CUSTOM_HEADERS" => McpAuthType::CustomHeaders,
+            "OAUTH2" => McpAuthType::OAuth2,
+            _ => McpAuthType::None,
         }
     }
 }

@@ -56,6 +56,7 @@ pub static NODES: &[&dyn Node] = &[
     &custom_mcp::UNSTRUCTURED_MCP,
     &custom_mcp::XPOZ_MCP,
     &custom_mcp::OUTAGE_DECK_MCP,
+    &custom_mcp::PipedreamMcp,
     &calculator::Calculator,
     &current_date_time::CurrentDateTime,
     &requests_get::RequestsGet,

@@ -190,13 +190,17 @@ async fn server_tools(
 
 /// Reaches the server (Streamable HTTP, through the address guard, 15 s at
 /// most) and lists its tools: `AUTHORIZED` with them, or `ERROR` and a 400.
+/// An `OAUTH2` server without a working token answers `PENDING` and the
+/// `authorizationUrl` the user opens to grant weir access; the authorization
+/// server then sends the browser to `/api/v1/oauth2-credential/callback`, which
+/// completes it (`PUBLIC_URL`, else the request's host, names weir there).
 #[utoipa::path(
     post,
     path = "/api/v1/custom-mcp-servers/{id}/authorize",
     tag = "mcp",
     params(("id" = Uuid, Path, description = "Server id")),
     responses(
-        (status = 200, description = "The server with its tools", body = McpServerRecord),
+        (status = 200, description = "The server with its tools, or (`OAUTH2`) `PENDING` with its `authorizationUrl`", body = McpServerRecord),
         (status = 400, description = "`Failed to connect to Custom MCP server: …`", body = ErrorBody),
         (status = 404, description = "No such server in this workspace", body = ErrorBody),
         CommonErrors
@@ -205,10 +209,18 @@ async fn server_tools(
 async fn authorize_server(
     auth: AuthUser,
     State(state): State<AppState>,
+    headers: axum::http::HeaderMap,
     Path(id): Path<Uuid>,
 ) -> ApiResult<Json<McpServerRecord>> {
     auth.require(Permission::ToolsWrite)?;
+    let redirect_uri = format!(
+        "{}{CALLBACK_PATH}",
+        super::public_base_url(&state, &headers).trim_end_matches('/')
+    );
     Ok(Json(
-        mcp_servers::authorize(&state, auth.workspace(), id).await?,
+        mcp_servers::authorize(&state, auth.workspace(), id, &redirect_uri).await?,
     ))
 }
+
+/// Where authorization servers send the user back (`routes::oauth`).
+const CALLBACK_PATH: &str = "/api/v1/oauth2-credential/callback";

@@ -19,6 +19,7 @@ pub mod flow_access;
 pub mod health;
 pub mod mcp;
 pub mod nodes;
+pub mod oauth;
 pub mod predictions;
 pub mod schedules;
 pub mod signin;
@@ -41,6 +42,18 @@ use utoipa_axum::router::OpenApiRouter;
 
 use crate::http::AppState;
 use crate::http::error::ErrorBody;
+
+/// Where this server is reached: `PUBLIC_URL`, else the request's own host.
+pub(crate) fn public_base_url(state: &AppState, headers: &axum::http::HeaderMap) -> String {
+    if let Some(public) = &state.config.public_url {
+        return public.clone();
+    }
+    let host = headers
+        .get(axum::http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("localhost");
+    format!("http://{host}")
+}
 
 /// The document's frame; paths are added by the routers below.
 #[derive(OpenApi)]
@@ -95,6 +108,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .merge(executions::router())
         .merge(mcp::router())
         .merge(custom_mcp_servers::router())
+        .merge(oauth::router())
 }
 
 /// The routers whose lists Flowise's UI pages through: their paged answers

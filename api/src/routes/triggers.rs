@@ -58,18 +58,6 @@ struct TriggerView {
     recent_results: Option<Vec<TriggerResult>>,
 }
 
-/// Where this server is reached: `PUBLIC_URL`, else the request's own host.
-fn base_url(state: &AppState, headers: &HeaderMap) -> String {
-    if let Some(public) = &state.config.public_url {
-        return public.clone();
-    }
-    let host = headers
-        .get(header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .unwrap_or("localhost");
-    format!("http://{host}")
-}
-
 fn view(trigger: Trigger, base: &str, recent_results: Option<Vec<TriggerResult>>) -> TriggerView {
     TriggerView {
         webhook_secret_configured: trigger.webhook_secret.is_some(),
@@ -125,7 +113,7 @@ async fn list_triggers(
         query.include_results.unwrap_or(false),
     )
     .await?;
-    let base = base_url(&state, &headers);
+    let base = super::public_base_url(&state, &headers);
     let items: Vec<TriggerView> = listing
         .items
         .into_iter()
@@ -160,7 +148,11 @@ async fn create_trigger(
     let created = triggers::create(&state, auth.workspace(), body).await?;
     Ok((
         StatusCode::CREATED,
-        Json(view(created, &base_url(&state, &headers), None)),
+        Json(view(
+            created,
+            &super::public_base_url(&state, &headers),
+            None,
+        )),
     ))
 }
 
@@ -184,7 +176,11 @@ async fn get_trigger(
 ) -> ApiResult<Json<TriggerView>> {
     auth.require(Permission::TriggersRead)?;
     let trigger = triggers::get(&state, auth.workspace(), id).await?;
-    Ok(Json(view(trigger, &base_url(&state, &headers), None)))
+    Ok(Json(view(
+        trigger,
+        &super::public_base_url(&state, &headers),
+        None,
+    )))
 }
 
 /// Changes the given fields of a trigger (absent: unchanged; `null` clears an
@@ -213,7 +209,11 @@ async fn update_trigger(
 ) -> ApiResult<Json<TriggerView>> {
     auth.require(Permission::TriggersWrite)?;
     let updated = triggers::update(&state, auth.workspace(), id, body).await?;
-    Ok(Json(view(updated, &base_url(&state, &headers), None)))
+    Ok(Json(view(
+        updated,
+        &super::public_base_url(&state, &headers),
+        None,
+    )))
 }
 
 /// Deletes a trigger: its schedule and webhook stop at once.

@@ -107,6 +107,8 @@ pub struct ServiceSet {
     /// MCP sessions whose clients answer a flow's questions, and the questions
     /// waiting for them.
     pub elicitations: Arc<mcp::elicitation::Elicitations>,
+    /// Token refreshes under way, one per OAuth-protected MCP server.
+    pub refreshes: Arc<mcp_servers::oauth::Refreshes>,
 }
 
 impl Services {
@@ -188,6 +190,7 @@ impl Services {
             uploads,
             aborts: Arc::default(),
             elicitations: Arc::default(),
+            refreshes: Arc::default(),
         })))
     }
 }

@@ -250,6 +250,30 @@ pub enum McpSource {
 pub struct McpServer {
     pub url: String,
     pub headers: Vec<(String, String)>,
+    /// A client-credentials grant whose token goes with every request as a
+    /// Bearer (`pipedreamMCP`, a `customMCP` config's `oauth`).
+    pub grant: Option<ClientCredentials>,
+}
+
+/// An OAuth client-credentials grant: where its token comes from.
+#[derive(Clone, PartialEq)]
+pub struct ClientCredentials {
+    pub token_url: String,
+    pub client_id: String,
+    pub client_secret: String,
+    pub scope: Option<String>,
+    /// The grant sent as JSON rather than a form (Pipedream documents JSON).
+    pub json_body: bool,
+}
+
+impl std::fmt::Debug for ClientCredentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientCredentials")
+            .field("token_url", &self.token_url)
+            .field("client_id", &self.client_id)
+            .field("scope", &self.scope)
+            .finish_non_exhaustive()
+    }
 }
 
 /// An MCP server that speaks on stdio: a process the Python runtime runs in its

@@ -19,7 +19,8 @@
 //! `githubMCP` reaches GitHub's hosted server (or an Enterprise tenant's), and
 //! the other hosted servers ([`HostedMcp`]: `githubV2MCP`, `browserlessMCP`,
 //! `unstructuredMCP`, `xpozMCP`, `outageDeckMCP`) take the credential's token as
-//! a Bearer.
+//! a Bearer; `pipedreamMCP` reaches Pipedream Connect's server with a token of
+//! its credential's OAuth client.
 
 use serde_json::Value;
 
@@ -557,6 +558,123 @@ impl Node for SupergatewayMcp {
             if quoted { &arg[1..arg.len() - 1] } else { arg }.to_owned()
         }));
         mcp_tool(node, serde_json::json!({"command": "npx", "args": args}))
+    }
+}
+
+/// `pipedreamMCP` ("Pipedream MCP"): Pipedream Connect's remote server
+/// (`PIPEDREAM_MCP_URL`, default `https://remote.mcp.pipedream.net`) for one
+/// app and one end user, with a token of the `pipedreamOAuthApi` credential's
+/// client (the client-credentials grant at `PIPEDREAM_API_URL`'s
+/// `/v1/oauth/token`, JSON as Pipedream documents it; kept until a minute
+/// before it ends) and Flowise's `x-pd-*` headers.
+pub struct PipedreamMcp;
+
+static PIPEDREAM_SPEC: NodeSpec = NodeSpec {
+    name: "pipedreamMCP",
+    category: Category::Tool,
+    inputs: &[
+        sensitive("clientId", K::Text),
+        sensitive("clientSecret", K::Text),
+        sensitive("projectId", K::Text),
+        sensitive("oauthScopes", K::Text),
+        input("environment", K::Text),
+        input("appSlug", K::Text),
+        input("externalUserId", K::Text),
+        input("toolMode", K::Text),
+        input("mcpActions", K::Json),
+    ],
+};
+
+/// Flowise's rules for an app slug (one, or several comma-separated) and a user id.
+fn pipedream_slug_ok(slug: &str) -> bool {
+    slug.split(',').map(str::trim).all(|one| {
+        let bytes = one.as_bytes();
+        (1..=100).contains(&bytes.len())
+            && bytes
+                .iter()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'_' || *b == b'-')
+            && bytes.first().is_some_and(|b| b.is_ascii_alphanumeric())
+            && bytes.last().is_some_and(|b| b.is_ascii_alphanumeric())
+    })
+}
+
+fn pipedream_user_ok(user: &str) -> bool {
+    (1..=250).contains(&user.len())
+        && user
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._@+-".contains(&b))
+}
+
+impl Node for PipedreamMcp {
+    fn spec(&self) -> &'static NodeSpec {
+        &PIPEDREAM_SPEC
+    }
+
+    fn build(&self, node: &Build<'_>) -> Result<Component, FlowError> {
+        let app = node
+            .text("appSlug")
+            .ok_or_else(|| node.invalid("needs its 'appSlug' (a Pipedream app, such as slack)"))?;
+        if !pipedream_slug_ok(app) {
+            return Err(node.invalid(
+                "input 'appSlug' must be lowercase letters, digits, hyphens and underscores \
+                 (several apps comma-separated)",
+            ));
+        }
+        let user = node
+            .text("externalUserId")
+            .ok_or_else(|| node.invalid("needs its 'externalUserId' (the end user's id)"))?;
+        // A workspace variable is filled when a run starts.
+        if !user.contains("{{$vars.") && !pipedream_user_ok(user) {
+            return Err(node.invalid(
+                "input 'externalUserId' may hold only letters, digits and . _ @ + - (at most 250)",
+            ));
+        }
+        let environment = node.text("environment").unwrap_or("development");
+        if !matches!(environment, "development" | "production") {
+            return Err(node.invalid("input 'environment' is development or production"));
+        }
+        let field = |name: &str| match node.text(name) {
+            Some(value) => Ok(value),
+            // The plan's first build opens no credential: the run's build checks.
+            None if node.credential_unopened() => Ok(""),
+            None => Err(node.invalid(format_args!(
+                "needs its pipedreamOAuthApi credential's '{name}'"
+            ))),
+        };
+        let (client_id, client_secret, project) = (
+            field("clientId")?,
+            field("clientSecret")?,
+            field("projectId")?,
+        );
+        let api = node
+            .settings()
+            .get("PIPEDREAM_API_URL")
+            .unwrap_or("https://api.pipedream.com")
+            .trim_end_matches('/');
+        let url = node
+            .settings()
+            .get("PIPEDREAM_MCP_URL")
+            .unwrap_or("https://remote.mcp.pipedream.net");
+        mcp_tool(
+            node,
+            serde_json::json!({
+                "url": url,
+                "headers": {
+                    "x-pd-project-id": project,
+                    "x-pd-environment": environment,
+                    "x-pd-external-user-id": user,
+                    "x-pd-app-slug": app,
+                    "x-pd-tool-mode": node.text("toolMode").unwrap_or("tools-only"),
+                },
+                "oauth": {
+                    "tokenUrl": format!("{api}/v1/oauth/token"),
+                    "clientId": client_id,
+                    "clientSecret": client_secret,
+                    "scope": node.text("oauthScopes"),
+                    "tokenBody": "json",
+                },
+            }),
+        )
     }
 }
 

@@ -20,9 +20,10 @@ use serde_json::{Map, Value, json};
 
 use super::ToolOutcome;
 use super::mcp_legacy::{LegacySession, event_end, parse_event};
+use super::oauth::{self, ClientAuth, OAuthClient, TokenEndpoint, Tokens};
 use super::python::RuntimeClient;
 use super::web::{HttpCall, WebClient};
-use crate::flow::component::{McpEndpoint, McpServer, StdioMcpServer};
+use crate::flow::component::{ClientCredentials, McpEndpoint, McpServer, StdioMcpServer};
 
 /// How long a server's tool listing is reused.
 pub const LISTING_TTL: Duration = Duration::from_secs(60);
@@ -84,6 +85,7 @@ pub fn read_config(text: &str, vars: &Map<String, Value>) -> Result<McpEndpoint,
         return Ok(McpEndpoint::Remote(McpServer {
             url: url.to_owned(),
             headers,
+            grant: read_grant(config.get("oauth"))?,
         }));
     }
     let Some(command) = text_of("command").filter(|c| !c.is_empty()) else {
@@ -120,6 +122,58 @@ pub fn read_config(text: &str, vars: &Map<String, Value>) -> Result<McpEndpoint,
         command: command.to_owned(),
         args,
         env,
+    }))
+}
+
+/// A config's `oauth` (weir's): `{"tokenUrl", "clientId", "clientSecret",
+/// "scope"?, "tokenBody"?: "form" | "json"}`, a client-credentials grant whose
+/// token weir fetches, keeps until a minute before it ends, and sends as a Bearer.
+fn read_grant(oauth: Option<&Value>) -> Result<Option<ClientCredentials>, String> {
+    let oauth = match oauth {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Object(oauth)) => oauth,
+        Some(_) => {
+            return Err(
+                "'oauth' must be an object ({\"tokenUrl\", \"clientId\", \"clientSecret\"})".into(),
+            );
+        }
+    };
+    let text = |key: &str| -> Result<Option<String>, String> {
+        match oauth.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.trim().to_owned())),
+            Some(_) => Err(format!("'oauth.{key}' must be text")),
+        }
+    };
+    let needed = |key: &str| text(key)?.ok_or_else(|| format!("'oauth' needs its '{key}'"));
+    if let Some(grant) = text("grant")?
+        && grant != "client_credentials"
+    {
+        return Err(format!(
+            "'oauth.grant' '{grant}' is not one weir runs in a config (client_credentials); \
+             a server a user authorizes is kept in /custom-mcp-servers with authType OAUTH2"
+        ));
+    }
+    let token_url = needed("tokenUrl")?;
+    if !token_url.contains("{{") {
+        let parsed =
+            Url::parse(&token_url).map_err(|e| format!("'oauth.tokenUrl' is not a URL: {e}"))?;
+        if !matches!(parsed.scheme(), "http" | "https") {
+            return Err("'oauth.tokenUrl' must be an http or https URL".into());
+        }
+    }
+    let json_body = match text("tokenBody")?.as_deref() {
+        None | Some("form") => false,
+        Some("json") => true,
+        Some(other) => return Err(format!("'oauth.tokenBody' is form or json, not '{other}'")),
+    };
+    Ok(Some(ClientCredentials {
+        token_url,
+        client_id: needed("clientId")?,
+        client_secret: needed("clientSecret")?,
+        scope: text("scope")?,
+        json_body,
     }))
 }
 
@@ -171,6 +225,8 @@ struct Session {
 struct Known {
     sessions: HashMap<String, Session>,
     listings: HashMap<String, (Instant, Arc<Vec<RemoteTool>>)>,
+    /// Client-credentials tokens, by token URL, client and scope.
+    grant_tokens: HashMap<String, Tokens>,
 }
 
 /// The MCP client of a server process; cheap to clone.
@@ -192,7 +248,21 @@ fn server_key(server: &McpServer) -> String {
         key.push(':');
         key.push_str(value);
     }
+    if let Some(grant) = &server.grant {
+        key.push_str("\noauth:");
+        key.push_str(&grant_key(grant));
+    }
     key
+}
+
+/// A grant as a map key (the secret left out: one client has one token).
+fn grant_key(grant: &ClientCredentials) -> String {
+    format!(
+        "{}\n{}\n{}",
+        grant.token_url,
+        grant.client_id,
+        grant.scope.as_deref().unwrap_or_default()
+    )
 }
 
 /// An endpoint as a key of listings: a remote server's (shared by every
@@ -336,6 +406,10 @@ impl McpClient {
         params: Value,
     ) -> Result<Value, String> {
         match server {
+            McpEndpoint::Remote(remote) if remote.grant.is_some() => {
+                let authorized = self.with_grant_token(remote).await?;
+                self.request(&authorized, method, params).await
+            }
             McpEndpoint::Remote(remote) => self.request(remote, method, params).await,
             McpEndpoint::Stdio(stdio) => {
                 let started = Instant::now();
@@ -351,6 +425,55 @@ impl McpClient {
                 answer
             }
         }
+    }
+
+    /// The server with its grant's token as a Bearer (fetched, or kept from
+    /// before while it is good for another minute).
+    async fn with_grant_token(&self, server: &McpServer) -> Result<McpServer, String> {
+        let Some(grant) = &server.grant else {
+            return Ok(server.clone());
+        };
+        let key = grant_key(grant);
+        let now = chrono::Utc::now().timestamp();
+        let kept = self.known().grant_tokens.get(&key).cloned();
+        let token = match kept.filter(|t| t.fresh_at(now)) {
+            Some(token) => token.access_token,
+            None => {
+                let client = OAuthClient {
+                    client_id: grant.client_id.clone(),
+                    client_secret: Some(grant.client_secret.clone()),
+                    auth: ClientAuth::ClientSecretPost,
+                };
+                let tokens = oauth::client_credentials(
+                    &self.web,
+                    &TokenEndpoint {
+                        url: &grant.token_url,
+                        client: &client,
+                        resource: None,
+                        json_body: grant.json_body,
+                    },
+                    grant.scope.as_deref(),
+                )
+                .await
+                .map_err(|e| format!("no token for the MCP server: {e}"))?;
+                let token = tokens.access_token.clone();
+                let mut known = self.known();
+                // A token that ended is of no more use to its sessions.
+                if let Some(old) = known.grant_tokens.insert(key, tokens) {
+                    let bearer = format!("Bearer {}", old.access_token);
+                    known.sessions.retain(|k, _| !k.contains(&bearer));
+                }
+                token
+            }
+        };
+        let mut headers = server.headers.clone();
+        headers.retain(|(name, _)| !name.eq_ignore_ascii_case("authorization"));
+        headers.push(("Authorization".into(), format!("Bearer {token}")));
+        Ok(McpServer {
+            url: server.url.clone(),
+            headers,
+            grant: None,
+        })
     }
 
     /// One request in the server's session (opened on first use, and again
@@ -688,6 +811,7 @@ mod tests {
                     ("Authorization".into(), "Bearer s3cret".into()),
                     ("X".into(), "{{$vars.none}}".into()),
                 ],
+                grant: None,
             })
         );
         // Flowise's editor takes unquoted keys and single quotes.
@@ -711,6 +835,28 @@ mod tests {
         assert!(read_config(r#"{"url": "file:///etc/passwd"}"#, &vars).is_err());
         assert!(read_config("[1]", &vars).is_err());
         assert!(read_config(r#"{"headers": {}}"#, &vars).is_err());
+        // A client-credentials grant.
+        let Ok(McpEndpoint::Remote(granted)) = read_config(
+            r#"{"url": "https://mcp.example/mcp", "oauth": {"tokenUrl": "https://as.example/token",
+                "clientId": "c", "clientSecret": "{{$vars.token}}", "tokenBody": "json"}}"#,
+            &vars,
+        ) else {
+            panic!("a grant is read");
+        };
+        let grant = granted.grant.unwrap();
+        assert_eq!(
+            (grant.client_secret.as_str(), grant.json_body),
+            ("s3cret", true)
+        );
+        assert!(!format!("{grant:?}").contains("s3cret"));
+        for bad in [
+            r#"{"url": "https://m.example", "oauth": {"tokenUrl": "https://a.example/t", "clientId": "c"}}"#,
+            r#"{"url": "https://m.example", "oauth": {"tokenUrl": "ftp://a.example/t", "clientId": "c", "clientSecret": "s"}}"#,
+            r#"{"url": "https://m.example", "oauth": {"grant": "authorization_code"}}"#,
+            r#"{"url": "https://m.example", "oauth": "x"}"#,
+        ] {
+            assert!(read_config(bad, &vars).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -11,10 +11,13 @@
 //! - [`retriever`]: vector store searches (the `retrieverTool`, retrieval chains).
 //! - [`sql`]: SQL databases read by `sqlDatabaseChain` (read only, guarded).
 //! - [`mcp`]: MCP servers' tools (`customMCP`), listed when a run starts.
+//! - [`oauth`]: the OAuth 2.1 client that OAuth-protected MCP servers' tokens
+//!   come from (discovery, registration, PKCE, refresh, client credentials).
 
 pub mod calculator;
 pub mod mcp;
 mod mcp_legacy;
+pub mod oauth;
 pub mod openapi;
 pub mod python;
 pub mod retriever;

@@ -7,6 +7,11 @@
 //! headers, no hop-by-hop or reserved ones, values of at most 2048 characters; a
 //! URL is shown as its origin and `/************`, a header value as
 //! `************`, and sending either back unchanged keeps the stored one.
+//!
+//! weir adds `authType: OAUTH2` ([`oauth`]): tokens granted once through the
+//! API and the user's browser, sealed with the server, refreshed for runs.
+
+pub mod oauth;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,6 +30,7 @@ use crate::domain::{Page, time};
 use crate::flow::FlowError;
 use crate::flow::component::{McpEndpoint, McpServer};
 use crate::store::Listing;
+use oauth::OAuthSetup;
 
 /// How long `authorize` waits for a server (Flowise's `CUSTOM_MCP_AUTHORIZE_TIMEOUT_MS`).
 const AUTHORIZE_TIMEOUT: Duration = Duration::from_secs(15);
@@ -49,6 +55,10 @@ pub struct McpServerRecord {
     /// The server's tools as `authorize` listed them (JSON text; one server's answer only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tools: Option<String>,
+    /// `OAUTH2`, from `authorize`: where the user grants weir access (weir's
+    /// callback then completes the authorization).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub authorization_url: Option<String>,
     pub tool_count: u32,
     pub status: McpServerStatus,
     #[serde(serialize_with = "time::serialize")]
@@ -69,7 +79,9 @@ pub struct McpServerInput {
     pub icon_src: Option<String>,
     pub color: Option<String>,
     pub auth_type: Option<McpAuthType>,
-    /// `{"headers": {"Authorization": "Bearer …"}}` with `authType: CUSTOM_HEADERS`.
+    /// `{"headers": {"Authorization": "Bearer …"}}` with `authType: CUSTOM_HEADERS`;
+    /// `{clientId?, clientSecret?, scope?}` with `OAUTH2` (a client registered
+    /// by hand; without one weir registers itself).
     #[schema(value_type = Option<Object>)]
     pub auth_config: Option<Value>,
 }
@@ -81,20 +93,27 @@ fn sealing_context(server: &CustomMcpServer) -> String {
     )
 }
 
-/// The record as shown; `detail` adds the masked headers and the tools.
-fn record(
-    server: CustomMcpServer,
-    headers: Option<&[(String, String)]>,
-    detail: bool,
-) -> McpServerRecord {
-    let auth_config = (detail && server.auth_type == McpAuthType::CustomHeaders).then(|| {
-        let masked: Map<String, Value> = headers
-            .unwrap_or_default()
-            .iter()
-            .map(|(name, _)| (name.clone(), Value::String(MASK.into())))
-            .collect();
-        json!({"headers": masked})
-    });
+/// A server's `authConfig` as shown: header names with masked values, or the
+/// OAuth client (never a secret or a token).
+fn shown_auth(services: &Services, server: &CustomMcpServer) -> ServiceResult<Option<Value>> {
+    Ok(match server.auth_type {
+        McpAuthType::None => None,
+        McpAuthType::CustomHeaders => Some(masked_headers(&headers_of(services, server)?)),
+        McpAuthType::OAuth2 => Some(oauth_of(services, server)?.shown()),
+    })
+}
+
+fn masked_headers(headers: &[(String, String)]) -> Value {
+    let masked: Map<String, Value> = headers
+        .iter()
+        .map(|(name, _)| (name.clone(), Value::String(MASK.into())))
+        .collect();
+    json!({"headers": masked})
+}
+
+/// The record as shown; `auth_config` (one server's answer) comes with its tools.
+fn record(server: CustomMcpServer, auth_config: Option<Value>, detail: bool) -> McpServerRecord {
+    let auth_config = if detail { auth_config } else { None };
     McpServerRecord {
         id: server.id,
         name: server.name,
@@ -104,6 +123,7 @@ fn record(
         auth_type: server.auth_type,
         auth_config,
         tools: if detail { server.tools } else { None },
+        authorization_url: None,
         tool_count: server.tool_count,
         status: server.status,
         created_date: server.created_date,
@@ -112,17 +132,40 @@ fn record(
     }
 }
 
+/// A server's stored `authConfig`, opened (`{}` when none).
+fn auth_of(services: &Services, server: &CustomMcpServer) -> ServiceResult<Value> {
+    let Some(sealed) = &server.sealed_auth else {
+        return Ok(json!({}));
+    };
+    let plain = open_text(&services.keyring, &sealing_context(server), sealed)?;
+    serde_json::from_str(&plain)
+        .map_err(|e| ServiceError::Internal(format!("a stored MCP server's authConfig: {e}")))
+}
+
+/// A server's OAuth setup, opened (empty when it has none).
+fn oauth_of(services: &Services, server: &CustomMcpServer) -> ServiceResult<OAuthSetup> {
+    match auth_of(services, server)?.get_mut("oauth").map(Value::take) {
+        None => Ok(OAuthSetup::default()),
+        Some(setup) => serde_json::from_value(setup)
+            .map_err(|e| ServiceError::Internal(format!("a stored MCP server's OAuth setup: {e}"))),
+    }
+}
+
+fn seal_oauth(
+    services: &Services,
+    server: &CustomMcpServer,
+    setup: &OAuthSetup,
+) -> ServiceResult<Option<String>> {
+    let plain = json!({"oauth": setup}).to_string();
+    seal_text(&services.keyring, &sealing_context(server), &plain).map(Some)
+}
+
 /// A server's stored headers, opened.
 fn headers_of(
     services: &Services,
     server: &CustomMcpServer,
 ) -> ServiceResult<Vec<(String, String)>> {
-    let Some(sealed) = &server.sealed_auth else {
-        return Ok(Vec::new());
-    };
-    let plain = open_text(&services.keyring, &sealing_context(server), sealed)?;
-    let config: Value = serde_json::from_str(&plain)
-        .map_err(|e| ServiceError::Internal(format!("a stored MCP server's headers: {e}")))?;
+    let config = auth_of(services, server)?;
     let headers = config
         .get("headers")
         .and_then(Value::as_object)
@@ -211,8 +254,15 @@ pub async fn create(
     )?;
     let auth_type = input.auth_type.unwrap_or_default();
     let headers = match auth_type {
-        McpAuthType::None => Vec::new(),
         McpAuthType::CustomHeaders => given_headers(input.auth_config.as_ref(), &[])?,
+        McpAuthType::None | McpAuthType::OAuth2 => Vec::new(),
+    };
+    let setup = match auth_type {
+        McpAuthType::OAuth2 => Some(OAuthSetup::given(
+            input.auth_config.as_ref(),
+            &OAuthSetup::default(),
+        )?),
+        McpAuthType::None | McpAuthType::CustomHeaders => None,
     };
     let now = time::now();
     let mut server = CustomMcpServer {
@@ -230,7 +280,10 @@ pub async fn create(
         created_date: now,
         updated_date: now,
     };
-    server.sealed_auth = seal_headers(services, &server, &headers)?;
+    server.sealed_auth = match &setup {
+        Some(setup) => seal_oauth(services, &server, setup)?,
+        None => seal_headers(services, &server, &headers)?,
+    };
     services.store.create_mcp_server(&server).await?;
     Ok(record(server, None, false))
 }
@@ -246,8 +299,8 @@ async fn stored(services: &Services, workspace: Uuid, id: Uuid) -> ServiceResult
 /// One server, its headers masked, its tools as listed.
 pub async fn get(services: &Services, workspace: Uuid, id: Uuid) -> ServiceResult<McpServerRecord> {
     let server = stored(services, workspace, id).await?;
-    let headers = headers_of(services, &server)?;
-    Ok(record(server, Some(&headers), true))
+    let shown = shown_auth(services, &server)?;
+    Ok(record(server, shown, true))
 }
 
 pub async fn list(
@@ -276,8 +329,9 @@ pub async fn tools(services: &Services, workspace: Uuid, id: Uuid) -> ServiceRes
         .unwrap_or_else(|| json!([])))
 }
 
-/// Changes a server. **Decision**: a new URL or new headers make it `PENDING`
-/// again, its tools forgotten, until it is authorized anew.
+/// Changes a server. **Decision**: a new URL, new headers or another OAuth
+/// client make it `PENDING` again, its tools (and tokens) forgotten, until it
+/// is authorized anew.
 pub async fn update(
     services: &Services,
     workspace: Uuid,
@@ -286,6 +340,7 @@ pub async fn update(
 ) -> ServiceResult<McpServerRecord> {
     let mut server = stored(services, workspace, id).await?;
     let headers = headers_of(services, &server)?;
+    let setup = oauth_of(services, &server)?;
     let mut reached_anew = false;
     if let Some(name) = input.name.filter(|n| !n.trim().is_empty()) {
         server.name = name;
@@ -304,16 +359,36 @@ pub async fn update(
         server.color = input.color;
     }
     let auth_type = input.auth_type.unwrap_or(server.auth_type);
-    let new_headers = match auth_type {
-        McpAuthType::None => Vec::new(),
-        McpAuthType::CustomHeaders if input.auth_config.is_some() => {
-            given_headers(input.auth_config.as_ref(), &headers)?
+    reached_anew |= auth_type != server.auth_type;
+    match auth_type {
+        McpAuthType::OAuth2 => {
+            let kept = if server.auth_type == McpAuthType::OAuth2 {
+                setup
+            } else {
+                OAuthSetup::default()
+            };
+            let mut given = OAuthSetup::given(input.auth_config.as_ref(), &kept)?;
+            if reached_anew {
+                given.forget_grant();
+            }
+            reached_anew |= given != kept;
+            server.sealed_auth = seal_oauth(services, &server, &given)?;
         }
-        McpAuthType::CustomHeaders => headers.clone(),
-    };
-    if new_headers != headers {
-        reached_anew = true;
-        server.sealed_auth = seal_headers(services, &server, &new_headers)?;
+        McpAuthType::None | McpAuthType::CustomHeaders => {
+            let new_headers = match auth_type {
+                McpAuthType::CustomHeaders if input.auth_config.is_some() => {
+                    given_headers(input.auth_config.as_ref(), &headers)?
+                }
+                McpAuthType::CustomHeaders if server.auth_type == McpAuthType::CustomHeaders => {
+                    headers.clone()
+                }
+                _ => Vec::new(),
+            };
+            if new_headers != headers || server.auth_type == McpAuthType::OAuth2 {
+                reached_anew = true;
+                server.sealed_auth = seal_headers(services, &server, &new_headers)?;
+            }
+        }
     }
     server.auth_type = auth_type;
     if reached_anew {
@@ -325,75 +400,144 @@ pub async fn update(
     if !services.store.update_mcp_server(&server).await? {
         return Err(ServiceError::NotFound("MCP server"));
     }
-    Ok(record(server, Some(&new_headers), true))
+    let shown = shown_auth(services, &server)?;
+    Ok(record(server, shown, true))
+}
+
+/// Lists the server's tools at `remote` (15 s at most) and keeps them:
+/// `AUTHORIZED`, or why not (the caller stores the server either way).
+async fn list_tools(
+    services: &Services,
+    server: &mut CustomMcpServer,
+    remote: &McpServer,
+) -> Result<(), String> {
+    services.tools.mcp.forget(remote);
+    let listed = match tokio::time::timeout(
+        AUTHORIZE_TIMEOUT,
+        services.tools.mcp.remote_tools(remote),
+    )
+    .await
+    {
+        Ok(listed) => listed?,
+        Err(_) => {
+            return Err(format!(
+                "no answer within {} s",
+                AUTHORIZE_TIMEOUT.as_secs()
+            ));
+        }
+    };
+    let listing: Vec<Value> = listed
+        .iter()
+        .map(|t| json!({"name": t.remote_name, "description": t.description, "inputSchema": t.input_schema}))
+        .collect();
+    let text = Value::Array(listing).to_string();
+    if text.len() > MAX_TOOLS_BYTES {
+        return Err(format!(
+            "its tool listing is over {} KiB",
+            MAX_TOOLS_BYTES / 1024
+        ));
+    }
+    server.tools = Some(text);
+    server.tool_count = u32::try_from(listed.len()).unwrap_or(u32::MAX);
+    server.status = McpServerStatus::Authorized;
+    Ok(())
 }
 
 /// Reaches the server and lists its tools: `AUTHORIZED` with them kept, or
-/// `ERROR` and a 400 saying why.
+/// `ERROR` and a 400 saying why. An `OAUTH2` server without a working token
+/// answers `PENDING` with the `authorizationUrl` the user opens; weir's
+/// callback (`redirect_uri`) then completes it.
 pub async fn authorize(
     services: &Services,
     workspace: Uuid,
     id: Uuid,
+    redirect_uri: &str,
 ) -> ServiceResult<McpServerRecord> {
     let mut server = stored(services, workspace, id).await?;
-    let headers = headers_of(services, &server)?;
-    let remote = McpServer {
-        url: server.server_url.clone(),
-        headers: headers.clone(),
-    };
-    services.tools.mcp.forget(&remote);
-    let listed =
-        match tokio::time::timeout(AUTHORIZE_TIMEOUT, services.tools.mcp.remote_tools(&remote))
-            .await
-        {
-            Ok(Ok(tools)) => Ok(tools),
-            Ok(Err(why)) => Err(why),
-            Err(_) => Err(format!(
-                "no answer within {} s",
-                AUTHORIZE_TIMEOUT.as_secs()
-            )),
-        };
     server.updated_date = time::now();
-    let outcome = listed.and_then(|tools| {
-        let listing: Vec<Value> = tools
-            .iter()
-            .map(|t| json!({"name": t.remote_name, "description": t.description, "inputSchema": t.input_schema}))
-            .collect();
-        let text = Value::Array(listing).to_string();
-        if text.len() > MAX_TOOLS_BYTES {
-            return Err(format!(
-                "its tool listing is over {} KiB",
-                MAX_TOOLS_BYTES / 1024
-            ));
+    let outcome = if server.auth_type == McpAuthType::OAuth2 {
+        // A working token lists the tools at once; without one, a new grant.
+        let listed = match oauth::access_token(services, &server).await {
+            Ok(token) => {
+                let remote = McpServer {
+                    url: server.server_url.clone(),
+                    headers: vec![oauth::bearer_header(&token)],
+                    grant: None,
+                };
+                list_tools(services, &mut server, &remote).await.is_ok()
+            }
+            Err(_) => false,
+        };
+        // The token's refresh may have stored the server anew.
+        let mut server = if listed {
+            server
+        } else {
+            stored(services, workspace, id).await?
+        };
+        if !listed {
+            let mut setup = oauth_of(services, &server)?;
+            match oauth::begin(services, &server, &mut setup, redirect_uri).await {
+                Ok(url) => {
+                    server.sealed_auth = seal_oauth(services, &server, &setup)?;
+                    server.status = McpServerStatus::Pending;
+                    server.updated_date = time::now();
+                    services.store.update_mcp_server(&server).await?;
+                    let shown = shown_auth(services, &server)?;
+                    let mut answer = record(server, shown, true);
+                    answer.authorization_url = Some(url);
+                    return Ok(answer);
+                }
+                Err(why) => {
+                    server.status = McpServerStatus::Error;
+                    services.store.update_mcp_server(&server).await?;
+                    return Err(ServiceError::Invalid(format!(
+                        "Failed to connect to Custom MCP server: {why}"
+                    )));
+                }
+            }
         }
-        Ok((text, tools.len()))
-    });
-    match outcome {
-        Ok((text, count)) => {
-            server.tools = Some(text);
-            server.tool_count = u32::try_from(count).unwrap_or(u32::MAX);
-            server.status = McpServerStatus::Authorized;
-            services.store.update_mcp_server(&server).await?;
-            Ok(record(server, Some(&headers), true))
+        Ok(server)
+    } else {
+        let remote = McpServer {
+            url: server.server_url.clone(),
+            headers: headers_of(services, &server)?,
+            grant: None,
+        };
+        match list_tools(services, &mut server, &remote).await {
+            Ok(()) => Ok(server),
+            Err(why) => {
+                server.status = McpServerStatus::Error;
+                services.store.update_mcp_server(&server).await?;
+                Err(ServiceError::Invalid(format!(
+                    "Failed to connect to Custom MCP server: {why}"
+                )))
+            }
         }
-        Err(why) => {
-            server.status = McpServerStatus::Error;
-            services.store.update_mcp_server(&server).await?;
-            Err(ServiceError::Invalid(format!(
-                "Failed to connect to Custom MCP server: {why}"
-            )))
-        }
-    }
+    };
+    let server = outcome?;
+    services.store.update_mcp_server(&server).await?;
+    let shown = shown_auth(services, &server)?;
+    Ok(record(server, shown, true))
+}
+
+/// The record of a server, as the callback that completed its authorization
+/// shows it.
+pub fn shown(services: &Services, server: CustomMcpServer) -> ServiceResult<McpServerRecord> {
+    let auth = shown_auth(services, &server)?;
+    Ok(record(server, auth, true))
 }
 
 pub async fn delete(services: &Services, workspace: Uuid, id: Uuid) -> ServiceResult<u64> {
-    Ok(u64::from(
-        services.store.delete_mcp_server(workspace, id).await?,
-    ))
+    let deleted = services.store.delete_mcp_server(workspace, id).await?;
+    if deleted {
+        services.refreshes.forget(id);
+    }
+    Ok(u64::from(deleted))
 }
 
-/// A server a run's `customMcpServerTool` names, its headers opened; it must be
-/// authorized.
+/// A server a run's `customMcpServerTool` names, its headers opened (an
+/// `OAUTH2` server's access token, refreshed when it is about to end); it
+/// must be authorized.
 pub async fn open(
     services: &Services,
     workspace: Uuid,
@@ -416,9 +560,15 @@ pub async fn open(
         ))
         .into());
     }
-    let headers = headers_of(services, &server)?;
+    let headers = match server.auth_type {
+        McpAuthType::OAuth2 => vec![oauth::bearer_header(
+            &oauth::access_token(services, &server).await?,
+        )],
+        McpAuthType::None | McpAuthType::CustomHeaders => headers_of(services, &server)?,
+    };
     Ok(Arc::new(McpEndpoint::Remote(McpServer {
         url: server.server_url,
         headers,
+        grant: None,
     })))
 }
