@@ -10,8 +10,10 @@ Raw HTTP checks the refusals: wrong or missing token, a disabled flow, the
 stateless endpoint's DELETE, a page's Origin, an unknown protocol version."""
 
 import asyncio
+import http.client
 import json
 import re
+import urllib.parse
 import uuid
 
 import pytest
@@ -97,6 +99,23 @@ def assert_rpc_error(response, status, contains):
 
 
 CALL = {"jsonrpc": "2.0", "id": 1, "method": "tools/call"}
+MODERN = "2026-07-28"
+
+
+def envelope(version=MODERN, capabilities=None):
+    """The per-request protocol's `params._meta`."""
+    return {"io.modelcontextprotocol/protocolVersion": version,
+            "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": capabilities or {}}
+
+
+def modern(url, token, method, params=None, name=None, **headers):
+    """A raw 2026-07-28 request: its envelope in `_meta`, the routing headers set."""
+    routing = {"MCP-Protocol-Version": MODERN, "Mcp-Method": method}
+    if name is not None:
+        routing["Mcp-Name"] = name
+    body = {"jsonrpc": "2.0", "id": 7, "method": method, "params": {"_meta": envelope(), **(params or {})}}
+    return rpc(url, token, body, **{**routing, **headers})
 
 
 # ------------------------------------------------------------ Flowise's endpoint
@@ -173,8 +192,12 @@ def test_the_handshake_versions_and_a_call_without_a_session(workspace, fake, se
     r = requests.post(url, data="{", timeout=10, headers={
         "Authorization": f"Bearer {token}", "Content-Type": "application/json"})
     assert r.status_code == 400 and r.json()["error"]["code"] == -32700
-    assert_rpc_error(rpc(url, token, {"jsonrpc": "2.0", "id": 1, "method": "ping"},
-                         **{"MCP-Protocol-Version": "2000-01-01"}), 400, "Unsupported protocol version")
+    # A version no handshake speaks is the per-request protocol's: its checks answer.
+    r = rpc(url, token, {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"_meta": envelope("2000-01-01")}},
+            **{"MCP-Protocol-Version": "2000-01-01", "Mcp-Method": "ping"})
+    assert r.status_code == 400, r.text
+    assert r.json()["error"] == {"code": -32022, "message": "Unsupported protocol version",
+                                 "data": {"supported": ["2026-07-28"], "requested": "2000-01-01"}}
 
 
 def test_tokens_are_checked_refreshed_and_a_disabled_flow_is_gone(workspace, fake, server):
@@ -427,12 +450,15 @@ def test_source_documents_come_as_embedded_resources(workspace, fake, server):
     assert json.loads(resource["text"])["pageContent"] == "The canteen serves soup on Mondays."
 
 
-def test_a_question_for_a_person_is_asked_of_the_client(workspace, server):
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_a_question_for_a_person_is_asked_of_the_client(workspace, server, mode):
     """Elicitation: a client of the workspace server that answers elicitations is
-    asked a human input node's question during the call (over the call's stream),
-    and the flow goes on with the answer: accept (proceed or reject, with
-    feedback), decline (a rejection), cancel (the flow waits; the error says how
-    to answer it)."""
+    asked a human input node's question, and the flow goes on with the answer:
+    accept (proceed or reject, with feedback), decline (a rejection), cancel (the
+    flow waits; the error says how to answer it). In the handshake era (`legacy`)
+    it is asked during the call, over the call's stream; per request (the SDK's
+    `auto` negotiates 2026-07-28 with weir) the call answers an
+    `InputRequiredResult` and the SDK calls again with the answer."""
     _, api = workspace
     human = flows.af_human_input("humanInputAgentflow_0", "Shall I go on?")
     nodes = [af_start(), human, af_reply("directReplyAgentflow_0", "Went on"),
@@ -456,7 +482,8 @@ def test_a_question_for_a_person_is_asked_of_the_client(workspace, server):
         return next(answers)
 
     call = ("call", "approval", {"question": "go"})
-    results = run(session_calls(f"{server.url}/api/v1/mcp", api.key, call, call, call, call, elicitation=answer))
+    results = run(session_calls(f"{server.url}/api/v1/mcp", api.key, call, call, call, call, elicitation=answer,
+                                mode=mode))
     assert [text_of(r) for r in results[:3]] == ["Went on", "Stopped: too pricey", "Stopped: reject"]
     assert results[3].is_error
     assert "dismissed" in results[3].content[0].text and "humanInput" in results[3].content[0].text
@@ -501,3 +528,127 @@ def test_a_form_no_tool_can_take_is_left_out(workspace, fake, server):
     r = rpc(f"{server.url}/api/v1/mcp/{odd}", token, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
     error = r.json()["error"]
     assert error["code"] == -32603 and "'when'" in error["message"] and "date" in error["message"], error
+
+
+# ------------------------------------------------- the per-request protocol (2026-07-28)
+
+def test_the_sdk_negotiates_the_per_request_protocol(workspace, fake, server):
+    _, api = workspace
+    flow = echo_flow(api, fake, name="Modern Bot")
+    token = publish(api, flow)["token"]
+    seen = []
+
+    async def calls():
+        http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+        client = Client(streamable_http_client(f"{server.url}/api/v1/mcp/{flow}", http_client=http))
+        async with http, client:
+            seen.append(client.session.discover_result)
+            seen.append((await client.list_tools()).tools)
+            seen.append(await client.call_tool("modern_bot", {"question": "hi"}))
+
+    run(calls())
+    discovered, tools, answer = seen
+    assert discovered is not None and discovered.supported_versions == [MODERN]
+    assert [t.name for t in tools] == ["modern_bot"]
+    assert text_of(answer) == "Echo: hi"
+
+
+def test_per_request_envelopes_are_checked(workspace, fake, server):
+    _, api = workspace
+    flow = echo_flow(api, fake, name="Modern Bot")
+    publish(api, flow)
+    url = f"{server.url}/api/v1/mcp"
+    r = modern(url, api.key, "server/discover")
+    assert r.status_code == 200, r.text
+    result = r.json()["result"]
+    assert result["supportedVersions"] == [MODERN] and result["resultType"] == "complete"
+    assert result["capabilities"] == {"tools": {"listChanged": False}}
+    assert result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "weir"
+    assert "mcp-session-id" not in r.headers
+    listing = modern(url, api.key, "tools/list").json()["result"]
+    assert [t["name"] for t in listing["tools"]] == ["modern_bot"]
+    assert listing["cacheScope"] == "private" and listing["ttlMs"] == 60000 and listing["resultType"] == "complete"
+    call = modern(url, api.key, "tools/call", {"name": "modern_bot", "arguments": {"question": "x"}}, name="modern_bot")
+    result = call.json()["result"]
+    assert result["content"] == [{"type": "text", "text": "Echo: x"}] and result["resultType"] == "complete"
+    # Each call is its own chat: nothing keeps a session.
+    chats = {m["chatId"] for m in api.get(f"/chatmessage/{flow}", params={"chatType": "MCP"}).json()}
+    assert len(chats) == 1
+
+    def refused(response, status, code, words):
+        assert response.status_code == status, response.text
+        error = response.json()["error"]
+        assert error["code"] == code and words in error["message"], error
+        return error
+
+    bare = rpc(url, api.key, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+               **{"MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/list"})
+    refused(bare, 400, -32602, "params._meta")
+    refused(modern(url, api.key, "tools/list", **{"Mcp-Method": "tools/call"}), 400, -32020, "mcp-method")
+    refused(modern(url, api.key, "tools/call", {"name": "modern_bot", "arguments": {}}, name="other"),
+            400, -32020, "mcp-name")
+    # A name carried base64-encoded in the header is read as the specification says.
+    encoded = modern(url, api.key, "tools/call", {"name": "modern_bot", "arguments": {"question": "y"}},
+                     name="=?base64?bW9kZXJuX2JvdA==?=")
+    assert encoded.json()["result"]["content"][0]["text"] == "Echo: y", encoded.text
+    refused(modern(url, api.key, "initialize", {"protocolVersion": "2025-11-25"}), 404, -32601, "initialize")
+    refused(modern(url, api.key, "resources/list"), 404, -32601, "resources/list")
+    batch = rpc(url, api.key, [{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"_meta": envelope()}}],
+                **{"MCP-Protocol-Version": MODERN, "Mcp-Method": "ping"})
+    refused(batch, 400, -32600, "batch")
+    # A routing header sent twice (readers of the first and the last would disagree).
+    parsed = urllib.parse.urlparse(url)
+    connection = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=10)
+    connection.putrequest("POST", parsed.path)
+    for name, value in [("Authorization", f"Bearer {api.key}"), ("Content-Type", "application/json"),
+                        ("MCP-Protocol-Version", MODERN), ("MCP-Protocol-Version", MODERN)]:
+        connection.putheader(name, value)
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}).encode()
+    connection.putheader("Content-Length", str(len(body)))
+    connection.endheaders(body)
+    twice = connection.getresponse()
+    assert twice.status == 400 and json.loads(twice.read())["error"]["code"] == -32020
+    connection.close()
+    note = rpc(url, api.key, {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"_meta": envelope()}},
+               **{"MCP-Protocol-Version": MODERN, "Mcp-Method": "notifications/cancelled"})
+    assert note.status_code == 202
+
+
+def test_a_question_is_input_required_and_its_state_is_sealed(workspace, server):
+    """Per request, a flow that stops for a person answers an
+    `InputRequiredResult`; the client calls again with the answer and the
+    `requestState`. A client without elicitation gets the resume path; a state
+    weir did not make is refused."""
+    _, api = workspace
+    human = flows.af_human_input("humanInputAgentflow_0", "Shall I go on?")
+    flow = create_flow(api, chain(af_start(), human, af_reply("directReplyAgentflow_0", "Went on")),
+                       type="AGENTFLOW", name="Gate")
+    publish(api, flow)
+    url = f"{server.url}/api/v1/mcp"
+    arguments = {"name": "gate", "arguments": {"question": "go"}}
+
+    def call(capabilities, **extra):
+        body = {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                "params": {"_meta": envelope(capabilities=capabilities), **arguments, **extra}}
+        return rpc(url, api.key, body, **{"MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call",
+                                          "Mcp-Name": "gate"}).json()["result"]
+
+    asked = call({"elicitation": {"form": {}}})
+    assert asked["resultType"] == "input_required", asked
+    question = asked["inputRequests"]["decision"]
+    assert question["method"] == "elicitation/create" and "Shall I go on?" in question["params"]["message"]
+    assert question["params"]["requestedSchema"]["properties"]["decision"]["enum"] == ["proceed", "reject"]
+    state = asked["requestState"]
+    assert state.startswith("sealed:") and "chatId" not in state
+    went_on = call({"elicitation": {}}, requestState=state,
+                   inputResponses={"decision": {"action": "accept", "content": {"decision": "proceed"}}})
+    assert went_on["resultType"] == "complete" and went_on["content"][0]["text"] == "Went on", went_on
+    # A state changed on the way, or one for another tool, is refused; so is a missing answer.
+    forged = call({"elicitation": {}}, requestState=state[:-6] + "AAAAAA",
+                  inputResponses={"decision": {"action": "accept", "content": {"decision": "proceed"}}})
+    assert forged["isError"] is True and "requestState" in forged["content"][0]["text"]
+    unanswered = call({"elicitation": {}}, requestState=call({"elicitation": {}})["requestState"])
+    assert unanswered["isError"] is True and "inputResponses" in unanswered["content"][0]["text"]
+    # Without the capability: the resume path, as in the handshake era.
+    hint = call({})
+    assert hint["isError"] is True and "humanInput" in hint["content"][0]["text"]

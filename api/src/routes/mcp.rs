@@ -9,6 +9,10 @@
 //!   (`predictions:create`); `initialize` gives an `Mcp-Session-Id`, the
 //!   conversation the session's calls share.
 //!
+//! Both speak the handshake versions and, chosen by an `MCP-Protocol-Version`
+//! that is none of them, the per-request protocol (2026-07-28: no sessions,
+//! each request's envelope in its `_meta`, errors with their mapped status).
+//!
 //! Every MCP answer is JSON-RPC, its errors included (`{"jsonrpc", "error",
 //! "id"}`), as MCP clients read nothing else. A `tools/call` asking for progress
 //! from a client that takes `text/event-stream` is answered as a stream: its
@@ -40,7 +44,7 @@ use crate::http::cors::Origins;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::{Json, Path};
 use crate::services::mcp::Catalog;
-use crate::services::mcp::protocol::{self, Endpoint, Incoming, ProtocolVersion};
+use crate::services::mcp::protocol::{self, Endpoint, Incoming, ProtocolVersion, RoutingHeaders};
 use crate::services::mcp::publication::{self, McpServerView, PublicationPatch};
 
 /// Largest MCP message (Flowise's router declares 1 MB).
@@ -49,6 +53,8 @@ const MAX_MCP_BODY: usize = 1024 * 1024;
 const MAX_SESSION_ID: usize = 256;
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
+const METHOD_HEADER: &str = "mcp-method";
+const NAME_HEADER: &str = "mcp-name";
 /// JSON-RPC code of an authentication failure (the MCP SDKs' and Flowise's).
 const UNAUTHORIZED: i64 = -32001;
 const SERVER_ERROR: i64 = -32000;
@@ -264,19 +270,6 @@ fn check_request(state: &AppState, headers: &HeaderMap) -> Result<(), Refusal> {
             "Forbidden: this origin may not call the MCP endpoint (MCP_CORS_ORIGINS)",
         ));
     }
-    if let Some(version) = headers.get(VERSION_HEADER) {
-        let named = version.to_str().unwrap_or_default();
-        if ProtocolVersion::known(named).is_none() {
-            return Err(refuse(
-                StatusCode::BAD_REQUEST,
-                protocol::INVALID_REQUEST,
-                format!(
-                    "Unsupported protocol version '{named}' (weir speaks {})",
-                    protocol::VERSIONS.join(", ")
-                ),
-            ));
-        }
-    }
     let json = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -289,6 +282,38 @@ fn check_request(state: &AppState, headers: &HeaderMap) -> Result<(), Refusal> {
         ));
     }
     Ok(())
+}
+
+/// The per-request protocol's routing headers, when the request speaks it: an
+/// `MCP-Protocol-Version` that is not a handshake version (an unknown one is
+/// answered by the per-request checks, naming the version weir speaks). A
+/// routing header sent twice is a 400.
+fn per_request(headers: &HeaderMap) -> Result<Option<RoutingHeaders>, Refusal> {
+    for name in [VERSION_HEADER, METHOD_HEADER, NAME_HEADER] {
+        if headers.get_all(name).iter().count() > 1 {
+            return Err(refuse(
+                StatusCode::BAD_REQUEST,
+                protocol::HEADER_MISMATCH,
+                format!("the {name} header appears more than once"),
+            ));
+        }
+    }
+    let text = |name: &str| {
+        headers
+            .get(name)
+            .map(|v| v.to_str().unwrap_or_default().to_owned())
+    };
+    let Some(version) = text(VERSION_HEADER) else {
+        return Ok(None);
+    };
+    if ProtocolVersion::known(&version).is_some() {
+        return Ok(None);
+    }
+    Ok(Some(RoutingHeaders {
+        version,
+        method: text(METHOD_HEADER),
+        name: text(NAME_HEADER).and_then(|v| protocol::decode_header_value(&v)),
+    }))
 }
 
 fn accepts_stream(headers: &HeaderMap) -> bool {
@@ -335,8 +360,19 @@ async fn respond(
             .keep_alive(KeepAlive::default())
             .into_response();
     }
+    let per_request = endpoint.per_request.is_some();
     match endpoint.answer_all(incoming).await {
-        Some(answer) => axum::Json(answer).into_response(),
+        Some(answer) => {
+            let status = answer
+                .pointer("/error/code")
+                .and_then(Value::as_i64)
+                .filter(|_| per_request)
+                .map_or(StatusCode::OK, |code| {
+                    StatusCode::from_u16(protocol::per_request_status(code))
+                        .unwrap_or(StatusCode::OK)
+                });
+            (status, axum::Json(answer)).into_response()
+        }
         None => StatusCode::ACCEPTED.into_response(),
     }
 }
@@ -403,10 +439,10 @@ async fn published_flow(
         (status = 200, description = "The JSON-RPC answer, or a stream of messages ending with it",
          content((Object = "application/json"), (String = "text/event-stream"))),
         (status = 202, description = "Only notifications were sent"),
-        (status = 400, description = "Not JSON-RPC, or an unsupported protocol version", body = Object),
+        (status = 400, description = "Not JSON-RPC, or (per request) an envelope that is missing, disagrees with the headers, or names a version weir does not speak", body = Object),
         (status = 401, description = "No token, or a wrong one", body = Object),
         (status = 403, description = "A page of an origin not in MCP_CORS_ORIGINS", body = Object),
-        (status = 404, description = "The flow is not published, or switched off", body = Object),
+        (status = 404, description = "The flow is not published, or switched off; per request, a method weir does not have", body = Object),
         (status = 415, description = "Not a JSON body", body = Object),
         (status = 413, description = "Over 1 MiB", body = ErrorBody),
     )
@@ -418,6 +454,7 @@ async fn flow_endpoint(
     body: Bytes,
 ) -> Result<Response, Refusal> {
     check_request(&state, &headers)?;
+    let per_request = per_request(&headers)?;
     let flow = published_flow(&state, &headers, chatflow_id).await?;
     let name = flow
         .mcp_server
@@ -430,6 +467,7 @@ async fn flow_endpoint(
         chat_id: None,
         server_name: format!("flowise-{name}"),
         kind: "flow",
+        per_request,
     };
     Ok(respond(endpoint, &headers, Incoming::parse(&body)).await)
 }
@@ -527,9 +565,10 @@ fn session_of(headers: &HeaderMap) -> Result<Option<String>, Refusal> {
         (status = 200, description = "The JSON-RPC answer, or a stream of messages ending with it",
          content((Object = "application/json"), (String = "text/event-stream"))),
         (status = 202, description = "Only notifications were sent"),
-        (status = 400, description = "Not JSON-RPC, an unsupported protocol version or a malformed session id", body = Object),
+        (status = 400, description = "Not JSON-RPC, a malformed session id, or (per request) an envelope that is missing, disagrees with the headers, or names a version weir does not speak", body = Object),
         (status = 401, description = "No API key, or an unknown one", body = Object),
         (status = 403, description = "The key lacks predictions:create, or a page of an origin not in MCP_CORS_ORIGINS", body = Object),
+        (status = 404, description = "Per request (2026-07-28): a method weir does not have", body = Object),
         (status = 415, description = "Not a JSON body", body = Object),
         (status = 413, description = "Over 1 MiB", body = ErrorBody),
     )
@@ -541,8 +580,13 @@ async fn workspace_endpoint(
 ) -> Result<Response, Refusal> {
     let headers = &parts.headers;
     check_request(&state, headers)?;
+    let per_request = per_request(headers)?;
     let auth = workspace_caller(&state, &parts).await?;
-    let session = session_of(headers)?;
+    // The per-request protocol has no sessions: each call is its own chat.
+    let session = match per_request {
+        Some(_) => None,
+        None => session_of(headers)?,
+    };
     let incoming = Incoming::parse(&body);
     let initialize = incoming
         .as_ref()
@@ -558,6 +602,7 @@ async fn workspace_endpoint(
         chat_id: session,
         server_name: "weir".into(),
         kind: "workspace",
+        per_request,
     };
     let mut response = respond(endpoint, headers, incoming).await;
     if let Some(id) = new_session.and_then(|id| HeaderValue::from_str(&id).ok()) {

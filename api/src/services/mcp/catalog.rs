@@ -316,6 +316,121 @@ pub struct Asker<'a> {
     pub stream: mpsc::Sender<Value>,
 }
 
+/// What a call does when its flow stops for a person's answer.
+pub enum Questions<'a> {
+    /// Asks the session's client over the call's stream, and goes on.
+    Ask(Asker<'a>),
+    /// Answers an `InputRequiredResult` (2026-07-28): the question as an
+    /// elicitation, and a sealed `requestState` the client sends back with
+    /// the person's answer to go on.
+    Return,
+    /// Answers an `isError` naming the resume path.
+    Hint,
+}
+
+/// A person's answer a call goes on with: the chat its run stopped in, and
+/// the decision.
+pub struct Resumed {
+    pub chat_id: String,
+    pub answer: crate::services::prediction::HumanAnswer,
+}
+
+/// The key of the one question in an `InputRequiredResult`.
+const QUESTION_KEY: &str = "decision";
+
+fn request_state_context(flow: &Chatflow) -> String {
+    format!("mcp/requestState/{}", flow.id)
+}
+
+/// A call that stopped, as an `InputRequiredResult` (its `resultType` and
+/// server stamp added by the protocol).
+fn input_required(
+    services: &Services,
+    flow: &Chatflow,
+    result: &PredictionResult,
+    question: &str,
+) -> ServiceResult<Value> {
+    let node_id = result
+        .action
+        .as_ref()
+        .and_then(|action| action.pointer("/data/nodeId"))
+        .and_then(Value::as_str);
+    let plain = json!({"chatId": result.chat_id, "nodeId": node_id}).to_string();
+    let state = crate::services::sealed::seal_text(
+        &services.keyring,
+        &request_state_context(flow),
+        &plain,
+    )?;
+    Ok(json!({
+        "resultType": "input_required",
+        "inputRequests": {QUESTION_KEY: super::elicitation::question(question)},
+        "requestState": state,
+    }))
+}
+
+/// The person's answer a retried call brings (`inputResponses` and the
+/// `requestState` weir gave): `Ok(None)` for a first call, `Err` with the
+/// result to answer (an `isError`) when it cannot go on.
+pub fn resumed(
+    services: &Services,
+    tool: &FlowTool,
+    params: &Map<String, Value>,
+) -> Result<Option<Resumed>, Value> {
+    let Some(state) = params.get("requestState") else {
+        return Ok(None);
+    };
+    let opened = state.as_str().and_then(|state| {
+        let plain = crate::services::sealed::open_text(
+            &services.keyring,
+            &request_state_context(&tool.flow),
+            state,
+        )
+        .ok()?;
+        serde_json::from_str::<Value>(&plain).ok()
+    });
+    let Some(opened) = opened else {
+        return Err(failure(
+            "'requestState' is not one this tool gave: call the tool anew".into(),
+        ));
+    };
+    let chat_id = opened
+        .get("chatId")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let response = params
+        .get("inputResponses")
+        .and_then(|responses| responses.get(QUESTION_KEY))
+        .cloned();
+    let Some(response) = response else {
+        return Err(failure(format!(
+            "'inputResponses.{QUESTION_KEY}' is missing: answer the question the tool asked"
+        )));
+    };
+    let mut wrapped = Map::new();
+    wrapped.insert("result".into(), response);
+    match super::elicitation::decision_of(wrapped) {
+        Ok(decision) => Ok(Some(Resumed {
+            chat_id,
+            answer: crate::services::prediction::HumanAnswer {
+                proceed: decision.proceed,
+                start_node_id: opened
+                    .get("nodeId")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
+                feedback: decision.feedback,
+            },
+        })),
+        Err(super::elicitation::Unanswered::Cancelled) => Err(failure(format!(
+            "The person dismissed the flow's question; it waits for an answer. {}",
+            resume_hint_of(&tool.flow, &chat_id)
+        ))),
+        Err(super::elicitation::Unanswered::Missing(why)) => {
+            Err(failure(format!("The answer cannot be used: {why}")))
+        }
+    }
+}
+
 /// Questions one call may ask before it gives up (a flow that loops on them).
 const MAX_QUESTIONS: usize = 20;
 
@@ -329,15 +444,20 @@ pub async fn call(
     arguments: &Map<String, Value>,
     chat_id: Option<String>,
     mut progress: Option<ProgressSink>,
-    asker: Option<Asker<'_>>,
+    questions: Questions<'_>,
+    resume: Option<Resumed>,
 ) -> Value {
     let mut request = match tool.request(arguments) {
         Ok(request) => request,
         Err(message) => return failure(message),
     };
     request.chat_id = chat_id;
+    if let Some(resume) = resume {
+        request.chat_id = Some(resume.chat_id);
+        request.human_input = Some(resume.answer);
+    }
     request.streaming = progress.is_some();
-    let mut questions = 0;
+    let mut asked = 0;
     loop {
         let result = match run(services, tool, request, &mut progress).await {
             Ok(result) => result,
@@ -347,17 +467,29 @@ pub async fn call(
             }
             Err(e) => return failure(e.to_string()),
         };
-        let (Some(action), Some(asker)) = (&result.action, &asker) else {
+        let Some(action) = &result.action else {
             return success(&tool.flow, &result);
         };
-        questions += 1;
-        if questions > MAX_QUESTIONS {
-            return success(&tool.flow, &result);
-        }
         let question = match result.text.trim() {
             "" => "The flow asks whether to go on.",
             text => text,
         };
+        let asker = match &questions {
+            Questions::Ask(asker) => asker,
+            Questions::Return => {
+                return input_required(services, &tool.flow, &result, question).unwrap_or_else(
+                    |e| {
+                        tracing::error!(chatflow = %tool.flow.id, error = %e, "cannot seal an MCP request state");
+                        failure(GENERIC_FAILURE.into())
+                    },
+                );
+            }
+            Questions::Hint => return success(&tool.flow, &result),
+        };
+        asked += 1;
+        if asked > MAX_QUESTIONS {
+            return success(&tool.flow, &result);
+        }
         let decision = asker
             .elicitations
             .ask(asker.session, &asker.stream, question)
@@ -443,8 +575,12 @@ async fn run(
 
 /// How to answer a stopped run's question outside MCP.
 fn resume_hint(flow: &Chatflow, result: &PredictionResult) -> String {
+    resume_hint_of(flow, &result.chat_id)
+}
+
+fn resume_hint_of(flow: &Chatflow, chat_id: &str) -> String {
     let resume = json!({
-        "chatId": result.chat_id,
+        "chatId": chat_id,
         "humanInput": {"type": "proceed | reject", "startNodeId": "<the node that asked>", "feedback": "…"},
     });
     format!(

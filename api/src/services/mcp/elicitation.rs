@@ -117,12 +117,9 @@ impl Elicitations {
             waiting: &self.waiting,
             id: &id,
         };
-        let request = json!({
-            "jsonrpc": "2.0",
-            "id": id,
-            "method": "elicitation/create",
-            "params": {"mode": "form", "message": question, "requestedSchema": requested_schema()},
-        });
+        let mut request = self::question(question);
+        request["jsonrpc"] = json!("2.0");
+        request["id"] = json!(id);
         if stream.send(request).await.is_err() {
             return Err(Unanswered::Missing("the client has gone".into()));
         }
@@ -138,6 +135,15 @@ impl Elicitations {
         };
         decision_of(response)
     }
+}
+
+/// The question as an `elicitation/create` request (form mode), without the
+/// JSON-RPC envelope: what an `InputRequiredResult` carries as it is.
+pub fn question(question: &str) -> Value {
+    json!({
+        "method": "elicitation/create",
+        "params": {"mode": "form", "message": question, "requestedSchema": requested_schema()},
+    })
 }
 
 /// What a person is asked for: the decision, and words for the flow.
@@ -162,7 +168,7 @@ fn requested_schema() -> Value {
 }
 
 /// A client's response to `elicitation/create`, as a decision.
-fn decision_of(mut response: Map<String, Value>) -> Result<Decision, Unanswered> {
+pub fn decision_of(mut response: Map<String, Value>) -> Result<Decision, Unanswered> {
     if let Some(error) = response.get("error") {
         let message = error
             .get("message")
