@@ -223,6 +223,13 @@ def test_a_token_about_to_end_is_refreshed_and_its_rotated_refresh_token_kept(ap
     # tokens, so each refresh used the one the last stored.
     assert short_token_server.stats()["refreshes"] - before >= 3
     assert api.get(f"/custom-mcp-servers/{server_id}").json()["status"] == "AUTHORIZED"
+    # Authorizing again refreshes too, and keeps what the refresh stored: the
+    # next run's refresh uses the newest refresh token.
+    time.sleep(2.1)
+    again = api.post(f"/custom-mcp-servers/{server_id}/authorize")
+    assert again.status_code == 200 and again.json()["status"] == "AUTHORIZED", again.text
+    time.sleep(2.1)
+    assert tool_output(ask(api, flow, "CALL whoami {}")).startswith("client ")
 
 
 def test_a_client_registered_by_hand(api, fake, unregistering_server):

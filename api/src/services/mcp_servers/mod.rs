@@ -454,70 +454,73 @@ pub async fn authorize(
     redirect_uri: &str,
 ) -> ServiceResult<McpServerRecord> {
     let mut server = stored(services, workspace, id).await?;
+    if server.auth_type == McpAuthType::OAuth2 {
+        return authorize_oauth(services, server, redirect_uri).await;
+    }
     server.updated_date = time::now();
-    let outcome = if server.auth_type == McpAuthType::OAuth2 {
-        // A working token lists the tools at once; without one, a new grant.
-        let listed = match oauth::access_token(services, &server).await {
-            Ok(token) => {
-                let remote = McpServer {
-                    url: server.server_url.clone(),
-                    headers: vec![oauth::bearer_header(&token)],
-                    grant: None,
-                };
-                list_tools(services, &mut server, &remote).await.is_ok()
-            }
-            Err(_) => false,
-        };
-        // The token's refresh may have stored the server anew.
-        let mut server = if listed {
-            server
-        } else {
-            stored(services, workspace, id).await?
-        };
-        if !listed {
-            let mut setup = oauth_of(services, &server)?;
-            match oauth::begin(services, &server, &mut setup, redirect_uri).await {
-                Ok(url) => {
-                    server.sealed_auth = seal_oauth(services, &server, &setup)?;
-                    server.status = McpServerStatus::Pending;
-                    server.updated_date = time::now();
-                    services.store.update_mcp_server(&server).await?;
-                    let shown = shown_auth(services, &server)?;
-                    let mut answer = record(server, shown, true);
-                    answer.authorization_url = Some(url);
-                    return Ok(answer);
-                }
-                Err(why) => {
-                    server.status = McpServerStatus::Error;
-                    services.store.update_mcp_server(&server).await?;
-                    return Err(ServiceError::Invalid(format!(
-                        "Failed to connect to Custom MCP server: {why}"
-                    )));
-                }
-            }
-        }
-        Ok(server)
-    } else {
-        let remote = McpServer {
-            url: server.server_url.clone(),
-            headers: headers_of(services, &server)?,
-            grant: None,
-        };
-        match list_tools(services, &mut server, &remote).await {
-            Ok(()) => Ok(server),
-            Err(why) => {
-                server.status = McpServerStatus::Error;
-                services.store.update_mcp_server(&server).await?;
-                Err(ServiceError::Invalid(format!(
-                    "Failed to connect to Custom MCP server: {why}"
-                )))
-            }
-        }
+    let remote = McpServer {
+        url: server.server_url.clone(),
+        headers: headers_of(services, &server)?,
+        grant: None,
     };
-    let server = outcome?;
+    let listed = list_tools(services, &mut server, &remote).await;
+    if listed.is_err() {
+        server.status = McpServerStatus::Error;
+    }
     services.store.update_mcp_server(&server).await?;
+    if let Err(why) = listed {
+        return Err(ServiceError::Invalid(format!(
+            "Failed to connect to Custom MCP server: {why}"
+        )));
+    }
     let shown = shown_auth(services, &server)?;
     Ok(record(server, shown, true))
+}
+
+/// `authorize` of an `OAUTH2` server: a working token (refreshed if it must
+/// be) lists the tools at once; without one, a new grant begins.
+async fn authorize_oauth(
+    services: &Services,
+    server: CustomMcpServer,
+    redirect_uri: &str,
+) -> ServiceResult<McpServerRecord> {
+    let (workspace, id) = (server.workspace_id, server.id);
+    if let Ok(token) = oauth::access_token(services, &server).await {
+        // Read again: a refresh stored the server with its new tokens.
+        let mut server = stored(services, workspace, id).await?;
+        let remote = McpServer {
+            url: server.server_url.clone(),
+            headers: vec![oauth::bearer_header(&token)],
+            grant: None,
+        };
+        if list_tools(services, &mut server, &remote).await.is_ok() {
+            server.updated_date = time::now();
+            services.store.update_mcp_server(&server).await?;
+            let shown = shown_auth(services, &server)?;
+            return Ok(record(server, shown, true));
+        }
+    }
+    let mut server = stored(services, workspace, id).await?;
+    let mut setup = oauth_of(services, &server)?;
+    server.updated_date = time::now();
+    match oauth::begin(services, &server, &mut setup, redirect_uri).await {
+        Ok(url) => {
+            server.sealed_auth = seal_oauth(services, &server, &setup)?;
+            server.status = McpServerStatus::Pending;
+            services.store.update_mcp_server(&server).await?;
+            let shown = shown_auth(services, &server)?;
+            let mut answer = record(server, shown, true);
+            answer.authorization_url = Some(url);
+            Ok(answer)
+        }
+        Err(why) => {
+            server.status = McpServerStatus::Error;
+            services.store.update_mcp_server(&server).await?;
+            Err(ServiceError::Invalid(format!(
+                "Failed to connect to Custom MCP server: {why}"
+            )))
+        }
+    }
 }
 
 /// The record of a server, as the callback that completed its authorization
