@@ -90,6 +90,12 @@ pub struct McpServerLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OAuthLabels {
+    pub grant: &'static str,
+    pub outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct McpServerOnly {
     pub server: String,
 }
@@ -124,6 +130,7 @@ pub struct Metrics {
     pub mcp_calls: Family<McpLabels, Counter>,
     pub mcp_server_calls: Family<McpServerLabels, Counter>,
     pub mcp_server_seconds: Family<McpServerOnly, Histogram>,
+    pub oauth_token_requests: Family<OAuthLabels, Counter>,
     pub python_runtime_up: Family<RuntimeLabels, Gauge>,
     pub python_runtime_runs: Family<RuntimeLabels, Counter>,
 }
@@ -244,6 +251,12 @@ impl Metrics {
             "Time an MCP server took to answer a flow's request, by server (its host and port)",
             mcp_server_seconds.clone(),
         );
+        let oauth_token_requests = Family::<OAuthLabels, Counter>::default();
+        registry.register(
+            "oauth_token_requests",
+            "Token requests weir made for OAuth-protected MCP servers, by grant (authorization_code, refresh_token, client_credentials) and outcome: ok, refused (an OAuth error answer), failed (unreachable, or not a token)",
+            oauth_token_requests.clone(),
+        );
         let python_runtime_up = Family::<RuntimeLabels, Gauge>::default();
         registry.register(
             "python_runtime_up",
@@ -275,6 +288,7 @@ impl Metrics {
             mcp_calls,
             mcp_server_calls,
             mcp_server_seconds,
+            oauth_token_requests,
             python_runtime_up,
             python_runtime_runs,
         }
@@ -404,6 +418,13 @@ impl Metrics {
                 server: server.to_owned(),
             })
             .observe(took.as_secs_f64());
+    }
+
+    /// A token request's end.
+    pub fn oauth_token_request(&self, grant: &'static str, outcome: &'static str) {
+        self.oauth_token_requests
+            .get_or_create(&OAuthLabels { grant, outcome })
+            .inc();
     }
 
     /// Whether the Python runtime at `runtime` answers.

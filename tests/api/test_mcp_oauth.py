@@ -103,6 +103,7 @@ def weir(request, tmp_path_factory, pipedream):
     w.env["ALLOW_PRIVATE_REQUESTS"] = "127.0.0.1"
     w.env["PIPEDREAM_API_URL"] = pipedream.base
     w.env["PIPEDREAM_MCP_URL"] = pipedream.url
+    w.env["METRICS_TOKEN"] = "scrape-oauth"
     w.start()
     yield w
     w.cleanup()
@@ -311,6 +312,12 @@ def test_pipedream_tools_are_reached_with_a_token_of_the_credentials_client(api,
     # The token is kept for the next runs.
     ask(api, flow, 'CALL slack_send_message {"channel": "#b", "text": "again"}')
     assert len(pipedream.stats()["tokenRequests"]) == before + 1
+    # The canvas's action picker reaches the server as a run does.
+    picked = api.post("/node-load-method/pipedreamMCP", json={
+        "id": "pipedreamMCP_0", "name": "pipedreamMCP", "loadMethod": "listActions",
+        "inputs": {"appSlug": "slack", "externalUserId": "user@example.com"}, "credential": r.json()["id"]})
+    assert picked.status_code == 200, picked.text
+    assert [o["name"] for o in picked.json()] == ["slack_send_message"], picked.text
 
     # A client the token endpoint refuses: the run fails saying so, as when a server cannot be listed.
     bad = api.post("/credentials", json={
@@ -320,6 +327,12 @@ def test_pipedream_tools_are_reached_with_a_token_of_the_credentials_client(api,
     body = assert_error(r, 500, "cannot list the MCP server's tools: no token for the MCP server: "
                                 "the authorization server refused: invalid_client")
     assert "nope" not in body["message"]
+
+    # Token requests are counted by grant and outcome.
+    metrics = requests.get(f"{api.url}/metrics", timeout=10, headers={"Authorization": "Bearer scrape-oauth"}).text
+    counted = {line.split(" ")[0] for line in metrics.splitlines() if line.startswith("weir_oauth_token_requests_total")}
+    assert 'weir_oauth_token_requests_total{grant="client_credentials",outcome="ok"}' in counted, counted
+    assert 'weir_oauth_token_requests_total{grant="client_credentials",outcome="refused"}' in counted, counted
 
     # Flowise's input rules.
     for inputs, words in [({"appSlug": "Slack!"}, "appSlug"), ({"externalUserId": "a b"}, "externalUserId"),

@@ -258,7 +258,29 @@ pub async fn client_credentials(
     .await
 }
 
+/// One token request, counted in `/metrics` by its grant and outcome.
 async fn request_tokens(
+    web: &WebClient,
+    endpoint: &TokenEndpoint<'_>,
+    grant: &[(&'static str, &str)],
+    scope: Option<&str>,
+) -> Result<Tokens, TokenError> {
+    let kind = match grant.first() {
+        Some(("grant_type", "authorization_code")) => "authorization_code",
+        Some(("grant_type", "refresh_token")) => "refresh_token",
+        _ => "client_credentials",
+    };
+    let outcome = send_token_request(web, endpoint, grant, scope).await;
+    let label = match &outcome {
+        Ok(_) => "ok",
+        Err(TokenError::Refused { .. }) => "refused",
+        Err(TokenError::Failed(_)) => "failed",
+    };
+    crate::metrics::metrics().oauth_token_request(kind, label);
+    outcome
+}
+
+async fn send_token_request(
     web: &WebClient,
     endpoint: &TokenEndpoint<'_>,
     grant: &[(&str, &str)],
