@@ -412,14 +412,7 @@ pub fn resumed(
     match super::elicitation::decision_of(wrapped) {
         Ok(decision) => Ok(Some(Resumed {
             chat_id,
-            answer: crate::services::prediction::HumanAnswer {
-                proceed: decision.proceed,
-                start_node_id: opened
-                    .get("nodeId")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned),
-                feedback: decision.feedback,
-            },
+            answer: human_answer(decision, opened.get("nodeId")),
         })),
         Err(super::elicitation::Unanswered::Cancelled) => Err(failure(format!(
             "The person dismissed the flow's question; it waits for an answer. {}",
@@ -513,14 +506,20 @@ pub async fn call(
         };
         request.chat_id = Some(result.chat_id.clone());
         request.streaming = progress.is_some();
-        request.human_input = Some(crate::services::prediction::HumanAnswer {
-            proceed: decision.proceed,
-            start_node_id: action
-                .pointer("/data/nodeId")
-                .and_then(Value::as_str)
-                .map(str::to_owned),
-            feedback: decision.feedback,
-        });
+        request.human_input = Some(human_answer(decision, action.pointer("/data/nodeId")));
+    }
+}
+
+/// A person's decision as the answer a stopped run goes on with, at the node
+/// that asked.
+fn human_answer(
+    decision: super::elicitation::Decision,
+    node_id: Option<&Value>,
+) -> crate::services::prediction::HumanAnswer {
+    crate::services::prediction::HumanAnswer {
+        proceed: decision.proceed,
+        start_node_id: node_id.and_then(Value::as_str).map(str::to_owned),
+        feedback: decision.feedback,
     }
 }
 
