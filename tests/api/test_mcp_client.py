@@ -5,10 +5,8 @@ agent is driven by the fake model (`CALL <tool> <json>`). Remote servers go
 through the address guard, so the weir here may reach 127.0.0.1."""
 
 import json
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -18,7 +16,7 @@ import flows
 from fakes import FakeProviders
 from npm_packages import npm_installed
 from prediction_client import ask, create_flow, nonce, predict
-from weir_harness import Api, Weir, assert_error, backends, free_port
+from weir_harness import Api, Weir, assert_error, backends, free_port, wait_listening
 
 SERVER = Path(__file__).resolve().parent / "mcp_server.py"
 
@@ -36,14 +34,7 @@ class McpServer:
     def start(self):
         self.proc = subprocess.Popen([sys.executable, str(SERVER), str(self.port), *self.flags],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                return
-            except OSError:
-                time.sleep(0.1)
-        raise AssertionError("the MCP test server did not start")
+        wait_listening(self.port, "the MCP test server")
 
     def stop(self):
         self.proc.terminate()
@@ -84,16 +75,11 @@ def everything_server():
     proc = subprocess.Popen(["node", str(package / "dist" / "index.js"), "streamableHttp"],
                             env={"PATH": "/usr/bin:/bin", "PORT": str(port)},
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            time.sleep(0.1)
-    else:
+    try:
+        wait_listening(port, "server-everything", timeout=30)
+    except AssertionError:
         proc.terminate()
-        raise AssertionError("server-everything did not start")
+        raise
     yield f"http://127.0.0.1:{port}/mcp"
     proc.terminate()
     proc.wait(timeout=10)

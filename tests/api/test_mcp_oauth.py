@@ -9,7 +9,6 @@ user's browser: it opens the `authorizationUrl` (the SDK's provider approves at
 once) and follows the redirect to weir's callback."""
 
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -22,7 +21,7 @@ import requests
 import flows
 from fakes import FakeProviders
 from prediction_client import ask, create_flow, nonce, predict
-from weir_harness import Api, Weir, assert_error, backends, free_port
+from weir_harness import Api, Weir, assert_error, backends, free_port, wait_listening
 
 HERE = Path(__file__).resolve().parent
 
@@ -36,14 +35,7 @@ class Served:
         self.url = f"{self.base}/mcp"
         self.proc = subprocess.Popen([sys.executable, str(HERE / script), str(self.port), *flags],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                return
-            except OSError:
-                time.sleep(0.1)
-        raise AssertionError(f"{script} did not start")
+        wait_listening(self.port, script)
 
     def stats(self):
         return requests.get(f"{self.base}/test/stats", timeout=5).json()

@@ -185,6 +185,18 @@ def assert_error(response: requests.Response, status: int, contains: str | None 
 FLOW = {"nodes": [], "edges": [], "viewport": {"x": 0, "y": 0, "zoom": 1}}
 
 
+def wait_listening(port: int, what: str, timeout: float = 20) -> None:
+    """Returns once something accepts connections on 127.0.0.1:`port`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise AssertionError(f"{what} did not start")
+
+
 def wait_for(check, timeout, what):
     """The first truthy value of `check()`, polled until `timeout` seconds."""
     deadline = time.monotonic() + timeout

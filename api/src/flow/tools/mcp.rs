@@ -34,6 +34,16 @@ const MAX_DESCRIPTION: usize = 1024;
 /// The protocol version weir asks for; a server may answer an older one.
 const PROTOCOL_VERSION: &str = "2025-11-25";
 
+/// What weir's `initialize` says of itself: the protocol it speaks, no client
+/// capabilities, its name and version.
+pub(crate) fn initialize_params() -> Value {
+    json!({
+        "protocolVersion": PROTOCOL_VERSION,
+        "capabilities": {},
+        "clientInfo": {"name": "weir", "version": env!("CARGO_PKG_VERSION")},
+    })
+}
+
 /// A tool of a server, as offered to a model.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RemoteTool {
@@ -138,13 +148,9 @@ fn read_grant(oauth: Option<&Value>) -> Result<Option<ClientCredentials>, String
             );
         }
     };
-    let text = |key: &str| -> Result<Option<String>, String> {
-        match oauth.get(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s.trim().to_owned())),
-            Some(_) => Err(format!("'oauth.{key}' must be text")),
-        }
+    let text = |key: &str| {
+        super::oauth::setting_text(oauth.get(key))
+            .map_err(|_| format!("'oauth.{key}' must be text"))
     };
     let needed = |key: &str| text(key)?.ok_or_else(|| format!("'oauth' needs its '{key}'"));
     if let Some(grant) = text("grant")?
@@ -513,11 +519,7 @@ impl McpClient {
 
     /// `initialize`, then `notifications/initialized`.
     async fn open(&self, server: &McpServer) -> Result<Session, String> {
-        let params = json!({
-            "protocolVersion": PROTOCOL_VERSION,
-            "capabilities": {},
-            "clientInfo": {"name": "weir", "version": env!("CARGO_PKG_VERSION")},
-        });
+        let params = initialize_params();
         let (reply, id) = self
             .post(server, None, rpc(1, "initialize", params.clone()))
             .await?;

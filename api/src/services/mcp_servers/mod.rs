@@ -463,16 +463,10 @@ pub async fn authorize(
         headers: headers_of(services, &server)?,
         grant: None,
     };
-    let listed = list_tools(services, &mut server, &remote).await;
-    if listed.is_err() {
-        server.status = McpServerStatus::Error;
+    if let Err(why) = list_tools(services, &mut server, &remote).await {
+        return Err(unreached(services, &mut server, why).await);
     }
     services.store.update_mcp_server(&server).await?;
-    if let Err(why) = listed {
-        return Err(ServiceError::Invalid(format!(
-            "Failed to connect to Custom MCP server: {why}"
-        )));
-    }
     let shown = shown_auth(services, &server)?;
     Ok(record(server, shown, true))
 }
@@ -513,14 +507,18 @@ async fn authorize_oauth(
             answer.authorization_url = Some(url);
             Ok(answer)
         }
-        Err(why) => {
-            server.status = McpServerStatus::Error;
-            services.store.update_mcp_server(&server).await?;
-            Err(ServiceError::Invalid(format!(
-                "Failed to connect to Custom MCP server: {why}"
-            )))
-        }
+        Err(why) => Err(unreached(services, &mut server, why).await),
     }
+}
+
+/// Stores `server` as `ERROR` once weir could not reach it (`why`); returns
+/// the caller's 400, in Flowise's words.
+async fn unreached(services: &Services, server: &mut CustomMcpServer, why: String) -> ServiceError {
+    server.status = McpServerStatus::Error;
+    if let Err(e) = services.store.update_mcp_server(server).await {
+        return e.into();
+    }
+    ServiceError::Invalid(format!("Failed to connect to Custom MCP server: {why}"))
 }
 
 /// The record of a server, as the callback that completed its authorization

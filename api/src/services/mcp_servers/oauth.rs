@@ -89,15 +89,9 @@ impl OAuthSetup {
                     .into(),
             ));
         }
-        let text = |key: &str| -> ServiceResult<Option<String>> {
-            match config.get(key) {
-                None | Some(Value::Null) => Ok(None),
-                Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
-                Some(Value::String(s)) => Ok(Some(s.trim().to_owned())),
-                Some(_) => Err(ServiceError::Invalid(format!(
-                    "'authConfig.{key}' must be text"
-                ))),
-            }
+        let text = |key: &str| {
+            crate::flow::tools::oauth::setting_text(config.get(key))
+                .map_err(|_| ServiceError::Invalid(format!("'authConfig.{key}' must be text")))
         };
         let client_id = text("clientId")?;
         let client_secret = match text("clientSecret")? {
@@ -331,13 +325,10 @@ pub async fn complete(
     };
     server.sealed_auth = seal_oauth(services, &server, &setup)?;
     server.updated_date = crate::domain::time::now();
-    if outcome.is_err() {
-        server.status = McpServerStatus::Error;
+    if let Err(why) = outcome {
+        return Err(super::unreached(services, &mut server, why).await);
     }
     services.store.update_mcp_server(&server).await?;
-    outcome.map_err(|why| {
-        ServiceError::Invalid(format!("Failed to connect to Custom MCP server: {why}"))
-    })?;
     Ok(server)
 }
 
@@ -396,10 +387,7 @@ pub async fn access_token(services: &Services, server: &CustomMcpServer) -> Serv
         return Ok(tokens.access_token);
     }
     let (Some(refresh_token), Some(grant)) = (tokens.refresh_token.as_deref(), &setup.grant) else {
-        setup.tokens = None;
-        server.status = McpServerStatus::Pending;
-        server.sealed_auth = seal_oauth(services, &server, &setup)?;
-        services.store.update_mcp_server(&server).await?;
+        forget_tokens(services, &mut server, &mut setup).await?;
         return Err(authorize_again(
             &server,
             "its token ended and it has no refresh token",
@@ -432,10 +420,7 @@ pub async fn access_token(services: &Services, server: &CustomMcpServer) -> Serv
             Ok(token)
         }
         Err(e) if e.needs_new_grant() => {
-            setup.tokens = None;
-            server.status = McpServerStatus::Pending;
-            server.sealed_auth = seal_oauth(services, &server, &setup)?;
-            services.store.update_mcp_server(&server).await?;
+            forget_tokens(services, &mut server, &mut setup).await?;
             Err(authorize_again(&server, e))
         }
         Err(e) => Err(ServiceError::Upstream(format!(
@@ -443,6 +428,19 @@ pub async fn access_token(services: &Services, server: &CustomMcpServer) -> Serv
             server.name, server.id
         ))),
     }
+}
+
+/// Stores `server` as `PENDING` with no tokens: only a new authorization helps.
+async fn forget_tokens(
+    services: &Services,
+    server: &mut CustomMcpServer,
+    setup: &mut OAuthSetup,
+) -> ServiceResult<()> {
+    setup.tokens = None;
+    server.status = McpServerStatus::Pending;
+    server.sealed_auth = seal_oauth(services, server, setup)?;
+    services.store.update_mcp_server(server).await?;
+    Ok(())
 }
 
 /// One refresh at a time per owner (a stored server): the second caller waits,

@@ -67,11 +67,7 @@ pub async fn probe(web: &WebClient, server_url: &str) -> Result<Option<Challenge
     let url = Url::parse(server_url).map_err(|e| format!("it is not a URL: {e}"))?;
     let initialize = json!({
         "jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "weir", "version": env!("CARGO_PKG_VERSION")},
-        }
+        "params": super::super::mcp::initialize_params(),
     });
     let reply = web
         .send(HttpCall {
@@ -317,17 +313,10 @@ pub async fn register(
         .await?;
     let body: Value = serde_json::from_slice(&reply.body).unwrap_or(Value::Null);
     if !(200..300).contains(&reply.status) {
-        let code = body
-            .get("error")
-            .and_then(Value::as_str)
-            .unwrap_or("no error code");
-        let description = body
-            .get("error_description")
-            .and_then(Value::as_str)
-            .map(|d| format!(" ({d})"))
-            .unwrap_or_default();
+        let why = super::oauth_error(Some(&body))
+            .map_or_else(|| "no error code".to_owned(), |e| e.to_string());
         return Err(format!(
-            "its authorization server refused to register weir: {} {code}{description}",
+            "its authorization server would not register weir ({}): {why}",
             reply.status
         ));
     }

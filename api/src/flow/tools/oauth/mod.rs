@@ -147,6 +147,31 @@ impl std::fmt::Display for TokenError {
     }
 }
 
+/// A setting of an OAuth configuration that is not text.
+#[derive(Debug)]
+pub struct NotText;
+
+/// A text setting of an OAuth configuration, trimmed: `None` when absent,
+/// null or blank.
+pub fn setting_text(value: Option<&Value>) -> Result<Option<String>, NotText> {
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.trim().to_owned())),
+        Some(_) => Err(NotText),
+    }
+}
+
+/// The OAuth error an error answer's JSON body names (`error`, and
+/// `error_description` when given: RFC 6749 §5.2, RFC 7591 §3.2.2), if any.
+pub(crate) fn oauth_error(body: Option<&Value>) -> Option<TokenError> {
+    let text = |key: &str| Some(body?.get(key)?.as_str()?.to_owned());
+    Some(TokenError::Refused {
+        code: text("error")?,
+        description: text("error_description"),
+    })
+}
+
 /// A token endpoint and the client that asks it.
 pub struct TokenEndpoint<'a> {
     pub url: &'a str,
@@ -358,16 +383,12 @@ fn read_tokens(reply: &HttpReply, now: i64) -> Result<Tokens, TokenError> {
             .map(str::to_owned)
     };
     if !(200..300).contains(&reply.status) {
-        return Err(match text("error") {
-            Some(code) => TokenError::Refused {
-                code,
-                description: text("error_description"),
-            },
-            None => TokenError::Failed(format!(
+        return Err(oauth_error(body.as_ref()).unwrap_or_else(|| {
+            TokenError::Failed(format!(
                 "the token endpoint answered {} {}",
                 reply.status, reply.status_text
-            )),
-        });
+            ))
+        }));
     }
     let Some(access_token) = text("access_token").filter(|t| !t.is_empty()) else {
         return Err(TokenError::Failed(
