@@ -65,6 +65,7 @@ conformance!(
     webhook_claims_stop_at_max_executions,
     webhook_claims_of_one_batch_share_the_limit,
     firing_ends_of_one_batch_are_stored_and_trimmed,
+    runs_end_their_firings_with_their_messages,
     unleased_ends_count_their_execution,
     callbacks_are_owed_from_the_claim_and_settled,
     webhook_deliveries_are_replayed,
@@ -1478,6 +1479,102 @@ async fn firing_ends_of_one_batch_are_stored_and_trimmed(t: &common::TestStore) 
     }
 }
 
+/// A run that answers a trigger's firing ends it in the transaction of its
+/// messages: both stored, or neither.
+async fn runs_end_their_firings_with_their_messages(t: &common::TestStore) {
+    let store: &dyn Store = &*t.store;
+    let tr = setup(store, TriggerType::Webhook, "hook").await;
+    let f = tr.chatflow_id;
+    let now = time::now();
+    let leased = store
+        .claim_webhook_firings(vec![FiringClaim {
+            trigger: tr.id,
+            now,
+            owner: uuid::Uuid::new_v4(),
+            lease_until: now + minutes(1),
+            call: claim("in", None),
+        }])
+        .await
+        .into_iter()
+        .next()
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let end = |firing: uuid::Uuid, leased: bool, at: time::Timestamp, output: &str| FiringEnd {
+        firing,
+        leased,
+        result: call_result(&tr, at, output),
+        mail: None,
+        callback_body: None,
+        keep: 2,
+    };
+    let run = |chat: &str, flow: uuid::Uuid, end: FiringEnd| RunWrites {
+        messages: vec![
+            msg(flow, chat, MessageRole::User, "q"),
+            msg(flow, chat, MessageRole::Api, "a"),
+        ],
+        end_firing: Some(end),
+        ..Default::default()
+    };
+    let counted = || async {
+        store
+            .get_trigger(tr.workspace_id, tr.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .execution_count
+    };
+    let before = counted().await;
+    let second = |n: i64| now + chrono::TimeDelta::seconds(n);
+    let written = store
+        .write_runs(vec![
+            run("c1", f, end(uuid::Uuid::new_v4(), false, second(1), "one")),
+            run("c2", f, end(leased.id, true, second(2), "two")),
+            // Its messages cannot be stored (no such chatflow): its end is undone.
+            run(
+                "c3",
+                uuid::Uuid::new_v4(),
+                end(uuid::Uuid::new_v4(), false, second(3), "lost"),
+            ),
+            run("c4", f, end(uuid::Uuid::new_v4(), false, second(4), "four")),
+        ])
+        .await;
+    let mut written = written.into_iter();
+    let one = written.next().unwrap().unwrap();
+    assert_eq!(one.messages.len(), 2);
+    assert_eq!(
+        one.firing_result.and_then(|r| r.output),
+        Some("one".to_owned())
+    );
+    let two = written.next().unwrap().unwrap();
+    assert_eq!(
+        two.firing_result.and_then(|r| r.output),
+        Some("two".to_owned())
+    );
+    assert!(written.next().unwrap().is_err());
+    assert!(written.next().unwrap().unwrap().firing_result.is_some());
+    // The unleased ends counted (the leased one was counted by its claim).
+    assert_eq!(counted().await, before + 2);
+    assert!(!store.firing_exists(leased.id).await.unwrap());
+    // Trimmed to `keep` once the batch is in; nothing of the failed run.
+    let results = store.list_trigger_results(tr.id, 10).await.unwrap();
+    let outputs: Vec<_> = results.iter().filter_map(|r| r.output.clone()).collect();
+    assert_eq!(outputs, ["four", "two"]);
+    assert!(
+        store
+            .list_chat_messages(f, Some("c3"), None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // A leased end whose firing is gone stores nothing, and the messages stay.
+    let late = store
+        .write_run(run("c5", f, end(leased.id, true, second(5), "late")))
+        .await
+        .unwrap();
+    assert_eq!((late.messages.len(), late.firing_result), (2, None));
+}
+
 async fn unleased_ends_count_their_execution(t: &common::TestStore) {
     let store: &dyn Store = &*t.store;
     let tr = setup(store, TriggerType::Webhook, "hook").await;
@@ -2258,6 +2355,7 @@ async fn runs_are_written_together_each_all_or_none(t: &common::TestStore) {
                 start_execution: Some(short_run.clone()),
                 update_execution: Some((short_id, finished("[3]"))),
                 messages: vec![msg(f, "s6", MessageRole::User, "short")],
+                end_firing: None,
             },
         ])
         .await;
@@ -2341,6 +2439,7 @@ async fn a_start_written_again_with_its_end_updates_the_record(t: &common::TestS
             start_execution: Some(new),
             update_execution: Some((early.id, finished("[1]"))),
             messages: vec![msg(f, "s", MessageRole::User, "q")],
+            end_firing: None,
         })
         .await
         .unwrap();

@@ -255,6 +255,10 @@ def test_webhook_timeout_is_504_and_a_failed_result(api, fake):
     assert time.monotonic() - started < 5
     res = api.get(f"/triggers/{t['id']}/results").json()[0]
     assert res["status"] == "failed" and "timeout" in res["error"] and res["output"] is None
+    # The run given up on never ends the firing a second time (with an answer of its own).
+    time.sleep(1.5)
+    assert len(api.get(f"/triggers/{t['id']}/results").json()) == 1
+    assert api.get(f"/triggers/{t['id']}").json()["executionCount"] == 1
 
 
 def test_failed_flow_is_500_with_the_reason(api, fake):

@@ -313,6 +313,11 @@ pub enum Delivery {
     InProgress,
 }
 
+/// The items as a JSON array, `None` when there are none (a result's `null`).
+pub fn non_empty(items: &[Value]) -> Option<Value> {
+    (!items.is_empty()).then(|| Value::Array(items.to_vec()))
+}
+
 /// The failure e-mail of one execution: names the trigger, its chatflow, the time,
 /// the input and the error.
 pub fn failure_mail(

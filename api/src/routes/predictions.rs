@@ -279,6 +279,7 @@ impl PredictionBody {
                 chat_type: ChatType::External,
                 depth: 0,
                 permit: None,
+                firing_end: None,
             },
             self.streaming.unwrap_or(false),
         ))

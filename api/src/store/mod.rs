@@ -870,7 +870,8 @@ pub trait ExecutionStore: ConversationStore + Send + Sync {
 }
 
 /// What one run writes, applied all or none in this order: the execution it
-/// starts, the update of an execution, the conversation messages (in order).
+/// starts, the update of an execution, the conversation messages (in order),
+/// the end of the trigger firing it answers.
 #[derive(Debug, Clone, Default)]
 pub struct RunWrites {
     /// Started `INPROGRESS`, `executionData` `"[]"`, not public; a
@@ -880,6 +881,10 @@ pub struct RunWrites {
     /// update applies to it (see [`ExecutionUpdate::applies_to`]).
     pub update_execution: Option<(Uuid, ExecutionUpdate)>,
     pub messages: Vec<NewChatMessage>,
+    /// A webhook call's firing, ended with the run's answer in the run's own
+    /// transaction rather than in a write of its own, as
+    /// [`TriggerStore::end_firing`] ends it.
+    pub end_firing: Option<FiringEnd>,
 }
 
 /// What [`RunWrites`] stored.
@@ -891,6 +896,9 @@ pub struct RunWritten {
     /// update did not apply.
     pub updated: Option<Execution>,
     pub messages: Vec<ChatMessageRecord>,
+    /// The firing's result as stored; `None` when there was no firing to end,
+    /// or it was gone (see [`TriggerStore::end_firing`]).
+    pub firing_result: Option<TriggerResult>,
 }
 
 /// One webhook call's claim of a firing (see [`TriggerStore::claim_webhook_firing`]).

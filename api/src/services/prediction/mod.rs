@@ -27,7 +27,9 @@ use tokio::sync::mpsc;
 use uuid::Uuid;
 
 pub use answer::{Prediction, PredictionEvent, PredictionResult, Progress};
-pub use request::{HistoryItem, HumanAnswer, ImageUpload, PredictionRequest, Upload, image_type};
+pub use request::{
+    FiringEndSlot, HistoryItem, HumanAnswer, ImageUpload, PredictionRequest, Upload, image_type,
+};
 
 use super::{ServiceError, ServiceResult, Services};
 use crate::domain::{Chatflow, MessageRole, NewLead, Variable, VariableType};
@@ -336,6 +338,7 @@ pub async fn start(
         env,
         stop,
         follow_ups,
+        firing_end: request.firing_end,
         _permit: permit,
     };
     let task = tokio::spawn(task.run(tx)).abort_handle();

@@ -72,6 +72,66 @@ pub struct PredictionRequest {
     /// call answered at once takes it before its 202, so nothing accepted can
     /// find the workspace full); otherwise the run takes one when it starts.
     pub permit: Option<crate::services::in_flight::Permit>,
+    /// The trigger firing this run answers, ended with the run's answer in its
+    /// own write (see [`FiringEndSlot`]).
+    pub firing_end: Option<FiringEndSlot>,
+}
+
+/// The end of a trigger firing that a run answers, waiting to be stored.
+///
+/// A run that answers stores it in the same transaction as its messages (the
+/// result's output, `sourceDocuments` and `usedTools` filled from the answer),
+/// so a webhook call or a cron firing costs one write, not two. When the run
+/// stores nothing (it failed, its write was refused, or the trigger stopped
+/// waiting for it), the trigger ends the firing itself: it takes the end with
+/// [`FiringEndSlot::take`], which waits while the run's write is in flight,
+/// and a run that finds the end taken writes its answer without it. So the
+/// firing is ended exactly once, also when the trigger's timeout runs out as
+/// the run writes or before a late run writes.
+#[derive(Debug, Clone)]
+pub struct FiringEndSlot {
+    /// The end as the run stores it: a success, its output not filled in.
+    pub answered: crate::store::FiringEnd,
+    state: std::sync::Arc<tokio::sync::Mutex<EndState>>,
+}
+
+/// Who ended a firing, if anyone has.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) enum EndState {
+    #[default]
+    Open,
+    /// The run committed it with its answer.
+    StoredByRun,
+    /// The trigger ends it with a write of its own.
+    TakenByTrigger,
+}
+
+impl FiringEndSlot {
+    pub fn new(answered: crate::store::FiringEnd) -> Self {
+        FiringEndSlot {
+            answered,
+            state: Default::default(),
+        }
+    }
+
+    /// Held by the run while it writes its answer with the end (when the
+    /// state is [`EndState::Open`]); set to [`EndState::StoredByRun`] once
+    /// that write has committed.
+    pub(super) async fn hold(&self) -> tokio::sync::MutexGuard<'_, EndState> {
+        self.state.lock().await
+    }
+
+    /// Takes the end for the trigger to write: `false` when the run already
+    /// stored it (waiting for a write in flight to be over), and from then on
+    /// the run stores its answer without it.
+    pub async fn take(&self) -> bool {
+        let mut state = self.state.lock().await;
+        if *state == EndState::StoredByRun {
+            return false;
+        }
+        *state = EndState::TakenByTrigger;
+        true
+    }
 }
 
 /// `humanInput` of a prediction: go on with (or reject) a stopped agentflow run.

@@ -11,7 +11,9 @@ use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use super::answer::{PredictionEvent, PredictionResult, ReasonContent, UsageMetadata};
+use super::request::EndState;
 use crate::config::Config;
+use crate::domain::trigger::non_empty;
 use crate::domain::{
     ChatType, ExecutionState, ExecutionUpdate, MessageRole, NewChatMessage, NewExecution,
 };
@@ -53,6 +55,8 @@ pub(super) struct RunTask {
     pub(super) stop: Option<crate::services::aborts::Registration>,
     /// The model that suggests the next questions, when the chatflow asks for them.
     pub(super) follow_ups: Option<super::follow_up::FollowUps>,
+    /// The trigger firing the run's answer ends, in the answer's own write.
+    pub(super) firing_end: Option<super::FiringEndSlot>,
     /// Counts the run against its workspace's bound until the task ends.
     pub(super) _permit: Option<crate::services::in_flight::Permit>,
 }
@@ -285,17 +289,21 @@ impl RunTask {
             reason_content: reason_content.as_ref(),
             follow_up_prompts: follow_up_prompts.as_deref(),
         };
-        let event = match self.remember(&output, record, extras).await {
+        let source_documents: Vec<Value> = output
+            .source_documents
+            .iter()
+            .map(|d| serde_json::to_value(d).unwrap_or(Value::Null))
+            .collect();
+        let remembered = self
+            .remember(&output, &source_documents, record, extras)
+            .await;
+        let event = match remembered {
             Ok(message_id) => PredictionEvent::Done(Box::new(PredictionResult {
                 question: self.input.question.clone(),
                 chat_id: self.chat_id.clone(),
                 chat_message_id: message_id,
                 session_id: self.chat_id.clone(),
-                source_documents: output
-                    .source_documents
-                    .iter()
-                    .map(|d| serde_json::to_value(d).unwrap_or(Value::Null))
-                    .collect(),
+                source_documents,
                 execution_id: self.execution,
                 action: output.agentflow.as_ref().and_then(|a| a.action.clone()),
                 usage_metadata: usage,
@@ -422,10 +430,12 @@ impl RunTask {
     }
 
     /// Stores the question and the answer with the run's execution `record`
-    /// (all in one write); returns the answer's message id.
+    /// and the end of the trigger firing it answers (all in one write);
+    /// returns the answer's message id.
     async fn remember(
         &self,
         output: &RunOutput,
+        source_documents: &[Value],
         mut record: RunWrites,
         extras: AnswerExtras<'_>,
     ) -> Result<Uuid, crate::store::StoreError> {
@@ -455,6 +465,7 @@ impl RunTask {
             start_execution: record.start_execution.clone(),
             update_execution: record.update_execution.clone(),
             messages: Vec::new(),
+            end_firing: None,
         });
         let mut asked = serde_json::Map::new();
         if let Some(email) = &self.lead_email {
@@ -468,7 +479,32 @@ impl RunTask {
             ..message(MessageRole::User, &self.input.question)
         };
         record.messages = vec![question, answer];
-        let stored = match self.state.store.write_run(record).await {
+        // Held until the write is over: a trigger giving up on the run waits
+        // for it, then ends the firing itself only if this did not.
+        let mut firing_end = match &self.firing_end {
+            Some(slot) => Some((slot, slot.hold().await)),
+            None => None,
+        };
+        record.end_firing = firing_end
+            .as_ref()
+            .filter(|(_, state)| **state == EndState::Open)
+            .map(|(slot, _)| {
+                let mut end = slot.answered.clone();
+                end.result.output = Some(output.text.clone());
+                end.result.source_documents = non_empty(source_documents);
+                end.result.used_tools = non_empty(&output.used_tools);
+                end
+            });
+        let ends_firing = record.end_firing.is_some();
+        let stored = self.state.store.write_run(record).await;
+        if let Some((_, state)) = &mut firing_end
+            && ends_firing
+            && stored.is_ok()
+        {
+            **state = EndState::StoredByRun;
+        }
+        drop(firing_end);
+        let stored = match stored {
             Ok(stored) => stored,
             Err(e) => {
                 if let (Some(id), Some(alone)) = (ending, record_alone)

@@ -21,12 +21,13 @@ use uuid::Uuid;
 use tokio::sync::mpsc;
 
 use super::super::prediction::{
-    self, HumanAnswer, Prediction, PredictionEvent, PredictionRequest, PredictionResult,
+    self, FiringEndSlot, HumanAnswer, Prediction, PredictionEvent, PredictionRequest,
+    PredictionResult,
 };
 use super::super::{ServiceError, Services};
 use crate::domain::callback;
-use crate::domain::trigger::{NewTriggerResult, ResultStatus, failure_mail};
-use crate::domain::{ChatType, Firing, Trigger, TriggerResult, WebhookClaim, time};
+use crate::domain::trigger::{NewTriggerResult, ResultStatus, failure_mail, non_empty};
+use crate::domain::{ChatType, Firing, Trigger, WebhookClaim, time};
 use crate::store::{FiringEnd, StoreResult};
 
 /// Firings this replica is running; the scheduler renews their leases.
@@ -170,7 +171,7 @@ pub async fn run_cron(services: Services, firing: Firing, started: time::Timesta
     crate::metrics::metrics()
         .firing_lag_seconds
         .observe(lag.as_secs_f64());
-    let (outcome, _) = execute(&services, &firing, ask, started).await;
+    let outcome = execute(&services, &firing, ask, started).await;
     match outcome {
         Outcome::Success(_) => {
             tracing::info!(trigger = %firing.trigger.id, scheduled = %time::format(&firing.scheduled_at), "trigger fired")
@@ -182,18 +183,45 @@ pub async fn run_cron(services: Services, firing: Firing, started: time::Timesta
 }
 
 /// Runs the chatflow for a claimed firing and stores its result, executed at
-/// `started`; returns the outcome and the stored result (`None` when the trigger
-/// was deleted meanwhile, or the firing's lease ran out and another replica
-/// recorded it).
+/// `started` (nothing when the trigger was deleted meanwhile, or the firing's
+/// lease ran out and another replica recorded it); returns the outcome.
+///
+/// A firing owing no callback is ended by the run itself when it answers, in
+/// the write that stores its messages ([`FiringEndSlot`]); every other end is
+/// a write of its own here.
 pub async fn execute(
     services: &Services,
     firing: &Firing,
     ask: Ask,
     started: time::Timestamp,
-) -> (Outcome, Option<TriggerResult>) {
+) -> Outcome {
     // Only a leased firing has a row whose lease the scheduler renews.
     let _tracked = firing.leased.then(|| services.running.track(firing.id));
     let trigger = &firing.trigger;
+    let scheduled_at = firing.is_cron.then_some(firing.scheduled_at);
+    let keep = services.config.trigger_results_keep;
+    let answered = ask.callback.is_none().then(|| {
+        FiringEndSlot::new(FiringEnd {
+            firing: firing.id,
+            leased: firing.leased,
+            result: NewTriggerResult {
+                trigger_id: trigger.id,
+                executed_at: started,
+                scheduled_at,
+                input: ask.input.clone(),
+                output: None,
+                source_documents: None,
+                used_tools: None,
+                chat_id: Some(ask.chat_id.clone()),
+                status: ResultStatus::Success,
+                error: None,
+                missed_count: None,
+            },
+            mail: None,
+            callback_body: None,
+            keep,
+        })
+    });
     let flow = match services.store.find_chatflow(trigger.chatflow_id).await {
         Ok(Some(flow)) if flow.workspace_id == trigger.workspace_id => Ok(flow),
         Ok(_) => Err("the trigger's chatflow no longer exists".to_owned()),
@@ -223,6 +251,7 @@ pub async fn execute(
                 human_input: ask.human_input,
                 streaming: ask.live.is_some(),
                 permit: ask.permit,
+                firing_end: answered.clone(),
                 chat_type: if firing.is_cron {
                     ChatType::Scheduled
                 } else {
@@ -261,8 +290,12 @@ pub async fn execute(
         if firing.is_cron { "cron" } else { "webhook" },
         matches!(outcome, Outcome::Success(_)),
     );
+    if let Some(slot) = &answered
+        && !slot.take().await
+    {
+        return outcome;
+    }
     let now = started;
-    let scheduled_at = firing.is_cron.then_some(firing.scheduled_at);
     let callback_body = ask.callback.map(|data| data.body(&outcome, &ask.chat_id));
     let has_callback = callback_body.is_some();
     let (result, mail) = match &outcome {
@@ -304,22 +337,22 @@ pub async fn execute(
         result,
         mail,
         callback_body,
-        keep: services.config.trigger_results_keep,
+        keep,
     };
     let stored = match services.store.end_firing(end).await {
-        Ok(stored) => stored,
+        Ok(stored) => stored.is_some(),
         Err(e) => {
             tracing::error!(trigger = %trigger.id, error = %e, "cannot store a trigger result");
-            None
+            false
         }
     };
-    if has_mail && stored.is_some() {
+    if has_mail && stored {
         services.mail_wake.notify_one();
     }
-    if has_callback && stored.is_some() {
+    if has_callback && stored {
         services.callback_wake.notify_one();
     }
-    (outcome, stored)
+    outcome
 }
 
 /// Claims the firing of a webhook call to `trigger` (as read for the call)
@@ -389,9 +422,4 @@ async fn answer_live(
     Err(ServiceError::Internal(
         "the run ended without an answer".into(),
     ))
-}
-
-/// The items as a JSON array, `None` when there are none (a result's `null`).
-pub fn non_empty(items: &[Value]) -> Option<Value> {
-    (!items.is_empty()).then(|| Value::Array(items.to_vec()))
 }

@@ -513,7 +513,7 @@ async fn run(
             }));
         }
     }
-    let (outcome, _) = firing::execute(services, &firing, ask, now).await;
+    let outcome = firing::execute(services, &firing, ask, now).await;
     Ok(Reply::Answer(match outcome {
         Outcome::Success(result) => Answer {
             status: 200,

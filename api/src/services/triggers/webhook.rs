@@ -296,7 +296,7 @@ async fn execute(
     telegram_chat: Option<Value>,
 ) -> Answer {
     let chat_id = ask.chat_id.clone();
-    let (outcome, _) = firing::execute(services, firing, ask, now).await;
+    let outcome = firing::execute(services, firing, ask, now).await;
     match outcome {
         Outcome::Success(result) => {
             if let (Some(chat), Some(token)) = (&telegram_chat, &trigger.webhook_bot_token)

@@ -184,10 +184,11 @@ impl PostgresStore {
             })
             .collect();
         let mut client = self.client().await?;
-        if runs
-            .iter()
-            .all(|run| run.start_execution.is_none() && run.update_execution.is_none())
-        {
+        if runs.iter().all(|run| {
+            run.start_execution.is_none()
+                && run.update_execution.is_none()
+                && run.end_firing.is_none()
+        }) {
             insert_messages(&client, &written).await?;
             return Ok(written);
         }
@@ -211,6 +212,18 @@ impl PostgresStore {
             }
         }
         insert_messages(&tx, &written).await?;
+        let ends: Vec<(usize, &FiringEnd)> = runs
+            .iter()
+            .enumerate()
+            .filter_map(|(i, run)| Some((i, run.end_firing.as_ref()?)))
+            .collect();
+        if !ends.is_empty() {
+            let (at, ends): (Vec<usize>, Vec<&FiringEnd>) = ends.into_iter().unzip();
+            let results = triggers::end_firings(&tx, &ends).await?;
+            for (i, result) in at.into_iter().zip(results) {
+                written[i].firing_result = result;
+            }
+        }
         tx.commit().await.map_err(backend)?;
         Ok(written)
     }

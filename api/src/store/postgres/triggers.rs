@@ -826,132 +826,143 @@ impl PostgresStore {
         Ok(claimed)
     }
 
-    /// Ends the firings in one transaction: the leased ones' rows deleted in
-    /// one statement, the unleased ones counted with one update per trigger
-    /// (an end whose row or trigger is gone stores nothing), the results of
-    /// the others inserted, their mail and callback bodies written, then each
-    /// trigger's results trimmed once.
+    /// Ends the firings in one transaction ([`end_firings`]).
     async fn finish_together(&self, ends: &[FiringEnd]) -> StoreResult<Vec<Option<TriggerResult>>> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(backend)?;
-        let ids: Vec<Uuid> = ends.iter().filter(|e| e.leased).map(|e| e.firing).collect();
-        let removed: std::collections::HashSet<Uuid> = match ids.is_empty() {
-            true => Default::default(),
-            false => tx
-                .query(
-                    "DELETE FROM trigger_firings WHERE id = ANY($1) RETURNING id",
-                    &[&ids],
-                )
-                .await
-                .map_err(backend)?
-                .iter()
-                .map(|row| row.try_get(0))
-                .collect::<PgResult<_>>()
-                .map_err(backend)?,
-        };
-        // Unleased executions are counted now: per trigger one update for all,
-        // the rows locked in id order (as claims lock them).
-        let mut counted: BTreeMap<Uuid, (i64, Timestamp)> = BTreeMap::new();
-        for end in ends.iter().filter(|e| !e.leased) {
-            let at = end.result.executed_at;
-            let (n, last) = counted.entry(end.result.trigger_id).or_insert((0, at));
-            *n += 1;
-            *last = (*last).max(at);
-        }
-        let mut present: std::collections::HashSet<Uuid> = Default::default();
-        for (trigger, (n, last)) in &counted {
-            let found = tx
-                .execute(
-                    "UPDATE triggers SET execution_count = execution_count + $2,
-                       last_executed = GREATEST(last_executed, $3)
-                     WHERE id = $1",
-                    &[trigger, n, last],
-                )
-                .await
-                .map_err(backend)?;
-            if found > 0 {
-                present.insert(*trigger);
-            }
-        }
-        // Each trigger's results are trimmed once, after the batch's are in.
-        let keep: BTreeMap<Uuid, u32> = ends
-            .iter()
-            .map(|end| (end.result.trigger_id, end.keep))
-            .collect();
-        let mut finished = Vec::with_capacity(ends.len());
-        for end in ends {
-            let found = match end.leased {
-                true => removed.contains(&end.firing),
-                false => present.contains(&end.result.trigger_id),
-            };
-            if !found {
-                // Deleted with its trigger, or (leased) expired and recorded by
-                // another replica.
-                finished.push(None);
-                continue;
-            }
-            finished.push(Some(end.result.clone().into_result(Uuid::new_v4())));
-        }
-        let stored: Vec<&TriggerResult> = finished.iter().flatten().collect();
-        if !stored.is_empty() {
-            let column = |f: fn(&TriggerResult) -> Option<String>| -> Vec<Option<String>> {
-                stored.iter().map(|r| f(r)).collect()
-            };
-            let ids: Vec<Uuid> = stored.iter().map(|r| r.id).collect();
-            let triggers: Vec<Uuid> = stored.iter().map(|r| r.trigger_id).collect();
-            let executed: Vec<Timestamp> = stored.iter().map(|r| r.executed_at).collect();
-            let scheduled: Vec<Option<Timestamp>> = stored.iter().map(|r| r.scheduled_at).collect();
-            let inputs: Vec<&str> = stored.iter().map(|r| r.input.as_str()).collect();
-            let outputs = column(|r| r.output.clone());
-            let documents = column(|r| r.source_documents.as_ref().map(|v| v.to_string()));
-            let tools = column(|r| r.used_tools.as_ref().map(|v| v.to_string()));
-            let chats = column(|r| r.chat_id.clone());
-            let statuses: Vec<&str> = stored.iter().map(|r| r.status.as_str()).collect();
-            let errors = column(|r| r.error.clone());
-            let missed: Vec<Option<i64>> = stored.iter().map(|r| r.missed_count).collect();
-            tx.execute(
-                &format!(
-                    "INSERT INTO trigger_results ({RESULT_COLUMNS})
-                     SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::timestamptz[],
-                       $4::timestamptz[], $5::text[], $6::text[], $7::text[], $8::text[],
-                       $9::text[], $10::text[], $11::text[], $12::bigint[])"
-                ),
-                &[
-                    &ids, &triggers, &executed, &scheduled, &inputs, &outputs, &documents, &tools,
-                    &chats, &statuses, &errors, &missed,
-                ],
-            )
-            .await
-            .map_err(backend)?;
-        }
-        let mut bodies: (Vec<Uuid>, Vec<Uuid>, Vec<&str>) = Default::default();
-        for (end, result) in ends.iter().zip(&finished) {
-            let Some(result) = result else { continue };
-            if let Some(mail) = &end.mail {
-                insert_mail(&tx, result.trigger_id, mail, result.executed_at)
-                    .await
-                    .map_err(backend)?;
-            }
-            if let Some(body) = &end.callback_body {
-                bodies.0.push(end.firing);
-                bodies.1.push(result.id);
-                bodies.2.push(body);
-            }
-        }
-        if !bodies.0.is_empty() {
-            tx.execute(
-                "UPDATE callback_outbox c SET body = u.body, result_id = u.result_id
-                 FROM unnest($1::uuid[], $2::uuid[], $3::text[]) AS u(firing_id, result_id, body)
-                 WHERE c.firing_id = u.firing_id AND c.body IS NULL",
-                &[&bodies.0, &bodies.1, &bodies.2],
-            )
-            .await
-            .map_err(backend)?;
-        }
-        for (trigger, kept) in keep {
-            trim_results(&tx, trigger, kept).await.map_err(backend)?;
-        }
+        let ends: Vec<&FiringEnd> = ends.iter().collect();
+        let finished = end_firings(&tx, &ends).await?;
         tx.commit().await.map_err(backend)?;
         Ok(finished)
     }
+}
+
+/// Ends `ends` inside the caller's transaction, as
+/// [`TriggerStore::finish_firings`] does; one outcome per end, in order: the
+/// leased ones' rows deleted in one statement, the unleased ones counted with
+/// one update per trigger (an end whose row or trigger is gone stores
+/// nothing), the results of the others inserted, their mail and callback
+/// bodies written, then each trigger's results trimmed once.
+pub(super) async fn end_firings(
+    tx: &impl GenericClient,
+    ends: &[&FiringEnd],
+) -> StoreResult<Vec<Option<TriggerResult>>> {
+    let ids: Vec<Uuid> = ends.iter().filter(|e| e.leased).map(|e| e.firing).collect();
+    let removed: std::collections::HashSet<Uuid> = match ids.is_empty() {
+        true => Default::default(),
+        false => tx
+            .query(
+                "DELETE FROM trigger_firings WHERE id = ANY($1) RETURNING id",
+                &[&ids],
+            )
+            .await
+            .map_err(backend)?
+            .iter()
+            .map(|row| row.try_get(0))
+            .collect::<PgResult<_>>()
+            .map_err(backend)?,
+    };
+    // Unleased executions are counted now: per trigger one update for all,
+    // the rows locked in id order (as claims lock them).
+    let mut counted: BTreeMap<Uuid, (i64, Timestamp)> = BTreeMap::new();
+    for end in ends.iter().filter(|e| !e.leased) {
+        let at = end.result.executed_at;
+        let (n, last) = counted.entry(end.result.trigger_id).or_insert((0, at));
+        *n += 1;
+        *last = (*last).max(at);
+    }
+    let mut present: std::collections::HashSet<Uuid> = Default::default();
+    for (trigger, (n, last)) in &counted {
+        let found = tx
+            .execute(
+                "UPDATE triggers SET execution_count = execution_count + $2,
+                   last_executed = GREATEST(last_executed, $3)
+                 WHERE id = $1",
+                &[trigger, n, last],
+            )
+            .await
+            .map_err(backend)?;
+        if found > 0 {
+            present.insert(*trigger);
+        }
+    }
+    // Each trigger's results are trimmed once, after the batch's are in.
+    let keep: BTreeMap<Uuid, u32> = ends
+        .iter()
+        .map(|end| (end.result.trigger_id, end.keep))
+        .collect();
+    let mut finished = Vec::with_capacity(ends.len());
+    for end in ends {
+        let found = match end.leased {
+            true => removed.contains(&end.firing),
+            false => present.contains(&end.result.trigger_id),
+        };
+        if !found {
+            // Deleted with its trigger, or (leased) expired and recorded by
+            // another replica.
+            finished.push(None);
+            continue;
+        }
+        finished.push(Some(end.result.clone().into_result(Uuid::new_v4())));
+    }
+    let stored: Vec<&TriggerResult> = finished.iter().flatten().collect();
+    if !stored.is_empty() {
+        let column = |f: fn(&TriggerResult) -> Option<String>| -> Vec<Option<String>> {
+            stored.iter().map(|r| f(r)).collect()
+        };
+        let ids: Vec<Uuid> = stored.iter().map(|r| r.id).collect();
+        let triggers: Vec<Uuid> = stored.iter().map(|r| r.trigger_id).collect();
+        let executed: Vec<Timestamp> = stored.iter().map(|r| r.executed_at).collect();
+        let scheduled: Vec<Option<Timestamp>> = stored.iter().map(|r| r.scheduled_at).collect();
+        let inputs: Vec<&str> = stored.iter().map(|r| r.input.as_str()).collect();
+        let outputs = column(|r| r.output.clone());
+        let documents = column(|r| r.source_documents.as_ref().map(|v| v.to_string()));
+        let tools = column(|r| r.used_tools.as_ref().map(|v| v.to_string()));
+        let chats = column(|r| r.chat_id.clone());
+        let statuses: Vec<&str> = stored.iter().map(|r| r.status.as_str()).collect();
+        let errors = column(|r| r.error.clone());
+        let missed: Vec<Option<i64>> = stored.iter().map(|r| r.missed_count).collect();
+        tx.execute(
+            &format!(
+                "INSERT INTO trigger_results ({RESULT_COLUMNS})
+                 SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::timestamptz[],
+                   $4::timestamptz[], $5::text[], $6::text[], $7::text[], $8::text[],
+                   $9::text[], $10::text[], $11::text[], $12::bigint[])"
+            ),
+            &[
+                &ids, &triggers, &executed, &scheduled, &inputs, &outputs, &documents, &tools,
+                &chats, &statuses, &errors, &missed,
+            ],
+        )
+        .await
+        .map_err(backend)?;
+    }
+    let mut bodies: (Vec<Uuid>, Vec<Uuid>, Vec<&str>) = Default::default();
+    for (end, result) in ends.iter().zip(&finished) {
+        let Some(result) = result else { continue };
+        if let Some(mail) = &end.mail {
+            insert_mail(tx, result.trigger_id, mail, result.executed_at)
+                .await
+                .map_err(backend)?;
+        }
+        if let Some(body) = &end.callback_body {
+            bodies.0.push(end.firing);
+            bodies.1.push(result.id);
+            bodies.2.push(body);
+        }
+    }
+    if !bodies.0.is_empty() {
+        tx.execute(
+            "UPDATE callback_outbox c SET body = u.body, result_id = u.result_id
+             FROM unnest($1::uuid[], $2::uuid[], $3::text[]) AS u(firing_id, result_id, body)
+             WHERE c.firing_id = u.firing_id AND c.body IS NULL",
+            &[&bodies.0, &bodies.1, &bodies.2],
+        )
+        .await
+        .map_err(backend)?;
+    }
+    for (trigger, kept) in keep {
+        trim_results(tx, trigger, kept).await.map_err(backend)?;
+    }
+    Ok(finished)
 }

@@ -904,6 +904,9 @@ fn write_run(conn: &Connection, run: RunWrites, now: Timestamp) -> StoreResult<R
             written.messages.push(r);
         }
     }
+    if let Some(end) = run.end_firing {
+        written.firing_result = triggers::finish_firing(conn, end)?;
+    }
     Ok(written)
 }
 

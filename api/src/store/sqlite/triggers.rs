@@ -773,7 +773,10 @@ fn claim_webhook_firing(conn: &Connection, claim: FiringClaim) -> StoreResult<Op
 
 /// One firing's end (see [`TriggerStore::finish_firing`]), its trigger's
 /// results not yet trimmed.
-fn finish_firing(conn: &Connection, end: FiringEnd) -> StoreResult<Option<TriggerResult>> {
+pub(super) fn finish_firing(
+    conn: &Connection,
+    end: FiringEnd,
+) -> StoreResult<Option<TriggerResult>> {
     let write = || -> rusqlite::Result<Option<TriggerResult>> {
         let found = match end.leased {
             true => conn
