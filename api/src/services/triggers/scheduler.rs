@@ -4,9 +4,15 @@
 //! lease ran out) as failed, claims due triggers in batches — one transaction per
 //! batch that other replicas skip past, so each firing happens exactly once across
 //! replicas — spawns each claimed firing, renews the leases of the firings this
-//! replica runs, prunes old history now and then, and sleeps until the earliest
-//! `nextExecution` in the store, a trigger change on this replica, or the poll
-//! interval (which bounds how late a change made on another replica is seen).
+//! replica runs, prunes old history now and then, and sleeps until
+//! [`CLAIM_AHEAD`] before the earliest `nextExecution` in the store, a trigger
+//! change on this replica, or the poll interval (which bounds how late a change
+//! made on another replica is seen).
+//!
+//! Firings are claimed up to [`CLAIM_AHEAD`] before they are due, and each waits
+//! for its scheduled time once claimed: claiming thousands of triggers due in the
+//! same second takes a good part of a second, which would otherwise make the last
+//! of them that late.
 //!
 //! Missed runs: a scheduled time up to [`LATE_LIMIT`] late still runs; older ones
 //! (no replica was up) are skipped and recorded as one `missed` result with their
@@ -29,6 +35,11 @@ use crate::domain::{ClaimPlan, Trigger, time};
 pub const LATE_LIMIT: TimeDelta = TimeDelta::seconds(60);
 /// Triggers claimed per transaction.
 const CLAIM_BATCH: u32 = 1000;
+/// How long before its time a firing is claimed. Under the shortest lease
+/// (3 s), so a claimed firing starts, and has its lease renewed, well before
+/// the lease could run out; a trigger changed in this window keeps the firing
+/// already claimed, as one changed while it runs does.
+pub const CLAIM_AHEAD: Duration = Duration::from_secs(1);
 /// Parsed schedules kept per thread for the claim planner.
 const SCHEDULE_CACHE: usize = 4096;
 /// Longest sleep between looks at the store.
@@ -144,6 +155,7 @@ pub async fn run(services: Services, cancel: CancellationToken, tracker: TaskTra
             break;
         }
         let now = time::now();
+        let horizon = now + TimeDelta::from_std(CLAIM_AHEAD).unwrap_or_default();
         let keep = services.config.trigger_results_keep;
         match services.store.expire_firings(now, keep).await {
             Ok(0) => {}
@@ -161,7 +173,7 @@ pub async fn run(services: Services, cancel: CancellationToken, tracker: TaskTra
             let claimed = services
                 .store
                 .claim_due_triggers(
-                    now,
+                    horizon,
                     services.replica_id,
                     now + lease,
                     CLAIM_BATCH,
@@ -187,7 +199,17 @@ pub async fn run(services: Services, cancel: CancellationToken, tracker: TaskTra
             tracing::debug!(count = due.len(), ms, "claimed due firings");
         }
         for firing in due {
-            tracker.spawn(firing::run_cron(services.clone(), firing, time::now()));
+            let services = services.clone();
+            tracker.spawn(async move {
+                let ahead = firing.scheduled_at > time::now();
+                let started = on_time(firing.scheduled_at).await;
+                // Deleting a trigger deletes its claimed firings: one that
+                // waited for its time starts only if it is still there.
+                if ahead && !still_claimed(&services, &firing).await {
+                    return;
+                }
+                firing::run_cron(services, firing, started).await;
+            });
         }
         if last_renew.elapsed() >= renew_every {
             last_renew = tokio::time::Instant::now();
@@ -216,7 +238,7 @@ pub async fn run(services: Services, cancel: CancellationToken, tracker: TaskTra
         match services.store.next_cron_due().await {
             Ok(Some(next)) => {
                 let until = (next - time::now()).to_std().unwrap_or_default();
-                wait = wait.min(until);
+                wait = wait.min(until.saturating_sub(CLAIM_AHEAD));
             }
             Ok(None) => {}
             Err(e) => tracing::error!(error = %e, "cannot read the next due trigger"),
@@ -228,6 +250,35 @@ pub async fn run(services: Services, cancel: CancellationToken, tracker: TaskTra
         }
     }
     tracing::info!("trigger scheduler stopped");
+}
+
+/// Waits until `at` (at once when it has passed); returns the time it goes on,
+/// never before `at`.
+async fn on_time(at: Timestamp) -> Timestamp {
+    loop {
+        let now = time::now();
+        match (at - now).to_std() {
+            Ok(left) if !left.is_zero() => tokio::time::sleep(left).await,
+            _ => return now,
+        }
+    }
+}
+
+/// Whether `firing` is still in the store (a store failure says yes: the run
+/// goes on, and its end stores nothing if the firing is gone).
+async fn still_claimed(services: &Services, firing: &crate::domain::Firing) -> bool {
+    match services.store.firing_exists(firing.id).await {
+        Ok(found) => {
+            if !found {
+                tracing::info!(trigger = %firing.trigger.id, "a claimed firing's trigger was deleted before its time; it does not run");
+            }
+            found
+        }
+        Err(e) => {
+            tracing::warn!(trigger = %firing.trigger.id, error = %e, "cannot look up a claimed firing; it runs");
+            true
+        }
+    }
 }
 
 #[cfg(test)]
@@ -245,6 +296,20 @@ mod tests {
             cron_expression: Some(expr.into()),
             ..Trigger::example(at(next))
         }
+    }
+
+    #[tokio::test]
+    async fn a_firing_claimed_ahead_goes_on_at_its_time_not_before() {
+        let at = time::now() + TimeDelta::milliseconds(120);
+        let started = on_time(at).await;
+        assert!(started >= at, "{started} < {at}");
+        assert!(
+            started - at < TimeDelta::milliseconds(100),
+            "{started} - {at}"
+        );
+        // A time that has passed goes on at once.
+        let past = time::now() - TimeDelta::seconds(5);
+        assert!(on_time(past).await - past >= TimeDelta::seconds(5));
     }
 
     #[test]
