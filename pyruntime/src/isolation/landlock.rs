@@ -28,6 +28,23 @@ pub fn restrict(plan: &Plan) -> Layer {
     }
 }
 
+/// Restricts the calling process to no file access at all (and the same scopes as a
+/// run): for a run's pid 1, which only reaps and writes on descriptors it holds.
+pub fn deny_all() -> Layer {
+    let restricted = Ruleset::default()
+        .handle_access(AccessFs::from_all(WANTED))
+        .and_then(|ruleset| ruleset.scope(Scope::from_all(WANTED)))
+        .and_then(|ruleset| ruleset.create())
+        .and_then(|ruleset| ruleset.restrict_self());
+    match restricted {
+        Ok(status) if status.ruleset == RulesetStatus::FullyEnforced => {
+            Layer::enforced("no file access")
+        }
+        Ok(_) => Layer::partial("the kernel enforces only part of (no file access)"),
+        Err(err) => Layer::unavailable(format!("landlock: {err}")),
+    }
+}
+
 fn try_restrict(plan: &Plan) -> Result<Layer, landlock::RulesetError> {
     let mut ruleset = Ruleset::default().handle_access(AccessFs::from_all(WANTED))?;
     if plan.network == NetworkMode::Deny {

@@ -412,6 +412,7 @@ fn shape(outcome: Outcome, limits: &Limits, mut warnings: Vec<String>) -> Execut
         report,
         report_problem,
         disk_filled,
+        held: _,
     } = outcome;
     let printed = stdout.trim_end().to_owned();
     let (entry, result, output, error) = match report {
@@ -553,6 +554,7 @@ mod tests {
             report,
             report_problem: None,
             disk_filled: None,
+            held: None,
         }
     }
 

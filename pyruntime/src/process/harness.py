@@ -18,6 +18,7 @@ output (the server fills that in). Functions get the parameters their signature 
 keyword arguments (all of them with **kwargs); coroutine functions are awaited.
 """
 
+import gc
 import inspect
 import json
 import linecache
@@ -174,6 +175,10 @@ def prepare(site_packages, venv_dir, executable, helpers_source, preload):
         if threading.active_count() > 1:
             raise RuntimeError(f"importing {name} started a thread: the zygote cannot fork safely")
         imported.append(name)
+    # Every object so far is the zygote's: a collection in a run must not walk (and so
+    # copy, page by page) the heap it shares with the zygote.
+    gc.collect()
+    gc.freeze()
     return imported
 
 

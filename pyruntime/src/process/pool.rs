@@ -46,11 +46,26 @@ const START_TIMEOUT: Duration = Duration::from_secs(120);
 const KILL_GRACE: Duration = Duration::from_secs(5);
 
 /// How a run ended.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Exit {
     pub code: Option<i32>,
     pub signal: Option<i32>,
     pub timed_out: bool,
+    /// The run's processes, held stopped by the zygote until this is dropped.
+    pub held: Held,
+}
+
+/// A finished run whose processes the zygote keeps, stopped, until the server has read
+/// what it left (outputs, artifacts): dropping this asks the zygote to tear them down,
+/// so that the teardown of a large process does not delay the answer.
+pub struct Held {
+    _teardown: KillOnDrop,
+}
+
+impl std::fmt::Debug for Held {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Held")
+    }
 }
 
 type Waiters = Mutex<HashMap<u64, Waiter>>;
@@ -443,10 +458,7 @@ impl Drop for KillOnDrop {
 /// Waits for a started run's exit, killing it at `timeout` (and when dropped): the
 /// zygote is asked to, and killed itself when it has not within `KILL_GRACE`.
 async fn wait(started: Started, timeout: Duration) -> io::Result<Exit> {
-    let Started {
-        mut exited,
-        mut guard,
-    } = started;
+    let Started { mut exited, guard } = started;
     let (status, timed_out) = match tokio::time::timeout(timeout, &mut exited).await {
         Ok(status) => (status, false),
         Err(_) => {
@@ -470,12 +482,11 @@ async fn wait(started: Started, timeout: Duration) -> io::Result<Exit> {
             ));
         }
     };
-    // The run is over: nothing to kill.
-    guard.run = None;
     Ok(Exit {
         code,
         signal,
         timed_out,
+        held: Held { _teardown: guard },
     })
 }
 

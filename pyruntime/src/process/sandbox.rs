@@ -36,7 +36,7 @@ use crate::isolation::{
     SPACE, UNLIMITED,
 };
 use crate::process::home::{HomeRecipe, make_home};
-use crate::process::pool::{Pool, Zygote, ZygoteSpec};
+use crate::process::pool::{Held, Pool, Zygote, ZygoteSpec};
 use crate::process::protocol::{SandboxSetup, Setup};
 use crate::storage::venvs::Venv;
 
@@ -220,6 +220,9 @@ pub struct Outcome {
     pub report_problem: Option<String>,
     /// The size of the run's disk space, when the run used all of it.
     pub disk_filled: Option<u64>,
+    /// The run's stopped processes, torn down when this outcome is dropped (after its
+    /// files are collected).
+    pub held: Option<Held>,
 }
 
 /// Where runs happen: the zygotes, the cgroups, and the policy every run gets.
@@ -472,6 +475,7 @@ impl Sandbox {
             report: outputs.report,
             report_problem: outputs.report_problem,
             disk_filled: outputs.disk_filled,
+            held: Some(exit.held),
         })
     }
 

@@ -12,22 +12,27 @@
 //! single-threaded, and asserts it before each fork (`/proc/self/task` has one entry).
 //!
 //! A run is three processes, forked through CPython's `os.fork` (which wraps them in
-//! `PyOS_BeforeFork`/`PyOS_AfterFork_*`). The first two are made ahead, as `SPARES` next
-//! runs' `Spare`s: the intermediate child joins the run's cgroups and unshares its
-//! namespaces on its own while the zygote goes on serving (`begin_spare`); when it says
-//! so, the zygote writes its id maps (`finish_spare`), and it forks pid 1 of the new pid
-//! namespace, which builds the view ahead (`mounts::prepare_view`, with the setup's
-//! template) and waits for its plan. A run sends the plan to pid 1, which points stdout,
-//! stderr and the report (fd 3) at the run's files, finishes the view, drops to the run's
-//! ids, applies rlimits, Landlock and seccomp, and forks the runner (pid 1 ignores its
-//! own signals, so tool code must not be pid 1), which runs the tool code
-//! (`harness.child_main`) and says it is done on a status pipe once its report is
-//! written. The intermediate passes that word to the zygote (`report_end`: the zygote
-//! reports `Event::Exited` at once) and exits the way the runner ended; a run that left
-//! no word is reported from the intermediate's exit. Killing the intermediate kills the run: pid 1 has a
-//! parent-death signal, and the death of a pid namespace's pid 1 takes every other
-//! process of it. EOF on stdin kills every run and ends the zygote; `Command::Drain` ends
-//! it once its runs are over.
+//! `PyOS_BeforeFork`/`PyOS_AfterFork_*`), all made ahead, as `SPARES` next runs'
+//! `Spare`s, so that a run finds them waiting: the intermediate child joins the run's
+//! cgroups and unshares its namespaces on its own while the zygote goes on serving
+//! (`begin_spare`); when it says so, the zygote writes its id maps (`finish_spare`), and
+//! it forks pid 1 of the new pid namespace, which builds the view ahead
+//! (`mounts::prepare_view`, with the setup's template), forks the runner (pid 1 ignores
+//! its own signals, so tool code must not be pid 1), confines itself for good (the run's
+//! ids, no file access, seccomp) and reaps. The runner waits for the plan. A run sends it
+//! the plan; it points stdout, stderr and the report (fd 3) at the run's files, finishes
+//! the view, drops to the run's ids, applies rlimits, Landlock and seccomp, runs the tool
+//! code (`harness.child_main`), stops whatever the code left running and says it is done
+//! on a status pipe once its report is written, then stops itself. The intermediate
+//! passes that word to the zygote (`report_end`: the zygote reports `Event::Exited` at
+//! once); a run that left no word is reported from the intermediate's exit. A finished
+//! run's processes are held, stopped, until the server has read what the run left and
+//! sends `Command::Kill` (or `HELD_AT_MOST`): tearing down three copies of the
+//! interpreter would otherwise take the processor the answer needs. Spares are made
+//! again once no run is left (or none is ready). Killing the intermediate kills the run:
+//! pid 1 has a parent-death signal, and the death of a pid namespace's pid 1 takes every
+//! other process of it. EOF on stdin kills every run and ends the zygote;
+//! `Command::Drain` ends it once its runs are over.
 
 use std::collections::{HashMap, VecDeque};
 use std::ffi::CString;
@@ -36,6 +41,7 @@ use std::io::Write;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, sigprocmask};
@@ -50,6 +56,8 @@ use serde_json::Value;
 use crate::isolation::{self, Ids, Layer, Layers, NetworkMode, Plan, namespaces};
 use crate::process::protocol::{self, Command, Event, SandboxSetup, Setup};
 
+/// How long a finished run's stopped processes wait for the server to let them go.
+const HELD_AT_MOST: Duration = Duration::from_secs(5);
 /// Finished runs' cgroups kept for reuse.
 const MAX_RECYCLED: usize = 8;
 /// The next runs' processes a workspace zygote keeps ready or in the making.
@@ -152,8 +160,9 @@ struct Child {
     /// Where the intermediate says how the run ended as soon as it knows (before its own,
     /// slower, exit); `None` once read or closed.
     ended: Option<OwnedFd>,
-    /// `Event::Exited` was sent from `ended`: the exit itself only cleans up.
-    reported: bool,
+    /// When `Event::Exited` was sent from `ended`: the run's processes are then held,
+    /// stopped, until the server has read the run (`Command::Kill`) or `HELD_AT_MOST`.
+    reported: Option<Instant>,
 }
 
 /// The zygote's whole life; `main` and the wheel's `zygote()` report its error.
@@ -375,7 +384,16 @@ impl Zygote {
                         fds.push(PollFd::new(fd.as_fd(), PollFlags::POLLIN));
                     }
                 }
-                match poll(&mut fds, PollTimeout::NONE) {
+                let timeout = self
+                    .children
+                    .values()
+                    .filter_map(|child| child.reported)
+                    .min()
+                    .map_or(PollTimeout::NONE, |at| {
+                        let left = (at + HELD_AT_MOST).saturating_duration_since(Instant::now());
+                        PollTimeout::try_from(left).unwrap_or(PollTimeout::MAX)
+                    });
+                match poll(&mut fds, timeout) {
                     Ok(_) => {}
                     Err(nix::errno::Errno::EINTR) => continue,
                     Err(err) => return Err(format!("poll: {err}")),
@@ -402,8 +420,14 @@ impl Zygote {
                     Err(err) => eprintln!("weir-pyruntime zygote: no spare: {err}"),
                 }
             }
+            self.release_expired();
             if child_ready {
                 self.reap()?;
+            }
+            // Spares are made while no run needs the processor (a finished run's teardown
+            // included), or at once when none is left.
+            if self.children.is_empty() || self.spares.is_empty() {
+                self.top_up();
             }
             if stdin_ready {
                 match input.read_available() {
@@ -447,14 +471,13 @@ impl Zygote {
                             id,
                             cgroups,
                             ended: Some(ended),
-                            reported: false,
+                            reported: None,
                         };
                         self.children.insert(pid, child);
                         self.emit(&Event::Started { id })?;
                     }
                     Err(message) => self.emit(&Event::Failed { id, message })?,
                 }
-                self.top_up();
                 Ok(())
             }
         }
@@ -481,7 +504,7 @@ impl Zygote {
             {
                 // Whatever the run left in its cgroups dies before they are reused.
                 isolation::cgroups::kill_in(&cgroups);
-                if !reported {
+                if reported.is_none() {
                     self.emit(&Event::Exited { id, code, signal })?;
                 }
                 if !cgroups.is_empty() {
@@ -518,9 +541,22 @@ impl Zygote {
             Some(end) => end,
             None => return Ok(()),
         };
-        child.reported = true;
+        child.reported = Some(Instant::now());
         let id = child.id;
         self.emit(&Event::Exited { id, code, signal })
+    }
+
+    /// Tears down the finished runs the server has not let go of in time.
+    fn release_expired(&self) {
+        for (pid, child) in &self.children {
+            if child
+                .reported
+                .is_some_and(|at| at.elapsed() >= HELD_AT_MOST)
+            {
+                let _ = nix::sys::signal::kill(Pid::from_raw(*pid), Signal::SIGKILL);
+                isolation::cgroups::kill_in(&child.cgroups);
+            }
+        }
     }
 
     fn kill_all(&mut self) {
@@ -765,8 +801,10 @@ impl Zygote {
         }
     }
 
-    /// pid 1 waiting for its run: reads the plan, points stdout, stderr and the report at
-    /// the run's files, and goes on with `run`.
+    /// pid 1 of a spare: builds the run's view ahead, forks the runner ahead (the process
+    /// that will run the tool code: pid 1 of a namespace ignores its own signals, so the
+    /// code must not be pid 1), confines itself for good and reaps until the runner exits.
+    /// Both forks and pid 1's own confinement happen before there is a run.
     fn pid_one(
         &self,
         plan: OwnedFd,
@@ -775,6 +813,7 @@ impl Zygote {
         status: OwnedFd,
     ) -> ! {
         let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
+        let _ = nix::unistd::setsid();
         // While no run is waiting for us: its view, but for its own directories.
         let ahead = match (&self.sandbox.view, &unshared) {
             (Some(template), Ok(())) if maps_written => {
@@ -782,6 +821,44 @@ impl Zygote {
             }
             _ => None,
         };
+        let in_user_namespace = unshared.is_ok() && maps_written;
+        let runner = Python::attach(|py| -> PyResult<i32> { self.fork.call0(py)?.extract(py) });
+        match runner {
+            Ok(0) => {
+                // The code's own session and process group, as a fresh process would have.
+                let _ = nix::unistd::setsid();
+                self.runner(plan, unshared, maps_written, ahead, status)
+            }
+            Ok(pid) => {
+                drop(plan);
+                // pid 1 only reaps and reports from here on: it keeps no right the run's
+                // code could borrow (its ids, no file at all, the run's seccomp filter).
+                let _ = namespaces::drop_to_run_ids(&self.sandbox.ids, in_user_namespace);
+                let _ = isolation::landlock::deny_all();
+                if let Ok(program) = &self.seccomp {
+                    let _ = isolation::seccomp::apply(program);
+                }
+                // Changing ids cleared the parent-death signal.
+                let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
+                init(Pid::from_raw(pid), status)
+            }
+            Err(err) => {
+                eprintln!("weir-pyruntime: fork: {err}");
+                exit_now(71);
+            }
+        }
+    }
+
+    /// The runner, forked ahead by pid 1: waits for the run's plan, points stdout, stderr
+    /// and the report at the run's files, and goes on with `run`.
+    fn runner(
+        &self,
+        plan: OwnedFd,
+        unshared: Result<(), String>,
+        maps_written: bool,
+        ahead: Option<Result<&Plan, String>>,
+        status: OwnedFd,
+    ) -> ! {
         let mut bytes = Vec::new();
         if std::io::Read::read_to_end(&mut File::from(plan), &mut bytes).is_err() {
             exit_now(71);
@@ -813,9 +890,8 @@ impl Zygote {
         )
     }
 
-    /// pid 1 of the run: confines itself layer by layer, then forks the process that runs
-    /// the tool code (pid 1 of a namespace ignores its own signals, so the code must not
-    /// be pid 1) and reaps until that one exits, whose end it reports on `status`.
+    /// The runner with its plan: finishes the run's view, confines itself layer by layer
+    /// and runs the tool code, whose end it reports on `status` once its report is written.
     fn run(
         &self,
         plan: &Plan,
@@ -825,9 +901,10 @@ impl Zygote {
         ahead: Option<Result<&Plan, String>>,
         status: OwnedFd,
     ) -> ! {
-        let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
-        let _ = nix::unistd::setsid();
         let mut layers = Layers::default();
+        // Only in a pid namespace of its own may the run's end stop "every other process"
+        // (kill -1) and wait to be torn down with the namespace.
+        let own_pid_namespace = unshared.is_ok();
         let in_user_namespace = match unshared {
             Ok(()) if maps_written => true,
             Ok(()) => {
@@ -890,23 +967,8 @@ impl Zygote {
             Ok(program) => isolation::seccomp::apply(program),
             Err(err) => Layer::unavailable(err.clone()),
         };
-        // Changing ids cleared the parent-death signal: pid 1 must die with the run's
-        // intermediate process (and with it, every process of the namespace).
-        let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
         let layers_json = serde_json::to_string(&layers).unwrap_or_else(|_| "{}".to_owned());
-        let runner = Python::attach(|py| -> PyResult<i32> { self.fork.call0(py)?.extract(py) });
-        let runner_pid = match runner {
-            Ok(0) => {
-                // The code's own session and process group, as a fresh process would have.
-                let _ = nix::unistd::setsid();
-                nix::unistd::getpid()
-            }
-            Ok(pid) => init(Pid::from_raw(pid), status),
-            Err(err) => {
-                eprintln!("weir-pyruntime: fork: {err}");
-                exit_now(71);
-            }
-        };
+        let runner_pid = nix::unistd::getpid();
         let result = Python::attach(|py| -> PyResult<()> {
             let harness = self.harness.bind(py);
             match layers.first_missing() {
@@ -927,7 +989,19 @@ impl Zygote {
         // process is torn down. Only the runner itself, not a process the code forked.
         if nix::unistd::getpid() == runner_pid {
             flush_python();
+            if own_pid_namespace {
+                // Whatever the code left running stops before the server reads the run.
+                // SAFETY: kill(2) of every process this one may signal in the run's pid
+                // namespace (never its pid 1, nor this process).
+                unsafe { libc::kill(-1, libc::SIGSTOP) };
+            }
             let _ = nix::unistd::write(&status, b"E0\n");
+            if own_pid_namespace {
+                // Held, stopped, until the zygote tears the namespace down once the server
+                // has read the run: tearing down this large process now would take the
+                // processor the answer needs.
+                let _ = nix::sys::signal::raise(Signal::SIGSTOP);
+            }
         }
         exit_now(0);
     }
@@ -991,12 +1065,17 @@ fn mirror_exit(child: Pid, status: OwnedFd, ended: OwnedFd) -> ! {
     }
     let reported = String::from_utf8_lossy(&word).into_owned();
     let (code, signal) = match parse_end(&reported) {
-        // Reported: no need to wait for pid 1 and the namespace to be torn down (pid 1
-        // dies with this process; the server empties the run's cgroups). The zygote hears
-        // it first, before this process's own exit.
-        Some(end) => {
+        // Reported: the zygote hears it at once, and kills this process (pid 1 dies with
+        // it, and the namespace with pid 1; the zygote empties the run's cgroups) once the
+        // server has read the run.
+        Some(_) => {
             let _ = nix::unistd::write(&ended, format!("{reported}\n").as_bytes());
-            end
+            // The zygote kills this process (and so the run) when the server has read the
+            // run; it reports nothing more.
+            loop {
+                // SAFETY: pause(2) only waits for a signal.
+                unsafe { libc::pause() };
+            }
         }
         None => loop {
             match waitpid(child, None) {
