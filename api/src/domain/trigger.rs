@@ -403,6 +403,29 @@ pub fn missed_result(trigger: &Trigger, now: Timestamp, count: i64) -> NewTrigge
     }
 }
 
+/// A successful execution's result, without the answer (`output`, its sources and
+/// tools), which the caller fills in.
+pub fn succeeded_result(
+    trigger: &Trigger,
+    executed_at: Timestamp,
+    scheduled_at: Option<Timestamp>,
+    input: String,
+    chat_id: String,
+) -> NewTriggerResult {
+    NewTriggerResult {
+        status: ResultStatus::Success,
+        error: None,
+        ..failed_result(
+            trigger,
+            executed_at,
+            scheduled_at,
+            input,
+            chat_id,
+            String::new(),
+        )
+    }
+}
+
 /// A failed execution's result.
 pub fn failed_result(
     trigger: &Trigger,

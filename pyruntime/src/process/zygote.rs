@@ -424,9 +424,11 @@ impl Zygote {
             if child_ready {
                 self.reap()?;
             }
-            // Spares are made while no run needs the processor (a finished run's teardown
-            // included), or at once when none is left.
-            if self.children.is_empty() || self.spares.is_empty() {
+            // Spares are made once no run is left running (the zygote is then free again
+            // by the time the next run comes), or at once when none is left.
+            if self.children.values().all(|child| child.reported.is_some())
+                || self.spares.is_empty()
+            {
                 self.top_up();
             }
             if stdin_ready {

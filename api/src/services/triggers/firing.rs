@@ -26,7 +26,9 @@ use super::super::prediction::{
 };
 use super::super::{ServiceError, Services};
 use crate::domain::callback;
-use crate::domain::trigger::{NewTriggerResult, ResultStatus, failure_mail, non_empty};
+use crate::domain::trigger::{
+    NewTriggerResult, failed_result, failure_mail, non_empty, succeeded_result,
+};
 use crate::domain::{ChatType, Firing, Trigger, WebhookClaim, time};
 use crate::store::{FiringEnd, StoreResult};
 
@@ -200,27 +202,16 @@ pub async fn execute(
     let trigger = &firing.trigger;
     let scheduled_at = firing.is_cron.then_some(firing.scheduled_at);
     let keep = services.config.trigger_results_keep;
+    // A run that answers ends the firing in its own write: the answer is filled in.
     let answered = ask.callback.is_none().then(|| {
-        FiringEndSlot::new(FiringEnd {
-            firing: firing.id,
-            leased: firing.leased,
-            result: NewTriggerResult {
-                trigger_id: trigger.id,
-                executed_at: started,
-                scheduled_at,
-                input: ask.input.clone(),
-                output: None,
-                source_documents: None,
-                used_tools: None,
-                chat_id: Some(ask.chat_id.clone()),
-                status: ResultStatus::Success,
-                error: None,
-                missed_count: None,
-            },
-            mail: None,
-            callback_body: None,
-            keep,
-        })
+        let result = succeeded_result(
+            trigger,
+            started,
+            scheduled_at,
+            ask.input.clone(),
+            ask.chat_id.clone(),
+        );
+        FiringEndSlot::new(end_of(firing, result, keep))
     });
     let flow = match services.store.find_chatflow(trigger.chatflow_id).await {
         Ok(Some(flow)) if flow.workspace_id == trigger.workspace_id => Ok(flow),
@@ -301,24 +292,17 @@ pub async fn execute(
     let (result, mail) = match &outcome {
         Outcome::Success(answer) => (
             NewTriggerResult {
-                trigger_id: trigger.id,
-                executed_at: now,
-                scheduled_at,
-                input: ask.input,
                 output: Some(answer.text.clone()),
                 source_documents: non_empty(&answer.source_documents),
                 used_tools: non_empty(&answer.used_tools),
-                chat_id: Some(ask.chat_id),
-                status: ResultStatus::Success,
-                error: None,
-                missed_count: None,
+                ..succeeded_result(trigger, now, scheduled_at, ask.input, ask.chat_id)
             },
             None,
         ),
         Outcome::Failed(error) | Outcome::TimedOut(error) => {
             let mail = failure_mail(trigger, &flow_name, now, &ask.input, error);
             (
-                crate::domain::trigger::failed_result(
+                failed_result(
                     trigger,
                     now,
                     scheduled_at,
@@ -332,12 +316,9 @@ pub async fn execute(
     };
     let has_mail = mail.is_some();
     let end = FiringEnd {
-        firing: firing.id,
-        leased: firing.leased,
-        result,
         mail,
         callback_body,
-        keep,
+        ..end_of(firing, result, keep)
     };
     let stored = match services.store.end_firing(end).await {
         Ok(stored) => stored.is_some(),
@@ -353,6 +334,18 @@ pub async fn execute(
         services.callback_wake.notify_one();
     }
     outcome
+}
+
+/// The end of `firing` with `result`, owing no mail or callback.
+fn end_of(firing: &Firing, result: NewTriggerResult, keep: u32) -> FiringEnd {
+    FiringEnd {
+        firing: firing.id,
+        leased: firing.leased,
+        result,
+        mail: None,
+        callback_body: None,
+        keep,
+    }
 }
 
 /// Claims the firing of a webhook call to `trigger` (as read for the call)

@@ -201,13 +201,9 @@ pub async fn run(services: Services, cancel: CancellationToken, tracker: TaskTra
         for firing in due {
             let services = services.clone();
             tracker.spawn(async move {
-                let ahead = firing.scheduled_at > time::now();
                 let started = on_time(firing.scheduled_at).await;
-                // Deleting a trigger deletes its claimed firings: one that
-                // waited for its time starts only if it is still there.
-                if ahead && !still_claimed(&services, &firing).await {
-                    return;
-                }
+                // Deleting a trigger deletes its claimed firings: `run_cron`
+                // starts one that waited for its time only if it is still there.
                 firing::run_cron(services, firing, started).await;
             });
         }
@@ -260,23 +256,6 @@ async fn on_time(at: Timestamp) -> Timestamp {
         match (at - now).to_std() {
             Ok(left) if !left.is_zero() => tokio::time::sleep(left).await,
             _ => return now,
-        }
-    }
-}
-
-/// Whether `firing` is still in the store (a store failure says yes: the run
-/// goes on, and its end stores nothing if the firing is gone).
-async fn still_claimed(services: &Services, firing: &crate::domain::Firing) -> bool {
-    match services.store.firing_exists(firing.id).await {
-        Ok(found) => {
-            if !found {
-                tracing::info!(trigger = %firing.trigger.id, "a claimed firing's trigger was deleted before its time; it does not run");
-            }
-            found
-        }
-        Err(e) => {
-            tracing::warn!(trigger = %firing.trigger.id, error = %e, "cannot look up a claimed firing; it runs");
-            true
         }
     }
 }

@@ -21,18 +21,9 @@ impl ConversationStore for SqliteStore {
         let mut now = None;
         let write =
             move |tx: &Connection, run| write_run(tx, run, *now.get_or_insert_with(time::now));
-        // The results of the firings ended with runs are trimmed once per
-        // trigger, after the batch's are in (as `finish_firings` trims them).
-        let keep: HashMap<Uuid, u32> = runs
-            .iter()
-            .filter_map(|run| run.end_firing.as_ref())
-            .map(|end| (end.result.trigger_id, end.keep))
-            .collect();
-        self.write_each(runs, write, move |tx| {
-            keep.into_iter()
-                .try_for_each(|(trigger, keep)| trim_results(tx, trigger, keep))
-        })
-        .await
+        // The firings ended with runs are trimmed as `finish_firings` trims them.
+        let trim = trim_once_per_trigger(runs.iter().filter_map(|run| run.end_firing.as_ref()));
+        self.write_each(runs, write, trim).await
     }
 
     async fn list_chat_messages(

@@ -564,6 +564,21 @@ fn trim_results(conn: &Connection, trigger: Uuid, keep: u32) -> rusqlite::Result
     Ok(())
 }
 
+/// What a batch of firing ends leaves to do once all of them are in: each trigger's
+/// results trimmed once (the `then` of `write_each`).
+fn trim_once_per_trigger<'a>(
+    ends: impl IntoIterator<Item = &'a FiringEnd>,
+) -> impl FnOnce(&Connection) -> rusqlite::Result<()> + Send + 'static {
+    let keep: HashMap<Uuid, u32> = ends
+        .into_iter()
+        .map(|end| (end.result.trigger_id, end.keep))
+        .collect();
+    move |tx| {
+        keep.into_iter()
+            .try_for_each(|(trigger, keep)| trim_results(tx, trigger, keep))
+    }
+}
+
 fn insert_mail(
     conn: &Connection,
     trigger: Uuid,

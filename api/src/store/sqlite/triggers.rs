@@ -332,16 +332,8 @@ impl TriggerStore for SqliteStore {
         &self,
         ends: Vec<FiringEnd>,
     ) -> Vec<StoreResult<Option<TriggerResult>>> {
-        // Each trigger's results are trimmed once, after the batch's are in.
-        let keep: HashMap<Uuid, u32> = ends
-            .iter()
-            .map(|end| (end.result.trigger_id, end.keep))
-            .collect();
-        self.write_each(ends, finish_firing, move |tx| {
-            keep.into_iter()
-                .try_for_each(|(trigger, keep)| trim_results(tx, trigger, keep))
-        })
-        .await
+        let trim = trim_once_per_trigger(&ends);
+        self.write_each(ends, finish_firing, trim).await
     }
 
     async fn expire_firings(&self, now: Timestamp, keep: u32) -> StoreResult<u64> {
