@@ -176,8 +176,8 @@ def prepare(site_packages, venv_dir, executable, helpers_source, preload):
             raise RuntimeError(f"importing {name} started a thread: the zygote cannot fork safely")
         imported.append(name)
     # Every object so far is the zygote's: a collection in a run must not walk (and so
-    # copy, page by page) the heap it shares with the zygote.
-    gc.collect()
+    # copy, page by page) the heap it shares with the zygote. (No collection first: it
+    # would cost the first run its time, and the zygote's garbage is small.)
     gc.freeze()
     return imported
 

@@ -29,7 +29,7 @@
 //! run's processes are held, stopped, until the server has read what the run left and
 //! sends `Command::Kill` (or `HELD_AT_MOST`): tearing down three copies of the
 //! interpreter would otherwise take the processor the answer needs. Spares are made
-//! again once no run is left (or none is ready). Killing the intermediate kills the run:
+//! again once no run is left running (while runs go on, one per run, up to `SPARES`). Killing the intermediate kills the run:
 //! pid 1 has a parent-death signal, and the death of a pid namespace's pid 1 takes every
 //! other process of it. EOF on stdin kills every run and ends the zygote;
 //! `Command::Drain` ends it once its runs are over.
@@ -219,8 +219,9 @@ pub fn serve() -> Result<(), String> {
         preloaded,
         confinement,
     })?;
-    // The first run finds its processes ready too.
-    zygote.top_up();
+    // The first run finds its processes ready too (one set: a second would take the
+    // processor from it; the rest follow once it is over).
+    zygote.top_up(1);
     zygote.run_loop(&mut input)
 }
 
@@ -425,12 +426,18 @@ impl Zygote {
                 self.reap()?;
             }
             // Spares are made once no run is left running (the zygote is then free again
-            // by the time the next run comes), or at once when none is left.
-            if self.children.values().all(|child| child.reported.is_some())
-                || self.spares.is_empty()
-            {
-                self.top_up();
-            }
+            // by the time the next run comes); while runs go on, as many as there are
+            // runs (up to `SPARES`), so that one run alone keeps the processor.
+            let running = self
+                .children
+                .values()
+                .filter(|child| child.reported.is_none())
+                .count();
+            self.top_up(if running == 0 {
+                SPARES
+            } else {
+                running.min(SPARES)
+            });
             if stdin_ready {
                 match input.read_available() {
                     Ok(true) => {}
@@ -590,11 +597,12 @@ impl Zygote {
     /// Starts spares until `SPARES` are ready or in the making (workspace zygotes only):
     /// making one waits for the kernel (joining a cgroup, unsharing), so back-to-back
     /// runs would wait for a single one.
-    fn top_up(&mut self) {
+    /// Begins spares until `count` are ready or in the making.
+    fn top_up(&mut self, count: usize) {
         if !self.sandbox.keep_spare || self.draining {
             return;
         }
-        while self.spares.len() + self.pending.len() < SPARES {
+        while self.spares.len() + self.pending.len() < count {
             match self.begin_spare() {
                 Ok(pending) => self.pending.push(pending),
                 Err(err) => {
