@@ -51,6 +51,15 @@ def timed(fn):
     return (time.perf_counter() - started) * 1000, value
 
 
+def after_idle(fn, n):
+    """`n` timings of `fn`, each after `IDLE_BETWEEN` with nothing running."""
+    samples = []
+    for _ in range(n):
+        time.sleep(IDLE_BETWEEN)
+        samples.append(timed(fn)[0])
+    return samples
+
+
 def p50(samples):
     return statistics.median(samples)
 
@@ -192,10 +201,7 @@ def main():
         rows.append(("trivial code (`result = 1`), warm, back to back", trivial, trivial_base))
         # The same, one call at a time with the runtime idle in between (an agent's tool
         # call between two model turns): the latency of one run, not the throughput.
-        spaced = []
-        for _ in range(n_trivial):
-            time.sleep(IDLE_BETWEEN)
-            spaced.append(timed(lambda: run_ok(url, TRIVIAL_CODE, ws))[0])
+        spaced = after_idle(lambda: run_ok(url, TRIVIAL_CODE, ws), n_trivial)
         rows.append((f"trivial code, warm, each after {IDLE_BETWEEN * 1000:.0f} ms idle", spaced, trivial_base))
 
         # JavaScript, warm: the first run installs the engine; the zygote then learns its import.
@@ -205,10 +211,7 @@ def main():
         for _ in range(5):
             run_js(url, ws)
         javascript = [timed(lambda: run_js(url, ws))[0] for _ in range(n_trivial)]
-        javascript_spaced = []
-        for _ in range(n_trivial):
-            time.sleep(IDLE_BETWEEN)
-            javascript_spaced.append(timed(lambda: run_js(url, ws))[0])
+        javascript_spaced = after_idle(lambda: run_js(url, ws), n_trivial)
         rows.append(("JavaScript function (`execute-javascript`, QuickJS), warm; baseline: a fresh `node -e`",
                      javascript, spawn_node_baseline(max(10, n_trivial // 10))))
         added_by_javascript = p50(javascript) - p50(trivial)
@@ -253,10 +256,7 @@ def main():
         python = str(data / "venvs" / ws / "bin" / "python")
         pandas_base = spawn_baseline(python, PANDAS_CODE, n_pandas)
         rows.append(("pandas import + two-row DataFrame sum, warm, back to back", pandas, pandas_base))
-        pandas_spaced = []
-        for _ in range(n_pandas):
-            time.sleep(IDLE_BETWEEN)
-            pandas_spaced.append(timed(lambda: run_ok(url, PANDAS_CODE, ws))[0])
+        pandas_spaced = after_idle(lambda: run_ok(url, PANDAS_CODE, ws), n_pandas)
         rows.append((f"pandas, warm, each after {IDLE_BETWEEN * 1000:.0f} ms idle", pandas_spaced, pandas_base))
 
         # First run in a brand-new workspace (venv creation, zygote start, the run).

@@ -413,16 +413,17 @@ pub fn succeeded_result(
     chat_id: String,
 ) -> NewTriggerResult {
     NewTriggerResult {
+        trigger_id: trigger.id,
+        executed_at,
+        scheduled_at,
+        input,
+        output: None,
+        source_documents: None,
+        used_tools: None,
+        chat_id: Some(chat_id),
         status: ResultStatus::Success,
         error: None,
-        ..failed_result(
-            trigger,
-            executed_at,
-            scheduled_at,
-            input,
-            chat_id,
-            String::new(),
-        )
+        missed_count: None,
     }
 }
 
@@ -436,17 +437,9 @@ pub fn failed_result(
     error: String,
 ) -> NewTriggerResult {
     NewTriggerResult {
-        trigger_id: trigger.id,
-        executed_at,
-        scheduled_at,
-        input,
-        output: None,
-        source_documents: None,
-        used_tools: None,
-        chat_id: Some(chat_id),
         status: ResultStatus::Failed,
         error: Some(error),
-        missed_count: None,
+        ..succeeded_result(trigger, executed_at, scheduled_at, input, chat_id)
     }
 }
 

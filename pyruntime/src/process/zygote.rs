@@ -29,10 +29,10 @@
 //! run's processes are held, stopped, until the server has read what the run left and
 //! sends `Command::Kill` (or `HELD_AT_MOST`): tearing down three copies of the
 //! interpreter would otherwise take the processor the answer needs. Spares are made
-//! again once no run is left running (while runs go on, one per run, up to `SPARES`). Killing the intermediate kills the run:
-//! pid 1 has a parent-death signal, and the death of a pid namespace's pid 1 takes every
-//! other process of it. EOF on stdin kills every run and ends the zygote;
-//! `Command::Drain` ends it once its runs are over.
+//! again once no run is left running (while runs go on, one per run, up to `SPARES`).
+//! Killing the intermediate kills the run: pid 1 has a parent-death signal, and the
+//! death of a pid namespace's pid 1 takes every other process of it. EOF on stdin kills
+//! every run and ends the zygote; `Command::Drain` ends it once its runs are over.
 
 use std::collections::{HashMap, VecDeque};
 use std::ffi::CString;
@@ -160,9 +160,11 @@ struct Child {
     /// Where the intermediate says how the run ended as soon as it knows (before its own,
     /// slower, exit); `None` once read or closed.
     ended: Option<OwnedFd>,
-    /// When `Event::Exited` was sent from `ended`: the run's processes are then held,
-    /// stopped, until the server has read the run (`Command::Kill`) or `HELD_AT_MOST`.
-    reported: Option<Instant>,
+    /// `Event::Exited` was sent from `ended`: the exit itself only cleans up.
+    reported: bool,
+    /// Since when the reported run's processes are held, stopped, waiting for the server
+    /// to have read the run (`Command::Kill`) or for `HELD_AT_MOST`; `None` once let go.
+    held_since: Option<Instant>,
 }
 
 /// The zygote's whole life; `main` and the wheel's `zygote()` report its error.
@@ -388,7 +390,7 @@ impl Zygote {
                 let timeout = self
                     .children
                     .values()
-                    .filter_map(|child| child.reported)
+                    .filter_map(|child| child.held_since)
                     .min()
                     .map_or(PollTimeout::NONE, |at| {
                         let left = (at + HELD_AT_MOST).saturating_duration_since(Instant::now());
@@ -431,7 +433,7 @@ impl Zygote {
             let running = self
                 .children
                 .values()
-                .filter(|child| child.reported.is_none())
+                .filter(|child| !child.reported)
                 .count();
             self.top_up(if running == 0 {
                 SPARES
@@ -467,9 +469,8 @@ impl Zygote {
                 Ok(())
             }
             Command::Kill { id } => {
-                if let Some((pid, child)) = self.children.iter().find(|(_, c)| c.id == id) {
-                    let _ = nix::sys::signal::kill(Pid::from_raw(*pid), Signal::SIGKILL);
-                    isolation::cgroups::kill_in(&child.cgroups);
+                if let Some((pid, child)) = self.children.iter_mut().find(|(_, c)| c.id == id) {
+                    kill_run(*pid, child);
                 }
                 Ok(())
             }
@@ -480,7 +481,8 @@ impl Zygote {
                             id,
                             cgroups,
                             ended: Some(ended),
-                            reported: None,
+                            reported: false,
+                            held_since: None,
                         };
                         self.children.insert(pid, child);
                         self.emit(&Event::Started { id })?;
@@ -513,7 +515,7 @@ impl Zygote {
             {
                 // Whatever the run left in its cgroups dies before they are reused.
                 isolation::cgroups::kill_in(&cgroups);
-                if reported.is_none() {
+                if !reported {
                     self.emit(&Event::Exited { id, code, signal })?;
                 }
                 if !cgroups.is_empty() {
@@ -550,20 +552,20 @@ impl Zygote {
             Some(end) => end,
             None => return Ok(()),
         };
-        child.reported = Some(Instant::now());
+        child.reported = true;
+        child.held_since = Some(Instant::now());
         let id = child.id;
         self.emit(&Event::Exited { id, code, signal })
     }
 
     /// Tears down the finished runs the server has not let go of in time.
-    fn release_expired(&self) {
-        for (pid, child) in &self.children {
+    fn release_expired(&mut self) {
+        for (pid, child) in &mut self.children {
             if child
-                .reported
+                .held_since
                 .is_some_and(|at| at.elapsed() >= HELD_AT_MOST)
             {
-                let _ = nix::sys::signal::kill(Pid::from_raw(*pid), Signal::SIGKILL);
-                isolation::cgroups::kill_in(&child.cgroups);
+                kill_run(*pid, child);
             }
         }
     }
@@ -594,10 +596,9 @@ impl Zygote {
         }
     }
 
-    /// Starts spares until `SPARES` are ready or in the making (workspace zygotes only):
+    /// Starts spares until `count` are ready or in the making (workspace zygotes only):
     /// making one waits for the kernel (joining a cgroup, unsharing), so back-to-back
     /// runs would wait for a single one.
-    /// Begins spares until `count` are ready or in the making.
     fn top_up(&mut self, count: usize) {
         if !self.sandbox.keep_spare || self.draining {
             return;
@@ -1015,6 +1016,14 @@ impl Zygote {
         }
         exit_now(0);
     }
+}
+
+/// Kills a run (its intermediate, and with it the namespace) and whatever is left in its
+/// cgroups; a held run is let go.
+fn kill_run(intermediate: i32, child: &mut Child) {
+    let _ = nix::sys::signal::kill(Pid::from_raw(intermediate), Signal::SIGKILL);
+    isolation::cgroups::kill_in(&child.cgroups);
+    child.held_since = None;
 }
 
 /// Flushes Python's streams and leaves without running finalizers (a forked child must
